@@ -1,0 +1,5 @@
+// Scaffold, replaced by the module's owner.
+#include "bindings.h"
+namespace deepinfer::python {
+void bind_tokenizer(nanobind::module_&) {}
+}  // namespace deepinfer::python

@@ -1,0 +1,70 @@
+#include "base/options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace deepinfer {
+namespace {
+
+using Env = std::map<std::string, std::string>;
+
+std::optional<std::string> lookup(const char* name, void* ctx) {
+  auto* env = static_cast<Env*>(ctx);
+  auto it = env->find(name);
+  if (it == env->end()) return std::nullopt;
+  return it->second;
+}
+
+Expected<EnvOptions> parse(Env env) { return parse_env_options(&lookup, &env); }
+
+TEST(EnvOptions, DefaultsMatchTheOriginal) {
+  auto o = parse({});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->accelerator, Accelerator::kAuto);
+  EXPECT_FALSE(o->batch_invariant);
+  EXPECT_FALSE(o->enable_mtp_varlen);
+  EXPECT_EQ(o->use_nextn_decode, 5);
+  EXPECT_EQ(o->yoco_prefill_keep_tokens, 140);
+  EXPECT_FALSE(o->hf_model_dir.has_value());
+}
+
+TEST(EnvOptions, ParsesEveryKnob) {
+  auto o = parse({{"DEEPINFER_ACCELERATOR", "nvidia"},
+                  {"DEEPINFER_BATCH_INVARIANT", "1"},
+                  {"DEEPINFER_ENABLE_MTP_VARLEN", "1"},
+                  {"DEEPINFER_USE_NEXTN_DECODE", "3"},
+                  {"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "compact"},
+                  {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "200"},
+                  {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
+                  {"DEEPINFER_NUM_THREADS", "8"}});
+  ASSERT_TRUE(o.ok()) << o.status().to_string();
+  EXPECT_EQ(o->accelerator, Accelerator::kNvidia);
+  EXPECT_TRUE(o->batch_invariant);
+  EXPECT_TRUE(o->enable_mtp_varlen);
+  EXPECT_EQ(o->use_nextn_decode, 3);
+  EXPECT_EQ(o->yoco_prefill_truncation_mode, "compact");
+  EXPECT_EQ(o->yoco_prefill_keep_tokens, 200);
+  EXPECT_EQ(*o->hf_model_dir, "/models/x");
+  EXPECT_EQ(o->num_threads, 8);
+  auto lines = describe_env_options(*o);
+  EXPECT_EQ(lines.size(), 8u);
+  EXPECT_EQ(lines[0], "DEEPINFER_ACCELERATOR=nvidia (set)");
+}
+
+TEST(EnvOptions, BadValuesNameTheVariable) {
+  auto a = parse({{"DEEPINFER_ACCELERATOR", "tpu"}});
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("DEEPINFER_ACCELERATOR='tpu'"), std::string::npos);
+  auto b = parse({{"DEEPINFER_BATCH_INVARIANT", "maybe"}});
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("DEEPINFER_BATCH_INVARIANT"), std::string::npos);
+  auto c = parse({{"DEEPINFER_USE_NEXTN_DECODE", "5x"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("DEEPINFER_USE_NEXTN_DECODE"), std::string::npos);
+  auto d = parse({{"DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE", "full"}});
+  EXPECT_FALSE(d.ok());
+}
+
+}  // namespace
+}  // namespace deepinfer

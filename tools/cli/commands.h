@@ -1,0 +1,21 @@
+// One registration function per subcommand, each in its own file under commands/.
+//
+// A command stores its action in `action`; cli_main runs the action of the subcommand that was
+// parsed. Actions return the exit code and print user errors as "deepinfer <cmd>: error: ...".
+#pragma once
+
+#include <functional>
+
+namespace CLI {
+class App;
+}
+
+namespace deepinfer::cli {
+
+using CommandAction = std::function<int()>;
+
+void register_tokenize_commands(CLI::App& app, CommandAction& action);  // tokenize, detokenize
+void register_inspect_command(CLI::App& app, CommandAction& action);    // inspect MODEL_DIR
+void register_chat_template_command(CLI::App& app, CommandAction& action);  // render a chat prompt
+
+}  // namespace deepinfer::cli
