@@ -1,0 +1,41 @@
+"""Shared fixtures for the Python tests (they run against the installed `deepinfer` package,
+or against a development build when PYTHONPATH points at <build>/python)."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHARED = pathlib.Path(os.environ.get("DEEPINFER_SHARED_DIR", REPO.parent / "shared"))
+
+
+@pytest.fixture(scope="session")
+def repo_dir() -> pathlib.Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> pathlib.Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"shared/ folder not found at {SHARED}")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def v4_tokenizer_path(shared_dir) -> pathlib.Path:
+    return shared_dir / "tokenizers" / "deepseek_v4" / "tokenizer.json"
+
+
+def run_cli(*args, input=None, check=False, env=None):
+    """Runs the `deepinfer` command line as a user would (through the console-script module)."""
+    cmd = [sys.executable, "-m", "deepinfer.cli", *map(str, args)]
+    return subprocess.run(cmd, input=input, capture_output=True, check=check, env=env,
+                          text=isinstance(input, str) or input is None)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
