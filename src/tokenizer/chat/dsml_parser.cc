@@ -1,0 +1,197 @@
+// DSML tool-calls block parser; see dsml_parser.h.
+#include "tokenizer/chat/dsml_parser.h"
+
+#include <algorithm>
+
+#include "tokenizer/chat/special_tokens.h"
+
+namespace deepinfer::chat {
+namespace {
+
+// A short, printable excerpt for error messages.
+std::string excerpt(std::string_view text) {
+  std::string out;
+  for (char c : text.substr(0, 48)) {
+    if (c == '\n') {
+      out += "\\n";
+    } else {
+      out.push_back(c);
+    }
+  }
+  if (text.size() > 48) out += "...";
+  return out;
+}
+
+Status malformed(std::string_view expected, std::string_view got) {
+  return invalid_argument("malformed DSML tool call: expected " + std::string(expected) +
+                          ", got '" + excerpt(got) + "'");
+}
+
+enum class Match { kYes, kNeedMore, kNo };
+
+// Does `text` start with `literal` (kNeedMore when `text` is a shorter prefix of it)?
+Match starts_with(std::string_view text, std::string_view literal) {
+  const std::size_t n = std::min(text.size(), literal.size());
+  if (text.substr(0, n) != literal.substr(0, n)) return Match::kNo;
+  return n == literal.size() ? Match::kYes : Match::kNeedMore;
+}
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+// `\s*name="(.*?)">\n$` of the official regex. Python's `$` also matches before one final
+// newline, which is what lets a call without parameters ("...">\n\n</｜DSML｜invoke") parse.
+bool parse_header(std::string_view s, std::string* name) {
+  std::size_t i = 0;
+  while (i < s.size() && is_space(s[i])) ++i;
+  s.remove_prefix(i);
+  constexpr std::string_view kPrefix = "name=\"";
+  if (s.substr(0, kPrefix.size()) != kPrefix) return false;
+  s.remove_prefix(kPrefix.size());
+  for (std::string_view suffix : {std::string_view("\">\n"), std::string_view("\">\n\n")}) {
+    if (s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix) {
+      *name = std::string(s.substr(0, s.size() - suffix.size()));
+      return true;
+    }
+  }
+  return false;
+}
+
+// `^ name="(.*?)" string="(true|false)">(.*?)<$` (DOTALL) of the official regex.
+bool parse_param(std::string_view s, DsmlParameter* p) {
+  constexpr std::string_view kPrefix = " name=\"";
+  if (s.substr(0, kPrefix.size()) != kPrefix) return false;
+  s.remove_prefix(kPrefix.size());
+  // The non-greedy name ends at the first `" string="true">` or `" string="false">`.
+  const std::size_t t = s.find("\" string=\"true\">");
+  const std::size_t f = s.find("\" string=\"false\">");
+  if (t == std::string_view::npos && f == std::string_view::npos) return false;
+  const bool is_true = f == std::string_view::npos || (t != std::string_view::npos && t < f);
+  const std::size_t at = is_true ? t : f;
+  p->name = std::string(s.substr(0, at));
+  p->is_string = is_true;
+  s.remove_prefix(at + (is_true ? 16 : 17));
+  if (s.size() >= 2 && s.substr(s.size() - 2) == "<\n") {
+    s.remove_suffix(2);
+  } else if (!s.empty() && s.back() == '<') {
+    s.remove_suffix(1);
+  } else {
+    return false;
+  }
+  p->value = std::string(s);
+  return true;
+}
+
+}  // namespace
+
+Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std::size_t* consumed,
+                                                      ParsedToolCall* call) {
+  std::size_t pos = 0;
+  auto rest = [&] { return text.substr(pos); };
+  auto done = [&](Step step) {
+    *consumed += pos;
+    return step;
+  };
+  for (;;) {
+    switch (state_) {
+      case State::kOpenGt:
+      case State::kParamGt:
+      case State::kInvokeGt: {
+        const Match m = starts_with(rest(), ">\n");
+        if (m == Match::kNeedMore) return done(Step::kNeedMore);
+        if (m == Match::kNo) return malformed("'>\\n'", rest());
+        pos += 2;
+        state_ = state_ == State::kParamGt ? State::kParamNext : State::kBetween;
+        break;
+      }
+      case State::kBetween: {
+        const Match inv = starts_with(rest(), kInvokeOpen);
+        const Match end = starts_with(rest(), kToolCallsClose);
+        if (inv == Match::kYes) {
+          pos += kInvokeOpen.size();
+          state_ = State::kHeader;
+        } else if (end == Match::kYes) {
+          pos += kToolCallsClose.size();
+          state_ = State::kOpenGt;
+          return done(Step::kClosed);
+        } else if (inv == Match::kNeedMore || end == Match::kNeedMore) {
+          return done(Step::kNeedMore);
+        } else {
+          return malformed("'<｜DSML｜invoke' or '</｜DSML｜tool_calls>'", rest());
+        }
+        break;
+      }
+      case State::kHeader: {
+        const std::string_view r = rest();
+        const std::size_t p = r.find(kParameterOpen, resume_from(r.size(), kParameterOpen.size()));
+        const std::size_t e = r.find(kInvokeClose, resume_from(r.size(), kInvokeClose.size()));
+        if (p == std::string_view::npos && e == std::string_view::npos) {
+          scanned_ = r.size();
+          return done(Step::kNeedMore);
+        }
+        scanned_ = 0;
+        const bool param_first =
+            e == std::string_view::npos || (p != std::string_view::npos && p < e);
+        const std::size_t at = param_first ? p : e;
+        if (!parse_header(r.substr(0, at), &name_)) {
+          return malformed("' name=\"NAME\">\\n' after <｜DSML｜invoke", r.substr(0, at));
+        }
+        params_.clear();
+        pos += at + (param_first ? kParameterOpen.size() : kInvokeClose.size());
+        if (!param_first) {
+          *call = ParsedToolCall{name_, dsml_arguments_json(params_)};
+          state_ = State::kInvokeGt;
+          return done(Step::kToolCall);
+        }
+        state_ = State::kParam;
+        break;
+      }
+      case State::kParam: {
+        const std::string_view r = rest();
+        const std::size_t at = r.find(kParameterEnd, resume_from(r.size(), kParameterEnd.size()));
+        if (at == std::string_view::npos) {
+          scanned_ = r.size();
+          return done(Step::kNeedMore);
+        }
+        scanned_ = 0;
+        DsmlParameter param;
+        if (!parse_param(r.substr(0, at), &param)) {
+          return malformed(
+              "' name=\"KEY\" string=\"true|false\">VALUE</｜DSML｜parameter>' after "
+              "<｜DSML｜parameter",
+              r.substr(0, at));
+        }
+        if (std::any_of(params_.begin(), params_.end(),
+                        [&](const DsmlParameter& q) { return q.name == param.name; })) {
+          return invalid_argument("malformed DSML tool call: duplicate parameter '" + param.name +
+                                  "' in a call of '" + name_ + "'");
+        }
+        params_.push_back(std::move(param));
+        pos += at + kParameterEnd.size();
+        state_ = State::kParamGt;
+        break;
+      }
+      case State::kParamNext: {
+        const Match p = starts_with(rest(), kParameterOpen);
+        const Match e = starts_with(rest(), kInvokeClose);
+        if (p == Match::kYes) {
+          pos += kParameterOpen.size();
+          state_ = State::kParam;
+        } else if (e == Match::kYes) {
+          pos += kInvokeClose.size();
+          *call = ParsedToolCall{name_, dsml_arguments_json(params_)};
+          state_ = State::kInvokeGt;
+          return done(Step::kToolCall);
+        } else if (p == Match::kNeedMore || e == Match::kNeedMore) {
+          return done(Step::kNeedMore);
+        } else {
+          return malformed("'<｜DSML｜parameter' or '</｜DSML｜invoke>'", rest());
+        }
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace deepinfer::chat
