@@ -1,0 +1,392 @@
+// Tokenizer::from_file: reads tokenizer.json (and tokenizer_config.json beside it for BOS/EOS)
+// and checks that every component is one we reproduce exactly; anything else is a clear
+// Unimplemented error rather than silently different ids.
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <unordered_set>
+
+#include "tokenizer/json_reader.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_data.h"
+#include "tokenizer/utf8.h"
+
+namespace deepinfer::tokenizer {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+Expected<std::string> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot open tokenizer file " + path);
+  std::string text;
+  in.seekg(0, std::ios::end);
+  text.resize(static_cast<size_t>(in.tellg()));
+  in.seekg(0);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!in) return data_loss("cannot read tokenizer file " + path);
+  return text;
+}
+
+std::string type_of(const json& j) {
+  if (j.is_object()) {
+    auto it = j.find("type");
+    if (it != j.end() && it->is_string()) return it->get<std::string>();
+  }
+  return "";
+}
+
+bool is_identity_normalizer(const json& n) {
+  if (n.is_null()) return true;
+  if (type_of(n) != "Sequence") return false;
+  auto it = n.find("normalizers");
+  if (it == n.end() || !it->is_array()) return false;
+  for (const auto& sub : *it) {
+    if (!is_identity_normalizer(sub)) return false;
+  }
+  return true;
+}
+
+// Flattens nested Sequence pre-tokenizers.
+void flatten_pre_tokenizers(const json& p, std::vector<const json*>& out) {
+  if (p.is_null()) return;
+  if (type_of(p) == "Sequence" && p.contains("pretokenizers") && p["pretokenizers"].is_array()) {
+    for (const auto& sub : p["pretokenizers"]) flatten_pre_tokenizers(sub, out);
+    return;
+  }
+  out.push_back(&p);
+}
+
+bool json_bool(const json& obj, const char* key, bool fallback) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return fallback;
+  return it->is_boolean() ? it->get<bool>() : fallback;
+}
+
+// Maps a token written in ByteLevel characters back to bytes; false when a character is
+// outside the byte map.
+bool byte_level_to_bytes(std::string_view token, std::string& out) {
+  const auto& map = detail::ByteLevelMap::get();
+  out.clear();
+  const auto* p = reinterpret_cast<const unsigned char*>(token.data());
+  for (size_t i = 0; i < token.size();) {
+    size_t bad = 0;
+    size_t len = utf8::sequence_length(p + i, token.size() - i, &bad);
+    if (len == 0) return false;
+    uint32_t cp = utf8::decode(p + i, len);
+    if (cp >= 324 || map.cp_to_byte[cp] < 0) return false;
+    out.push_back(static_cast<char>(map.cp_to_byte[cp]));
+    i += len;
+  }
+  return true;
+}
+
+std::optional<std::string> config_token(const json& cfg, const char* key) {
+  auto it = cfg.find(key);
+  if (it == cfg.end()) return std::nullopt;
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+    return (*it)["content"].get<std::string>();
+  }
+  return std::nullopt;
+}
+
+Status load_pre_tokenizer(const std::string& where, const json& root, PreTokenizer* out) {
+  std::vector<const json*> steps;
+  auto it = root.find("pre_tokenizer");
+  if (it != root.end()) flatten_pre_tokenizers(*it, steps);
+  std::vector<SplitKind> kinds;
+  bool byte_level = false;
+  for (size_t k = 0; k < steps.size(); ++k) {
+    const json& s = *steps[k];
+    const std::string type = type_of(s);
+    if (byte_level) {
+      return unimplemented(where + ": pre_tokenizer step '" + type +
+                           "' after ByteLevel is not supported (ByteLevel must come last)");
+    }
+    if (type == "Split") {
+      const json& pattern = s.value("pattern", json());
+      if (!pattern.is_object() || !pattern.contains("Regex") || !pattern["Regex"].is_string()) {
+        return unimplemented(where +
+                             ": pre_tokenizer Split with a non-regex pattern is not supported");
+      }
+      const std::string regex = pattern["Regex"].get<std::string>();
+      const std::string behavior = s.value("behavior", std::string());
+      if (behavior != "Isolated" || json_bool(s, "invert", false)) {
+        return unimplemented(where + ": pre_tokenizer Split behavior '" + behavior +
+                             "' (invert=" + (json_bool(s, "invert", false) ? "true" : "false") +
+                             ") is not supported (only Isolated)");
+      }
+      auto kind = split_kind_for_regex(regex);
+      if (!kind) {
+        return unimplemented(where + ": pre_tokenizer Split regex " + json(regex).dump() +
+                             " has no hand-written scanner (supported: DeepSeek's three splits and "
+                             "GPT-2's ByteLevel regex)");
+      }
+      kinds.push_back(*kind);
+    } else if (type == "ByteLevel") {
+      if (json_bool(s, "add_prefix_space", false)) {
+        return unimplemented(
+            where + ": pre_tokenizer ByteLevel with add_prefix_space=true is not supported");
+      }
+      if (json_bool(s, "use_regex", true)) kinds.push_back(SplitKind::kGpt2);
+      byte_level = true;
+    } else {
+      return unimplemented(where + ": pre_tokenizer type '" + type + "' is not supported");
+    }
+  }
+  if (!byte_level) {
+    return unimplemented(
+        where + ": not a byte-level BPE tokenizer (the pre_tokenizer has no ByteLevel step)");
+  }
+  *out = PreTokenizer(std::move(kinds));
+  return Status();
+}
+
+Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
+                                                      const detail::TokenizerJson& tj) {
+  const json& root = tj.root;
+  const std::string& where = file;
+  if (!root.is_object()) return invalid_argument(where + ": the top level is not a JSON object");
+  auto d = std::make_shared<detail::TokenizerData>();
+  d->path = file;
+  d->uid = detail::TokenizerData::next_uid();
+
+  // --- model ---------------------------------------------------------------------------
+  auto mit = root.find("model");
+  if (mit == root.end() || !mit->is_object())
+    return invalid_argument(where + ": no \"model\" object");
+  const json& model = *mit;
+  std::string mtype = type_of(model);
+  if (mtype.empty() && model.contains("merges")) mtype = "BPE";
+  if (mtype != "BPE") {
+    return unimplemented(where + ": model type '" + mtype +
+                         "' is not supported (only byte-level BPE)");
+  }
+  if (model.contains("dropout") && !model["dropout"].is_null() &&
+      !(model["dropout"].is_number() && model["dropout"].get<double>() == 0.0)) {
+    return unimplemented(where + ": BPE dropout is not supported");
+  }
+  for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
+    if (model.contains(key) && model[key].is_string() && !model[key].get<std::string>().empty()) {
+      return unimplemented(where + ": BPE " + key + " is not supported");
+    }
+  }
+  if (!is_identity_normalizer(root.value("normalizer", json()))) {
+    return unimplemented(where + ": normalizer '" + type_of(root["normalizer"]) +
+                         "' is not supported (only none or an empty Sequence)");
+  }
+  DI_TRY(load_pre_tokenizer(where, root, &d->pre));
+  {
+    const json dec = root.value("decoder", json());
+    std::vector<const json*> decs;
+    if (type_of(dec) == "Sequence" && dec.contains("decoders") && dec["decoders"].is_array()) {
+      for (const auto& x : dec["decoders"]) decs.push_back(&x);
+    } else if (!dec.is_null()) {
+      decs.push_back(&dec);
+    }
+    if (decs.size() != 1 || type_of(*decs[0]) != "ByteLevel") {
+      return unimplemented(where + ": decoder '" + type_of(dec) +
+                           "' is not supported (only ByteLevel)");
+    }
+  }
+
+  if (!tj.capture_error.empty()) return invalid_argument(where + ": " + tj.capture_error);
+  if (!tj.has_vocab) return invalid_argument(where + ": model.vocab is missing or not an object");
+  detail::StringIdMap vocab;
+  vocab.reserve(tj.vocab.size());
+  int32_t max_id = -1;
+  for (const auto& [tok, id64] : tj.vocab) {
+    if (id64 < 0 || id64 > (1 << 30)) {
+      return invalid_argument(where + ": model.vocab entry " + json(tok).dump() + " has a bad id " +
+                              std::to_string(id64));
+    }
+    const int32_t id = static_cast<int32_t>(id64);
+    vocab.set(tok, id);
+    max_id = std::max(max_id, id);
+  }
+
+  // --- added tokens --------------------------------------------------------------------
+  std::vector<AddedToken> added;
+  if (auto ait = root.find("added_tokens"); ait != root.end() && !ait->is_null()) {
+    if (!ait->is_array()) return invalid_argument(where + ": added_tokens is not an array");
+    for (const auto& t : *ait) {
+      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+          !t.contains("content") || !t["content"].is_string() || t["id"].get<int64_t>() < 0 ||
+          t["id"].get<int64_t>() > (1 << 30)) {
+        return invalid_argument(where + ": bad added_tokens entry " + t.dump());
+      }
+      AddedToken a;
+      a.id = t["id"].get<int32_t>();
+      a.content = t["content"].get<std::string>();
+      a.special = json_bool(t, "special", false);
+      a.normalized = json_bool(t, "normalized", !a.special);
+      a.lstrip = json_bool(t, "lstrip", false);
+      a.rstrip = json_bool(t, "rstrip", false);
+      a.single_word = json_bool(t, "single_word", false);
+      max_id = std::max(max_id, a.id);
+      added.push_back(std::move(a));
+    }
+  }
+  if (max_id < 0) return invalid_argument(where + ": the vocabulary is empty");
+
+  // --- per-id tables -------------------------------------------------------------------
+  const size_t n = static_cast<size_t>(max_id) + 1;
+  std::vector<std::string_view> token_of(n);
+  std::vector<uint8_t> is_added(n, 0);
+  for (const auto& [tok, id] : tj.vocab) {
+    if (vocab.find(tok) == static_cast<int32_t>(id))
+      token_of[id] = tok;  // a repeated key: the last wins
+  }
+  std::unordered_set<std::string_view> special_contents;
+  for (const auto& a : added) {
+    token_of[a.id] = a.content;
+    is_added[a.id] = 1;
+    if (a.special) special_contents.insert(a.content);
+  }
+  d->flags.assign(n, 0);
+  d->token_offsets.resize(n + 1);
+  d->bytes_offsets.resize(n + 1);
+  std::vector<uint8_t> exists(n, 0);
+  for (const auto& [tok, id] : tj.vocab) exists[id] = 1;
+  for (const auto& a : added) exists[a.id] = 1;
+  std::string bytes;
+  for (size_t id = 0; id < n; ++id) {
+    d->token_offsets[id] = static_cast<uint32_t>(d->token_arena.size());
+    d->bytes_offsets[id] = static_cast<uint32_t>(d->bytes_arena.size());
+    if (!exists[id]) continue;
+    uint8_t f = detail::TokenizerData::kExists;
+    if (special_contents.count(token_of[id])) f |= detail::TokenizerData::kSpecial;
+    d->flags[id] = f;
+    d->token_arena.append(token_of[id]);
+    if (byte_level_to_bytes(token_of[id], bytes)) {
+      d->bytes_arena.append(bytes);
+    } else {
+      d->bytes_arena.append(token_of[id]);
+    }
+  }
+  d->token_offsets[n] = static_cast<uint32_t>(d->token_arena.size());
+  d->bytes_offsets[n] = static_cast<uint32_t>(d->bytes_arena.size());
+  d->token_ids.reserve(n * 2);
+  for (size_t id = 0; id < n; ++id) {
+    if (exists[id] && !is_added[id])
+      d->token_ids.insert(d->token(static_cast<int32_t>(id)), static_cast<int32_t>(id));
+  }
+  for (const auto& a : added) d->token_ids.set(d->token(a.id), a.id);  // added tokens win, as in HF
+
+  // --- BPE -----------------------------------------------------------------------------
+  const auto& map = detail::ByteLevelMap::get();
+  for (int b = 0; b < 256; ++b) {
+    std::string ch;
+    utf8::append_code_point(map.byte_to_cp[b], ch);
+    if (int32_t id = vocab.find(ch); id >= 0) d->bpe.set_byte_id(static_cast<uint8_t>(b), id);
+  }
+  if (model.contains("unk_token") && model["unk_token"].is_string()) {
+    int32_t unk = vocab.find(model["unk_token"].get_ref<const std::string&>());
+    if (unk >= 0) d->bpe.set_unk(unk, json_bool(model, "fuse_unk", false));
+  }
+  if (!tj.has_merges) return invalid_argument(where + ": model.merges is missing or not an array");
+  std::vector<std::pair<uint64_t, std::pair<int32_t, int32_t>>> entries;
+  entries.reserve(tj.merges.size());
+  std::string joined;
+  int32_t rank = 0;
+  for (const auto& [first, second] : tj.merges) {
+    std::string_view a = first, b = second;
+    if (second.empty()) {  // the "a b" form
+      size_t sp = a.find(' ');
+      if (sp == std::string_view::npos || a.find(' ', sp + 1) != std::string_view::npos) {
+        return invalid_argument(
+            where + ": model.merges[" + std::to_string(rank) + "] " +
+            (first == "\x01" ? std::string("is not a pair of two tokens")
+                             : json(first).dump() + " is not two tokens separated by one space"));
+      }
+      b = a.substr(sp + 1);
+      a = a.substr(0, sp);
+    }
+    joined.assign(a);
+    joined.append(b);
+    const int32_t ia = vocab.find(a), ib = vocab.find(b), ij = vocab.find(joined);
+    if (ia < 0 || ib < 0 || ij < 0) {
+      std::string_view missing = ia < 0 ? a : ib < 0 ? b : std::string_view(joined);
+      return invalid_argument(where + ": model.merges[" + std::to_string(rank) + "] \"" +
+                              std::string(a) + " " + std::string(b) + "\": token " +
+                              json(std::string(missing)).dump() + " is not in model.vocab");
+    }
+    entries.push_back({MergeTable::key(ia, ib), {rank, ij}});
+    ++rank;
+  }
+  d->bpe.merges().build(entries);
+  if (json_bool(model, "ignore_merges", false)) {
+    std::unordered_map<std::string, int32_t> whole;
+    for (const auto& [tok, id] : tj.vocab) {
+      if (byte_level_to_bytes(tok, bytes)) whole.emplace(bytes, static_cast<int32_t>(id));
+    }
+    d->bpe.set_ignore_merges(std::move(whole));
+  }
+  d->added.build(std::move(added));
+  return d;
+}
+
+}  // namespace
+
+Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
+  std::error_code ec;
+  std::string file = path;
+  if (fs::is_directory(path, ec)) {
+    file = (fs::path(path) / "tokenizer.json").string();
+    if (!fs::exists(file, ec)) return not_found("no tokenizer.json in directory " + path);
+  } else if (!fs::exists(path, ec)) {
+    return not_found("tokenizer file not found: " + path);
+  }
+  DI_ASSIGN_OR_RETURN(std::string text, read_file(file));
+  detail::TokenizerJson tj;
+  std::string parse_error;
+  if (!detail::parse_tokenizer_json(text, tj, parse_error)) {
+    return data_loss(file + ": malformed JSON (truncated or corrupt file?): " + parse_error);
+  }
+  text.clear();
+  text.shrink_to_fit();
+  std::shared_ptr<detail::TokenizerData> d;
+  try {
+    DI_ASSIGN_OR_RETURN(d, load(file, tj));
+  } catch (const json::exception& e) {
+    return invalid_argument(file + ": unexpected tokenizer.json structure: " + e.what());
+  }
+
+  // BOS/EOS: tokenizer_config.json beside the file, else well-known names.
+  const fs::path cfg_path = fs::path(file).parent_path() / "tokenizer_config.json";
+  Tokenizer tok(d);
+  if (fs::exists(cfg_path, ec)) {
+    auto cfg_text = read_file(cfg_path.string());
+    if (cfg_text.ok()) {
+      json cfg = json::parse(*cfg_text, nullptr, /*allow_exceptions=*/false);
+      if (cfg.is_object()) {
+        if (auto s = config_token(cfg, "bos_token")) d->bos = tok.token_to_id(*s);
+        if (auto s = config_token(cfg, "eos_token")) d->eos = tok.token_to_id(*s);
+      }
+    }
+  }
+  if (!d->bos) {
+    for (const char* name :
+         {"<｜begin▁of▁sentence｜>", "<|begin_of_text|>", "<s>", "<|startoftext|>"}) {
+      if (auto id = tok.token_to_id(name)) {
+        d->bos = id;
+        break;
+      }
+    }
+  }
+  if (!d->eos) {
+    for (const char* name : {"<｜end▁of▁sentence｜>", "<|end_of_text|>", "</s>", "<|endoftext|>"}) {
+      if (auto id = tok.token_to_id(name)) {
+        d->eos = id;
+        break;
+      }
+    }
+  }
+  return tok;
+}
+
+}  // namespace deepinfer::tokenizer
