@@ -1,0 +1,114 @@
+#include "io/json_fields.h"
+
+#include <cmath>
+#include <limits>
+
+namespace deepinfer::io {
+
+using nlohmann::json;
+
+std::string json_brief(const json& value) {
+  std::string s = value.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+const char* json_type_name(const json& value) {
+  if (value.is_boolean()) return "a boolean";
+  if (value.is_number_integer()) return "an integer";
+  if (value.is_number()) return "a number";
+  if (value.is_string()) return "a string";
+  if (value.is_array()) return "an array";
+  if (value.is_object()) return "an object";
+  return "null";
+}
+
+bool JsonFields::has(std::string_view key) const { return get(key) != nullptr; }
+
+const json* JsonFields::get(std::string_view key) const {
+  auto it = object_.find(key);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+const char* JsonFields::first_present(std::initializer_list<const char*> keys) const {
+  for (const char* k : keys) {
+    if (has(k)) return k;
+  }
+  return nullptr;
+}
+
+Status JsonFields::missing(const char* key, std::string_view what) const {
+  std::string m = source_ + ": missing required field '" + field(key) + "'";
+  if (!what.empty()) m += " (" + std::string(what) + ")";
+  return invalid_argument(m);
+}
+
+Status JsonFields::wrong_type(std::string_view key, std::string_view expected,
+                              const json& found) const {
+  return invalid_argument(source_ + ": field '" + field(key) + "' must be " +
+                          std::string(expected) + ", found " + json_type_name(found) + " " +
+                          json_brief(found));
+}
+
+Status JsonFields::invalid(std::string_view key, const std::string& message) const {
+  return invalid_argument(source_ + ": field '" + field(key) + "' " + message);
+}
+
+Status JsonFields::integer(const char* key, int64_t& out, bool required) const {
+  const json* v = get(key);
+  if (v == nullptr) return required ? missing(key) : Status::ok_status();
+  if (v->is_number_integer()) {
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return invalid(key, "is out of range: " + json_brief(*v));
+    }
+    out = v->get<int64_t>();
+    return Status::ok_status();
+  }
+  // 4096.0 is accepted as 4096; 4096.5 is not.
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) {
+      out = static_cast<int64_t>(d);
+      return Status::ok_status();
+    }
+  }
+  return wrong_type(key, "an integer", *v);
+}
+
+Status JsonFields::integer(const char* key, int& out, bool required) const {
+  int64_t wide = out;
+  DI_TRY(integer(key, wide, required));
+  if (wide < std::numeric_limits<int>::min() || wide > std::numeric_limits<int>::max()) {
+    return invalid(key, "is out of range: " + std::to_string(wide));
+  }
+  out = static_cast<int>(wide);
+  return Status::ok_status();
+}
+
+Status JsonFields::number(const char* key, double& out, bool required) const {
+  const json* v = get(key);
+  if (v == nullptr) return required ? missing(key) : Status::ok_status();
+  if (!v->is_number()) return wrong_type(key, "a number", *v);
+  out = v->get<double>();
+  return Status::ok_status();
+}
+
+Status JsonFields::boolean(const char* key, bool& out, bool required) const {
+  const json* v = get(key);
+  if (v == nullptr) return required ? missing(key) : Status::ok_status();
+  if (!v->is_boolean()) return wrong_type(key, "true or false", *v);
+  out = v->get<bool>();
+  return Status::ok_status();
+}
+
+Status JsonFields::string(const char* key, std::string& out, bool required) const {
+  const json* v = get(key);
+  if (v == nullptr) return required ? missing(key) : Status::ok_status();
+  if (!v->is_string()) return wrong_type(key, "a string", *v);
+  out = v->get<std::string>();
+  return Status::ok_status();
+}
+
+}  // namespace deepinfer::io

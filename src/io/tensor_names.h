@@ -1,0 +1,27 @@
+// Tensor-name families (spec §4, §4.x). Canonical names inside DeepInfer are the official
+// ones (`embed.weight`, `layers.3.attn.wq_a.weight`, `hc_head_fn`, `mtp.0.e_proj.weight`).
+// Hugging Face `save_pretrained` writes the same module tree under a `model.` prefix with a few
+// renames; this maps those names onto the canonical ones and back.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deepinfer::io {
+
+enum class NameFamily : uint8_t {
+  kOfficial,        // as in DeepSeek's released safetensors
+  kSavePretrained,  // as HF transformers' save_pretrained writes them
+};
+std::string_view name_family_name(NameFamily f);  // "official", "save_pretrained"
+
+// save_pretrained when any stored name starts with "model.", else official.
+NameFamily detect_name_family(const std::vector<std::string>& stored_names);
+
+// Stored name -> canonical name. Official names map to themselves.
+std::string to_canonical_name(std::string_view stored, NameFamily family);
+// Canonical name -> the name this family stores it under.
+std::string to_stored_name(std::string_view canonical, NameFamily family);
+
+}  // namespace deepinfer::io
