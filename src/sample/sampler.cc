@@ -1,0 +1,90 @@
+// Sampler::sample: the processors of processors.h composed in vLLM v1's order (sampler.h).
+#include "sample/sampler.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace deepinfer::sample {
+namespace {
+
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
+
+Status no_token_left(const char* after) {
+  return failed_precondition(std::string("no token can be sampled: every logit is -inf ") + after +
+                             " (check the structured-output bitmask and the EOS/stop masking "
+                             "of min_tokens)");
+}
+
+}  // namespace
+
+Expected<SampleResult> Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
+  if (ctx.params == nullptr) return invalid_argument("SampleContext.params is null");
+  const SamplingParams& p = *ctx.params;
+  if (logits.empty()) return invalid_argument("the logits row is empty (vocabulary size 0)");
+
+  // Copy into the working row, refusing values that would poison every later step.
+  // The scan is branch-free so it vectorises; the slow search runs only on a bad row.
+  work_.assign(logits.begin(), logits.end());
+  uint32_t bad = 0;
+  for (float x : work_) bad |= static_cast<uint32_t>(!(x < kPosInf));  // NaN or +inf
+  if (bad != 0) {
+    for (size_t i = 0; i < work_.size(); ++i) {
+      if (!(work_[i] < kPosInf)) {
+        return invalid_argument("logit of token " + std::to_string(i) + " is " +
+                                (std::isnan(work_[i]) ? "NaN" : "+inf") +
+                                "; the model produced a non-finite row");
+      }
+    }
+  }
+  const std::span<float> row(work_);
+  if (!ctx.allowed_bitmask.empty()) DI_TRY(apply_token_bitmask(row, ctx.allowed_bitmask));
+
+  SampleResult result;
+  double lse = 0.0;
+  if (p.logprobs) {
+    lse = log_sum_exp(row, cdf_scratch_.weights);
+    if (std::isinf(lse)) return no_token_left("after the token bitmask");
+    result.has_logprobs = true;
+    result.top = top_logprobs(row, *p.logprobs, lse);
+  }
+  // The raw row is needed again for the sampled token's logprob and rank; keep a copy only
+  // when asked (most requests do not want logprobs).
+  if (p.logprobs) raw_.assign(work_.begin(), work_.end());
+
+  // min_tokens masks EOS even with ignore_eos, as vLLM does (its stop-id set for min_tokens
+  // always contains EOS).
+  if (ctx.key.position < static_cast<uint64_t>(p.min_tokens)) {
+    mask_tokens(row, ctx.eos_token_ids);
+    mask_tokens(row, p.stop_token_ids);
+  }
+  if (p.has_penalties() && ctx.history != nullptr) {
+    DI_TRY(apply_penalties(row, *ctx.history, p.repetition_penalty, p.presence_penalty,
+                           p.frequency_penalty));
+  }
+
+  if (p.is_greedy()) {
+    result.token = argmax_lowest_id(row);
+    if (result.token < 0) return no_token_left("after masking and penalties");
+  } else {
+    apply_temperature(row, p.effective_temperature());
+    apply_min_p(row, p.min_p);
+    apply_top_k(row, p.top_k, topk_scratch_);
+    apply_top_p(row, p.top_p, topp_scratch_);
+    result.token = sample_inverse_cdf(row, sample_uniform(ctx.key), cdf_scratch_);
+    if (result.token < 0) return no_token_left("after masking and penalties");
+  }
+
+  if (p.logprobs) {
+    result.logprob = logprob_of(raw_, result.token, lse);
+    result.rank = logprob_rank(raw_, result.token);
+  }
+  return result;
+}
+
+Expected<SampleResult> sample_token(std::span<const float> logits, const SampleContext& ctx) {
+  Sampler sampler;
+  return sampler.sample(logits, ctx);
+}
+
+}  // namespace deepinfer::sample

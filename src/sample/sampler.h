@@ -1,0 +1,77 @@
+// Sampler: one request's logits row -> the next token (+ logprobs), on the host.
+//
+// Determinism contract: the result is a pure function of (logits row, params, token history,
+// bitmask, seed, output position, sample index). There is no generator state: the uniform
+// that picks the token is Philox4x32-10 at counter (position, sample index, domain) under key
+// seed (philox.h), so the same request gets the same token alone or in any batch, after
+// preemption and with any prefill chunking. A Sampler object only owns scratch buffers
+// (reused to avoid allocating per token), which every call overwrites before reading.
+//
+// Method: inverse CDF over the filtered distribution, walking the surviving tokens in
+// ascending id order with double sums in a fixed blocked association (processors.h,
+// sample_inverse_cdf). Chosen
+// over Gumbel-max because it needs one random number per token instead of one per vocabulary
+// entry (and no logarithms), and because a fixed walking order makes it exactly
+// reproducible; a GPU kernel reproduces it with an ordered block scan.
+//
+// Pipeline (vLLM v1 order, processors.h): bitmask -> raw logprobs -> min_tokens -> penalties
+// -> greedy argmax (temperature == 0) | temperature -> min_p -> top_k -> top_p -> draw.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "sample/logprobs.h"
+#include "sample/philox.h"
+#include "sample/processors.h"
+#include "sample/sampling_params.h"
+#include "sample/token_counts.h"
+
+namespace deepinfer::sample {
+
+// Everything besides the logits that one draw depends on.
+struct SampleContext {
+  const SamplingParams* params = nullptr;  // required; validate() it first
+  // The resolved seq_seed, the output position of the token being sampled (= number of
+  // tokens generated so far) and the sample index (0..n-1).
+  SampleKey key;
+  // Prompt + output history for the penalties; may be null when no penalty is set.
+  const TokenCounts* history = nullptr;
+  // Structured-output bitmask (processors.h layout); empty = every token allowed.
+  std::span<const int32_t> allowed_bitmask;
+  // The model's EOS ids: masked with the stop ids while position < min_tokens (also with
+  // ignore_eos, as in vLLM).
+  std::span<const int32_t> eos_token_ids;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  // Filled when params->logprobs is set (see logprobs.h): the sampled token's logprob and
+  // rank under the raw distribution, and the top-n tokens.
+  bool has_logprobs = false;
+  float logprob = 0.0f;
+  int32_t rank = 0;
+  std::vector<TokenLogprob> top;
+};
+
+class Sampler {
+ public:
+  // Errors (InvalidArgument / FailedPrecondition / OutOfRange) name the problem: a NaN or
+  // +inf logit and its id, a bitmask too short, no token left to sample, a history id
+  // outside the vocabulary, missing params.
+  Expected<SampleResult> sample(std::span<const float> logits, const SampleContext& ctx);
+
+ private:
+  std::vector<float> work_;
+  std::vector<float> raw_;  // the masked raw row, kept only when logprobs are asked for
+  std::vector<float> topk_scratch_;
+  TopPScratch topp_scratch_;
+  InverseCdfScratch cdf_scratch_;
+};
+
+// One-off convenience (allocates its scratch each call).
+Expected<SampleResult> sample_token(std::span<const float> logits, const SampleContext& ctx);
+
+}  // namespace deepinfer::sample

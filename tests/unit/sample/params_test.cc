@@ -1,0 +1,157 @@
+// SamplingParams::validate: defaults are valid, and each bad value is refused with a message
+// that names the parameter, the value and the accepted range.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "sample/sampling_params.h"
+
+namespace deepinfer::sample {
+namespace {
+
+struct BadCase {
+  const char* label;
+  std::function<void(SamplingParams&)> mutate;
+  std::vector<std::string> must_mention;  // parameter, value, range
+};
+
+TEST(SamplingParamsTest, DefaultsMirrorVllmAndAreValid) {
+  SamplingParams p;
+  EXPECT_TRUE(p.validate().ok());
+  EXPECT_EQ(p.n, 1);
+  EXPECT_EQ(p.temperature, 1.0f);
+  EXPECT_EQ(p.top_p, 1.0f);
+  EXPECT_EQ(p.top_k, 0);
+  EXPECT_EQ(p.min_p, 0.0f);
+  EXPECT_EQ(p.repetition_penalty, 1.0f);
+  EXPECT_EQ(p.max_tokens, 16);
+  EXPECT_FALSE(p.logprobs.has_value());
+  EXPECT_FALSE(p.has_penalties());
+  EXPECT_FALSE(p.is_greedy());
+}
+
+TEST(SamplingParamsTest, AcceptsTheEdgesOfEachRange) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.top_p = 1.0f;
+  p.top_k = -1;
+  p.min_p = 1.0f;
+  p.presence_penalty = -2.0f;
+  p.frequency_penalty = 2.0f;
+  p.repetition_penalty = 1e-3f;
+  p.max_tokens = 1;
+  p.min_tokens = 1;
+  p.logprobs = 20;
+  EXPECT_TRUE(p.validate().ok()) << p.validate().message();
+  p.logprobs = 0;
+  p.max_tokens.reset();
+  p.top_k = 0;
+  p.temperature = 2.0f;
+  EXPECT_TRUE(p.validate().ok()) << p.validate().message();
+}
+
+TEST(SamplingParamsTest, RefusesBadValuesWithNamedMessages) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<BadCase> cases = {
+      {"negative temperature",
+       [](SamplingParams& p) { p.temperature = -0.5f; },
+       {"temperature", "-0.5", "[0, 2]"}},
+      {"temperature too high",
+       [](SamplingParams& p) { p.temperature = 2.5f; },
+       {"temperature", "2.5", "[0, 2]"}},
+      {"nan temperature",
+       [nan](SamplingParams& p) { p.temperature = nan; },
+       {"temperature", "nan", "[0, 2]"}},
+      {"top_p zero", [](SamplingParams& p) { p.top_p = 0.0f; }, {"top_p", "0", "(0, 1]"}},
+      {"top_p above one", [](SamplingParams& p) { p.top_p = 1.5f; }, {"top_p", "1.5", "(0, 1]"}},
+      {"top_k -2", [](SamplingParams& p) { p.top_k = -2; }, {"top_k", "-2", "0 or -1"}},
+      {"min_p negative", [](SamplingParams& p) { p.min_p = -0.1f; }, {"min_p", "-0.1", "[0, 1]"}},
+      {"min_p above one", [](SamplingParams& p) { p.min_p = 1.25f; }, {"min_p", "1.25", "[0, 1]"}},
+      {"max_tokens zero",
+       [](SamplingParams& p) { p.max_tokens = 0; },
+       {"max_tokens", "0", "at least 1"}},
+      {"repetition_penalty zero",
+       [](SamplingParams& p) { p.repetition_penalty = 0.0f; },
+       {"repetition_penalty", "0", "greater than 0"}},
+      {"repetition_penalty inf",
+       [](SamplingParams& p) { p.repetition_penalty = std::numeric_limits<float>::infinity(); },
+       {"repetition_penalty", "inf", "finite"}},
+      {"presence_penalty",
+       [](SamplingParams& p) { p.presence_penalty = 3.0f; },
+       {"presence_penalty", "3", "[-2, 2]"}},
+      {"frequency_penalty",
+       [](SamplingParams& p) { p.frequency_penalty = -2.5f; },
+       {"frequency_penalty", "-2.5", "[-2, 2]"}},
+      {"n zero", [](SamplingParams& p) { p.n = 0; }, {"n", "0", "at least 1"}},
+      {"greedy with n > 1",
+       [](SamplingParams& p) {
+         p.temperature = 0.0f;
+         p.n = 3;
+       },
+       {"n", "3", "greedy"}},
+      {"logprobs negative",
+       [](SamplingParams& p) { p.logprobs = -1; },
+       {"logprobs", "-1", "[0, 20]"}},
+      {"logprobs too many",
+       [](SamplingParams& p) { p.logprobs = 21; },
+       {"logprobs", "21", "[0, 20]"}},
+      {"min_tokens negative",
+       [](SamplingParams& p) { p.min_tokens = -1; },
+       {"min_tokens", "-1", "at least 0"}},
+      {"min_tokens above max_tokens",
+       [](SamplingParams& p) {
+         p.max_tokens = 4;
+         p.min_tokens = 5;
+       },
+       {"min_tokens", "5", "max_tokens = 4"}},
+      {"negative stop id",
+       [](SamplingParams& p) {
+         p.stop_token_ids = {3, -7};
+       },
+       {"stop_token_ids[1]", "-7", "non-negative"}},
+      {"empty stop string",
+       [](SamplingParams& p) {
+         p.stop = {"ok", ""};
+       },
+       {"stop[1]", "\"\"", "must not be empty"}},
+  };
+  for (const BadCase& c : cases) {
+    SamplingParams p;
+    c.mutate(p);
+    const Status s = p.validate();
+    ASSERT_FALSE(s.ok()) << c.label;
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << c.label;
+    for (const std::string& word : c.must_mention) {
+      EXPECT_NE(s.message().find(word), std::string::npos)
+          << c.label << ": '" << word << "' missing from: " << s.message();
+    }
+  }
+}
+
+TEST(SamplingParamsTest, StopTokenIdsMustFitTheVocabulary) {
+  SamplingParams p;
+  p.stop_token_ids = {1, 1000};
+  EXPECT_TRUE(p.validate().ok());
+  EXPECT_TRUE(p.validate(1001).ok());
+  const Status s = p.validate(1000);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("stop_token_ids[1] = 1000"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("[0, 1000)"), std::string::npos) << s.message();
+}
+
+TEST(SamplingParamsTest, TinyTemperatureIsRaisedLikeVllm) {
+  SamplingParams p;
+  p.temperature = 0.001f;
+  EXPECT_FALSE(p.is_greedy());
+  EXPECT_EQ(p.effective_temperature(), kMinTemperature);
+  p.temperature = 0.7f;
+  EXPECT_EQ(p.effective_temperature(), 0.7f);
+  p.temperature = 0.0f;
+  EXPECT_TRUE(p.is_greedy());
+}
+
+}  // namespace
+}  // namespace deepinfer::sample
