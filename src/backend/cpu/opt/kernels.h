@@ -1,0 +1,40 @@
+// Inner loops of the CPU opt backend: contiguous FP32 dots, AXPYs and weight-row decoding.
+//
+// Each is a plain loop with `#pragma omp simd` (compiled with -fopenmp-simd: the pragma only,
+// no OpenMP runtime) so the reductions vectorise without -ffast-math. On x86-64 Linux with GCC
+// they are built twice (baseline SSE2 and x86-64-v3 = AVX2+FMA) and picked at load time by the
+// dynamic loader (target_clones / ifunc): the binary runs everywhere and uses FMA where present.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/weight_ref.h"
+
+namespace deepinfer::backend::cpu::opt {
+
+// Σ a[i]·b[i].
+float dot(const float* a, const float* b, int64_t n);
+// out[r] = Σ_k x[k]·w[r·ldw + k] for r < 4 (one x load feeds four rows).
+void dot4(const float* x, const float* w, int64_t ldw, int64_t n, float* out);
+// Same for two x rows: out0[r] = x0·w_r, out1[r] = x1·w_r (each weight load feeds two FMAs).
+void dot4x2(const float* x0, const float* x1, const float* w, int64_t ldw, int64_t n, float* out0,
+            float* out1);
+// y[i] += a·x[i].
+void axpy(float a, const float* x, float* y, int64_t n);
+// y[i] += a0·x0[i] + a1·x1[i] (two rows per pass over y).
+void axpy2(float a0, const float* x0, float a1, const float* x1, float* y, int64_t n);
+// Σ x[i]².
+float sumsq(const float* x, int64_t n);
+// y[i] = x[i]·s.
+void scale_to(const float* x, float s, float* y, int64_t n);
+
+// In-place FP8 E4M3 quantize->dequantize of one block (same bits as quant.h's
+// fake_quant_block_fp8; tests/ops checks it against the ref backend exactly).
+void fake_quant_fp8_block(float* x, int64_t n);
+
+// Columns [0, w.k) of weight row `row`, dequantized to FP32 (scale applied).
+void dequant_row(const WeightRef& w, int64_t row, float* out);
+// Columns [k0, k0 + len) of weight row `row`; k0 a multiple of the format's block_k.
+void dequant_range(const WeightRef& w, int64_t row, int64_t k0, int64_t len, float* out);
+
+}  // namespace deepinfer::backend::cpu::opt

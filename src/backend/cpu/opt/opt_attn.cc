@@ -1,0 +1,203 @@
+// OptOps, attention side: sparse MQA with sink, compressor pooling, lightning indexer, top-k.
+// sparse_attention: scores by contiguous dots, softmax in FP32, then P·V as AXPYs over the
+// gathered rows (value = key); all inner loops are unit-stride (details at the function).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "backend/cpu/opt/kernels.h"
+#include "backend/cpu/opt/opt_ops.h"
+#include "backend/quant.h"
+#include "base/check.h"
+
+namespace deepinfer::backend::cpu {
+
+void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
+                              const float* sink, float scale, bool bf16_probs, Mat o) {
+  const int64_t d = kv.cols;
+  DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
+  // Task = (token, kHeads heads). Keys are visited in chunks of kKeys gathered rows, and each
+  // chunk serves all the task's heads before the next is touched, so a gathered row is read
+  // from memory twice per task (scores, then P·V) instead of once per head. Inside, four heads
+  // x two keys per kernel call. A head's arithmetic depends only on n_heads and its index list,
+  // never on the batch or the thread split.
+  constexpr int64_t kHeads = 16, kKeys = 32;
+  const int64_t groups = (n_heads + kHeads - 1) / kHeads;
+  pool_.parallel_for(
+      q.rows * groups,
+      [&](int64_t i0, int64_t i1) {
+        std::vector<float> z(static_cast<size_t>(kHeads * L));
+        std::vector<const float*> rows(static_cast<size_t>(L));
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t t = i / groups, h0 = (i % groups) * kHeads;
+          const int64_t nh = std::min(kHeads, n_heads - h0);
+          int64_t nr = 0;
+          for (int64_t j = 0; j < L; ++j) {
+            const int32_t r = idx[t * L + j];
+            if (r < 0) continue;
+            DI_CHECK(r < kv.rows);
+            rows[static_cast<size_t>(nr++)] = kv.row(r);
+          }
+          float* o0 = o.row(t) + h0 * d;
+          std::fill(o0, o0 + nh * d, 0.0f);
+          if (nr == 0) continue;
+          const float* q0 = q.row(t) + h0 * d;
+          const auto row = [&](int64_t j) { return rows[static_cast<size_t>(j)]; };
+          const auto zat = [&](int64_t h, int64_t j) -> float& {
+            return z[static_cast<size_t>(h * L + j)];
+          };
+          for (int64_t c0 = 0; c0 < nr; c0 += kKeys) {  // scores
+            const int64_t c1 = std::min(nr, c0 + kKeys);
+            int64_t h = 0;
+            for (; h + 4 <= nh; h += 4) {
+              for (int64_t j = c0; j < c1; j += 2) {
+                const bool pair = j + 1 < c1;
+                float s0[4], s1[4];
+                opt::dot4x2(row(j), pair ? row(j + 1) : row(j), q0 + h * d, d, d, s0, s1);
+                for (int64_t u = 0; u < 4; ++u) {
+                  zat(h + u, j) = s0[u];
+                  if (pair) zat(h + u, j + 1) = s1[u];
+                }
+              }
+            }
+            for (; h < nh; ++h) {
+              for (int64_t j = c0; j < c1; ++j) zat(h, j) = opt::dot(q0 + h * d, row(j), d);
+            }
+          }
+          float inv_den[kHeads];
+          for (int64_t h = 0; h < nh; ++h) {  // softmax with the sink in the denominator
+            float* zh = &zat(h, 0);
+            float mx = -std::numeric_limits<float>::infinity();
+            for (int64_t j = 0; j < nr; ++j) mx = std::max(mx, zh[j] *= scale);
+            float den = sink ? std::exp(sink[h0 + h] - mx) : 0.0f;
+            for (int64_t j = 0; j < nr; ++j) {
+              zh[j] = std::exp(zh[j] - mx);
+              den += zh[j];
+              if (bf16_probs) zh[j] = bf16_round(zh[j]);  // P·V uses the rounded weights
+            }
+            inv_den[h] = 1.0f / den;
+          }
+          for (int64_t c0 = 0; c0 < nr; c0 += kKeys) {  // P·V, two keys per pass over o_h
+            const int64_t c1 = std::min(nr, c0 + kKeys);
+            for (int64_t h = 0; h < nh; ++h) {
+              const float* ph = &zat(h, 0);
+              float* oh = o0 + h * d;
+              int64_t j = c0;
+              for (; j + 2 <= c1; j += 2) opt::axpy2(ph[j], row(j), ph[j + 1], row(j + 1), oh, d);
+              if (j < c1) opt::axpy(ph[j], row(j), oh, d);
+            }
+          }
+          for (int64_t h = 0; h < nh; ++h) opt::scale_to(o0 + h * d, inv_den[h], o0 + h * d, d);
+        }
+      },
+      1);
+}
+
+void OptOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {
+  DI_CHECK(slots_per_row > 0 && static_cast<int64_t>(slots.size()) == out.rows * slots_per_row);
+  const int64_t W = out.cols;
+  pool_.parallel_for(out.rows, [&](int64_t r0, int64_t r1) {
+    std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W));
+    for (int64_t r = r0; r < r1; ++r) {
+      const PoolSlot* s = slots.data() + r * slots_per_row;
+      float* o = out.row(r);
+      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+      std::fill(den.begin(), den.end(), 0.0f);
+      std::fill(o, o + W, 0.0f);
+      bool any = false;
+      for (int64_t j = 0; j < slots_per_row; ++j) {
+        if (!s[j].value) continue;
+        any = true;
+        for (int64_t c = 0; c < W; ++c)
+          mx[static_cast<size_t>(c)] = std::max(mx[static_cast<size_t>(c)], s[j].gate[c]);
+      }
+      if (!any) continue;
+      for (int64_t j = 0; j < slots_per_row; ++j) {
+        if (!s[j].value) continue;
+        const float* g = s[j].gate;
+        const float* v = s[j].value;
+        for (int64_t c = 0; c < W; ++c) {
+          const float e = std::exp(g[c] - mx[static_cast<size_t>(c)]);
+          den[static_cast<size_t>(c)] += e;
+          o[c] += e * v[c];
+        }
+      }
+      for (int64_t c = 0; c < W; ++c) o[c] /= den[static_cast<size_t>(c)];
+    }
+  });
+}
+
+void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
+                            const int32_t* visible, bool bf16_rounding, Mat scores) {
+  const int64_t di = keys.cols, R = keys.rows;
+  DI_CHECK(q.cols == n_heads * di && weights.cols == n_heads && scores.cols == R &&
+           scores.rows == q.rows);
+  constexpr int64_t kChunk = 64;  // key rows per task
+  const int64_t chunks = (R + kChunk - 1) / kChunk;
+  const int64_t h4 = n_heads / 4 * 4;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  pool_.parallel_for(
+      q.rows * chunks,
+      [&](int64_t i0, int64_t i1) {
+        std::vector<float> dots(static_cast<size_t>(2 * n_heads));
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t t = i / chunks, w0 = (i % chunks) * kChunk, w1 = std::min(R, w0 + kChunk);
+          const int64_t vis = std::min<int64_t>(visible[t], R);
+          const float* qt = q.row(t);
+          const float* om = weights.row(t);
+          for (int64_t w = w0; w < w1; w += 2) {
+            // Two keys x four heads per kernel call; the per-head dots are the same bits as
+            // one key at a time (dot4x2 == dot4, checked by OptBatchInvariance).
+            const bool pair = w + 1 < w1;
+            const float* k0 = keys.row(w);
+            const float* k1 = pair ? keys.row(w + 1) : k0;
+            float* d0 = dots.data();
+            float* d1 = dots.data() + n_heads;
+            for (int64_t h = 0; h < h4; h += 4)
+              opt::dot4x2(k0, k1, qt + h * di, di, di, d0 + h, d1 + h);
+            for (int64_t h = h4; h < n_heads; ++h) {
+              d0[h] = opt::dot(qt + h * di, k0, di);
+              d1[h] = opt::dot(qt + h * di, k1, di);
+            }
+            for (int64_t u = 0; u < (pair ? 2 : 1); ++u) {
+              const int64_t ww = w + u;
+              if (ww >= vis) {
+                scores.at(t, ww) = neg_inf;
+                continue;
+              }
+              const float* dv = u == 0 ? d0 : d1;
+              float sum = 0.0f;
+              for (int64_t h = 0; h < n_heads; ++h) {
+                float d = bf16_rounding ? bf16_round(dv[h]) : dv[h];
+                float prod = std::max(d, 0.0f) * om[h];
+                if (bf16_rounding) prod = bf16_round(prod);
+                sum += prod;
+              }
+              scores.at(t, ww) = bf16_rounding ? bf16_round(sum) : sum;
+            }
+          }
+        }
+      },
+      1);
+}
+
+void OptOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {
+  pool_.parallel_for(scores.rows, [&](int64_t t0, int64_t t1) {
+    std::vector<int32_t> order;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t vis = std::clamp<int64_t>(visible[t], 0, scores.cols);
+      const int64_t kk = std::min(k, vis);
+      order.resize(static_cast<size_t>(vis));
+      std::iota(order.begin(), order.end(), 0);
+      const float* s = scores.row(t);
+      std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](int32_t a, int32_t b) {
+        return s[a] > s[b] || (s[a] == s[b] && a < b);
+      });
+      for (int64_t j = 0; j < k; ++j) out[t * k + j] = j < kk ? order[static_cast<size_t>(j)] : -1;
+    }
+  });
+}
+
+}  // namespace deepinfer::backend::cpu

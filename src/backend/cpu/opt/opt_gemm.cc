@@ -1,0 +1,267 @@
+// OptOps, weight-bound ops: embedding, linear (any weight format), routing, grouped MoE.
+//
+// GEMM scheme: split the N weight rows into tasks of kTileN; within a task, four weight rows at
+// a time are decoded chunk by chunk (kChunkK columns) into an L1-sized FP32 scratch, and every
+// activation row is dotted against the chunk (two activation rows x four weight rows per pass).
+// Each stored weight byte is read once per call; decode (M = 1) streams the weights, prefill
+// re-reads x chunks from L2.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/opt/kernels.h"
+#include "backend/cpu/opt/opt_ops.h"
+#include "backend/quant.h"
+#include "base/check.h"
+
+namespace deepinfer::backend::cpu {
+namespace {
+
+constexpr int64_t kTileN = 16;    // weight rows per task
+constexpr int64_t kChunkK = 512;  // columns decoded at a time
+
+std::vector<float>& scratch(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf;
+}
+
+float softplus_sqrt(float z) {
+  const float sp = z > 20.0f ? z : std::log1p(std::exp(z));
+  return std::sqrt(sp);
+}
+
+}  // namespace
+
+void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
+  DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
+  const int64_t K = w.k, M = x.rows;
+  // K chunk: ~512 columns, a whole number of scale blocks, so four decoded weight rows (8 KiB)
+  // stay in L1 while every activation row passes over them.
+  const int64_t bk = w.quantized() ? w.block_k : 1;
+  const int64_t kc = bk * std::max<int64_t>(1, kChunkK / bk);
+  const int64_t tiles = (w.n + kTileN - 1) / kTileN;
+  pool_.parallel_for(
+      tiles,
+      [&](int64_t t0, int64_t t1) {
+        std::vector<float>& buf = scratch(static_cast<size_t>(4 * kc));
+        float* wt = buf.data();
+        float p0[4], p1[4];
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t n0 = t * kTileN, nn = std::min(kTileN, w.n - n0);
+          for (int64_t r0 = 0; r0 < nn; r0 += 4) {
+            const int64_t g = std::min<int64_t>(4, nn - r0);
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+              const int64_t len = std::min(kc, K - k0);
+              for (int64_t r = 0; r < g; ++r)
+                opt::dequant_range(w, n0 + r0 + r, k0, len, wt + r * kc);
+              // y[m, n] = Σ over chunks of the chunk dots, in chunk order, the same for every M
+              // (batch invariance): the first chunk assigns, the others add.
+              auto put = [&](float* yr, const float* p) {
+                for (int64_t r = 0; r < g; ++r) yr[r] = k0 == 0 ? p[r] : yr[r] + p[r];
+              };
+              int64_t m = 0;
+              for (; m + 2 <= M; m += 2) {
+                const float* x0 = x.row(m) + k0;
+                const float* x1 = x.row(m + 1) + k0;
+                if (g == 4) {
+                  opt::dot4x2(x0, x1, wt, kc, len, p0, p1);
+                } else {
+                  for (int64_t r = 0; r < g; ++r) {
+                    p0[r] = opt::dot(x0, wt + r * kc, len);
+                    p1[r] = opt::dot(x1, wt + r * kc, len);
+                  }
+                }
+                put(y.row(m) + n0 + r0, p0);
+                put(y.row(m + 1) + n0 + r0, p1);
+              }
+              for (; m < M; ++m) {
+                const float* xr = x.row(m) + k0;
+                if (g == 4) {
+                  opt::dot4(xr, wt, kc, len, p0);
+                } else {
+                  for (int64_t r = 0; r < g; ++r) p0[r] = opt::dot(xr, wt + r * kc, len);
+                }
+                put(y.row(m) + n0 + r0, p0);
+              }
+            }
+          }
+        }
+      },
+      1);
+}
+
+void OptOps::quantized_input(CMat x, const WeightRef& w, bool act_quant, int act_block,
+                             float* buf) {
+  const int64_t K = x.cols;
+  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      float* dst = buf + m * K;
+      std::copy(x.row(m), x.row(m) + K, dst);
+      if (act_quant && w.quantized()) {
+        for (int64_t b = 0; b < K; b += act_block) {
+          opt::fake_quant_fp8_block(dst + b, std::min<int64_t>(act_block, K - b));
+        }
+      }
+    }
+  });
+}
+
+void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
+  if (!(opts.act_quant && w.quantized())) {
+    gemm(x, w, y);
+    return;
+  }
+  std::vector<float> xq(static_cast<size_t>(x.rows * x.cols));
+  quantized_input(x, w, true, opts.act_block, xq.data());
+  gemm(CMat(xq.data(), x.rows, x.cols), w, y);
+}
+
+void OptOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {
+  DI_CHECK(!table.quantized() && out.rows == n && out.cols == table.k);
+  pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      DI_CHECK(ids[i] >= 0 && ids[i] < table.n);
+      opt::dequant_row(table, ids[i], out.row(i));
+    }
+  });
+}
+
+void OptOps::route_weights(CMat x, const WeightRef& gate, Mat p) {
+  gemm(x, gate, p);
+  for (int64_t m = 0; m < p.rows; ++m) {
+    for (int64_t e = 0; e < p.cols; ++e) p.at(m, e) = softplus_sqrt(p.at(m, e));
+  }
+}
+
+void OptOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
+                             float route_scale, int32_t* ids, Mat weights) {
+  DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
+  std::vector<float> pbuf(static_cast<size_t>(x.rows * gate.n));
+  Mat p(pbuf.data(), x.rows, gate.n);
+  route_weights(x, gate, p);
+  std::vector<int32_t> order(static_cast<size_t>(gate.n));
+  for (int64_t m = 0; m < x.rows; ++m) {
+    const float* pr = p.row(m);
+    auto key = [&](int32_t e) { return pr[e] + (bias ? bias[e] : 0.0f); };
+    std::iota(order.begin(), order.end(), 0);
+    // A total order (key desc, id asc), so partial_sort picks what the ref's stable sort picks.
+    std::partial_sort(order.begin(), order.begin() + top_k, order.end(), [&](int32_t a, int32_t b) {
+      const float ka = key(a), kb = key(b);
+      return ka > kb || (ka == kb && a < b);
+    });
+    float sum = 0.0f;
+    for (int j = 0; j < top_k; ++j) sum += pr[order[static_cast<size_t>(j)]];
+    for (int j = 0; j < top_k; ++j) {
+      ids[m * top_k + j] = order[static_cast<size_t>(j)];
+      weights.at(m, j) = pr[order[static_cast<size_t>(j)]] / sum * route_scale;
+    }
+  }
+}
+
+void OptOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
+                            const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) {
+  DI_CHECK(tid2eid.rank() == 2 && (tid2eid.dtype == DType::kI32 || tid2eid.dtype == DType::kI64));
+  const int k = static_cast<int>(tid2eid.shape[1]);
+  DI_CHECK(weights.cols == k && x.cols == gate.k);
+  std::vector<float> pbuf(static_cast<size_t>(x.rows * gate.n));
+  Mat p(pbuf.data(), x.rows, gate.n);
+  route_weights(x, gate, p);
+  for (int64_t m = 0; m < x.rows; ++m) {
+    const int64_t t = token_ids[m];
+    DI_CHECK(t >= 0 && t < tid2eid.shape[0]);
+    float sum = 0.0f;
+    for (int j = 0; j < k; ++j) {
+      const int64_t e = tid2eid.dtype == DType::kI32 ? tid2eid.ptr<int32_t>()[t * k + j]
+                                                     : tid2eid.ptr<int64_t>()[t * k + j];
+      DI_CHECK(e >= 0 && e < gate.n);
+      ids[m * k + j] = static_cast<int32_t>(e);
+      sum += p.at(m, e);
+    }
+    for (int j = 0; j < k; ++j) weights.at(m, j) = p.at(m, ids[m * k + j]) / sum * route_scale;
+  }
+}
+
+void OptOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
+                         std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) {
+  DI_CHECK(out.rows == x.rows && weights.cols == top_k);
+  const int64_t M = x.rows, D = x.cols;
+  // Token lists per expert, in token order; experts then run in ascending id, so each token's
+  // FP32 sum adds experts in the same order as the reference.
+  std::vector<std::vector<std::pair<int64_t, int>>> by_expert(experts.size());
+  for (int64_t m = 0; m < M; ++m) {
+    for (int j = 0; j < top_k; ++j) {
+      const int32_t e = ids[m * top_k + j];
+      if (e < 0) continue;
+      DI_CHECK(static_cast<size_t>(e) < experts.size());
+      by_expert[static_cast<size_t>(e)].push_back({m, j});
+    }
+  }
+  std::vector<float> acc(static_cast<size_t>(M * out.cols), 0.0f);
+  std::vector<float> xg, xq, a, b, y;
+  auto round_all = [&](std::vector<float>& v, size_t n) {
+    if (opts.bf16_rounding)
+      for (size_t i = 0; i < n; ++i) v[i] = bf16_round(v[i]);
+  };
+  for (size_t e = 0; e < experts.size(); ++e) {
+    const auto& list = by_expert[e];
+    if (list.empty()) continue;
+    const ExpertWeights& ew = experts[e];
+    const int64_t T = static_cast<int64_t>(list.size()), I = ew.w1.n;
+    DI_CHECK(ew.w1.k == D && ew.w3.k == D && ew.w3.n == I && ew.w2.k == I && ew.w2.n == out.cols);
+    xg.resize(static_cast<size_t>(T * D));
+    for (int64_t i = 0; i < T; ++i)
+      std::copy(x.row(list[static_cast<size_t>(i)].first),
+                x.row(list[static_cast<size_t>(i)].first) + D, xg.data() + i * D);
+    xq.resize(xg.size());
+    quantized_input(CMat(xg.data(), T, D), ew.w1, opts.act_quant, opts.act_block, xq.data());
+    a.resize(static_cast<size_t>(T * I));
+    b.resize(static_cast<size_t>(T * I));
+    gemm(CMat(xq.data(), T, D), ew.w1, Mat(a.data(), T, I));
+    if (ew.w3.quantized() != ew.w1.quantized()) {
+      quantized_input(CMat(xg.data(), T, D), ew.w3, opts.act_quant, opts.act_block, xq.data());
+    }
+    gemm(CMat(xq.data(), T, D), ew.w3, Mat(b.data(), T, I));
+    round_all(a, a.size());
+    round_all(b, b.size());
+    swiglu(CMat(a.data(), T, I), CMat(b.data(), T, I), opts.swiglu_limit, Mat(a.data(), T, I));
+    if (opts.weight_before_w2) {
+      for (int64_t i = 0; i < T; ++i) {
+        const auto [m, j] = list[static_cast<size_t>(i)];
+        opt::scale_to(a.data() + i * I, weights.at(m, j), a.data() + i * I, I);
+      }
+    }
+    round_all(a, a.size());
+    xq.resize(a.size());
+    quantized_input(CMat(a.data(), T, I), ew.w2, opts.act_quant, opts.act_block, xq.data());
+    y.resize(static_cast<size_t>(T * out.cols));
+    gemm(CMat(xq.data(), T, I), ew.w2, Mat(y.data(), T, out.cols));
+    round_all(y, y.size());
+    for (int64_t i = 0; i < T; ++i) {
+      const auto [m, j] = list[static_cast<size_t>(i)];
+      float* yr = y.data() + i * out.cols;
+      if (!opts.weight_before_w2) {
+        const float g = weights.at(m, j);
+        for (int64_t c = 0; c < out.cols; ++c) {
+          yr[c] *= g;
+          if (opts.bf16_rounding) yr[c] = bf16_round(yr[c]);
+        }
+      }
+      float* ar = acc.data() + m * out.cols;
+      for (int64_t c = 0; c < out.cols; ++c) ar[c] += yr[c];
+    }
+  }
+  pool_.parallel_for(M, [&](int64_t m0, int64_t m1) {
+    for (int64_t m = m0; m < m1; ++m) {
+      float* o = out.row(m);
+      const float* ar = acc.data() + m * out.cols;
+      for (int64_t c = 0; c < out.cols; ++c) o[c] = (opts.accumulate ? o[c] : 0.0f) + ar[c];
+    }
+  });
+}
+
+std::unique_ptr<Ops> make_opt_ops(int num_threads) { return std::make_unique<OptOps>(num_threads); }
+
+}  // namespace deepinfer::backend::cpu

@@ -1,0 +1,226 @@
+// The backend op contract: every numerical operation the DeepSeek-V4 forward pass needs.
+//
+// Shaped after ggml's backend vtable + supports_op: one abstract class, one implementation per
+// backend (cpu/ref = the FP32 oracle, cpu/opt = threaded, cuda later), and one test harness
+// (tests/ops) that runs every op on every backend against the oracle. Activations are FP32
+// matrices (mat.h); weights stay in their checkpoint format (weight_ref.h) and are dequantized
+// inside the kernels. The maths of each op is written next to it with its spec section
+// (/work/shared/spec/deepseek_v4_family.md). BF16 rounding of intermediate activations is NOT
+// done inside the ops unless an option says so: the model calls round_bf16 at the reference's
+// rounding points (spec §2.0), so the same ops serve the HF-matching FP32 path too.
+//
+// Shape errors are bugs of the caller (the model validated the checkpoint at load), so ops check
+// them with DI_CHECK; an unsupported feature is reported up front through supports()/require().
+// Outputs never alias inputs unless the op says so. Integer inputs are int32 host-side arrays for
+// the CPU backends (device arrays for a device backend).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/mat.h"
+#include "backend/weight_ref.h"
+#include "base/status.h"
+
+namespace deepinfer::backend {
+
+// What a backend can do. Formats and options are features, so a backend can support an op only
+// partly and say which part is missing (FlashMLA-style "first implementation whose features
+// match, else name what is missing").
+enum class Feature : uint8_t {
+  kDenseBf16,
+  kDenseF16,
+  kDenseF32,     // dense weight storage types
+  kFp8Weights,   // FP8 E4M3 + block scales (E8M0/F32/BF16)
+  kFp4Weights,   // FP4 E2M1 packed + 1x32 scales
+  kActQuantFp8,  // linear/moe_experts act_quant
+  kSparseAttention,
+  kAttentionSink,
+  kBf16Probs,
+  kHyperConnections,  // hc_pre / hc_post / hc_head
+  kCompressorPool,    // softmax_pool
+  kIndexer,
+  kIndexerBf16,  // indexer_scores (+ BF16 rounding points), topk
+  kHadamard128,
+  kFakeQuantFp8,
+  kFakeQuantFp4,
+  kMoeRouting,
+  kMoeExperts,
+  kCount
+};
+const char* feature_name(Feature f);
+
+// Options of linear (spec §2.0).
+struct LinearOpts {
+  // Quantize x to FP8 E4M3 per 1 x act_block block along K with a power-of-two scale before the
+  // product (official semantics for FP8/FP4 weights; ignored for dense weights).
+  bool act_quant = false;
+  int act_block = 128;
+};
+
+// YaRN parameters of make_rope_freqs (spec §2.6). No magnitude scaling (mscale = 1).
+struct YarnParams {
+  float factor = 1.0f;       // rope_factor (16 for V4-Flash compressed layers)
+  int64_t original_len = 0;  // original_seq_len (65536)
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+};
+// YaRN ramp bounds (low, high) as the reference computes them, clamped to [0, rope_dim - 1].
+struct YarnRange {
+  int low;
+  int high;
+};
+YarnRange yarn_range(float theta, int rope_dim, const YarnParams& yarn);
+// f_i = theta^(-2i/rope_dim), i < rope_dim/2; with YaRN: f_i <- f_i(1-ramp_i) + f_i/factor ramp_i,
+// ramp_i = clamp((i - low)/(high - low), 0, 1). FP32 like the reference table.
+std::vector<float> make_rope_freqs(float theta, int rope_dim, const YarnParams* yarn = nullptr);
+
+// mHC parameters of one site (spec §2.2), FP32 as stored.
+struct HcParams {
+  int n = 4;                     // hc_mult: number of residual streams
+  CMat fn;                       // [(2+n)n, nD] for hc_pre; [n, nD] for hc_head
+  const float* base = nullptr;   // [(2+n)n] or [n]
+  const float* scale = nullptr;  // [3] or [1]
+  float norm_eps = 1e-6f;
+  float hc_eps = 1e-6f;
+  int sinkhorn_iters = 20;  // hc_pre only
+};
+
+// One slot of softmax_pool: a value row and its gate-logit row (`ape` already added), each
+// `width` floats. value == nullptr marks a missing slot (weight 0; e.g. window -1 of CSA row 0).
+struct PoolSlot {
+  const float* value = nullptr;
+  const float* gate = nullptr;
+};
+
+struct ExpertWeights {
+  WeightRef w1, w3, w2;  // w1/w3 [I, D], w2 [D, I]
+};
+
+struct MoeOpts {
+  float swiglu_limit = 10.0f;    // <= 0: no clamp
+  bool weight_before_w2 = true;  // official: h = g_e * swiglu before w2; HF: g_e * w2(h)
+  bool act_quant = false;        // FP8 activation quant before each FP8/FP4 GEMM
+  int act_block = 128;
+  // Official BF16 rounding points: w1/w3 outputs, h before w2, each expert's output (summed in
+  // FP32 afterwards). Off = FP32 throughout (HF on FP32 checkpoints).
+  bool bf16_rounding = false;
+  bool accumulate = false;  // out += result instead of out = result
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+  virtual bool supports(Feature f) const = 0;
+
+  // out[i, :] = table[ids[i], :] as FP32. table: dense [V, D]; out [n, D].
+  virtual void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) = 0;
+
+  // y[M, N] = x[M, K] · Wᵀ, W [N, K] in any WeightFormat, FP32 accumulation (spec §2.0).
+  // With opts.act_quant and a quantized W: x is first replaced by act_quant_fp8(x, act_block).
+  virtual void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts = {}) = 0;
+
+  // y = x · 1/sqrt(mean(x²) + eps) [⊙ w], per row (group == 0) or per group of `group`
+  // consecutive channels (per-head q norm, spec §2.3 step 3). w: dense [group or cols] or null.
+  // y may alias x.
+  virtual void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) = 0;
+
+  // x <- bf16(x), round-to-nearest-even, in place.
+  virtual void round_bf16(Mat x) = 0;
+
+  // Glue the model needs so it never touches activation memory itself (a device backend's Mat
+  // points to device memory). add: out = a + b, where b has a.rows rows or 1 row (broadcast,
+  // e.g. the compressor's ape); out may alias a. scale: x *= s. copy_rows: dst[i] = src[rows[i]]
+  // (rows null = identity), e.g. gathering tokens or writing cache rows.
+  virtual void add(CMat a, CMat b, Mat out) = 0;
+  virtual void scale(Mat x, float s) = 0;
+  virtual void copy_rows(CMat src, const int32_t* rows, Mat dst) = 0;
+
+  // Interleaved RoPE on the LAST rope_dim = 2·freqs.size() channels of each of the n_heads
+  // head_dim-wide heads of row i (spec §2.6): (x_2j + i x_2j+1) *= e^{±i·pos_i·f_j},
+  // angle = float(pos)·f_j in FP32; inverse = conjugate rotation (spec §2.3 inverse RoPE).
+  virtual void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                    std::span<const float> freqs, bool inverse) = 0;
+
+  // mHC pre-mix (spec §2.2 steps 1-6) for streams [M, n·D] (stream i = cols [iD, (i+1)D)):
+  // ρ = 1/sqrt(mean(x²)+norm_eps); μ = (fn·x)·ρ; pre = sigmoid(μ_pre·s0+b)+hc_eps;
+  // post = 2·sigmoid(μ_post·s1+b); C = μ_comb·s2+b then Sinkhorn (softmax_row + eps, col-norm,
+  // then iters-1 × (row-norm, col-norm), each norm dividing by (sum + hc_eps));
+  // y = Σ_i pre_i X_i. Outputs y [M, D], post [M, n], comb [M, n·n] (row-major C_ij).
+  virtual void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) = 0;
+
+  // X'_k = post_k · o + Σ_j C_jk · X_j (note the transpose). out [M, n·D] may alias streams.
+  virtual void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) = 0;
+
+  // Head collapse: pre_i = sigmoid(μ_i·scale[0] + base_i) + hc_eps, y = Σ pre_i X_i (spec §2.2).
+  virtual void hc_head(CMat streams, const HcParams& p, Mat y) = 0;
+
+  // Sparse MQA with sink (spec §2.3 "Attention kernel"). q [M, H·d]; kv [R, d] is both key and
+  // value; idx [M, L] (row stride L) indexes kv rows, -1 = absent. For each query t and head h:
+  // z_j = (q_h·k_j)·scale; den = Σ_j e^{z_j−M} + e^{sink_h−M}; o_h = Σ_j e^{z_j−M}/den · k_j.
+  // M = max_j z_j; sink null = no sink term; no valid key = zero output. bf16_probs: the
+  // reference kernel's cast: o_h = Σ_j bf16(e^{z_j−M}) · k_j / den, den from the FP32 values.
+  virtual void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
+                                const float* sink, float scale, bool bf16_probs, Mat o) = 0;
+
+  // Compressor pooling (spec §2.4). out row r pools slots[r·spr, (r+1)·spr): per channel c,
+  // out[r,c] = Σ_s softmax_s(gate_s[c]) · value_s[c] over the present slots; no present slot
+  // = zero row. out [rows, width] with rows = slots.size() / spr.
+  virtual void softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) = 0;
+
+  // In place, each 128-wide chunk of every row: x <- H₁₂₈ x · 128^-1/2 (Sylvester order).
+  virtual void hadamard128(Mat x) = 0;
+
+  // In place quantize->dequantize to FP8 E4M3 over channels [0, n) of every row, in blocks of
+  // `block` channels: amax = max(|x|, 1e-4), s = 2^ceil(log2(amax/448)),
+  // x <- e4m3(clamp(x/s, ±448)) · s (RNE). Channels >= n untouched (the rope slice, spec §2.3).
+  virtual void fake_quant_fp8(Mat x, int64_t n, int64_t block) = 0;
+  // act_quant_fp8(x, block) = fake_quant_fp8(x, x.cols, block): the activation quant of linear.
+  virtual void act_quant_fp8(Mat x, int64_t block) = 0;
+  // In place E2M1 round trip in blocks of `block` (32) over all channels:
+  // amax = max(|x|, 1e-4), s = 2^ceil(log2(amax/6)), x <- e2m1_rne(clamp(x/s, ±6)) · s.
+  // (The 1e-4 floor mirrors the FP8 rule; the official FP4 kernel's floor is unverified.)
+  virtual void fake_quant_fp4(Mat x, int64_t block) = 0;
+
+  // Lightning indexer (spec §2.5): scores[t, w] = Σ_h ω[t,h] · ReLU(q[t,h,:]·keys[w,:]) for
+  // w < visible[t], -inf for w >= visible[t]. q [M, Hi·di], weights [M, Hi], keys [R, di],
+  // scores [M, R]. bf16_rounding (the official reference's BF16 tensor arithmetic): the dot and
+  // ω·ReLU(dot) are rounded to BF16, the sum over heads accumulates in FP32 and is rounded once.
+  virtual void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
+                              const int32_t* visible, bool bf16_rounding, Mat scores) = 0;
+
+  // Top-k of scores[t, 0:visible[t]) per row, descending (ties: lower index first), written to
+  // out [M, k] (row stride k); positions past min(k, visible[t]) are -1.
+  virtual void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) = 0;
+
+  // Score routing (spec §2.7): z = W_g·x (FP32), p = sqrt(softplus(z)); ids = top_k(p + bias)
+  // (bias may be null); weights = p_ids / Σ p_ids · route_scale. ids [M, top_k], weights [M,
+  // top_k].
+  virtual void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
+                               float route_scale, int32_t* ids, Mat weights) = 0;
+  // Hash routing: ids = tid2eid[token_ids[t]] (I32 or I64 [V, k]); same weight formula, no bias.
+  virtual void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
+                              const WeightRef& gate, float route_scale, int32_t* ids,
+                              Mat weights) = 0;
+
+  // out = silu(min(a, limit)) · clamp(b, −limit, limit); limit <= 0: no clamp. out may alias a.
+  virtual void swiglu(CMat a, CMat b, float limit, Mat out) = 0;
+
+  // Grouped MoE (spec §2.7): out[t] (=|+=) Σ_j g[t,j] · expert_{ids[t,j]}(x[t]) for j < top_k,
+  // expert(v) = w2 · swiglu(w1·v, w3·v); ids [M, top_k] (-1 = skip), weights [M, top_k],
+  // experts indexed by id. A token's experts are summed in FP32 in ascending id (the
+  // reference's loop order). Tokens are grouped by expert so each expert's weights are read once.
+  virtual void moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
+                           std::span<const ExpertWeights> experts, const MoeOpts& opts,
+                           Mat out) = 0;
+};
+
+// OK if `ops` supports every feature, else an Unimplemented status naming the backend and each
+// missing feature. The model calls it once at load with what the checkpoint needs.
+Status require(const Ops& ops, std::initializer_list<Feature> features);
+
+}  // namespace deepinfer::backend
