@@ -1,0 +1,355 @@
+// Scheduler implementation: see scheduler.h for the policy.
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <string>
+
+#include "base/check.h"
+
+namespace deepinfer::sched {
+
+Expected<Scheduler> Scheduler::create(const io::ModelConfig& model, const kv::KvConfig& kv_config,
+                                      const SchedulerConfig& config) {
+  if (config.max_num_batched_tokens < 1) {
+    return invalid_argument("SchedulerConfig.max_num_batched_tokens is " +
+                            std::to_string(config.max_num_batched_tokens) +
+                            "; expected at least 1 token per step");
+  }
+  if (config.max_num_seqs < 1) {
+    return invalid_argument("SchedulerConfig.max_num_seqs is " +
+                            std::to_string(config.max_num_seqs) + "; expected at least 1");
+  }
+  if (config.max_model_len < 0 || config.max_prefill_chunk < 0) {
+    return invalid_argument("SchedulerConfig.max_model_len and max_prefill_chunk must be >= 0");
+  }
+  SchedulerConfig c = config;
+  if (c.max_model_len == 0) c.max_model_len = model.max_position_embeddings;
+  if (c.max_model_len < 2) {
+    return invalid_argument("max_model_len is " + std::to_string(c.max_model_len) +
+                            " (from SchedulerConfig or the model's max_position_embeddings); "
+                            "expected at least 2 tokens");
+  }
+  DI_ASSIGN_OR_RETURN(kv::KvCoordinator kv, kv::KvCoordinator::create(model, kv_config));
+  return Scheduler(std::move(kv), c);
+}
+
+Scheduler::Scheduler(kv::KvCoordinator kv, const SchedulerConfig& config)
+    : kv_(std::move(kv)), config_(config) {}
+
+const Request* Scheduler::find(RequestId id) const {
+  const auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+Status Scheduler::submit(RequestId id, std::vector<int32_t> prompt) {
+  if (requests_.count(id) != 0) {
+    return invalid_argument("request id " + std::to_string(id) +
+                            " is already in use by a live request; ids must be unique");
+  }
+  Request fresh;
+  fresh.id = id;
+  fresh.num_prompt = static_cast<int64_t>(prompt.size());
+  fresh.tokens = std::move(prompt);
+  fresh.arrival = next_arrival_++;
+  Request& r = requests_.emplace(id, std::move(fresh)).first->second;
+  const std::string who = "request " + std::to_string(id) + ": ";
+  if (r.tokens.empty()) {
+    end(r, RequestState::kFailed, FinishReason::kError,
+        invalid_argument(who + "empty prompt; a request needs at least one token"));
+    return Status::ok_status();
+  }
+  if (r.num_prompt >= config_.max_model_len) {
+    end(r, RequestState::kFailed, FinishReason::kError,
+        invalid_argument(who + "prompt of " + std::to_string(r.num_prompt) +
+                         " tokens leaves no room for output under max_model_len " +
+                         std::to_string(config_.max_model_len) +
+                         "; shorten the prompt to at most " +
+                         std::to_string(config_.max_model_len - 1) + " tokens"));
+    return Status::ok_status();
+  }
+  const int64_t need = kv_.peak_blocks(r.num_prompt + 1, 1);
+  if (need > kv_.pool().num_blocks()) {
+    end(r, RequestState::kFailed, FinishReason::kError,
+        resource_exhausted(who + "prompt of " + std::to_string(r.num_prompt) +
+                           " tokens needs at least " + std::to_string(need) + " KV blocks of " +
+                           std::to_string(kv_.block_size()) + " tokens, the pool holds " +
+                           std::to_string(kv_.pool().num_blocks()) +
+                           "; raise KvConfig.num_blocks or shorten the prompt"));
+    return Status::ok_status();
+  }
+  waiting_.push_back(id);
+  return Status::ok_status();
+}
+
+int64_t Scheduler::chunk_for(const Request& r, int64_t budget) const {
+  int64_t n = std::min(r.num_tokens() - r.num_computed, budget);
+  if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+  return n;
+}
+
+void Scheduler::remove_running(RequestId id) {
+  const auto it = std::find(running_.begin(), running_.end(), id);
+  if (it != running_.end()) running_.erase(it);
+}
+
+void Scheduler::end(Request& r, RequestState state, FinishReason reason, Status error) {
+  FinishedRequest f;
+  f.id = r.id;
+  f.state = state;
+  f.reason = reason;
+  f.output.assign(r.tokens.begin() + r.num_prompt, r.tokens.end());
+  f.error = std::move(error);
+  f.num_prompt = r.num_prompt;
+  f.num_preemptions = r.num_preemptions;
+  if (r.state == RequestState::kRunning) remove_running(r.id);
+  kv_.free(r.id);
+  r.transition(state);
+  if (state == RequestState::kFailed) ++stats_.failed;
+  const RequestId id = r.id;
+  finished_.push_back(std::move(f));
+  ended_since_plan_.push_back(id);
+  requests_.erase(id);
+}
+
+void Scheduler::preempt_newest(std::vector<Pick>& picks, int64_t& budget, StepPlan& plan) {
+  const RequestId victim = running_.back();
+  running_.pop_back();
+  Request& r = requests_.at(victim);
+  kv_.free(victim);
+  for (auto it = picks.begin(); it != picks.end(); ++it) {
+    if (it->id == victim) {
+      budget += it->num_tokens;
+      picks.erase(it);
+      break;
+    }
+  }
+  r.num_computed = 0;
+  r.num_prefix_hit = 0;
+  r.transition(RequestState::kPreempted);
+  ++r.num_preemptions;
+  ++stats_.preemptions;
+  waiting_.push_front(victim);
+  plan.preempted.push_back(victim);
+}
+
+StepPlan Scheduler::schedule() {
+  DI_CHECK(awaiting_step_ < 0);  // the engine loop calls update() before the next schedule()
+  StepPlan plan;
+  plan.step = next_step_++;
+  plan.ended = std::move(ended_since_plan_);
+  ended_since_plan_.clear();
+  ++stats_.steps;
+  int64_t budget = config_.max_num_batched_tokens;
+  std::vector<Pick> picks;
+  picks.reserve(running_.size() + 8);
+
+  // Running requests: decodes first (one token each, latency-critical), then prefill chunks.
+  std::vector<RequestId> order;
+  order.reserve(running_.size());
+  for (const RequestId id : running_) {
+    const Request& r = requests_.at(id);
+    if (r.num_tokens() - r.num_computed == 1) order.push_back(id);
+  }
+  for (const RequestId id : running_) {
+    const Request& r = requests_.at(id);
+    if (r.num_tokens() - r.num_computed > 1) order.push_back(id);
+  }
+  bool preempted = false;
+  for (const RequestId id : order) {
+    if (budget == 0) break;
+    const auto it = requests_.find(id);
+    if (it == requests_.end() || it->second.state != RequestState::kRunning) continue;
+    Request& r = it->second;
+    const int64_t n = chunk_for(r, budget);
+    while (true) {
+      if (kv_.grow(id, r.tokens, n)) {
+        r.num_computed += n;
+        picks.push_back({id, n, false});
+        budget -= n;
+        break;
+      }
+      if (running_.size() == 1) {
+        // Alone and still no room: the pool is smaller than this sequence. Waiting cannot help.
+        end(r, RequestState::kFailed, FinishReason::kError,
+            resource_exhausted("request " + std::to_string(id) + ": " +
+                               std::to_string(r.num_tokens()) + " tokens need more KV blocks " +
+                               "than the pool's " + std::to_string(kv_.pool().num_blocks()) +
+                               "; raise KvConfig.num_blocks or lower max_tokens"));
+        break;
+      }
+      const RequestId victim = running_.back();
+      preempt_newest(picks, budget, plan);
+      preempted = true;
+      if (victim == id) break;
+    }
+  }
+
+  // Waiting requests in FCFS order, unless this step had to preempt (admitting now would only
+  // take the blocks back from the requests that were just squeezed).
+  while (!preempted && !waiting_.empty() && budget > 0 &&
+         static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
+    const RequestId id = waiting_.front();
+    Request& r = requests_.at(id);
+    const int64_t hit = kv_.find_prefix_hit(r.tokens);
+    int64_t n = std::min(r.num_tokens() - hit, budget);
+    if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
+    bool ok = kv_.start(id, r.tokens, hit, n);
+    if (!ok && running_.empty()) {
+      // Nobody else holds blocks: only the chunk can be too big. Halve it until it fits.
+      while (!ok && n > 1) {
+        n /= 2;
+        ok = kv_.start(id, r.tokens, hit, n);
+      }
+      if (!ok) {
+        waiting_.pop_front();
+        end(r, RequestState::kFailed, FinishReason::kError,
+            resource_exhausted(
+                "request " + std::to_string(id) + ": " + std::to_string(r.num_tokens()) +
+                " tokens do not fit an empty pool of " + std::to_string(kv_.pool().num_blocks()) +
+                " KV blocks; raise KvConfig.num_blocks"));
+        continue;
+      }
+    }
+    if (!ok) break;  // FCFS: later requests wait behind the head
+    waiting_.pop_front();
+    running_.push_back(id);
+    r.transition(RequestState::kRunning);
+    r.num_prefix_hit = hit;
+    r.num_computed = hit + n;
+    picks.push_back({id, n, true});
+    budget -= n;
+  }
+  build(plan, picks);
+  return plan;
+}
+
+void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
+  auto is_decode = [&](const Pick& p) {
+    const Request& r = requests_.at(p.id);
+    const int64_t start = r.num_computed - p.num_tokens;
+    return !p.first_chunk && p.num_tokens == 1 && start == r.num_tokens() - 1 &&
+           start >= r.num_prompt;
+  };
+  std::vector<Pick> sorted = picks;
+  std::stable_partition(sorted.begin(), sorted.end(), is_decode);
+  plan.requests.resize(sorted.size());
+  int64_t total = 0;
+  for (const Pick& p : sorted) total += p.num_tokens;
+  plan.token_ids.reserve(static_cast<size_t>(total));
+  plan.positions.reserve(static_cast<size_t>(total));
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const Pick& p = sorted[i];
+    Request& r = requests_.at(p.id);
+    ScheduledRequest& sr = plan.requests[i];
+    sr.id = p.id;
+    sr.start_pos = r.num_computed - p.num_tokens;
+    sr.num_tokens = static_cast<int32_t>(p.num_tokens);
+    sr.token_offset = static_cast<int32_t>(plan.token_ids.size());
+    sr.is_decode = is_decode(p);
+    sr.needs_logits = r.num_computed == r.num_tokens();
+    sr.first_chunk = p.first_chunk;
+    if (p.first_chunk) {
+      sr.num_prefix_hit = r.num_prefix_hit;
+      sr.state_restore = kv_.state_restore_block(p.id);
+    }
+    kv_.append_tables(p.id, sr.tables);
+    const auto begin = r.tokens.begin() + sr.start_pos;
+    plan.token_ids.insert(plan.token_ids.end(), begin, begin + p.num_tokens);
+    for (int64_t k = 0; k < p.num_tokens; ++k) {
+      plan.positions.push_back(static_cast<int32_t>(sr.start_pos + k));
+    }
+    if (sr.is_decode) {
+      ++plan.num_decodes;
+      ++stats_.decode_tokens;
+    } else {
+      stats_.prefill_tokens += p.num_tokens;
+    }
+    r.in_flight = true;
+  }
+  awaiting_step_ = plan.empty() ? -1 : plan.step;
+}
+
+Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
+  if (plan.empty() && awaiting_step_ < 0) return Status::ok_status();
+  if (plan.step != awaiting_step_) {
+    return failed_precondition("update: step " + std::to_string(plan.step) +
+                               " is not the plan awaiting its result (step " +
+                               std::to_string(awaiting_step_) + ")");
+  }
+  std::unordered_map<RequestId, const RequestResult*> by_id;
+  for (const RequestResult& rr : result.requests) {
+    if (!by_id.emplace(rr.id, &rr).second) {
+      return invalid_argument("update: two results for request " + std::to_string(rr.id));
+    }
+  }
+  size_t matched = 0;
+  for (const ScheduledRequest& sr : plan.requests) {
+    const auto it = by_id.find(sr.id);
+    const size_t got = it == by_id.end() ? 0 : it->second->tokens.size();
+    matched += it == by_id.end() ? 0 : 1;
+    const Request* r = find(sr.id);
+    if (r != nullptr && r->abort_requested) continue;  // whatever came back is dropped
+    const size_t want = sr.needs_logits ? 1 : 0;
+    if (got != want) {
+      return invalid_argument("update: request " + std::to_string(sr.id) + " in step " +
+                              std::to_string(plan.step) + " expects " + std::to_string(want) +
+                              " sampled token(s), got " + std::to_string(got));
+    }
+  }
+  if (matched != by_id.size()) {
+    return invalid_argument("update: results name requests that are not in step " +
+                            std::to_string(plan.step));
+  }
+
+  awaiting_step_ = -1;
+  for (const ScheduledRequest& sr : plan.requests) {
+    const auto it = requests_.find(sr.id);
+    if (it == requests_.end()) continue;
+    Request& r = it->second;
+    r.in_flight = false;
+    if (r.abort_requested) {
+      end(r, RequestState::kAborted, FinishReason::kAborted);
+      continue;
+    }
+    const auto rit = by_id.find(sr.id);
+    const RequestResult* rr = rit == by_id.end() ? nullptr : rit->second;
+    if (sr.needs_logits && rr != nullptr && !rr->tokens.empty()) {
+      r.tokens.push_back(rr->tokens.front());
+    }
+    const FinishReason f = rr == nullptr ? FinishReason::kNone : rr->finish;
+    if (f == FinishReason::kAborted) {
+      end(r, RequestState::kAborted, f);
+    } else if (f != FinishReason::kNone) {
+      end(r, RequestState::kFinished, f);
+    } else if (sr.needs_logits && r.num_tokens() >= config_.max_model_len) {
+      end(r, RequestState::kFinished, FinishReason::kModelLength);
+    }
+  }
+  return Status::ok_status();
+}
+
+Status Scheduler::abort(RequestId id) {
+  const auto it = requests_.find(id);
+  if (it == requests_.end()) {
+    return not_found("abort: request " + std::to_string(id) + " is unknown or has already ended");
+  }
+  Request& r = it->second;
+  if (r.in_flight) {
+    r.abort_requested = true;
+    return Status::ok_status();
+  }
+  if (r.state == RequestState::kWaiting || r.state == RequestState::kPreempted) {
+    const auto w = std::find(waiting_.begin(), waiting_.end(), id);
+    if (w != waiting_.end()) waiting_.erase(w);
+  }
+  end(r, RequestState::kAborted, FinishReason::kAborted);
+  return Status::ok_status();
+}
+
+std::vector<FinishedRequest> Scheduler::take_finished() {
+  std::vector<FinishedRequest> out = std::move(finished_);
+  finished_.clear();
+  return out;
+}
+
+}  // namespace deepinfer::sched
