@@ -17,5 +17,6 @@ using CommandAction = std::function<int()>;
 void register_tokenize_commands(CLI::App& app, CommandAction& action);  // tokenize, detokenize
 void register_inspect_command(CLI::App& app, CommandAction& action);    // inspect MODEL_DIR
 void register_chat_template_command(CLI::App& app, CommandAction& action);  // render a chat prompt
+void register_generate_command(CLI::App& app, CommandAction& action);  // greedy generation (CPU)
 
 }  // namespace deepinfer::cli

@@ -1,0 +1,320 @@
+// Model (see model.h): load, the block composition (mHC -> attention -> mHC -> MoE), the head,
+// the MTP block, and step validation. Composition only: every numerical step is an op call or
+// one of the layer pieces (attention.cc, compressor.cc, moe.cc).
+#include "model/deepseek_v4/model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+#include "model/deepseek_v4/attention.h"
+#include "model/deepseek_v4/moe.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/weights.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+using backend::CMat;
+using backend::Mat;
+
+struct Model::State {
+  backend::Ops* ops = nullptr;
+  io::Checkpoint ckpt;
+  ModelWeights w;
+  Numerics num;
+  RopeTables rope;
+
+  // Step scratch (grow-only).
+  std::vector<float> x_buf, y_buf, u_buf, post_buf, comb_buf, sub_buf, head_in, head_y;
+  std::vector<float> mtp_e, mtp_h;
+  std::vector<int32_t> mtp_pos;
+  AttentionScratch attn;
+  MoeScratch moe;
+
+  const io::ModelConfig& cfg() const { return ckpt.config(); }
+  LayerEnv env() { return {*ops, cfg(), num, rope}; }
+
+  backend::HcParams hc_params(const HcWeights& h) const {
+    backend::HcParams p;
+    p.n = cfg().hc_mult;
+    p.fn = h.fn;
+    p.base = h.base;
+    p.scale = h.scale;
+    p.norm_eps = num.eps;
+    p.hc_eps = static_cast<float>(cfg().hc_eps);
+    p.sinkhorn_iters = cfg().hc_sinkhorn_iters;
+    return p;
+  }
+
+  // X [M, n·D] <- Block(X) (spec §2.2 block).
+  void block(const BlockWeights& b, bool mtp, size_t cache_index, Mat X, const int32_t* ids,
+             const StepInputs& in) {
+    backend::Ops& o = *ops;
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat y(fit(y_buf, M * D), M, D), u_m(fit(u_buf, M * D), M, D), out(fit(sub_buf, M * D), M, D);
+    Mat post_m(fit(post_buf, M * n), M, n), comb_m(fit(comb_buf, M * n * n), M, n * n);
+
+    o.hc_pre(X, hc_params(b.hc_attn), y, post_m, comb_m);
+    num.act(o, y);
+    o.rms_norm(y, &b.attn_norm, num.eps, 0, u_m);
+    num.act(o, u_m);
+    attention_forward(env(), b.attn, b.spec, mtp, cache_index, u_m, in, out, attn);
+    o.hc_post(X, out, post_m, comb_m, static_cast<int>(n), X);
+    num.act(o, X);
+
+    o.hc_pre(X, hc_params(b.hc_ffn), y, post_m, comb_m);
+    num.act(o, y);
+    o.rms_norm(y, &b.ffn_norm, num.eps, 0, u_m);
+    num.act(o, u_m);
+    moe_forward(o, cfg(), num, b.moe, u_m, ids, out, moe);
+    o.hc_post(X, out, post_m, comb_m, static_cast<int>(n), X);
+    num.act(o, X);
+  }
+
+  // logits [R, V] = head(norm(hc_head(X))) (spec §2.1, §2.2 final collapse).
+  void head(const HeadWeights& h, CMat X, Mat logits) {
+    backend::Ops& o = *ops;
+    const int64_t R = X.rows, D = cfg().hidden_size;
+    Mat y(fit(head_y, R * D), R, D);
+    o.hc_head(X, hc_params(h.hc), y);
+    num.act(o, y);
+    o.rms_norm(y, &h.norm, num.eps, 0, y);
+    num.act(o, y);
+    o.linear(y, w.lm_head, logits);  // FP32 head in both semantics
+  }
+
+  // Embedding rows replicated into the n streams.
+  void embed_streams(std::span<const int32_t> ids, Mat X) {
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat e(fit(y_buf, M * D), M, D);
+    ops->embed(ids.data(), M, w.embed, e);
+    num.act(*ops, e);
+    for (int64_t r = 0; r < M; ++r) {
+      for (int64_t i = 0; i < n; ++i) std::memcpy(X.row(r) + i * D, e.row(r), D * sizeof(float));
+    }
+  }
+
+  Status validate(const StepInputs& in, bool mtp) const {
+    const int64_t M = static_cast<int64_t>(in.token_ids.size());
+    if (static_cast<int64_t>(in.positions.size()) != M) {
+      return invalid_argument("step has " + std::to_string(M) + " token ids but " +
+                              std::to_string(in.positions.size()) + " positions");
+    }
+    const int64_t V = cfg().vocab_size;
+    for (int64_t i = 0; i < M; ++i) {
+      if (in.token_ids[i] < 0 || in.token_ids[i] >= V) {
+        return out_of_range("token id " + std::to_string(in.token_ids[i]) + " at step row " +
+                            std::to_string(i) + " is outside the vocabulary [0, " +
+                            std::to_string(V) + ")");
+      }
+    }
+    int64_t next = 0;
+    for (size_t k = 0; k < in.sequences.size(); ++k) {
+      const SequenceSpan& sq = in.sequences[k];
+      if (sq.cache == nullptr || sq.begin != next || sq.count < 0 || sq.begin + sq.count > M) {
+        return invalid_argument("step sequences must be non-null and cover the rows contiguously");
+      }
+      for (size_t j = 0; j < k; ++j) {
+        if (in.sequences[j].cache == sq.cache) {
+          return invalid_argument("step lists the same sequence cache twice (spans " +
+                                  std::to_string(j) + " and " + std::to_string(k) + ")");
+        }
+      }
+      const int64_t L = mtp ? sq.cache->mtp_length() : sq.cache->length();
+      for (int64_t i = 0; i < sq.count; ++i) {
+        if (in.positions[sq.begin + i] != L + i) {
+          return invalid_argument("position " + std::to_string(in.positions[sq.begin + i]) +
+                                  " at step row " + std::to_string(sq.begin + i) +
+                                  " does not continue its sequence (length " + std::to_string(L) +
+                                  ")");
+        }
+      }
+      next = sq.begin + sq.count;
+    }
+    if (next != M) return invalid_argument("step sequences do not cover every row");
+    return {};
+  }
+};
+
+Model::Model(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Expected<Model> Model::load(const std::string& model_dir, backend::Ops& ops) {
+  auto s = std::make_unique<State>();
+  s->ops = &ops;
+  DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
+  const io::ModelConfig& c = s->ckpt.config();
+  if (c.num_kv_heads != 1) {
+    return unimplemented("config " + c.source + ": num_key_value_heads " +
+                         std::to_string(c.num_kv_heads) +
+                         " (DeepSeek-V4 attention has one K=V head)");
+  }
+  if (c.o_groups <= 0 || c.num_heads % c.o_groups != 0) {
+    return invalid_argument("config " + c.source +
+                            ": num_attention_heads must be a multiple of o_groups");
+  }
+  if (c.scoring_func != io::ScoreFunc::kSqrtSoftplus) {
+    return unimplemented("config " + c.source + ": scoring_func " +
+                         std::string(io::score_func_name(c.scoring_func)) +
+                         " (only sqrtsoftplus is implemented)");
+  }
+  for (const auto& l : c.layers) {
+    if (l.attention == io::AttentionKind::kCSA &&
+        (c.index_head_dim & (c.index_head_dim - 1)) != 0) {
+      return unimplemented("config " + c.source + ": index_head_dim must be a power of two");
+    }
+  }
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt));
+  s->num = Numerics::from_config(c);
+  s->rope = RopeTables::from_config(c);
+  using F = backend::Feature;
+  DI_TRY(backend::require(ops, {F::kSparseAttention, F::kAttentionSink, F::kHyperConnections,
+                                F::kCompressorPool, F::kIndexer, F::kMoeRouting, F::kMoeExperts}));
+  if (c.quantization.expert_format == io::ExpertFormat::kFp4)
+    DI_TRY(backend::require(ops, {F::kFp4Weights}));
+  switch (s->w.embed.weight.dtype) {
+    case DType::kBF16:
+      DI_TRY(backend::require(ops, {F::kDenseBf16}));
+      break;
+    case DType::kF16:
+      DI_TRY(backend::require(ops, {F::kDenseF16}));
+      break;
+    default:
+      DI_TRY(backend::require(ops, {F::kDenseF32}));
+      break;
+  }
+  if (s->num.official) {
+    DI_TRY(backend::require(ops, {F::kActQuantFp8, F::kBf16Probs, F::kIndexerBf16, F::kFakeQuantFp8,
+                                  F::kFakeQuantFp4, F::kFp8Weights}));
+  }
+  return Model(std::move(s));
+}
+
+const io::ModelConfig& Model::config() const { return s_->cfg(); }
+bool Model::official_semantics() const { return s_->num.official; }
+bool Model::has_mtp() const { return !s_->w.mtp.empty(); }
+int64_t Model::vocab_size() const { return s_->cfg().vocab_size; }
+
+SequenceCache Model::new_sequence(const CacheOptions& options) const {
+  return SequenceCache::create(s_->cfg(), options);
+}
+
+Status Model::forward(const StepInputs& in, StepOutputs& out) {
+  State& s = *s_;
+  DI_TRY(s.validate(in, false));
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
+  const int64_t V = s.cfg().vocab_size;
+  Mat X(fit(s.x_buf, M * nD), M, nD);
+  if (M > 0) {
+    s.embed_streams(in.token_ids, X);
+    for (size_t l = 0; l < s.w.layers.size(); ++l) {
+      s.block(s.w.layers[l], false, l, X, in.token_ids.data(), in);
+    }
+  }
+  for (const SequenceSpan& sq : in.sequences) sq.cache->advance(sq.count);
+
+  out.logit_row_of.clear();
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0 || sq.logits == LogitsWanted::kNone) continue;
+    const int64_t first = sq.logits == LogitsWanted::kAll ? sq.begin : sq.begin + sq.count - 1;
+    for (int64_t r = first; r < sq.begin + sq.count; ++r) out.logit_row_of.push_back(r);
+  }
+  out.logit_rows = static_cast<int64_t>(out.logit_row_of.size());
+  out.logits.resize(static_cast<size_t>(out.logit_rows * V));
+  if (out.logit_rows > 0) {
+    Mat Xs(fit(s.head_in, out.logit_rows * nD), out.logit_rows, nD);
+    for (int64_t i = 0; i < out.logit_rows; ++i) {
+      std::memcpy(Xs.row(i), X.row(out.logit_row_of[static_cast<size_t>(i)]), nD * sizeof(float));
+    }
+    s.head(s.w.head, Xs, Mat(out.logits.data(), out.logit_rows, V));
+  }
+  if (in.keep_hidden) {
+    out.hidden.assign(X.data, X.data + M * nD);
+  } else {
+    out.hidden.clear();
+  }
+  return {};
+}
+
+Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_t> ids,
+                                    LogitsWanted logits, bool keep_hidden) {
+  std::vector<int32_t> pos(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    pos[i] = static_cast<int32_t>(cache.length() + static_cast<int64_t>(i));
+  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits};
+  StepInputs in{ids, pos, {&span, 1}, keep_hidden};
+  StepOutputs out;
+  DI_TRY(forward(in, out));
+  return out;
+}
+
+Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
+  return extend(cache, {&token, 1});
+}
+
+Expected<std::vector<float>> Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
+                                              std::span<const int32_t> next_ids) {
+  State& s = *s_;
+  if (s.w.mtp.empty()) {
+    return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");
+  }
+  const io::ModelConfig& c = s.cfg();
+  const int64_t M = static_cast<int64_t>(next_ids.size()), D = c.hidden_size, n = c.hc_mult;
+  if (static_cast<int64_t>(hidden.size()) != M * n * D) {
+    return invalid_argument("mtp_draft: hidden has " + std::to_string(hidden.size()) +
+                            " values, expected " + std::to_string(M) + " rows x " +
+                            std::to_string(n * D));
+  }
+  if (cache.mtp_length() + M > cache.length()) {
+    return invalid_argument(
+        "mtp_draft: the MTP block would run ahead of the main model (MTP "
+        "length " +
+        std::to_string(cache.mtp_length()) + " + " + std::to_string(M) + " > main length " +
+        std::to_string(cache.length()) + ")");
+  }
+  int32_t* pos = fit_n(s.mtp_pos, M);
+  for (int64_t i = 0; i < M; ++i) pos[i] = static_cast<int32_t>(cache.mtp_length() + i);
+  const SequenceSpan span{&cache, 0, M, LogitsWanted::kAll};
+  StepInputs in{next_ids, {pos, static_cast<size_t>(M)}, {&span, 1}, false};
+  DI_TRY(s.validate(in, true));
+
+  const MtpWeights& mw = s.w.mtp[0];
+  backend::Ops& o = *s.ops;
+  const Numerics& num = s.num;
+  std::vector<float> logits(static_cast<size_t>(M * c.vocab_size));
+  if (M == 0) return logits;
+  // e = enorm(embed(next)); Hs = hnorm(X_main) per stream; X = e_proj(e) + h_proj(Hs).
+  Mat e(fit(s.mtp_e, M * D), M, D);
+  o.embed(next_ids.data(), M, s.w.embed, e);
+  num.act(o, e);
+  o.rms_norm(e, &mw.enorm, num.eps, 0, e);
+  num.act(o, e);
+  Mat hs(fit(s.mtp_h, M * n * D), M * n, D);
+  o.rms_norm(CMat(hidden.data(), M * n, D), &mw.hnorm, num.eps, 0, hs);
+  num.act(o, hs);
+  Mat X(fit(s.x_buf, M * n * D), M, n * D);
+  Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
+  o.linear(hs, mw.h_proj, Xs, num.gemm());
+  num.act(o, Xs);
+  Mat pe(fit(s.sub_buf, M * D), M, D);
+  o.linear(e, mw.e_proj, pe, num.gemm());
+  num.act(o, pe);
+  for (int64_t r = 0; r < M; ++r) {
+    for (int64_t i = 0; i < n; ++i) {
+      float* x = X.row(r) + i * D;
+      for (int64_t k = 0; k < D; ++k) x[k] += pe.at(r, k);
+    }
+  }
+  num.act(o, X);
+  s.block(mw.block, true, 0, X, next_ids.data(), in);
+  cache.advance_mtp(M);
+  s.head(mw.head, X, Mat(logits.data(), M, c.vocab_size));
+  return logits;
+}
+
+}  // namespace deepinfer::model::deepseek_v4

@@ -1,0 +1,43 @@
+// MoE FFN (see moe.h).
+#include "model/deepseek_v4/moe.h"
+
+#include <algorithm>
+
+namespace deepinfer::model::deepseek_v4 {
+
+void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
+                 const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
+                 MoeScratch& s) {
+  const int64_t M = v.rows;
+  const int k =
+      w.kind == io::MoeKind::kHash ? static_cast<int>(w.tid2eid.dim(1)) : cfg.num_experts_per_tok;
+  const float route_scale = static_cast<float>(cfg.routed_scaling_factor);
+  int32_t* ids = fit_n(s.ids, M * k);
+  backend::Mat g(fit(s.weights, M * k), M, k);
+  if (w.kind == io::MoeKind::kHash) {
+    ops.moe_route_hash(v, token_ids, w.tid2eid, w.gate, route_scale, ids, g);
+  } else {
+    ops.moe_route_score(v, w.gate, w.bias, k, route_scale, ids, g);
+  }
+
+  backend::MoeOpts opts;
+  opts.swiglu_limit = static_cast<float>(cfg.swiglu_limit);
+  opts.weight_before_w2 = num.official;
+  opts.act_quant = num.official;
+  opts.act_block = num.act_block;
+  opts.bf16_rounding = num.official;
+  opts.accumulate = false;
+  ops.moe_experts(v, ids, g, k, w.experts, opts, out);
+
+  if (w.shared) {
+    int32_t* sid = fit_n(s.shared_ids, M);
+    std::fill(sid, sid + M, 0);
+    backend::Mat sg(fit(s.shared_weights, M), M, 1);
+    for (int64_t r = 0; r < M; ++r) sg.at(r, 0) = 1.0f;
+    opts.accumulate = true;
+    ops.moe_experts(v, sid, sg, 1, {&*w.shared, 1}, opts, out);
+  }
+  num.act(ops, out);
+}
+
+}  // namespace deepinfer::model::deepseek_v4

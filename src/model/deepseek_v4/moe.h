@@ -1,0 +1,29 @@
+// MoE FFN of one layer (spec §2.7): router (score: sqrtsoftplus + bias top-k; hash: tid2eid by
+// token id), routed experts grouped by expert, shared expert, SwiGLU with clamp.
+//
+// The routed sum is formed first and the shared expert added to it, like the reference
+// (index_add over experts in ascending id, then + shared), so the FP32 summation order and the
+// final BF16 rounding match in official semantics.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/ops.h"
+#include "io/model_config.h"
+#include "model/deepseek_v4/numerics.h"
+#include "model/deepseek_v4/weights.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+struct MoeScratch {
+  std::vector<int32_t> ids, shared_ids;
+  std::vector<float> weights, shared_weights;
+};
+
+// out [M, D] = MoE(v). token_ids [M] feed hash routing.
+void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
+                 const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
+                 MoeScratch& s);
+
+}  // namespace deepinfer::model::deepseek_v4

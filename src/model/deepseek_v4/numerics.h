@@ -1,0 +1,74 @@
+// The two numeric semantics of the forward pass, and the few model-side numeric helpers the op
+// contract does not (yet) cover.
+//
+// Semantics are decided by the checkpoint, never by a flag: a plain BF16/F16/F32 checkpoint (no
+// quantization_config) computes what HF transformers computes (FP32 math between ops, routing
+// weight after w2, no fake-quant, FP32 indexer); a quantized checkpoint in the official layout
+// gets the official quantisation-aware points (spec §2.0): BF16 rounding of activations between
+// ops, FP8 activation quant before FP8/FP4 GEMMs, KV fake-quant, Hadamard + FP4 indexer q/keys,
+// BF16 index scores, BF16 probabilities in P·V, routing weight before w2.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/mat.h"
+#include "backend/ops.h"
+#include "io/model_config.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+// Channels per FP8 fake-quant block of window / compressed KV rows (spec §2.3 step 3): fixed,
+// independent of the weight block size.
+inline constexpr int64_t kKvFp8Block = 64;
+// FP4 fake-quant block of the indexer q and keys (spec §2.4/§2.5).
+inline constexpr int64_t kIndexerFp4Block = 32;
+
+struct Numerics {
+  bool official = false;  // quantisation-aware semantics (quantized checkpoint)
+  int act_block = 128;    // FP8 activation-quant block along K = weight_block_size[1]
+  float eps = 1e-6f;      // rms_norm_eps (all RMSNorms and the mHC ρ)
+
+  static Numerics from_config(const io::ModelConfig& c);
+
+  // BF16 rounding point of the official reference (no-op in HF semantics).
+  void act(backend::Ops& ops, backend::Mat x) const {
+    if (official) ops.round_bf16(x);
+  }
+  backend::LinearOpts gemm() const { return {official, act_block}; }
+};
+
+// Per-head RMS normalisation of q (spec §2.3 step 3) over `heads` groups of `d` channels, in
+// place. Official: the reference's BF16 arithmetic (ms = bf16(mean(bf16(q²))),
+// r = bf16(rsqrt(bf16(ms + eps))), q = bf16(q·r)); HF: FP32 via ops.rms_norm.
+void head_rms_norm(backend::Ops& ops, const Numerics& num, backend::Mat q, int64_t d);
+
+// Normalised Sylvester-order Walsh-Hadamard transform over each `n`-wide chunk of every row
+// (n a power of two), in place. Uses ops.hadamard128 when n == 128; the op contract has no other
+// width yet (tiny test configs use index_head_dim 32), so smaller widths are done here.
+void hadamard(backend::Ops& ops, backend::Mat x, int64_t n);
+
+// RoPE frequency tables of the two variants (spec §2.6).
+struct RopeTables {
+  std::vector<float> main;      // SWA layers
+  std::vector<float> compress;  // CSA / HCA layers, their compressors and the indexer
+  std::span<const float> for_kind(io::AttentionKind k) const {
+    return k == io::AttentionKind::kSWA ? std::span<const float>(main)
+                                        : std::span<const float>(compress);
+  }
+  static RopeTables from_config(const io::ModelConfig& c);
+};
+
+// Grow-only scratch buffer: no allocation once the largest step has been seen.
+inline float* fit(std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+template <typename T>
+T* fit_n(std::vector<T>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) < n) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+}  // namespace deepinfer::model::deepseek_v4

@@ -1,0 +1,43 @@
+// StepInputs: everything one forward step needs, passed explicitly (no global forward context).
+//
+// A step is M new tokens from one or more sequences. Rows of a sequence are contiguous
+// ([begin, begin + count)), continue that sequence's cache (positions[begin + i] ==
+// cache.length() + i) and may be any number of tokens: a whole prompt, a chunk of it, one decode
+// token, or a block to verify. Dense parts of every layer (projections, mHC, MoE) run over all
+// M rows at once; only the parts that read a cache run per sequence.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "model/deepseek_v4/cache.h"
+
+namespace deepinfer::model::deepseek_v4 {
+
+enum class LogitsWanted : uint8_t { kNone, kLast, kAll };
+
+struct SequenceSpan {
+  SequenceCache* cache = nullptr;
+  int64_t begin = 0;  // first row of the step
+  int64_t count = 0;
+  LogitsWanted logits = LogitsWanted::kLast;
+};
+
+struct StepInputs {
+  std::span<const int32_t> token_ids;  // [M]
+  std::span<const int32_t> positions;  // [M], absolute
+  std::span<const SequenceSpan> sequences;
+  bool keep_hidden = false;  // return the final residual streams of every row (MTP input)
+};
+
+struct StepOutputs {
+  // Logits of the rows asked for, sequence by sequence in step order, row-major [rows, vocab].
+  std::vector<float> logits;
+  int64_t logit_rows = 0;
+  std::vector<int64_t> logit_row_of;  // step row of each logits row
+  // With keep_hidden: final streams [M, hc_mult · hidden] (after the last layer, before hc_head).
+  std::vector<float> hidden;
+};
+
+}  // namespace deepinfer::model::deepseek_v4

@@ -1,0 +1,263 @@
+// Internal equivalences of the forward pass (spec §3): one prefill == token-by-token decode ==
+// chunked prefill with odd chunk sizes (crossing window and compression boundaries); rollback
+// of the last k tokens == recomputation; several sequences in one step == each alone; ref
+// backend == opt backend. Run on the committed tiny checkpoints (tests/data/model/), in HF
+// semantics (FP32) and official semantics (BF16 rounding points, fake-quant).
+//
+// Bound: kStepShapeMaxAbs in both semantics. Today's CPU backends compute every row
+// independently of how many rows a step has, so all of these are observed bit-identical (max
+// |Δ| = 0); the bound leaves room for a backend whose FP32 summation order depends on the step
+// shape (then official semantics would need an argmax criterion, as in model_golden_test.cc).
+// ref vs opt differ in FP32 summation order by design: HF semantics 1e-4; official semantics
+// can flip a BF16 rounding there, so only argmax agreement is required.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+
+#include "model_test_util.h"
+
+namespace deepinfer::model::deepseek_v4::testing {
+namespace {
+
+constexpr double kStepShapeMaxAbs = 5e-5;
+
+std::vector<int32_t> prompt_ids(const char* cfg, const char* name) {
+  return Goldens(cfg).prompt(name);
+}
+
+// Logits of every position, processing the prompt in chunks of the given sizes (cycled).
+std::vector<float> chunked(Model& m, std::span<const int32_t> ids, std::span<const int> sizes) {
+  SequenceCache seq = m.new_sequence();
+  std::vector<float> all;
+  size_t at = 0, k = 0;
+  while (at < ids.size()) {
+    const size_t n =
+        std::min<size_t>(static_cast<size_t>(sizes[k++ % sizes.size()]), ids.size() - at);
+    auto out = m.extend(seq, ids.subspan(at, n), LogitsWanted::kAll);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    if (!out.ok()) return {};
+    all.insert(all.end(), out->logits.begin(), out->logits.end());
+    at += n;
+  }
+  EXPECT_EQ(seq.length(), static_cast<int64_t>(ids.size()));
+  return all;
+}
+
+// loose: argmax agreement on >= 90% of rows instead of kStepShapeMaxAbs.
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, int64_t V,
+                  bool loose, const std::string& what) {
+  const Diff d = compare_logits(got, want, V);
+  std::printf("%s: max_abs %.3g argmax_mismatch %lld\n", what.c_str(), d.max_abs,
+              static_cast<long long>(d.argmax_mismatch));
+  if (loose) {
+    const int64_t rows = static_cast<int64_t>(want.size()) / V;
+    EXPECT_LE(d.argmax_mismatch, rows / 10) << what;
+  } else {
+    EXPECT_LE(d.max_abs, kStepShapeMaxAbs) << what << " row " << d.worst_row;
+  }
+}
+
+struct Case {
+  const char* cfg;
+  const char* variant;
+};
+const Case kCases[] = {{"v4_tiny_a", "hf_fp32"},
+                       {"v4_tiny_b", "hf_fp32"},
+                       {"v4_tiny_a", "official_quant"},
+                       {"v4_tiny_b", "official_quant"}};
+
+TEST(ModelEquivalence, PrefillEqualsDecodeEqualsChunked) {
+  for (const Case& c : kCases) {
+    auto m = load_model(c.cfg, c.variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    const int64_t V = m->vocab_size();
+    // 120 tokens: crosses the window (8 / 16) many times, CSA rows every 4, HCA every 8 / 16.
+    std::vector<int32_t> ids = prompt_ids(c.cfg, "len300");
+    ids.resize(120);
+    const std::vector<float> full = prefill_all(*m, ids);
+    const std::string tag = std::string(c.cfg) + "/" + c.variant;
+    {
+      SequenceCache seq = m->new_sequence();
+      std::vector<float> steps;
+      for (int32_t t : ids) {
+        auto out = m->decode(seq, t);
+        ASSERT_TRUE(out.ok()) << out.status().to_string();
+        steps.insert(steps.end(), out->logits.begin(), out->logits.end());
+      }
+      expect_close(steps, full, V, false, tag + " decode token by token");
+    }
+    const int odd[] = {3, 5, 7, 13};
+    expect_close(chunked(*m, ids, odd), full, V, false, tag + " chunks 3,5,7,13");
+    const int big[] = {17, 64, 2};
+    expect_close(chunked(*m, ids, big), full, V, false, tag + " chunks 17,64,2");
+  }
+}
+
+// Prefill N, decode k tokens, roll back k, decode k other tokens == fresh prefill of the final
+// sequence. N and k are chosen so that the rolled-back tokens close CSA, HCA and window rows.
+TEST(ModelEquivalence, RollbackEqualsRecomputation) {
+  for (const Case& c : kCases) {
+    auto m = load_model(c.cfg, c.variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    const int64_t V = m->vocab_size();
+    const std::vector<int32_t> src = prompt_ids(c.cfg, "len300");
+    for (const auto& [N, k] : {std::pair<int, int>{37, 11}, {45, 16}, {3, 2}}) {
+      std::vector<int32_t> prefix(src.begin(), src.begin() + N);
+      std::vector<int32_t> first(src.begin() + 100, src.begin() + 100 + k);
+      std::vector<int32_t> second(src.begin() + 200, src.begin() + 200 + k);
+      SequenceCache seq = m->new_sequence(CacheOptions{16});
+      ASSERT_TRUE(m->extend(seq, prefix).ok());
+      for (int32_t t : first) ASSERT_TRUE(m->extend(seq, {&t, 1}).ok());
+      ASSERT_TRUE(seq.rollback(k).ok());
+      EXPECT_EQ(seq.length(), N);
+      std::vector<float> got;
+      for (int32_t t : second) {
+        auto out = m->extend(seq, {&t, 1});
+        ASSERT_TRUE(out.ok());
+        got.insert(got.end(), out->logits.begin(), out->logits.end());
+      }
+      std::vector<int32_t> final_ids = prefix;
+      final_ids.insert(final_ids.end(), second.begin(), second.end());
+      const std::vector<float> all = prefill_all(*m, final_ids);
+      const std::vector<float> want(all.begin() + N * V, all.end());
+      expect_close(got, want, V, false,
+                   std::string(c.cfg) + "/" + c.variant + " rollback N=" + std::to_string(N) +
+                       " k=" + std::to_string(k));
+    }
+  }
+}
+
+TEST(ModelEquivalence, RollbackLimits) {
+  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  ASSERT_NE(m, nullptr);
+  SequenceCache seq = m->new_sequence(CacheOptions{4});
+  const std::vector<int32_t> ids = prompt_ids("v4_tiny_a", "len40");
+  ASSERT_TRUE(m->extend(seq, ids).ok());
+  const Status too_far = seq.rollback(5);
+  EXPECT_EQ(too_far.code(), StatusCode::kOutOfRange);
+  EXPECT_NE(too_far.message().find("max_rollback 4"), std::string::npos) << too_far.message();
+  EXPECT_EQ(seq.length(), 40);
+  EXPECT_TRUE(seq.rollback(4).ok());
+  EXPECT_EQ(seq.rollback(-1).code(), StatusCode::kOutOfRange);
+}
+
+// Two sequences of different lengths (one prefilling, one decoding) in one step == each alone.
+TEST(ModelEquivalence, SeveralSequencesInOneStep) {
+  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->vocab_size();
+  const std::vector<int32_t> a = prompt_ids("v4_tiny_a", "len40");
+  std::vector<int32_t> b = prompt_ids("v4_tiny_a", "len300");
+  b.resize(23);
+  SequenceCache sa = m->new_sequence(), sb = m->new_sequence();
+  ASSERT_TRUE(m->extend(sb, std::span<const int32_t>(b).first(20)).ok());
+  // Step: all of a (prefill from 0) + the last 3 tokens of b (continuing at 20).
+  std::vector<int32_t> ids(a);
+  ids.insert(ids.end(), b.begin() + 20, b.end());
+  std::vector<int32_t> pos(a.size());
+  std::iota(pos.begin(), pos.end(), 0);
+  for (int32_t p = 20; p < 23; ++p) pos.push_back(p);
+  const SequenceSpan spans[] = {{&sa, 0, 40, LogitsWanted::kAll}, {&sb, 40, 3, LogitsWanted::kAll}};
+  StepOutputs out;
+  ASSERT_TRUE(m->forward(StepInputs{ids, pos, spans, false}, out).ok());
+  ASSERT_EQ(out.logit_rows, 43);
+  const std::vector<float> got_a(out.logits.begin(), out.logits.begin() + 40 * V);
+  const std::vector<float> got_b(out.logits.begin() + 40 * V, out.logits.end());
+  expect_close(got_a, prefill_all(*m, a), V, false, "batched sequence a");
+  const std::vector<float> all_b = prefill_all(*m, b);
+  expect_close(got_b, std::vector<float>(all_b.begin() + 20 * V, all_b.end()), V, false,
+               "batched sequence b");
+  EXPECT_EQ(sa.length(), 40);
+  EXPECT_EQ(sb.length(), 23);
+}
+
+TEST(ModelEquivalence, RefBackendEqualsOpt) {
+  for (const Case& c : kCases) {
+    auto opt = load_model(c.cfg, c.variant, opt_ops());
+    auto ref = load_model(c.cfg, c.variant, ref_ops());
+    ASSERT_TRUE(opt && ref);
+    const std::vector<int32_t> ids = prompt_ids(c.cfg, "len40");
+    expect_close(prefill_all(*ref, ids), prefill_all(*opt, ids), opt->vocab_size(),
+                 opt->official_semantics(), std::string(c.cfg) + "/" + c.variant + " ref vs opt");
+  }
+}
+
+TEST(ModelEquivalence, StepErrors) {
+  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  ASSERT_NE(m, nullptr);
+  SequenceCache seq = m->new_sequence();
+  const int32_t bad[] = {5, 256};
+  auto r = m->extend(seq, bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("token id 256"), std::string::npos) << r.status().message();
+  EXPECT_EQ(seq.length(), 0);
+  // A step whose positions do not continue the cache.
+  const int32_t ids[] = {5};
+  const int32_t pos[] = {3};
+  const SequenceSpan span{&seq, 0, 1, LogitsWanted::kLast};
+  StepOutputs out;
+  EXPECT_EQ(m->forward(StepInputs{ids, pos, {&span, 1}, false}, out).code(),
+            StatusCode::kInvalidArgument);
+  // The same cache twice in one step.
+  const int32_t two_ids[] = {5, 6};
+  const int32_t two_pos[] = {0, 0};
+  const SequenceSpan twice[] = {{&seq, 0, 1, LogitsWanted::kLast},
+                                {&seq, 1, 1, LogitsWanted::kLast}};
+  const Status dup = m->forward(StepInputs{two_ids, two_pos, twice, false}, out);
+  EXPECT_EQ(dup.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(dup.message().find("same sequence cache twice"), std::string::npos) << dup.message();
+  EXPECT_EQ(seq.length(), 0);
+  // MTP on a checkpoint without mtp.* tensors.
+  auto mb = load_model("v4_tiny_b", "hf_fp32", opt_ops());
+  ASSERT_NE(mb, nullptr);
+  EXPECT_FALSE(mb->has_mtp());
+  SequenceCache sb = mb->new_sequence();
+  EXPECT_FALSE(mb->mtp_draft(sb, {}, {}).ok());
+}
+
+TEST(ModelEquivalence, BadModelDir) {
+  auto m = Model::load(source_dir() + "/tests/data/model/does_not_exist", opt_ops());
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("does_not_exist"), std::string::npos) << m.status().message();
+}
+
+// MTP drafting step by step (one row per decode step, as a speculative engine would run it)
+// == the MTP rows of one call, and MTP rollback keeps the MTP state consistent.
+TEST(ModelEquivalence, MtpIncrementalEqualsBatched) {
+  auto m = load_model("v4_tiny_a", "official_fp32", opt_ops());
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->has_mtp());
+  const int64_t V = m->vocab_size(),
+                S = static_cast<int64_t>(m->config().hc_mult) * m->config().hidden_size;
+  std::vector<int32_t> ids = prompt_ids("v4_tiny_a", "len40");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  SequenceCache s1 = m->new_sequence();
+  auto o1 = m->extend(s1, ids, LogitsWanted::kNone, true);
+  ASSERT_TRUE(o1.ok());
+  auto want = m->mtp_draft(s1, std::span<const float>(o1->hidden).first((T - 1) * S),
+                           std::span<const int32_t>(ids).subspan(1));
+  ASSERT_TRUE(want.ok());
+
+  SequenceCache s2 = m->new_sequence();
+  std::vector<float> got;
+  std::vector<float> prev_hidden;
+  for (int64_t t = 0; t < T; ++t) {
+    auto o = m->extend(s2, {&ids[static_cast<size_t>(t)], 1}, LogitsWanted::kLast, true);
+    ASSERT_TRUE(o.ok());
+    if (t > 0) {  // token t is known now: draft row t - 1
+      auto d = m->mtp_draft(s2, prev_hidden, {&ids[static_cast<size_t>(t)], 1});
+      ASSERT_TRUE(d.ok()) << d.status().to_string();
+      got.insert(got.end(), d->begin(), d->end());
+    }
+    prev_hidden = o->hidden;
+  }
+  expect_close(got, *want, V, false, "MTP incremental vs batched");
+  EXPECT_EQ(s2.mtp_length(), T - 1);
+  ASSERT_TRUE(s2.rollback(3).ok());
+  EXPECT_EQ(s2.mtp_length(), T - 4);
+}
+
+}  // namespace
+}  // namespace deepinfer::model::deepseek_v4::testing

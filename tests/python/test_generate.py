@@ -1,0 +1,114 @@
+"""`deepinfer generate` as a user runs it, on the committed tiny checkpoints (tests/data/model/,
+made by tests/reference/model/make_goldens.py): JSON output, agreement with the greedy goldens,
+determinism, EOS handling and error messages."""
+
+import json
+
+import pytest
+
+MODEL_A = "tests/data/model/v4_tiny_a/hf_fp32"
+MODEL_B = "tests/data/model/v4_tiny_b/hf_fp32"
+
+
+def generate(cli, repo_dir, model, ids, *extra):
+    return cli("generate", "--model", repo_dir / model, "--prompt-ids", ",".join(map(str, ids)),
+               *extra)
+
+
+def goldens(repo_dir, config):
+    return json.loads((repo_dir / "tests/data/model" / config / "goldens.json").read_text())
+
+
+@pytest.mark.parametrize("config,model", [("v4_tiny_a", MODEL_A), ("v4_tiny_b", MODEL_B)])
+@pytest.mark.parametrize("prompt", ["len1", "len7", "len40"])
+def test_greedy_matches_goldens(cli, repo_dir, config, model, prompt):
+    g = goldens(repo_dir, config)
+    want = g["continuations"][f"hf_fp32.{prompt}"]["tokens"]
+    r = generate(cli, repo_dir, model, g["prompts"][prompt], "--max-tokens", len(want),
+                 "--temperature", "0", "--ignore-eos", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["token_ids"] == want
+    assert out["finish_reason"] == "length"
+    assert "text" not in out  # the tiny checkpoints carry no tokenizer.json
+
+
+def test_deterministic_and_backends_agree(cli, repo_dir):
+    ids = [171, 129, 100, 223, 76, 53, 97]
+    runs = [generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 8, "--json", *extra)
+            for extra in ([], [], ["--backend", "ref"])]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    outs = [json.loads(r.stdout)["token_ids"] for r in runs]
+    assert outs[0] == outs[1] == outs[2]
+    assert len(outs[0]) == 8
+
+
+def test_stops_at_eos_unless_ignored(cli, repo_dir):
+    # Found by search: greedy from prompt [3] on v4_tiny_b reaches EOS (id 1) at step 32.
+    r = generate(cli, repo_dir, MODEL_B, [3], "--max-tokens", 40, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["finish_reason"] == "eos"
+    assert out["token_ids"][-1] == 1 and 1 not in out["token_ids"][:-1]
+    n = len(out["token_ids"])
+    r2 = generate(cli, repo_dir, MODEL_B, [3], "--max-tokens", n + 4, "--ignore-eos", "--json")
+    out2 = json.loads(r2.stdout)
+    assert out2["finish_reason"] == "length"
+    assert out2["token_ids"][:n] == out["token_ids"] and len(out2["token_ids"]) == n + 4
+
+
+def test_text_output(cli, repo_dir):
+    r = generate(cli, repo_dir, MODEL_A, [5, 17, 42], "--max-tokens", 3)
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.split()) == 3 and all(t.isdigit() for t in r.stdout.split())
+
+
+def test_zero_max_tokens(cli, repo_dir):
+    r = generate(cli, repo_dir, MODEL_A, [5], "--max-tokens", 0, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == []
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--prompt-ids", "5,999"], 2, "token id 999 (item 1) is outside the model's vocabulary [0, 256)"),
+    (["--prompt-ids", ""], 2, "--prompt-ids is empty"),
+    (["--prompt-ids", "5,,6"], 2, "empty item"),
+    (["--prompt-ids", "5,x"], 2, "'x' is not a token id"),
+    (["--prompt-ids", "5", "--temperature", "0.7"], 2, "sampling arrives with the engine"),
+    (["--prompt-ids", "5", "--backend", "gpu"], 2, "expected opt or ref"),
+])
+def test_usage_errors(cli, repo_dir, args, code, message):
+    r = cli("generate", "--model", repo_dir / MODEL_A, *args)
+    assert r.returncode == code, (r.stdout, r.stderr)
+    assert "deepinfer generate: error:" in r.stderr and message in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_bad_model_dir(cli, repo_dir, tmp_path):
+    r = cli("generate", "--model", tmp_path / "missing", "--prompt-ids", "5")
+    assert r.returncode == 1
+    assert "deepinfer generate: error:" in r.stderr and "missing" in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = cli("generate", "--model", tmp_path / "empty", "--prompt-ids", "5")
+    assert r.returncode == 1
+    assert "config.json" in r.stderr
+
+
+def test_text_when_model_dir_has_tokenizer(cli, repo_dir, v4_tokenizer_path, tmp_path):
+    if not v4_tokenizer_path.is_file():
+        pytest.skip(f"no tokenizer at {v4_tokenizer_path}")
+    src = repo_dir / MODEL_A
+    for f in src.iterdir():
+        (tmp_path / f.name).symlink_to(f)
+    (tmp_path / "tokenizer.json").symlink_to(v4_tokenizer_path)
+    r = cli("generate", "--model", tmp_path, "--prompt-ids", "5,17,42", "--max-tokens", 6,
+            "--ignore-eos", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    plain = json.loads(generate(cli, repo_dir, MODEL_A, [5, 17, 42], "--max-tokens", 6,
+                                "--ignore-eos", "--json").stdout)
+    assert out["token_ids"] == plain["token_ids"]
+    assert isinstance(out["text"], str)
+    from tokenizers import Tokenizer  # HF's own decoder as the reference for the text
+    assert out["text"] == Tokenizer.from_file(str(v4_tokenizer_path)).decode(out["token_ids"],
+                                                                            skip_special_tokens=False)

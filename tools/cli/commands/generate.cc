@@ -1,0 +1,172 @@
+// `deepinfer generate --model DIR --prompt-ids 5,17,42 --max-tokens N --temperature 0
+// [--ignore-eos] [--json] [--backend opt|ref]`: greedy generation from token ids on the CPU
+// backend, one sequence, through model::deepseek_v4::Model (prefill, then one decode step per
+// token). Sampling (temperature > 0) arrives with the engine issue; until then a non-zero
+// temperature is refused rather than silently ignored. Prints the generated ids (and their text
+// when the model directory has a tokenizer.json).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "base/options.h"
+#include "commands.h"
+#include "model/deepseek_v4/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model_dir;
+  std::string prompt_ids;
+  int max_tokens = 16;
+  double temperature = 0.0;
+  bool ignore_eos = false;
+  bool json_output = false;
+  std::string backend = "opt";
+};
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "deepinfer generate: error: %s\n", message.c_str());
+  return code;
+}
+
+// "5, 17,42" -> ids; an error message names the bad item.
+Expected<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t end = text.find(',', at);
+    if (end == std::string::npos) end = text.size();
+    std::string item = text.substr(at, end - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) {
+      if (end == text.size() && ids.empty() && at == 0) break;  // wholly empty
+      return invalid_argument("--prompt-ids: empty item at character " + std::to_string(at) +
+                              " (expected comma-separated token ids, e.g. 5,17,42)");
+    }
+    errno = 0;
+    char* stop = nullptr;
+    const long long v = std::strtoll(item.c_str(), &stop, 10);
+    if (errno != 0 || stop == item.c_str() || *stop != '\0' || v < 0 || v > INT32_MAX) {
+      return invalid_argument("--prompt-ids: '" + item +
+                              "' is not a token id (a non-negative integer)");
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    at = end + 1;
+  }
+  return ids;
+}
+
+int run(const GenerateArgs& args) {
+  if (args.temperature != 0.0) {
+    char t[32];
+    std::snprintf(t, sizeof(t), "%g", args.temperature);
+    return fail(2, std::string("--temperature ") + t +
+                       ": only greedy decoding (--temperature 0) is available; sampling arrives "
+                       "with the engine");
+  }
+  if (args.max_tokens < 0) return fail(2, "--max-tokens must be >= 0");
+  auto ids = parse_ids(args.prompt_ids);
+  if (!ids.ok()) return fail(2, ids.status().message());
+  if (ids->empty()) return fail(2, "--prompt-ids is empty: give at least one token id");
+
+  const auto& env = env_options();
+  std::unique_ptr<backend::Ops> ops;
+  if (args.backend == "opt") {
+    ops = backend::cpu::make_opt_ops(env.ok() ? env->num_threads : 0);
+  } else if (args.backend == "ref") {
+    ops = backend::cpu::make_ref_ops();
+  } else {
+    return fail(2, "--backend '" + args.backend + "': expected opt or ref");
+  }
+
+  using model::deepseek_v4::Model;
+  auto loaded = Model::load(args.model_dir, *ops);
+  if (!loaded.ok()) return fail(1, loaded.status().message());
+  Model& m = *loaded;
+  const int64_t V = m.vocab_size();
+  for (size_t i = 0; i < ids->size(); ++i) {
+    if ((*ids)[i] >= V) {
+      return fail(2, "--prompt-ids: token id " + std::to_string((*ids)[i]) + " (item " +
+                         std::to_string(i) + ") is outside the model's vocabulary [0, " +
+                         std::to_string(V) + ")");
+    }
+  }
+  const auto& eos = m.config().eos_token_ids;
+
+  auto seq = m.new_sequence();
+  std::vector<int32_t> out_ids;
+  std::string finish = "length";
+  std::vector<int32_t> step(*ids);
+  for (int i = 0; i < args.max_tokens; ++i) {
+    auto out = m.extend(seq, step);
+    if (!out.ok()) return fail(1, out.status().message());
+    const float* l = out->logits.data();
+    const int32_t next = static_cast<int32_t>(std::max_element(l, l + V) - l);
+    out_ids.push_back(next);
+    if (!args.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) {
+      finish = "eos";
+      break;
+    }
+    step.assign(1, next);
+  }
+
+  std::string text;
+  bool has_text = false;
+  const std::filesystem::path tok_path = std::filesystem::path(args.model_dir) / "tokenizer.json";
+  if (std::filesystem::exists(tok_path)) {
+    auto tok = tokenizer::Tokenizer::from_file(tok_path.string());
+    if (!tok.ok()) return fail(1, tok.status().message());
+    text = tok->decode(out_ids);
+    has_text = true;
+  }
+
+  if (args.json_output) {
+    nlohmann::json j;
+    j["token_ids"] = out_ids;
+    j["finish_reason"] = finish;
+    if (has_text) j["text"] = text;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    for (size_t i = 0; i < out_ids.size(); ++i) std::printf(i ? " %d" : "%d", out_ids[i]);
+    std::printf("\n");
+    if (has_text) std::printf("%s\n", text.c_str());
+  }
+  std::fflush(stdout);  // also when run inside the Python extension
+  return 0;
+}
+
+}  // namespace
+
+void register_generate_command(CLI::App& app, CommandAction& action) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "generate", "Greedy generation from prompt token ids with a DeepSeek-V4 model (CPU)");
+  cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors)")
+      ->required();
+  cmd->add_option("--prompt-ids", args->prompt_ids,
+                  "comma-separated prompt token ids, e.g. 5,17,42")
+      ->required();
+  cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate (default 16)");
+  cmd->add_option("--temperature", args->temperature,
+                  "must be 0 (greedy); sampling arrives with the engine");
+  cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after an end-of-sequence token");
+  cmd->add_flag("--json", args->json_output,
+                "print {\"token_ids\": [...], \"finish_reason\": ..., \"text\": ...}");
+  cmd->add_option("--backend", args->backend,
+                  "CPU backend: opt (threaded, default) or ref (the slow FP32 oracle, for "
+                  "debugging)");
+  cmd->callback([args, &action] { action = [args] { return run(*args); }; });
+}
+
+}  // namespace deepinfer::cli
