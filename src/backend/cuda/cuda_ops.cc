@@ -1,0 +1,304 @@
+// CudaOps: argument checks, host/device staging and kernel launches for every op but the grouped
+// MoE (cuda_ops_moe.cc). Each op resets the scratch arena, stages what it must, and enqueues.
+#include "backend/cuda/cuda_ops.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "backend/cuda/cuda_ops_internal.h"
+#include "base/check.h"
+#include "kernels/cuda/launch.h"
+
+namespace deepinfer::backend::cuda {
+
+namespace kc = kernels::cuda;
+
+kc::MatDesc md(CMat m) { return {const_cast<float*>(m.data), m.rows, m.cols, m.ld}; }
+kc::MatDesc md(Mat m) { return {m.data, m.rows, m.cols, m.ld}; }
+
+kc::WeightDesc wd(const WeightRef& w) {
+  kc::WeightDesc d;
+  d.n = w.n;
+  d.k = w.k;
+  d.w = w.weight.data;
+  d.block_n = w.block_n;
+  d.block_k = w.block_k;
+  switch (w.format) {
+    case WeightFormat::kDense:
+      d.fmt = w.weight.dtype == DType::kBF16  ? kc::WFmt::kBf16
+              : w.weight.dtype == DType::kF16 ? kc::WFmt::kF16
+                                              : kc::WFmt::kF32;
+      DI_CHECK(w.weight.dtype == DType::kBF16 || w.weight.dtype == DType::kF16 ||
+               w.weight.dtype == DType::kF32);
+      return d;
+    case WeightFormat::kFp8:
+      d.fmt = kc::WFmt::kFp8;
+      break;
+    case WeightFormat::kFp4:
+      d.fmt = kc::WFmt::kFp4;
+      break;
+  }
+  d.scale = w.scale.data;
+  d.scale_ld = w.scale.shape[1];
+  DI_CHECK(w.scale.dtype == DType::kF8E8M0 || w.scale.dtype == DType::kF32 ||
+           w.scale.dtype == DType::kBF16);
+  d.sfmt = w.scale.dtype == DType::kF8E8M0 ? kc::SFmt::kE8m0
+           : w.scale.dtype == DType::kF32  ? kc::SFmt::kF32
+                                           : kc::SFmt::kBf16;
+  return d;
+}
+
+CudaOps::CudaOps(cudaStream_t stream) : stream_(stream), arena_(stream) {}
+
+CudaOps::~CudaOps() {
+  if (stream_) {
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+}
+
+Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device) {
+  DI_TRY(cuda_available(device));
+  cudaStream_t s = nullptr;
+  const cudaError_t e = cudaStreamCreate(&s);  // blocking: legacy-stream copies order after it
+  if (e != cudaSuccess) {
+    return internal_error(std::string("cudaStreamCreate failed: ") + cudaGetErrorString(e));
+  }
+  return std::unique_ptr<CudaOps>(new CudaOps(s));
+}
+
+bool CudaOps::supports(Feature f) const {
+  // Every op of the contract has a kernel (docs/cuda_backend.md lists the shape limits).
+  return f != Feature::kCount;
+}
+
+void CudaOps::synchronize() const { DI_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+template <typename T>
+const T* CudaOps::on_device(const T* p, int64_t n) {
+  if (p == nullptr || n == 0 || is_device_pointer(p)) return p;
+  T* d = arena_.alloc_n<T>(n);
+  DI_CUDA_CHECK(
+      cudaMemcpyAsync(d, p, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_));
+  return d;
+}
+template const int32_t* CudaOps::on_device(const int32_t*, int64_t);
+template const float* CudaOps::on_device(const float*, int64_t);
+
+void CudaOps::store_ints(const int32_t* src, int32_t* dst, int64_t n) {
+  if (n == 0) return;
+  const bool dev = is_device_pointer(dst);
+  DI_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(int32_t),
+                                dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, stream_));
+  if (!dev) synchronize();
+}
+
+void CudaOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {
+  DI_CHECK(!table.quantized() && out.rows == n && out.cols == table.k);
+  arena_.reset();
+  kc::launch_embed(on_device(ids, n), wd(table), md(out), stream_);
+}
+
+void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block) {
+  DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
+  if (act_quant && w.quantized()) {
+    Mat xq(arena_.alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
+    kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
+    kc::launch_fake_quant_fp8(md(xq), xq.cols, act_block, stream_);
+    kc::launch_linear(md(CMat(xq)), wd(w), md(y), stream_);
+    return;
+  }
+  kc::launch_linear(md(x), wd(w), md(y), stream_);
+}
+
+void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
+  arena_.reset();
+  linear_impl(x, w, y, opts.act_quant, opts.act_block);
+}
+
+void CudaOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {
+  const int64_t g = group > 0 ? group : x.cols;
+  DI_CHECK(x.cols % g == 0 && y.rows == x.rows && y.cols == x.cols);
+  DI_CHECK(w == nullptr || (!w->quantized() && w->n * w->k == g));
+  if (w) {
+    const kc::WeightDesc d = wd(*w);
+    kc::launch_rms_norm(md(x), &d, eps, group, md(y), stream_);
+  } else {
+    kc::launch_rms_norm(md(x), nullptr, eps, group, md(y), stream_);
+  }
+}
+
+void CudaOps::round_bf16(Mat x) { kc::launch_round_bf16(md(x), stream_); }
+
+void CudaOps::add(CMat a, CMat b, Mat out) {
+  DI_CHECK(b.cols == a.cols && (b.rows == a.rows || b.rows == 1) && out.rows == a.rows &&
+           out.cols == a.cols);
+  kc::launch_add(md(a), md(b), md(out), stream_);
+}
+
+void CudaOps::scale(Mat x, float s) { kc::launch_scale(md(x), s, stream_); }
+
+void CudaOps::copy_rows(CMat src, const int32_t* rows, Mat dst) {
+  DI_CHECK(src.cols == dst.cols);
+  DI_CHECK(rows != nullptr || dst.rows <= src.rows);
+  arena_.reset();
+  kc::launch_copy_rows(md(src), on_device(rows, dst.rows), md(dst), stream_);
+}
+
+void CudaOps::rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                   std::span<const float> freqs, bool inverse) {
+  const int64_t nf = static_cast<int64_t>(freqs.size());
+  DI_CHECK(x.cols == n_heads * head_dim && 2 * nf <= head_dim);
+  arena_.reset();
+  kc::launch_rope(md(x), n_heads, head_dim, on_device(positions, x.rows),
+                  on_device(freqs.data(), nf), nf, inverse, stream_);
+}
+
+namespace {
+kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
+  kc::HcDesc d;
+  d.n = p.n;
+  d.fn = md(p.fn);
+  d.base = base;
+  d.scale = scale;
+  d.norm_eps = p.norm_eps;
+  d.hc_eps = p.hc_eps;
+  d.sinkhorn_iters = p.sinkhorn_iters;
+  return d;
+}
+}  // namespace
+
+void CudaOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) {
+  const int n = p.n;
+  DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
+  const int64_t D = streams.cols / n;
+  DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
+  DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
+  arena_.reset();
+  const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
+  kc::launch_hc_pre(md(streams), d, md(y), md(post), md(comb), stream_);
+}
+
+void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
+  DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
+  const int64_t D = o.cols;
+  DI_CHECK(streams.cols == n * D && out.cols == n * D && post.cols == n && comb.cols == n * n);
+  kc::launch_hc_post(md(streams), md(o), md(post), md(comb), n, md(out), stream_);
+}
+
+void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
+  const int n = p.n;
+  DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
+  const int64_t D = streams.cols / n;
+  DI_CHECK(y.cols == D && p.fn.cols == n * D && p.fn.rows >= n);
+  arena_.reset();
+  const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1));
+  kc::launch_hc_head(md(streams), d, md(y), stream_);
+}
+
+void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
+                               const float* sink, float scale, bool bf16_probs, Mat o) {
+  const int64_t d = kv.cols;
+  DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
+  DI_CHECK(d <= 512 && L <= kc::kMaxSparseKeys);
+  arena_.reset();
+  kc::launch_sparse_attention(md(q), n_heads, md(kv), on_device(idx, q.rows * L), L,
+                              on_device(sink, n_heads), scale, bf16_probs, md(o), stream_);
+}
+
+void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {
+  DI_CHECK(slots_per_row > 0 && static_cast<int64_t>(slots.size()) == out.rows * slots_per_row);
+  arena_.reset();
+  std::vector<kc::PoolSlotDev> host(slots.size());
+  for (size_t i = 0; i < slots.size(); ++i) host[i] = {slots[i].value, slots[i].gate};
+  auto* dev = static_cast<kc::PoolSlotDev*>(arena_.alloc(host.size() * sizeof(kc::PoolSlotDev)));
+  if (!host.empty()) {
+    DI_CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), host.size() * sizeof(kc::PoolSlotDev),
+                                  cudaMemcpyHostToDevice, stream_));
+  }
+  kc::launch_softmax_pool(dev, slots_per_row, md(out), stream_);
+}
+
+void CudaOps::hadamard128(Mat x) {
+  DI_CHECK(x.cols % 128 == 0);
+  kc::launch_hadamard128(md(x), stream_);
+}
+
+void CudaOps::fake_quant_fp8(Mat x, int64_t n, int64_t block) {
+  DI_CHECK(n <= x.cols && block > 0);
+  kc::launch_fake_quant_fp8(md(x), n, block, stream_);
+}
+
+void CudaOps::act_quant_fp8(Mat x, int64_t block) { fake_quant_fp8(x, x.cols, block); }
+
+void CudaOps::fake_quant_fp4(Mat x, int64_t block) {
+  DI_CHECK(block > 0);
+  kc::launch_fake_quant_fp4(md(x), block, stream_);
+}
+
+void CudaOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
+                             const int32_t* visible, bool bf16_rounding, Mat scores) {
+  const int64_t di = keys.cols;
+  DI_CHECK(q.cols == n_heads * di && weights.cols == n_heads && scores.cols == keys.rows &&
+           scores.rows == q.rows);
+  DI_CHECK(di <= 256 && (n_heads * di + n_heads) * 4 <= 160 * 1024);
+  arena_.reset();
+  kc::launch_indexer_scores(md(q), n_heads, md(weights), md(keys), on_device(visible, q.rows),
+                            bf16_rounding, md(scores), stream_);
+}
+
+void CudaOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {
+  arena_.reset();
+  const int32_t* vis = on_device(visible, scores.rows);
+  if (is_device_pointer(out)) {
+    kc::launch_topk(md(scores), vis, k, out, stream_);
+    return;
+  }
+  int32_t* dev = arena_.alloc_n<int32_t>(scores.rows * k);
+  kc::launch_topk(md(scores), vis, k, dev, stream_);
+  store_ints(dev, out, scores.rows * k);
+}
+
+void CudaOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
+                              float route_scale, int32_t* ids, Mat weights) {
+  DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
+  DI_CHECK(gate.n <= 1024 && top_k <= 32);
+  arena_.reset();
+  Mat z(arena_.alloc_n<float>(x.rows * gate.n), x.rows, gate.n);
+  linear_impl(x, gate, z, false, 128);
+  const float* b = on_device(bias, gate.n);
+  const bool dev = is_device_pointer(ids);
+  int32_t* dids = dev ? ids : arena_.alloc_n<int32_t>(x.rows * top_k);
+  kc::launch_moe_route_topk(md(z), b, top_k, route_scale, dids, md(weights), stream_);
+  if (!dev) store_ints(dids, ids, x.rows * top_k);
+}
+
+void CudaOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
+                             const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) {
+  DI_CHECK(tid2eid.rank() == 2 && (tid2eid.dtype == DType::kI32 || tid2eid.dtype == DType::kI64));
+  const int k = static_cast<int>(tid2eid.shape[1]);
+  DI_CHECK(weights.cols == k && x.cols == gate.k && gate.n <= 1024);
+  arena_.reset();
+  const void* table = tid2eid.data;
+  if (tid2eid.device != DeviceKind::kCuda && !is_device_pointer(table)) {
+    void* d = arena_.alloc(static_cast<size_t>(tid2eid.nbytes()));
+    DI_CUDA_CHECK(cudaMemcpyAsync(d, table, static_cast<size_t>(tid2eid.nbytes()),
+                                  cudaMemcpyHostToDevice, stream_));
+    table = d;
+  }
+  const bool dev = is_device_pointer(ids);
+  int32_t* dids = dev ? ids : arena_.alloc_n<int32_t>(x.rows * k);
+  kc::launch_moe_hash_ids(on_device(token_ids, x.rows), x.rows, table, tid2eid.dtype == DType::kI64,
+                          k, dids, stream_);
+  Mat z(arena_.alloc_n<float>(x.rows * gate.n), x.rows, gate.n);
+  linear_impl(x, gate, z, false, 128);
+  kc::launch_moe_route_weights(md(z), dids, k, route_scale, md(weights), stream_);
+  if (!dev) store_ints(dids, ids, x.rows * k);
+}
+
+void CudaOps::swiglu(CMat a, CMat b, float limit, Mat out) {
+  DI_CHECK(a.rows == b.rows && a.cols == b.cols && out.rows == a.rows && out.cols == a.cols);
+  kc::launch_swiglu(md(a), md(b), limit, md(out), stream_);
+}
+
+}  // namespace deepinfer::backend::cuda

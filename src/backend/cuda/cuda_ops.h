@@ -1,0 +1,89 @@
+// CudaOps: the op contract (backend/ops.h) on an NVIDIA GPU (sm_90a Hopper, sm_100a Blackwell).
+//
+// Operand rules (docs/cuda_backend.md):
+//  * Mat/CMat data, HcParams::fn and weights (WeightRef views) are DEVICE memory: upload weights
+//    once with upload_weight (they stay FP8/FP4/BF16 on the GPU) and allocate activations with
+//    cudaMalloc / DeviceBuffer.
+//  * Integer inputs (ids, positions, idx, visible, token_ids, rows), small float parameter arrays
+//    (rope freqs, sink, router bias, HcParams::base/scale), the PoolSlot table and tid2eid may be
+//    host OR device memory: host arrays are copied into the op's scratch on the op's stream
+//    (is_device_pointer decides), device arrays are used in place. The plan/run split will hand
+//    device arrays prepared before the step, so decode steps stay graph-capturable.
+//  * Integer outputs (topk out, router ids) follow the pointer: written in place when device
+//    memory, else copied back to the host array and the stream synchronised.
+//  * Every op enqueues on stream() and returns without waiting (except the host-output and
+//    moe_experts id grouping cases above). The stream is a blocking stream, so legacy
+//    default-stream copies (cudaMemcpy) order after the ops.
+// Shape limits beyond the contract (checked with DI_CHECK, listed in docs/cuda_backend.md):
+// attention head dim <= 512 and L <= 8192; indexer head dim <= 256; mHC n <= 8; <= 1024
+// experts and top_k <= 32 in routing.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "backend/cuda/device.h"
+#include "backend/ops.h"
+
+namespace deepinfer::backend::cuda {
+
+class CudaOps : public Ops {
+ public:
+  ~CudaOps() override;
+  CudaOps(const CudaOps&) = delete;
+  CudaOps& operator=(const CudaOps&) = delete;
+
+  // Fails (never aborts) when there is no usable GPU: see cuda_available().
+  static Expected<std::unique_ptr<CudaOps>> create(int device = 0);
+
+  const char* name() const override { return "cuda"; }
+  bool supports(Feature f) const override;
+  cudaStream_t stream() const { return stream_; }
+  void synchronize() const;
+
+  void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) override;
+  void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
+  void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
+  void round_bf16(Mat x) override;
+  void add(CMat a, CMat b, Mat out) override;
+  void scale(Mat x, float s) override;
+  void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
+  void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            std::span<const float> freqs, bool inverse) override;
+  void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) override;
+  void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
+  void hc_head(CMat streams, const HcParams& p, Mat y) override;
+  void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
+                        const float* sink, float scale, bool bf16_probs, Mat o) override;
+  void softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) override;
+  void hadamard128(Mat x) override;
+  void fake_quant_fp8(Mat x, int64_t n, int64_t block) override;
+  void act_quant_fp8(Mat x, int64_t block) override;
+  void fake_quant_fp4(Mat x, int64_t block) override;
+  void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
+                      bool bf16_rounding, Mat scores) override;
+  void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
+  void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
+                       float route_scale, int32_t* ids, Mat weights) override;
+  void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
+                      const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) override;
+  void swiglu(CMat a, CMat b, float limit, Mat out) override;
+  void moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
+                   std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
+
+ private:
+  explicit CudaOps(cudaStream_t stream);
+  // A device copy of n elements at p (p itself when already device memory).
+  template <typename T>
+  const T* on_device(const T* p, int64_t n);
+  // Linear with the contract's act_quant rule, on already-device operands.
+  void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block);
+  // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
+  void store_ints(const int32_t* src, int32_t* dst, int64_t n);
+
+  cudaStream_t stream_ = nullptr;
+  DeviceArena arena_;
+};
+
+}  // namespace deepinfer::backend::cuda

@@ -1,0 +1,211 @@
+// Sparse gathered MQA with shared K = V and an attention sink (spec §2.3 "Attention kernel"),
+// head dim up to 512.
+//
+// Main kernel: one block per (query token, group of kGroup = 16 heads). MQA shares the gathered
+// key rows among all heads, so the block reads each key row twice for 16 heads (scores, then
+// P·V) instead of twice per head. Warp 0 compacts the index list (-1 = absent) with ballots;
+// phase 1: a warp per key holds the key's channels in registers and dots it with the 16 queries
+// (in shared memory), one warp reduction per head; each head's max and FP32 denominator (sink
+// included) follow; phase 2: a thread per channel walks the keys in order, reading each key
+// element once for the 16 heads (probabilities are shared-memory broadcasts). Scores of the
+// group live in shared memory (16·L floats), so long index lists (L·16·4 bytes past the limit)
+// fall back to the simple kernel: one block per (token, head), same maths.
+#include "kernels/cuda/common.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kMaxHeadDim = 512;
+
+__global__ void __launch_bounds__(kThreads)
+    sparse_attention_kernel(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
+                            const float* sink, float scale, bool bf16_probs, MatDesc o) {
+  extern __shared__ float smem[];
+  float* z = smem;                                       // [L]
+  int32_t* rows = reinterpret_cast<int32_t*>(smem + L);  // [L]
+  __shared__ float qs[kMaxHeadDim];
+  __shared__ float red[32];
+  __shared__ int count;
+  const int64_t t = blockIdx.x, h = blockIdx.y, d = kv.cols;
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = q.data[t * q.ld + h * d + c];
+  if (wid == 0) {
+    int cnt = 0;
+    for (int64_t b = 0; b < L; b += 32) {
+      const int32_t r = b + lane < L ? idx[t * L + b + lane] : -1;
+      const unsigned mask = __ballot_sync(0xffffffffu, r >= 0);
+      if (r >= 0) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
+      cnt += __popc(mask);
+    }
+    if (lane == 0) count = cnt;
+  }
+  __syncthreads();
+  const int n = count;
+  float* oh = o.data + t * o.ld + h * d;
+  if (n == 0) {
+    for (int64_t c = threadIdx.x; c < d; c += blockDim.x) oh[c] = 0.0f;
+    return;
+  }
+  for (int j = wid; j < n; j += nw) {
+    const float* k = kv.data + static_cast<int64_t>(rows[j]) * kv.ld;
+    float s = 0.0f;
+    for (int64_t c = lane; c < d; c += 32) s = fmaf(qs[c], k[c], s);
+    s = warp_sum(s);
+    if (lane == 0) z[j] = s * scale;
+  }
+  __syncthreads();
+  float mx = -__int_as_float(0x7f800000);
+  for (int j = threadIdx.x; j < n; j += blockDim.x) mx = fmaxf(mx, z[j]);
+  mx = block_max(mx, red);
+  float den = 0.0f;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const float e = expf(z[j] - mx);
+    den += e;
+    z[j] = bf16_probs ? bf16_round_d(e) : e;
+  }
+  den = block_sum(den, red);  // ends with a barrier after the z writes of every thread
+  if (sink) den += expf(sink[h] - mx);
+  __syncthreads();
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc = 0.0f;
+    for (int j = 0; j < n; ++j)
+      acc = fmaf(z[j], kv.data[static_cast<int64_t>(rows[j]) * kv.ld + c], acc);
+    oh[c] = acc / den;
+  }
+}
+
+constexpr int kGroup = 16;
+constexpr int kGroupThreads = 512;
+constexpr size_t kGroupSmemLimit = 160 * 1024;
+
+size_t group_smem_bytes(int64_t L, int64_t d) {
+  return static_cast<size_t>(L) * sizeof(int32_t) +
+         static_cast<size_t>(kGroup) * static_cast<size_t>(L + d + 2) * sizeof(float);
+}
+
+__global__ void __launch_bounds__(kGroupThreads)
+    sparse_attention_group_kernel(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx,
+                                  int64_t L, const float* sink, float scale, bool bf16_probs,
+                                  MatDesc o) {
+  extern __shared__ float smem[];
+  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kGroup, d = kv.cols;
+  const int hn = static_cast<int>(n_heads - h0 < kGroup ? n_heads - h0 : kGroup);
+  int32_t* rows = reinterpret_cast<int32_t*>(smem);  // [L]
+  float* z = smem + L;                               // [kGroup][L]
+  float* qs = z + kGroup * L;                        // [kGroup][d]
+  float* mx = qs + kGroup * d;                       // [kGroup]
+  float* den = mx + kGroup;                          // [kGroup]
+  __shared__ int count;
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int64_t i = threadIdx.x; i < kGroup * d; i += blockDim.x) {
+    const int64_t h = i / d, c = i % d;
+    qs[i] = h < hn ? q.data[t * q.ld + (h0 + h) * d + c] : 0.0f;
+  }
+  if (wid == 0) {
+    int cnt = 0;
+    for (int64_t b = 0; b < L; b += 32) {
+      const int32_t r = b + lane < L ? idx[t * L + b + lane] : -1;
+      const unsigned mask = __ballot_sync(0xffffffffu, r >= 0);
+      if (r >= 0) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
+      cnt += __popc(mask);
+    }
+    if (lane == 0) count = cnt;
+  }
+  __syncthreads();
+  const int n = count;
+  if (n == 0) {
+    for (int64_t i = threadIdx.x; i < hn * d; i += blockDim.x) {
+      o.data[t * o.ld + h0 * d + i] = 0.0f;
+    }
+    return;
+  }
+  // Phase 1: scores z[h][j] = (q_h · k_j) · scale.
+  constexpr int kRegs = kMaxHeadDim / 32;
+  for (int j = wid; j < n; j += nw) {
+    const float* k = kv.data + static_cast<int64_t>(rows[j]) * kv.ld;
+    float kr[kRegs];
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      const int64_t c = lane + 32 * i;
+      kr[i] = c < d ? k[c] : 0.0f;
+    }
+    for (int h = 0; h < hn; ++h) {
+      const float* qh = qs + h * d;
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) {
+        const int64_t c = lane + 32 * i;
+        if (c < d) s = fmaf(qh[c], kr[i], s);
+      }
+      s = warp_sum(s);
+      if (lane == 0) z[h * L + j] = s * scale;
+    }
+  }
+  __syncthreads();
+  // Per head: max, probabilities (BF16-rounded when asked), FP32 denominator with the sink.
+  for (int h = wid; h < hn; h += nw) {
+    float* zh = z + h * L;
+    float m = -__int_as_float(0x7f800000);
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, zh[j]);
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+      const float e = expf(zh[j] - m);
+      sum += e;
+      zh[j] = bf16_probs ? bf16_round_d(e) : e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      mx[h] = m;
+      den[h] = sink ? sum + expf(sink[h0 + h] - m) : sum;
+    }
+  }
+  __syncthreads();
+  // Phase 2: o_h[c] = Σ_j p_h[j] · k_j[c] / den_h, keys in index order.
+  for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
+    float acc[kGroup];
+#pragma unroll
+    for (int h = 0; h < kGroup; ++h) acc[h] = 0.0f;
+    for (int j = 0; j < n; ++j) {
+      const float kvc = kv.data[static_cast<int64_t>(rows[j]) * kv.ld + c];
+#pragma unroll
+      for (int h = 0; h < kGroup; ++h) acc[h] = fmaf(z[h * L + j], kvc, acc[h]);
+    }
+#pragma unroll
+    for (int h = 0; h < kGroup; ++h) {
+      if (h < hn) o.data[t * o.ld + (h0 + h) * d + c] = acc[h] / den[h];
+    }
+  }
+}
+
+}  // namespace
+
+void launch_sparse_attention(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
+                             const float* sink, float scale, bool bf16_probs, MatDesc o,
+                             cudaStream_t stream) {
+  if (q.rows == 0 || n_heads == 0) return;
+  static const bool attr_set = [] {
+    cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(2 * kMaxSparseKeys * sizeof(float)));
+    cudaFuncSetAttribute(sparse_attention_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(kGroupSmemLimit));
+    return true;
+  }();
+  (void)attr_set;
+  const int64_t L1 = L > 0 ? L : 1;
+  const size_t gsmem = group_smem_bytes(L1, kv.cols);
+  if (gsmem <= kGroupSmemLimit) {
+    const dim3 grid(static_cast<unsigned>(q.rows),
+                    static_cast<unsigned>((n_heads + kGroup - 1) / kGroup));
+    sparse_attention_group_kernel<<<grid, kGroupThreads, gsmem, stream>>>(
+        q, n_heads, kv, idx, L, sink, scale, bf16_probs, o);
+    return;
+  }
+  const size_t smem = static_cast<size_t>(2 * L1) * sizeof(float);
+  const dim3 grid(static_cast<unsigned>(q.rows), static_cast<unsigned>(n_heads));
+  sparse_attention_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, kv, idx, L, sink, scale,
+                                                            bf16_probs, o);
+}
+
+}  // namespace deepinfer::kernels::cuda

@@ -1,0 +1,188 @@
+// Device helpers shared by every kernel family: scalar format decoders, the quantization rules
+// of backend/quant.h in device form (bit-identical to the host definitions: same operations in
+// the same order, no fast-math), warp/block reductions and launch-geometry helpers.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cuda/launch.h"
+
+namespace deepinfer::kernels::cuda {
+
+inline constexpr float kFp8MaxD = 448.0f;
+inline constexpr float kFp4MaxD = 6.0f;
+inline constexpr float kAmaxFloorD = 1e-4f;
+
+// Bit casts usable on host and device (memcpy of 4 bytes compiles to a register move), so the
+// scalar rules below can be checked exhaustively on the CPU (tests/ops/cuda/kernels_host_test.cu).
+#define DI_HD __host__ __device__ __forceinline__
+DI_HD uint32_t f2u(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+DI_HD float u2f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+DI_HD float bf16_bits_to_f(uint16_t b) { return u2f(static_cast<uint32_t>(b) << 16); }
+DI_HD float f16_bits_to_f(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {
+    const float mag = static_cast<float>(m) * 5.9604644775390625e-8f;  // 2^-24
+    return sign ? -mag : mag;
+  }
+  if (e == 31) return u2f(sign | 0x7f800000u | (m << 13));
+  return u2f(sign | ((e + 112u) << 23) | (m << 13));
+}
+// E4M3 (no inf; 0x7f/0xff = NaN) -> float, by bit arithmetic.
+DI_HD float fp8_e4m3_to_f(uint32_t v) {
+  const uint32_t sign = (v & 0x80u) << 24;
+  const uint32_t e = (v >> 3) & 0xfu, m = v & 7u;
+  if (e == 15 && m == 7) return u2f(0x7fc00000u);
+  if (e == 0) {
+    const float mag = static_cast<float>(m) * 0.001953125f;  // m · 2^-9
+    return sign ? -mag : mag;
+  }
+  return u2f(sign | ((e + 120u) << 23) | (m << 20));
+}
+DI_HD float e8m0_to_f(uint32_t e) {
+  if (e == 0xffu) return u2f(0x7fc00000u);
+  if (e == 0) return 5.877471754111438e-39f;  // 2^-127, subnormal
+  return u2f(e << 23);
+}
+DI_HD float fp4_e2m1_to_f(uint32_t code) {
+  const uint32_t c = code & 7u;
+  // 0, .5, 1, 1.5, 2, 3, 4, 6
+  const float mag =
+      c < 2 ? 0.5f * static_cast<float>(c) : u2f(((126u + (c >> 1)) << 23) | ((c & 1u) << 22));
+  return (code & 8u) ? -mag : mag;
+}
+
+// Round to nearest even BF16, NaN kept quiet (same as base/numeric_types.h float_to_bf16).
+DI_HD float bf16_round_d(float v) {
+  uint32_t bits = f2u(v);
+  if ((bits & 0x7f800000u) == 0x7f800000u && (bits & 0x007fffffu) != 0)
+    return u2f(((bits >> 16) | 0x40u) << 16);
+  bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+  return u2f(bits);
+}
+
+// backend/quant.h pow2_scale: ratio = max(amax, 1e-4) · fl(1/qmax); 2^(exp + (mantissa != 0)).
+DI_HD float pow2_scale_d(float amax, float qmax) {
+  const float ratio = (amax < kAmaxFloorD ? kAmaxFloorD : amax) * (1.0f / qmax);
+  const uint32_t bits = f2u(ratio);
+  const int e = static_cast<int>((bits >> 23) & 0xffu) - 127 + ((bits & 0x7fffffu) != 0 ? 1 : 0);
+  return ldexpf(1.0f, e);
+}
+// backend/quant.h fp8_e4m3_round.
+DI_HD float fp8_e4m3_round_d(float v) {
+  const float av = fabsf(v);
+  const float a = av < kFp8MaxD ? av : kFp8MaxD;
+  uint32_t bits = f2u(a);
+  bits = (bits + 0x7ffffu + ((bits >> 20) & 1u)) & ~0xfffffu;
+  const float normal = u2f(bits);
+  const float sub = rintf(a * 512.0f) * (1.0f / 512.0f);
+  const float r = a < 0.015625f ? sub : normal;
+  return v != v ? v : copysignf(r, v);
+}
+// backend/quant.h float_to_fp4_e2m1 + decode.
+DI_HD float fp4_e2m1_round_d(float v) {
+  const float a = fabsf(v);
+  float r;
+  if (a <= 0.25f)
+    r = 0.0f;
+  else if (a < 0.75f)
+    r = 0.5f;
+  else if (a <= 1.25f)
+    r = 1.0f;
+  else if (a < 1.75f)
+    r = 1.5f;
+  else if (a <= 2.5f)
+    r = 2.0f;
+  else if (a < 3.5f)
+    r = 3.0f;
+  else if (a <= 5.0f)
+    r = 4.0f;
+  else
+    r = 6.0f;
+  return signbit(v) ? -r : r;
+}
+
+__device__ __forceinline__ float scale_at(const WeightDesc& w, int64_t srow, int64_t scol) {
+  const int64_t i = srow * w.scale_ld + scol;
+  switch (w.sfmt) {
+    case SFmt::kE8m0:
+      return e8m0_to_f(static_cast<const uint8_t*>(w.scale)[i]);
+    case SFmt::kF32:
+      return static_cast<const float*>(w.scale)[i];
+    case SFmt::kBf16:
+      return bf16_bits_to_f(static_cast<const uint16_t*>(w.scale)[i]);
+  }
+  return 0.0f;
+}
+
+// Element (row, col) of any weight, dequantized: the slow generic path (tiles, odd shapes).
+__device__ __forceinline__ float weight_at_d(const WeightDesc& w, int64_t row, int64_t col) {
+  switch (w.fmt) {
+    case WFmt::kBf16:
+      return bf16_bits_to_f(static_cast<const uint16_t*>(w.w)[row * w.k + col]);
+    case WFmt::kF16:
+      return f16_bits_to_f(static_cast<const uint16_t*>(w.w)[row * w.k + col]);
+    case WFmt::kF32:
+      return static_cast<const float*>(w.w)[row * w.k + col];
+    case WFmt::kFp8:
+      return fp8_e4m3_to_f(static_cast<const uint8_t*>(w.w)[row * w.k + col]) *
+             scale_at(w, row / w.block_n, col / w.block_k);
+    case WFmt::kFp4: {
+      const uint8_t b = static_cast<const uint8_t*>(w.w)[row * (w.k / 2) + col / 2];
+      return fp4_e2m1_to_f((col & 1) ? (b >> 4) : (b & 0xfu)) * scale_at(w, row, col / w.block_k);
+    }
+  }
+  return 0.0f;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+// Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
+// `red` is 32 floats of shared memory; the fixed tree order keeps results deterministic.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();
+  if (lane == 0) red[wid] = v;
+  __syncthreads();
+  float t = lane < nw ? red[lane] : 0.0f;
+  return warp_sum(t);
+}
+__device__ __forceinline__ float block_max(float v, float* red) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warp_max(v);
+  __syncthreads();
+  if (lane == 0) red[wid] = v;
+  __syncthreads();
+  float t = lane < nw ? red[lane] : -__int_as_float(0x7f800000);
+  return warp_max(t);
+}
+
+inline unsigned grid_for(int64_t work, int block) {
+  const int64_t g = (work + block - 1) / block;
+  return static_cast<unsigned>(g < 1 ? 1 : (g > 65535LL * 1024 ? 65535LL * 1024 : g));
+}
+
+}  // namespace deepinfer::kernels::cuda

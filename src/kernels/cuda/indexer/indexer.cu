@@ -1,0 +1,122 @@
+// Lightning indexer (spec §2.5) scores and the per-row top-k that picks the compressed rows.
+//
+// indexer_scores: one block per (token, 64 keys); the token's Hi·di query and Hi weights sit in
+// shared memory, each warp scores one key at a time with its channels in registers (di <= 256),
+// one warp reduction per head, heads summed in order in FP32 (with the official BF16 rounding
+// points when asked).
+// topk: one block per row, an exact rank count (element i's rank = number of elements that are
+// larger, or equal with a lower index), which is the stable descending order of the reference
+// with no sort state. O(visible²) per row: correct, deterministic, and fine for decode-sized
+// rows; a radix select replaces it for long contexts (docs/cuda_backend.md).
+#include "kernels/cuda/common.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kKeysPerBlock = 64;
+constexpr int kMaxDiRegs = 8;  // di <= 256
+
+__global__ void __launch_bounds__(kThreads)
+    indexer_scores_kernel(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
+                          const int32_t* visible, bool bf16_rounding, MatDesc scores) {
+  extern __shared__ float qs[];  // [n_heads * di] then [n_heads] weights
+  const int64_t t = blockIdx.y, di = keys.cols;
+  float* ws = qs + n_heads * di;
+  for (int64_t i = threadIdx.x; i < n_heads * di; i += blockDim.x) qs[i] = q.data[t * q.ld + i];
+  for (int64_t i = threadIdx.x; i < n_heads; i += blockDim.x)
+    ws[i] = weights.data[t * weights.ld + i];
+  __syncthreads();
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int64_t vis = visible[t] < keys.rows ? visible[t] : keys.rows;
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  for (int64_t w = w0 + wid; w < w0 + kKeysPerBlock && w < keys.rows; w += nw) {
+    float* out = scores.data + t * scores.ld + w;
+    if (w >= vis) {
+      if (lane == 0) *out = -__int_as_float(0x7f800000);
+      continue;
+    }
+    float kr[kMaxDiRegs];
+#pragma unroll
+    for (int i = 0; i < kMaxDiRegs; ++i) {
+      const int64_t c = lane + 32 * i;
+      kr[i] = c < di ? keys.data[w * keys.ld + c] : 0.0f;
+    }
+    float sum = 0.0f;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* qh = qs + h * di;
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kMaxDiRegs; ++i) {
+        const int64_t c = lane + 32 * i;
+        if (c < di) s = fmaf(qh[c], kr[i], s);
+      }
+      float dv = warp_sum(s);
+      if (bf16_rounding) dv = bf16_round_d(dv);
+      float prod = fmaxf(dv, 0.0f) * ws[h];
+      if (bf16_rounding) prod = bf16_round_d(prod);
+      sum += prod;
+    }
+    if (lane == 0) *out = bf16_rounding ? bf16_round_d(sum) : sum;
+  }
+}
+
+constexpr int kTopkThreads = 512;
+constexpr int kTopkTile = 2048;
+
+__global__ void __launch_bounds__(kTopkThreads)
+    topk_kernel(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out) {
+  __shared__ float tile[kTopkTile];
+  const int64_t t = blockIdx.x;
+  int64_t vis = visible[t];
+  vis = vis < 0 ? 0 : (vis > scores.cols ? scores.cols : vis);
+  const float* s = scores.data + t * scores.ld;
+  int32_t* o = out + t * k;
+  for (int64_t j = (vis < k ? vis : k) + threadIdx.x; j < k; j += blockDim.x) o[j] = -1;
+  for (int64_t ib = 0; ib < vis; ib += blockDim.x) {
+    const int64_t i = ib + threadIdx.x;
+    const float si = i < vis ? s[i] : 0.0f;
+    int64_t rank = 0;
+    for (int64_t j0 = 0; j0 < vis; j0 += kTopkTile) {
+      const int64_t len = (vis - j0) < kTopkTile ? (vis - j0) : kTopkTile;
+      __syncthreads();
+      for (int64_t j = threadIdx.x; j < len; j += blockDim.x) tile[j] = s[j0 + j];
+      __syncthreads();
+      if (i < vis) {
+        for (int64_t j = 0; j < len; ++j) {
+          const float sj = tile[j];
+          rank += (sj > si || (sj == si && j0 + j < i)) ? 1 : 0;
+        }
+      }
+    }
+    if (i < vis && rank < k) o[rank] = static_cast<int32_t>(i);
+  }
+}
+
+}  // namespace
+
+void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
+                           const int32_t* visible, bool bf16_rounding, MatDesc scores,
+                           cudaStream_t stream) {
+  if (q.rows == 0 || keys.rows == 0) return;
+  const size_t smem = static_cast<size_t>(n_heads * keys.cols + n_heads) * sizeof(float);
+  static const bool attr_set = [] {
+    cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         160 * 1024);
+    return true;
+  }();
+  (void)attr_set;
+  const dim3 grid(static_cast<unsigned>((keys.rows + kKeysPerBlock - 1) / kKeysPerBlock),
+                  static_cast<unsigned>(q.rows));
+  indexer_scores_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, weights, keys, visible,
+                                                          bf16_rounding, scores);
+}
+
+void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
+                 cudaStream_t stream) {
+  if (scores.rows == 0 || k == 0) return;
+  topk_kernel<<<static_cast<unsigned>(scores.rows), kTopkThreads, 0, stream>>>(scores, visible, k,
+                                                                               out);
+}
+
+}  // namespace deepinfer::kernels::cuda

@@ -1,0 +1,120 @@
+// Host-visible entry points of the CUDA kernels: POD parameter structs and launchers.
+//
+// Device code lives in the .cu files beside this header, one kernel family per translation unit
+// (nvcc is slow; CI compiles all of it on every run). Everything here is plain C++ so the host
+// side (src/backend/cuda, compiled by the C++ compiler with warnings as errors) can include it.
+// Pointers are device pointers unless a comment says otherwise; launchers only enqueue on
+// `stream` and never synchronise, so a sequence of them can later be captured into a CUDA graph.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace deepinfer::kernels::cuda {
+
+// Storage of a weight as the kernels see it (backend::WeightRef flattened to POD).
+enum class WFmt : int { kBf16 = 0, kF16 = 1, kF32 = 2, kFp8 = 3, kFp4 = 4 };
+enum class SFmt : int { kE8m0 = 0, kF32 = 1, kBf16 = 2 };
+
+struct WeightDesc {
+  WFmt fmt = WFmt::kF32;
+  const void* w = nullptr;      // [n, k] elements ([n, k/2] bytes for FP4)
+  const void* scale = nullptr;  // [ceil(n/block_n), scale_ld] (quantized formats only)
+  SFmt sfmt = SFmt::kE8m0;
+  int64_t n = 0, k = 0;
+  int block_n = 1, block_k = 1;
+  int64_t scale_ld = 0;  // columns of the scale tensor
+};
+
+struct MatDesc {  // FP32 row-major with leading dimension
+  float* data = nullptr;
+  int64_t rows = 0, cols = 0, ld = 0;
+};
+
+// Launches an empty kernel and waits: cudaSuccess when this build has machine code the device
+// can run (cudaErrorNoKernelImageForDevice otherwise). Used by backend::cuda::cuda_available.
+cudaError_t launch_probe();
+
+// ---- gemm/ -------------------------------------------------------------------------------
+// y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
+// decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
+void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
+
+// ---- norm/ (row-wise and element-wise glue) ----------------------------------------------
+// w: FP32/BF16/F16 dense per-channel weight of `group` (or cols) elements, or null.
+void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
+                     cudaStream_t stream);
+void launch_round_bf16(MatDesc x, cudaStream_t stream);
+void launch_add(MatDesc a, MatDesc b, MatDesc out, cudaStream_t stream);
+void launch_scale(MatDesc x, float s, cudaStream_t stream);
+// dst[i] = src[rows[i]] (rows null = identity); rows is a device array.
+void launch_copy_rows(MatDesc src, const int32_t* rows, MatDesc dst, cudaStream_t stream);
+// out[i] = table[ids[i]] (dense table); ids device array.
+void launch_embed(const int32_t* ids, const WeightDesc& table, MatDesc out, cudaStream_t stream);
+void launch_swiglu(MatDesc a, MatDesc b, float limit, MatDesc out, cudaStream_t stream);
+// x[r] *= s[r * s_ld + s_col] — per-row scale read from a device matrix (MoE gate weights);
+// rows[r] picks the row of s (null = r).
+void launch_scale_rows(MatDesc x, const float* s, int64_t s_ld, const int32_t* s_rows,
+                       const int32_t* s_cols, cudaStream_t stream);
+// out[rows[i]] += src[i] (rows device array, no duplicates within one launch).
+void launch_scatter_add_rows(MatDesc src, const int32_t* rows, MatDesc out, cudaStream_t stream);
+
+// ---- rope/ --------------------------------------------------------------------------------
+void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                 const float* freqs, int64_t n_freqs, bool inverse, cudaStream_t stream);
+
+// ---- quant/ -------------------------------------------------------------------------------
+void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);
+void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream);
+void launch_hadamard128(MatDesc x, cudaStream_t stream);
+
+// ---- hc/ ----------------------------------------------------------------------------------
+struct HcDesc {
+  int n = 4;
+  MatDesc fn;  // [(2+n)n or n, n·D]
+  const float* base = nullptr;
+  const float* scale = nullptr;
+  float norm_eps = 1e-6f, hc_eps = 1e-6f;
+  int sinkhorn_iters = 20;
+};
+inline constexpr int kMaxHcStreams = 8;
+void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc y, MatDesc post, MatDesc comb,
+                   cudaStream_t stream);
+void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
+                    cudaStream_t stream);
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, cudaStream_t stream);
+
+// ---- attention/ ---------------------------------------------------------------------------
+// Shared memory holds one query's L scores; L up to kMaxSparseKeys.
+inline constexpr int64_t kMaxSparseKeys = 8192;
+void launch_sparse_attention(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
+                             const float* sink, float scale, bool bf16_probs, MatDesc o,
+                             cudaStream_t stream);
+struct PoolSlotDev {
+  const float* value;
+  const float* gate;
+};
+void launch_softmax_pool(const PoolSlotDev* slots, int64_t slots_per_row, MatDesc out,
+                         cudaStream_t stream);
+
+// ---- indexer/ -----------------------------------------------------------------------------
+void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
+                           const int32_t* visible, bool bf16_rounding, MatDesc scores,
+                           cudaStream_t stream);
+void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
+                 cudaStream_t stream);
+
+// ---- moe/ ---------------------------------------------------------------------------------
+// From router logits z [M, E] (the gate GEMM's output): p = sqrt(softplus(z)), ids = top_k of
+// p + bias (ties: lower id), weights = p_ids / Σ p_ids · route_scale. bias may be null.
+void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_scale, int32_t* ids,
+                           MatDesc weights, cudaStream_t stream);
+// Same weights for given ids [M, k] (hash routing).
+void launch_moe_route_weights(MatDesc z, const int32_t* ids, int k, float route_scale,
+                              MatDesc weights, cudaStream_t stream);
+// ids[t, j] = tid2eid[token_ids[t], j] (I32 or I64 table [V, k]).
+void launch_moe_hash_ids(const int32_t* token_ids, int64_t m, const void* tid2eid, bool tid2eid_i64,
+                         int k, int32_t* ids, cudaStream_t stream);
+
+}  // namespace deepinfer::kernels::cuda

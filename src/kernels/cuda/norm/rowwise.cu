@@ -1,0 +1,137 @@
+// Row-wise and element-wise kernels: RMSNorm, BF16 rounding, add/scale/copy_rows, embedding
+// gather, SwiGLU, and the two row helpers the grouped MoE composes (per-row gate scaling and
+// scatter-add of expert outputs).
+//
+// Element-wise kernels use a 2-D grid (columns x rows, rows grid-strided) so strided Mats
+// (column slices, ld > cols) need no special case. RMSNorm reduces each (row, group) in one block
+// with a fixed tree order: deterministic and independent of the batch.
+#include "kernels/cuda/common.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+constexpr int kEw = 256;
+
+dim3 ew_grid(const MatDesc& m) {
+  const int64_t gx = (m.cols + kEw - 1) / kEw;
+  const int64_t gy = m.rows < 65535 ? m.rows : 65535;
+  return dim3(static_cast<unsigned>(gx < 1 ? 1 : gx), static_cast<unsigned>(gy < 1 ? 1 : gy));
+}
+
+#define DI_EW_LOOP(m)                                                            \
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; \
+  if (c >= (m).cols) return;                                                     \
+  for (int64_t r = blockIdx.y; r < (m).rows; r += gridDim.y)
+
+__global__ void rms_norm_kernel(MatDesc x, WeightDesc w, bool has_w, float eps, int64_t g,
+                                MatDesc y) {
+  __shared__ float red[32];
+  const int64_t groups = x.cols / g;
+  const int64_t row = blockIdx.x / groups, c0 = (blockIdx.x % groups) * g;
+  const float* xr = x.data + row * x.ld + c0;
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
+  ss = block_sum(ss, red);
+  const float r = 1.0f / sqrtf(ss / static_cast<float>(g) + eps);
+  float* yr = y.data + row * y.ld + c0;
+  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
+    const float v = xr[c] * r;
+    yr[c] = has_w ? v * weight_at_d(w, 0, c) : v;
+  }
+}
+
+__global__ void round_bf16_kernel(MatDesc x) {
+  DI_EW_LOOP(x) {
+    float* p = x.data + r * x.ld + c;
+    *p = bf16_round_d(*p);
+  }
+}
+
+__global__ void add_kernel(MatDesc a, MatDesc b, MatDesc out) {
+  DI_EW_LOOP(a) {
+    out.data[r * out.ld + c] = a.data[r * a.ld + c] + b.data[(b.rows == 1 ? 0 : r) * b.ld + c];
+  }
+}
+
+__global__ void scale_kernel(MatDesc x, float s) {
+  DI_EW_LOOP(x) { x.data[r * x.ld + c] *= s; }
+}
+
+__global__ void copy_rows_kernel(MatDesc src, const int32_t* rows, MatDesc dst) {
+  DI_EW_LOOP(dst) {
+    const int64_t sr = rows ? rows[r] : r;
+    dst.data[r * dst.ld + c] = src.data[sr * src.ld + c];
+  }
+}
+
+__global__ void embed_kernel(const int32_t* ids, WeightDesc table, MatDesc out) {
+  DI_EW_LOOP(out) { out.data[r * out.ld + c] = weight_at_d(table, ids[r], c); }
+}
+
+__global__ void swiglu_kernel(MatDesc a, MatDesc b, float limit, MatDesc out) {
+  DI_EW_LOOP(a) {
+    float u = a.data[r * a.ld + c], v = b.data[r * b.ld + c];
+    if (limit > 0.0f) {
+      u = fminf(u, limit);
+      v = fminf(fmaxf(v, -limit), limit);
+    }
+    out.data[r * out.ld + c] = u * (1.0f / (1.0f + expf(-u))) * v;
+  }
+}
+
+__global__ void scale_rows_kernel(MatDesc x, const float* s, int64_t s_ld, const int32_t* s_rows,
+                                  const int32_t* s_cols) {
+  DI_EW_LOOP(x) {
+    const int64_t sr = s_rows ? s_rows[r] : r;
+    const int64_t sc = s_cols ? s_cols[r] : 0;
+    x.data[r * x.ld + c] *= s[sr * s_ld + sc];
+  }
+}
+
+__global__ void scatter_add_rows_kernel(MatDesc src, const int32_t* rows, MatDesc out) {
+  DI_EW_LOOP(src) {
+    out.data[static_cast<int64_t>(rows[r]) * out.ld + c] += src.data[r * src.ld + c];
+  }
+}
+
+}  // namespace
+
+void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
+                     cudaStream_t stream) {
+  const int64_t g = group > 0 ? group : x.cols;
+  if (x.rows == 0 || g == 0) return;
+  const int64_t blocks = x.rows * (x.cols / g);
+  const int threads = g >= 1024 ? 512 : (g >= 256 ? 256 : 128);
+  rms_norm_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(x, w ? *w : WeightDesc{},
+                                                                         w != nullptr, eps, g, y);
+}
+
+void launch_round_bf16(MatDesc x, cudaStream_t stream) {
+  if (x.rows && x.cols) round_bf16_kernel<<<ew_grid(x), kEw, 0, stream>>>(x);
+}
+void launch_add(MatDesc a, MatDesc b, MatDesc out, cudaStream_t stream) {
+  if (a.rows && a.cols) add_kernel<<<ew_grid(a), kEw, 0, stream>>>(a, b, out);
+}
+void launch_scale(MatDesc x, float s, cudaStream_t stream) {
+  if (x.rows && x.cols) scale_kernel<<<ew_grid(x), kEw, 0, stream>>>(x, s);
+}
+void launch_copy_rows(MatDesc src, const int32_t* rows, MatDesc dst, cudaStream_t stream) {
+  if (dst.rows && dst.cols) copy_rows_kernel<<<ew_grid(dst), kEw, 0, stream>>>(src, rows, dst);
+}
+void launch_embed(const int32_t* ids, const WeightDesc& table, MatDesc out, cudaStream_t stream) {
+  if (out.rows && out.cols) embed_kernel<<<ew_grid(out), kEw, 0, stream>>>(ids, table, out);
+}
+void launch_swiglu(MatDesc a, MatDesc b, float limit, MatDesc out, cudaStream_t stream) {
+  if (a.rows && a.cols) swiglu_kernel<<<ew_grid(a), kEw, 0, stream>>>(a, b, limit, out);
+}
+void launch_scale_rows(MatDesc x, const float* s, int64_t s_ld, const int32_t* s_rows,
+                       const int32_t* s_cols, cudaStream_t stream) {
+  if (x.rows && x.cols)
+    scale_rows_kernel<<<ew_grid(x), kEw, 0, stream>>>(x, s, s_ld, s_rows, s_cols);
+}
+void launch_scatter_add_rows(MatDesc src, const int32_t* rows, MatDesc out, cudaStream_t stream) {
+  if (src.rows && src.cols)
+    scatter_add_rows_kernel<<<ew_grid(src), kEw, 0, stream>>>(src, rows, out);
+}
+
+}  // namespace deepinfer::kernels::cuda

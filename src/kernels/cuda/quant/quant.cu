@@ -1,0 +1,74 @@
+// Quantization round trips (FP8 E4M3 and FP4 E2M1 with power-of-two block scales, the rules of
+// backend/quant.h, bit-identical) and the in-place Hadamard-128 transform.
+//
+// One warp per (row, block): the block amax is a warp max, then each lane rounds its elements.
+// Hadamard: one 128-thread block per 128-wide chunk, a fast Walsh-Hadamard transform in shared
+// memory (Sylvester order, H_ij = (-1)^popcount(i & j)), scaled once at the end.
+#include "kernels/cuda/common.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+template <bool kFp4>
+__global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t blocks_per_row) {
+  const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (wg >= x.rows * blocks_per_row) return;  // whole warps exit together
+  const int64_t row = wg / blocks_per_row, b0 = (wg % blocks_per_row) * block;
+  const int64_t len = (n - b0) < block ? (n - b0) : block;
+  float* p = x.data + row * x.ld + b0;
+  float amax = 0.0f;
+  for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
+  amax = warp_max(amax);
+  const float s = pow2_scale_d(amax, kFp4 ? kFp4MaxD : kFp8MaxD);
+  for (int64_t i = lane; i < len; i += 32) {
+    float q = p[i] / s;
+    if constexpr (kFp4) {
+      p[i] = fp4_e2m1_round_d(q) * s;
+    } else {
+      q = q > kFp8MaxD ? kFp8MaxD : (q < -kFp8MaxD ? -kFp8MaxD : q);
+      p[i] = fp8_e4m3_round_d(q) * s;
+    }
+  }
+}
+
+__global__ void hadamard128_kernel(MatDesc x, int64_t chunks_per_row) {
+  __shared__ float v[128];
+  const int64_t row = blockIdx.x / chunks_per_row, c0 = (blockIdx.x % chunks_per_row) * 128;
+  float* p = x.data + row * x.ld + c0;
+  const int i = threadIdx.x;
+  v[i] = p[i];
+  __syncthreads();
+#pragma unroll
+  for (int h = 1; h < 128; h <<= 1) {
+    const float mine = v[i], other = v[i ^ h];
+    __syncthreads();
+    v[i] = (i & h) ? other - mine : mine + other;
+    __syncthreads();
+  }
+  p[i] = v[i] * 0.08838834764831845f;  // 128^-1/2
+}
+
+template <bool kFp4>
+void launch_fq(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
+  if (x.rows == 0 || n == 0) return;
+  const int64_t bpr = (n + block - 1) / block;
+  const int64_t threads = x.rows * bpr * 32;
+  fake_quant_kernel<kFp4><<<grid_for(threads, 256), 256, 0, stream>>>(x, n, block, bpr);
+}
+
+}  // namespace
+
+void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
+  launch_fq<false>(x, n, block, stream);
+}
+void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream) {
+  launch_fq<true>(x, x.cols, block, stream);
+}
+void launch_hadamard128(MatDesc x, cudaStream_t stream) {
+  const int64_t chunks = x.cols / 128;
+  if (x.rows == 0 || chunks == 0) return;
+  hadamard128_kernel<<<static_cast<unsigned>(x.rows * chunks), 128, 0, stream>>>(x, chunks);
+}
+
+}  // namespace deepinfer::kernels::cuda

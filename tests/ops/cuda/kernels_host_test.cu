@@ -1,0 +1,110 @@
+// The scalar rules of the CUDA kernels (src/kernels/cuda/common.cuh), checked on the CPU against
+// the host definitions they must match bit for bit (base/numeric_types.h, backend/quant.h):
+// every FP8/FP4/E8M0/F16 code, the E4M3x2 -> half2 conversion the decode GEMV uses (including
+// which byte lands in which half), and BF16 rounding, power-of-two scales and the E4M3/E2M1
+// round trips over a sweep of float bit patterns. Host code only, so it runs without a GPU (CI).
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "backend/quant.h"
+#include "base/numeric_types.h"
+#include "kernels/cuda/common.cuh"
+
+namespace {
+
+int failures = 0;
+
+bool same(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint32_t ua, ub;
+  std::memcpy(&ua, &a, 4);
+  std::memcpy(&ub, &b, 4);
+  return ua == ub;
+}
+
+void expect_same(const char* what, uint64_t input, float got, float want) {
+  if (same(got, want)) return;
+  if (++failures <= 20) {
+    std::printf("FAIL %s(0x%llx): got %.9g want %.9g\n", what,
+                static_cast<unsigned long long>(input), static_cast<double>(got),
+                static_cast<double>(want));
+  }
+}
+
+}  // namespace
+
+int main() {
+  namespace kc = deepinfer::kernels::cuda;
+  namespace be = deepinfer::backend;
+  for (uint32_t v = 0; v < 256; ++v) {
+    expect_same("fp8_e4m3_to_f", v, kc::fp8_e4m3_to_f(v),
+                deepinfer::fp8_e4m3_to_float(static_cast<uint8_t>(v)));
+    expect_same("e8m0_to_f", v, kc::e8m0_to_f(v),
+                deepinfer::e8m0_to_float(static_cast<uint8_t>(v)));
+  }
+  for (uint32_t v = 0; v < 16; ++v) {
+    expect_same("fp4_e2m1_to_f", v, kc::fp4_e2m1_to_f(v),
+                deepinfer::fp4_e2m1_to_float(static_cast<uint8_t>(v)));
+  }
+  for (uint32_t v = 0; v < 65536; ++v) {
+    expect_same("f16_bits_to_f", v, kc::f16_bits_to_f(static_cast<uint16_t>(v)),
+                deepinfer::fp16_to_float(static_cast<uint16_t>(v)));
+    expect_same("bf16_bits_to_f", v, kc::bf16_bits_to_f(static_cast<uint16_t>(v)),
+                deepinfer::bf16_to_float(static_cast<uint16_t>(v)));
+    // The GEMV's FP8 path: low byte -> .x, high byte -> .y, exact through half.
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(v), __NV_E4M3);
+    const float2 f = __half22float2(__half2(h));
+    expect_same("cvt_fp8x2.x", v, f.x,
+                deepinfer::fp8_e4m3_to_float(static_cast<uint8_t>(v & 0xff)));
+    expect_same("cvt_fp8x2.y", v, f.y, deepinfer::fp8_e4m3_to_float(static_cast<uint8_t>(v >> 8)));
+  }
+  // Float sweep: every exponent with random mantissas, plus special values.
+  std::mt19937 rng(5);
+  auto check_float = [&](uint32_t bits) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    expect_same("bf16_round_d", bits, kc::bf16_round_d(x), be::bf16_round(x));
+    expect_same("fp8_e4m3_round_d", bits, kc::fp8_e4m3_round_d(x), be::fp8_e4m3_round(x));
+    expect_same("fp4_e2m1_round_d", bits, kc::fp4_e2m1_round_d(x), be::fp4_e2m1_round(x));
+    if (std::isfinite(x) && x >= 0.0f) {
+      expect_same("pow2_scale_d fp8", bits, kc::pow2_scale_d(x, kc::kFp8MaxD),
+                  be::pow2_scale(x, be::kFp8Max));
+      expect_same("pow2_scale_d fp4", bits, kc::pow2_scale_d(x, kc::kFp4MaxD),
+                  be::pow2_scale(x, be::kFp4Max));
+    }
+  };
+  for (uint32_t e = 0; e < 256; ++e) {
+    for (int i = 0; i < 4000; ++i) {
+      const uint32_t mant = (i < 8) ? static_cast<uint32_t>(i) : (rng() & 0x7fffffu);
+      check_float((e << 23) | mant);
+      check_float(0x80000000u | (e << 23) | mant);
+    }
+  }
+  // Exact ties of the E4M3 and E2M1 grids (and their neighbours one ulp away).
+  for (int c = 0; c < 0x7e; ++c) {
+    const float a = deepinfer::fp8_e4m3_to_float(static_cast<uint8_t>(c));
+    const float b = deepinfer::fp8_e4m3_to_float(static_cast<uint8_t>(c + 1));
+    const float mid = 0.5f * (a + b);
+    uint32_t u;
+    std::memcpy(&u, &mid, 4);
+    for (uint32_t d : {u - 1, u, u + 1}) check_float(d);
+  }
+  for (float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f}) {
+    uint32_t u;
+    std::memcpy(&u, &mid, 4);
+    for (uint32_t d : {u - 1, u, u + 1}) check_float(d);
+  }
+  if (failures) {
+    std::printf("%d mismatches between the CUDA scalar rules and the host definitions\n", failures);
+    return 1;
+  }
+  std::printf("kernels_host_test: all CUDA scalar rules match the host definitions\n");
+  return 0;
+}

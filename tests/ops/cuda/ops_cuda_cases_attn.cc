@@ -1,0 +1,104 @@
+// CUDA vs ref, attention side: sparse MQA with sink (head dims 64 and 512, absent keys, a token
+// with no key, BF16 probabilities, V4-Flash decode shape), compressor pooling with missing slots,
+// indexer scores (FP32 and BF16 rounding points), top-k with ties and short rows.
+#include <string>
+
+#include "cuda_test_util.h"
+
+namespace deepinfer::backend::cuda_test {
+
+CUDA_CASE(sparse_attention) {
+  struct Shape {
+    int64_t H, d, R, L, M;
+  };
+  // The last shape is long enough (16·L floats past the shared-memory limit) for the fallback.
+  for (Shape s : {Shape{4, 64, 50, 37, 5}, Shape{3, 512, 300, 130, 3}, Shape{64, 512, 4096, 640, 2},
+                  Shape{20, 64, 4000, 3000, 2}}) {
+    const Buf kv = random_buf(ctx.rng, s.R, s.d);
+    const Buf q = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
+    const Buf sink = random_buf(ctx.rng, 1, s.H);
+    std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
+    for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
+    for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
+    const DBuf dkv = dev_copy(kv, 1), dq = dev_copy(q, 2);
+    const cuda::DeviceBuffer dsink = dev_array(sink.v), didx = dev_array(idx);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool with_sink = variant != 1, bf16p = variant == 2, dev_idx = variant == 3;
+      Buf want(s.M, s.H * s.d);
+      ctx.ref->sparse_attention(q.cmat(), s.H, kv.cmat(), idx.data(), s.L,
+                                with_sink ? sink.v.data() : nullptr, scale, bf16p, want.mat());
+      DBuf dout = dev_poisoned(s.M, s.H * s.d);
+      ctx.gpu->sparse_attention(dq.cmat(), s.H, dkv.cmat(),
+                                dev_idx ? didx.as<int32_t>() : idx.data(), s.L,
+                                with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout.mat());
+      const std::string t = "sparse_attention H=" + std::to_string(s.H) +
+                            " d=" + std::to_string(s.d) + " L=" + std::to_string(s.L) +
+                            (with_sink ? " sink" : "") + (bf16p ? " bf16probs" : "") +
+                            (dev_idx ? " device idx" : "");
+      close(ctx, t, dout.download(), want.v, bf16p ? 2e-3 : 2e-5);
+    }
+  }
+}
+
+CUDA_CASE(softmax_pool) {
+  const int64_t width = 96, spr = 4, rows = 5;
+  const Buf values = random_buf(ctx.rng, rows * spr, width),
+            gates = random_buf(ctx.rng, rows * spr, width, -4.0f, 4.0f);
+  const DBuf dv = dev_copy(values), dg = dev_copy(gates);
+  std::vector<PoolSlot> hs, ds;
+  for (int64_t i = 0; i < rows * spr; ++i) {
+    const bool missing = i == 0 || (i >= 4 && i < 8);  // row 1 has no slot at all
+    hs.push_back({missing ? nullptr : values.v.data() + i * width, gates.v.data() + i * width});
+    ds.push_back(
+        {missing ? nullptr : dv.mem.as<float>() + i * width, dg.mem.as<float>() + i * width});
+  }
+  Buf want(rows, width);
+  ctx.ref->softmax_pool(hs, spr, want.mat());
+  DBuf dout = dev_poisoned(rows, width, 1);
+  ctx.gpu->softmax_pool(ds, spr, dout.mat());
+  close(ctx, "softmax_pool", dout.download(), want.v, 1e-5);
+}
+
+CUDA_CASE(indexer_and_topk) {
+  struct Shape {
+    int64_t H, di, R, M;
+  };
+  for (Shape s : {Shape{4, 32, 70, 3}, Shape{64, 128, 1024, 4}}) {
+    const Buf q = random_buf(ctx.rng, s.M, s.H * s.di);
+    const Buf w = random_buf(ctx.rng, s.M, s.H, -0.5f, 1.0f);
+    const Buf keys = random_buf(ctx.rng, s.R, s.di);
+    std::vector<int32_t> vis(static_cast<size_t>(s.M));
+    for (int64_t t = 0; t < s.M; ++t)
+      vis[static_cast<size_t>(t)] = static_cast<int32_t>(s.R - 7 * t);
+    vis[0] = static_cast<int32_t>(s.R + 5);  // clamped to R
+    const DBuf dq = dev_copy(q), dw = dev_copy(w, 1), dk = dev_copy(keys, 3);
+    for (bool bf16 : {false, true}) {
+      Buf want(s.M, s.R);
+      ctx.ref->indexer_scores(q.cmat(), s.H, w.cmat(), keys.cmat(), vis.data(), bf16, want.mat());
+      DBuf dout = dev_poisoned(s.M, s.R);
+      ctx.gpu->indexer_scores(dq.cmat(), s.H, dw.cmat(), dk.cmat(), vis.data(), bf16, dout.mat());
+      close(ctx, "indexer_scores H=" + std::to_string(s.H) + (bf16 ? " bf16" : ""), dout.download(),
+            want.v, bf16 ? 2e-2 : 2e-5);
+    }
+  }
+  // top-k on identical inputs (ties from a coarse grid), k larger than some rows.
+  for (int64_t R : {40, 3000}) {
+    const int64_t M = 4, k = 64;
+    Buf sc = random_buf(ctx.rng, M, R, -8.0f, 8.0f);
+    for (float& v : sc.v) v = std::round(v * 4.0f) / 4.0f;
+    const std::vector<int32_t> vis = {static_cast<int32_t>(R), 10, 0, static_cast<int32_t>(R - 1)};
+    std::vector<int32_t> want(static_cast<size_t>(M * k)), got(want.size(), -7);
+    ctx.ref->topk(sc.cmat(), vis.data(), k, want.data());
+    const DBuf dsc = dev_copy(sc, 2);
+    ctx.gpu->topk(dsc.cmat(), vis.data(), k, got.data());
+    equal_ints(ctx, "topk R=" + std::to_string(R), got, want);
+    cuda::DeviceBuffer dout = dev_array(std::vector<int32_t>(want.size(), -7));
+    const cuda::DeviceBuffer dvis = dev_array(vis);
+    ctx.gpu->topk(dsc.cmat(), dvis.as<int32_t>(), k, dout.as<int32_t>());
+    equal_ints(ctx, "topk device arrays R=" + std::to_string(R), download_ints(dout, want.size()),
+               want);
+  }
+}
+
+}  // namespace deepinfer::backend::cuda_test

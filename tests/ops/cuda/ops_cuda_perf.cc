@@ -1,0 +1,310 @@
+// Perf mode of the CUDA op harness (ops_cuda_test --perf): each op at V4-Flash shapes (decode
+// M = 1, 16, 128; prefill 4096 for linear), timed with CUDA events over repeated launches, next
+// to this card's ceilings: the device-to-device copy bandwidth measured on the spot (bytes read
+// + written; ~4.27 TB/s on an H200) and the dense BF16 matmul rate (~780 TFLOP/s measured with
+// PyTorch on an H200; not measured here). Bytes are the op's compulsory traffic (weights +
+// scales once, activations in and out); FLOPs count 2 per multiply-add. Numbers, never pass/fail.
+//
+// Integer inputs are passed as device arrays (what the plan/run split will do), so the times
+// are kernel times without host staging.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace deepinfer::backend::cuda_test {
+namespace {
+
+constexpr double kMatmulTflops = 780.0;  // H200 dense BF16, measured with PyTorch (KINDS.md)
+
+struct Perf {
+  cuda::CudaOps* gpu;
+  double copy_gbs = 0;
+  std::string filter;
+};
+
+template <typename F>
+double time_ms(cuda::CudaOps& gpu, F&& fn, int reps = 20) {
+  for (int i = 0; i < 3; ++i) fn();
+  cudaEvent_t a, b;
+  DI_CUDA_CHECK(cudaEventCreate(&a));
+  DI_CUDA_CHECK(cudaEventCreate(&b));
+  DI_CUDA_CHECK(cudaEventRecord(a, gpu.stream()));
+  for (int i = 0; i < reps; ++i) fn();
+  DI_CUDA_CHECK(cudaEventRecord(b, gpu.stream()));
+  DI_CUDA_CHECK(cudaEventSynchronize(b));
+  float ms = 0;
+  DI_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return static_cast<double>(ms) / reps;
+}
+
+void report(const Perf& p, const char* op, const std::string& shape, double ms, double flops,
+            double bytes) {
+  const double gbs = bytes / (ms * 1e-3) * 1e-9, tf = flops / (ms * 1e-3) * 1e-12;
+  std::printf("%-22s %-34s %9.4f ms %8.1f GB/s (%5.1f%% of copy) %8.2f TFLOP/s (%5.2f%% of %.0f)\n",
+              op, shape.c_str(), ms, gbs, 100.0 * gbs / p.copy_gbs, tf, 100.0 * tf / kMatmulTflops,
+              kMatmulTflops);
+  std::fflush(stdout);
+}
+
+bool wanted(const Perf& p, const char* op) {
+  return p.filter.empty() || std::string(op).find(p.filter) != std::string::npos;
+}
+
+// Device-resident weight with cheap pseudo-random bytes (no host RNG per element: these
+// weights are hundreds of MB). FP8 bytes avoid the NaN codes; scales are 2^-7.
+struct PerfWeight {
+  std::vector<uint8_t> host, hscale;
+  cuda::DeviceWeight dev;
+  double bytes = 0;
+};
+std::unique_ptr<PerfWeight> perf_weight(WKind kind, int64_t n, int64_t k) {
+  auto w = std::make_unique<PerfWeight>();
+  uint64_t s = 0x9e3779b97f4a7c15ull ^ static_cast<uint64_t>(n * 131 + k);
+  auto next = [&] {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    return s;
+  };
+  WeightRef ref;
+  if (kind == WKind::kBf16) {
+    w->host.resize(static_cast<size_t>(n * k * 2));
+    for (size_t i = 0; i < w->host.size(); i += 2) {
+      const uint64_t r = next();
+      w->host[i] = static_cast<uint8_t>(r);
+      w->host[i + 1] = static_cast<uint8_t>(0x3c | ((r >> 8) & 0x80));  // |w| ~ 2^-7..2^-6
+    }
+    ref = WeightRef::dense(TensorView::make(DType::kBF16, {n, k}, w->host.data())).value();
+  } else if (kind == WKind::kFp8E8m0) {
+    w->host.resize(static_cast<size_t>(n * k));
+    for (size_t i = 0; i < w->host.size(); i += 8) {
+      const uint64_t r = next() & 0xb7b7b7b7b7b7b7b7ull;  // exponent <= 6: never the NaN code
+      for (size_t j = 0; j < 8 && i + j < w->host.size(); ++j)
+        w->host[i + j] = static_cast<uint8_t>(r >> (8 * j));
+    }
+    const int64_t sn = (n + 127) / 128, sk = (k + 127) / 128;
+    w->hscale.assign(static_cast<size_t>(sn * sk), 120);
+    ref = WeightRef::fp8(TensorView::make(DType::kF8E4M3, {n, k}, w->host.data()),
+                         TensorView::make(DType::kF8E8M0, {sn, sk}, w->hscale.data()))
+              .value();
+  } else {
+    w->host.resize(static_cast<size_t>(n * k / 2));
+    for (size_t i = 0; i < w->host.size(); i += 8) {
+      const uint64_t r = next();
+      for (size_t j = 0; j < 8 && i + j < w->host.size(); ++j)
+        w->host[i + j] = static_cast<uint8_t>(r >> (8 * j));
+    }
+    w->hscale.assign(static_cast<size_t>(n * (k / 32)), 122);
+    ref = WeightRef::fp4(TensorView::make(DType::kI8, {n, k / 2}, w->host.data()),
+                         TensorView::make(DType::kF8E8M0, {n, k / 32}, w->hscale.data()))
+              .value();
+  }
+  w->dev = cuda::upload_weight(ref).value();
+  w->bytes = static_cast<double>(w->host.size() + w->hscale.size());
+  std::vector<uint8_t>().swap(w->host);  // the device copy is all perf needs
+  return w;
+}
+
+DBuf dev_random(std::mt19937& rng, int64_t r, int64_t c, float lo = -1.0f, float hi = 1.0f) {
+  return dev_copy(random_buf(rng, r, c, lo, hi));
+}
+
+void perf_linear(Perf& p, std::mt19937& rng) {
+  struct L {
+    const char* name;
+    WKind kind;
+    int64_t n, k;
+  };
+  for (L l : {L{"linear fp8 wq_a", WKind::kFp8E8m0, 1024, 4096},
+              L{"linear fp8 wq_b", WKind::kFp8E8m0, 32768, 1024},
+              L{"linear fp8 wo_b", WKind::kFp8E8m0, 4096, 8192},
+              L{"linear bf16 head", WKind::kBf16, 129280, 4096},
+              L{"linear fp4 expert w1", WKind::kFp4, 2048, 4096}}) {
+    if (!wanted(p, l.name)) continue;
+    auto w = perf_weight(l.kind, l.n, l.k);
+    for (int64_t M : {1, 16, 128, 4096}) {
+      if (M == 4096 && l.n > 40000) continue;
+      const DBuf x = dev_random(rng, M, l.k);
+      DBuf y = dev_poisoned(M, l.n);
+      const bool aq = l.kind != WKind::kBf16;
+      const double ms = time_ms(
+          *p.gpu, [&] { p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq}); },
+          M == 4096 ? 3 : 20);
+      report(p, l.name, std::to_string(l.n) + "x" + std::to_string(l.k) + " M=" + std::to_string(M),
+             ms, 2.0 * M * l.n * l.k, w->bytes + 4.0 * M * (l.k + l.n));
+    }
+  }
+}
+
+void perf_moe(Perf& p, std::mt19937& rng) {
+  if (!wanted(p, "moe_experts")) return;
+  const int64_t D = 4096, I = 2048, E = 32;
+  const int top_k = 6;
+  std::vector<std::unique_ptr<PerfWeight>> own;
+  std::vector<ExpertWeights> ex;
+  for (int64_t e = 0; e < E; ++e) {
+    own.push_back(perf_weight(WKind::kFp4, I, D));
+    own.push_back(perf_weight(WKind::kFp4, I, D));
+    own.push_back(perf_weight(WKind::kFp4, D, I));
+    ex.push_back({own[own.size() - 3]->dev.ref, own[own.size() - 2]->dev.ref, own.back()->dev.ref});
+  }
+  const double expert_bytes = own[0]->bytes + own[1]->bytes + own[2]->bytes;
+  for (int64_t M : {1, 16, 128}) {
+    std::vector<int32_t> ids(static_cast<size_t>(M * top_k));
+    std::vector<bool> used(E, false);
+    for (int64_t m = 0; m < M; ++m) {
+      for (int j = 0; j < top_k; ++j) {
+        const int32_t e = static_cast<int32_t>((m * 7 + j * 5 + (m == 0 ? 0 : rng() % 3)) % E);
+        ids[static_cast<size_t>(m * top_k + j)] = e;
+        used[static_cast<size_t>(e)] = true;
+      }
+    }
+    int n_used = 0;
+    for (bool u : used) n_used += u ? 1 : 0;
+    const DBuf x = dev_random(rng, M, D), g = dev_random(rng, M, top_k, 0.1f, 0.3f);
+    DBuf out = dev_poisoned(M, D);
+    const cuda::DeviceBuffer did = dev_array(ids);
+    MoeOpts o;
+    o.act_quant = true;
+    o.bf16_rounding = true;
+    const double ms = time_ms(*p.gpu, [&] {
+      p.gpu->moe_experts(x.cmat(), did.as<int32_t>(), g.cmat(), top_k, ex, o, out.mat());
+    });
+    report(p, "moe_experts fp4",
+           "top6 of 32, D4096 I2048 M=" + std::to_string(M) + " (" + std::to_string(n_used) +
+               " experts)",
+           ms, 2.0 * 3 * M * top_k * I * D, n_used * expert_bytes + 8.0 * M * D);
+  }
+}
+
+void perf_attention_side(Perf& p, std::mt19937& rng) {
+  for (int64_t M : {1, 16, 128}) {
+    if (wanted(p, "sparse_attention")) {
+      const int64_t H = 64, d = 512, R = 8192, L = 640;
+      const DBuf kv = dev_random(rng, R, d), q = dev_random(rng, M, H * d, -0.1f, 0.1f);
+      const DBuf sink = dev_random(rng, 1, H);
+      std::vector<int32_t> idx(static_cast<size_t>(M * L));
+      for (auto& i : idx) i = static_cast<int32_t>(rng() % R);
+      const cuda::DeviceBuffer didx = dev_array(idx);
+      DBuf o = dev_poisoned(M, H * d);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
+                                0.044f, true, o.mat());
+      });
+      report(p, "sparse_attention", "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
+             4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+    }
+    if (wanted(p, "indexer_scores")) {
+      const int64_t H = 64, di = 128, R = 4096;
+      const DBuf q = dev_random(rng, M, H * di), w = dev_random(rng, M, H),
+                 k = dev_random(rng, R, di);
+      const cuda::DeviceBuffer vis =
+          dev_array(std::vector<int32_t>(static_cast<size_t>(M), static_cast<int32_t>(R)));
+      DBuf s = dev_poisoned(M, R);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->indexer_scores(q.cmat(), H, w.cmat(), k.cmat(), vis.as<int32_t>(), true, s.mat());
+      });
+      report(p, "indexer_scores", "H64 di128 R4096 M=" + std::to_string(M), ms,
+             2.0 * M * H * R * di, 4.0 * (R * di + M * H * di + M * R));
+      if (wanted(p, "topk")) {
+        cuda::DeviceBuffer out = dev_array(std::vector<int32_t>(static_cast<size_t>(M * 512), 0));
+        const double ms2 = time_ms(
+            *p.gpu, [&] { p.gpu->topk(s.cmat(), vis.as<int32_t>(), 512, out.as<int32_t>()); }, 5);
+        report(p, "topk", "R4096 k512 M=" + std::to_string(M), ms2, 0, 4.0 * M * (R + 512));
+      }
+    }
+  }
+}
+
+void perf_rowwise(Perf& p, std::mt19937& rng) {
+  const int64_t D = 4096, n = 4;
+  const Buf fnh = random_buf(rng, (2 + n) * n, n * D, -0.01f, 0.01f);
+  const DBuf fn = dev_copy(fnh);
+  const cuda::DeviceBuffer base =
+      dev_array(std::vector<float>(static_cast<size_t>((2 + n) * n), 0.1f));
+  const cuda::DeviceBuffer scale = dev_array(std::vector<float>{1.0f, 1.0f, 1.0f});
+  const std::vector<float> freqs = make_rope_freqs(10000.0f, 64);
+  const cuda::DeviceBuffer dfreqs = dev_array(freqs);
+  for (int64_t M : {1, 16, 128, 4096}) {
+    const std::string ms_ = " M=" + std::to_string(M);
+    const DBuf x = dev_random(rng, M, D), streams = dev_random(rng, M, n * D);
+    DBuf y = dev_poisoned(M, D), post = dev_poisoned(M, n), comb = dev_poisoned(M, n * n);
+    if (wanted(p, "rms_norm")) {
+      const double ms =
+          time_ms(*p.gpu, [&] { p.gpu->rms_norm(x.cmat(), nullptr, 1e-6f, 0, y.mat()); });
+      report(p, "rms_norm", "D4096" + ms_, ms, 3.0 * M * D, 8.0 * M * D);
+    }
+    if (wanted(p, "act_quant")) {
+      DBuf xq = dev_random(rng, M, D);
+      const double ms = time_ms(*p.gpu, [&] { p.gpu->act_quant_fp8(xq.mat(), 128); });
+      report(p, "act_quant_fp8", "D4096" + ms_, ms, 0, 8.0 * M * D);
+    }
+    if (wanted(p, "hc_pre")) {
+      HcParams hp{static_cast<int>(n), fn.cmat(), base.as<float>(), scale.as<float>()};
+      const double ms = time_ms(
+          *p.gpu, [&] { p.gpu->hc_pre(streams.cmat(), hp, y.mat(), post.mat(), comb.mat()); });
+      report(p, "hc_pre", "n4 D4096" + ms_, ms, 2.0 * M * 24 * n * D,
+             4.0 * (M * n * D + M * D + 24.0 * n * D));
+    }
+    if (wanted(p, "hc_post")) {
+      DBuf s2 = dev_random(rng, M, n * D);
+      const DBuf pp = dev_random(rng, M, n), cc = dev_random(rng, M, n * n);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->hc_post(s2.cmat(), x.cmat(), pp.cmat(), cc.cmat(), static_cast<int>(n), s2.mat());
+      });
+      report(p, "hc_post", "n4 D4096" + ms_, ms, 2.0 * M * n * (n + 1) * D,
+             4.0 * (2.0 * M * n * D + M * D));
+    }
+    if (wanted(p, "rope") && M <= 128) {
+      DBuf qh = dev_random(rng, M, 64 * 512);
+      std::vector<int32_t> pos(static_cast<size_t>(M));
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(1000 + i);
+      const cuda::DeviceBuffer dpos = dev_array(pos);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->rope(qh.mat(), 64, 512, dpos.as<int32_t>(), {dfreqs.as<float>(), freqs.size()},
+                    false);
+      });
+      report(p, "rope", "64 heads x 512, rope 64" + ms_, ms, 6.0 * M * 64 * 32,
+             2.0 * 4.0 * M * 64 * 64);
+    }
+  }
+}
+
+}  // namespace
+
+int run_perf(cuda::CudaOps& gpu, const std::string& filter) {
+  Perf p{&gpu, 0, filter};
+  {  // ceiling: device-to-device copy of 2 GiB, bytes read + written
+    const size_t n = size_t{2} << 30;
+    auto a = cuda::DeviceBuffer::allocate(n), b = cuda::DeviceBuffer::allocate(n);
+    if (!a.ok() || !b.ok()) {
+      std::printf("cannot allocate the copy buffers\n");
+      return 1;
+    }
+    DI_CUDA_CHECK(cudaMemsetAsync(a.value().data(), 1, n, gpu.stream()));
+    const double ms = time_ms(
+        gpu,
+        [&] {
+          DI_CUDA_CHECK(cudaMemcpyAsync(b.value().data(), a.value().data(), n,
+                                        cudaMemcpyDeviceToDevice, gpu.stream()));
+        },
+        10);
+    p.copy_gbs = 2.0 * static_cast<double>(n) / (ms * 1e-3) * 1e-9;
+    std::printf(
+        "ceiling: device-to-device copy %.1f GB/s (read + write; H200 reference ~4270), "
+        "matmul %.0f TFLOP/s (BF16, PyTorch-measured H200 figure)\n",
+        p.copy_gbs, kMatmulTflops);
+  }
+  std::mt19937 rng(7);
+  perf_linear(p, rng);
+  perf_moe(p, rng);
+  perf_attention_side(p, rng);
+  perf_rowwise(p, rng);
+  return 0;
+}
+
+}  // namespace deepinfer::backend::cuda_test
