@@ -9,5 +9,6 @@ void bind_cli(nanobind::module_& m);
 void bind_tokenizer(nanobind::module_& m);
 void bind_chat(nanobind::module_& m);
 void bind_io(nanobind::module_& m);
+void bind_engine(nanobind::module_& m);
 
 }  // namespace deepinfer::python

@@ -7,4 +7,5 @@ NB_MODULE(_core, m) {
   deepinfer::python::bind_tokenizer(m);
   deepinfer::python::bind_chat(m);
   deepinfer::python::bind_io(m);
+  deepinfer::python::bind_engine(m);
 }

@@ -1,0 +1,86 @@
+// deepinfer::Engine: the public face of the inference engine (continuous batching over one
+// model, sampling, stop checks, incremental detokenization).
+//
+//   DI_ASSIGN_OR_RETURN(auto engine, Engine::create({.model_dir = "/models/v4"}));
+//   SamplingParams p;  p.temperature = 0;  p.max_tokens = 32;
+//   DI_ASSIGN_OR_RETURN(RequestHandle h, engine->submit_text("Hello", p));
+//   for (const RequestOutput& out : engine->run_until_done()) ...
+//
+// Synchronous: step() runs one scheduler step (plan, one model forward over every scheduled
+// request, sampling, stop checks, detokenization, bookkeeping) on the calling thread. Not
+// thread-safe; one thread drives it. Every submitted request ends exactly once, as an output
+// from step()/run_until_done(): finished, aborted, or failed with an error message; a failure
+// of one request never ends another.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "deepinfer/params.h"
+
+namespace deepinfer {
+
+namespace runtime {
+class EngineCore;
+}
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t prompt_tokens = 0;     // prefill tokens computed (recomputation included)
+  int64_t generated_tokens = 0;  // tokens sampled
+  int64_t preemptions = 0;
+  double forward_seconds = 0;  // model forward
+  double host_seconds = 0;     // schedule + prepare + sample + detokenize + update
+};
+
+class Engine {
+ public:
+  // Called with every delta of one request as soon as its text becomes final (stop strings
+  // are held back until they can no longer match).
+  using StreamCallback = std::function<void(const StreamDelta&)>;
+
+  // Loads the model (CPU opt backend) and tokenizer. Errors name the directory / file.
+  static Expected<std::unique_ptr<Engine>> create(const EngineOptions& options);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request. Invalid sampling parameters (or stop strings without a tokenizer) are an
+  // InvalidArgument error and nothing is queued. A bad prompt (empty, longer than
+  // max_model_len, a token id outside the vocabulary) is queued and ends at the next step() as
+  // a failed output whose error says why.
+  Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, const SamplingParams& params,
+                                 StreamCallback on_delta = {});
+  // Encodes `prompt` with the tokenizer (special tokens recognised); errors without one.
+  Expected<RequestHandle> submit_text(std::string_view prompt, const SamplingParams& params,
+                                      StreamCallback on_delta = {});
+  // Ends a live request (every sample); its output comes from the next step() with
+  // finish_reason "abort". NotFound for unknown or already finished handles.
+  Status abort(RequestHandle id);
+
+  // One step; returns the requests that ended in it.
+  std::vector<RequestOutput> step();
+  // Steps until no request is left; returns every output in the order they ended.
+  std::vector<RequestOutput> run_until_done();
+  bool has_unfinished() const;
+
+  int64_t vocab_size() const;
+  int64_t max_model_len() const;
+  bool has_tokenizer() const;
+  std::vector<int32_t> encode(std::string_view text) const;  // empty without a tokenizer
+  std::string decode(std::span<const int32_t> ids) const;
+  const EngineStats& stats() const;
+  // One line describing the model, backend and limits (for logs).
+  std::string describe() const;
+
+ private:
+  explicit Engine(std::unique_ptr<runtime::EngineCore> core);
+  std::unique_ptr<runtime::EngineCore> core_;
+};
+
+}  // namespace deepinfer

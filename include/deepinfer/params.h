@@ -1,0 +1,81 @@
+// Public parameter and result types of the DeepInfer engine (what the CLI, the server and the
+// Python bindings see; no tensors, no kernels).
+//
+// SamplingParams is the sampler's own plain struct (vLLM names and defaults, plus seq_seed;
+// see src/sample/sampling_params.h for every field's meaning and range): re-exported rather
+// than copied so the validation rules live in one place. Results are plain vectors and strings
+// so a front end can copy them across a language boundary without knowing the engine.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sample/sampling_params.h"
+
+namespace deepinfer {
+
+using SamplingParams = sample::SamplingParams;
+
+struct EngineOptions {
+  // A Hugging Face model directory (config.json, safetensors, optionally tokenizer.json).
+  std::string model_dir;
+  // tokenizer.json or its directory; empty: <model_dir>/tokenizer.json when it exists. Without
+  // a tokenizer the engine takes token-id prompts only and returns no text.
+  std::string tokenizer_path;
+  int32_t max_num_seqs = 64;              // running sequences at once
+  int64_t max_num_batched_tokens = 2048;  // per-step token budget (chunked prefill + decodes)
+  int64_t max_model_len = 0;              // 0: min(max_position_embeddings, 8192)
+  // KV block accounting (the CPU model keeps its own host caches; these bound how many tokens
+  // may be live at once). 0 blocks: enough for max_num_seqs sequences of max_model_len tokens.
+  int32_t num_kv_blocks = 0;
+  int32_t kv_block_size = 0;     // 0: 128 x the largest compression ratio's lcm, at least 128
+  int num_threads = -1;          // CPU worker threads; -1: DEEPINFER_NUM_THREADS (0 = all cores)
+  bool use_ref_backend = false;  // the fp32 reference ops (slow; tests only)
+};
+
+struct TokenLogprobs {
+  int32_t token = 0;  // the sampled token
+  float logprob = 0.0f;
+  int32_t rank = 0;
+  std::vector<std::pair<int32_t, float>> top;  // top-n (token, logprob), best first
+};
+
+// One sample of a request (index i of n).
+struct CompletionOutput {
+  int32_t index = 0;
+  std::string text;  // generated text (stop string excluded), empty without a tokenizer
+  std::vector<int32_t> token_ids;
+  // "stop", "length" (max_tokens or the model's length), "abort", "error"; empty while running.
+  std::string finish_reason;
+  std::optional<int32_t> stop_reason;   // the stop token id, when one ended it
+  std::vector<TokenLogprobs> logprobs;  // one per generated token when params.logprobs is set
+  std::string error;                    // finish_reason == "error": why
+  int32_t num_preemptions = 0;
+};
+
+using RequestHandle = int64_t;
+
+struct RequestOutput {
+  RequestHandle id = 0;
+  std::string prompt;  // the text prompt, when one was given
+  std::vector<int32_t> prompt_token_ids;
+  std::vector<CompletionOutput> outputs;  // n of them, by index
+  bool finished = false;
+  // Set when the request failed as a whole (bad prompt); every output then carries it too.
+  std::string error;
+};
+
+// One streamed piece of one sample: the text (and tokens) that became final this step.
+struct StreamDelta {
+  RequestHandle id = 0;
+  int32_t index = 0;  // sample index
+  std::string text;
+  std::vector<int32_t> token_ids;
+  bool finished = false;
+  std::string finish_reason;
+};
+
+}  // namespace deepinfer

@@ -1,0 +1,268 @@
+// deepinfer._core engine: the C++ Engine (include/deepinfer/engine.h) for python/deepinfer/llm.py.
+//
+// Sampling parameters cross the boundary as a dict of the C++ field names, so the one
+// validation (SamplingParams::validate) decides what is legal; unknown keys are refused here.
+// Outputs come back as plain dicts (llm.py wraps them in vLLM-shaped classes). Errors become
+// ValueError (FileNotFoundError for a missing model directory).
+#include <Python.h>
+#include <nanobind/stl/function.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/options.h"
+#include "bindings.h"
+#include "deepinfer/engine.h"
+
+namespace nb = nanobind;
+
+namespace deepinfer::python {
+namespace {
+
+[[noreturn]] void raise(const Status& status) {
+  PyObject* type =
+      status.code() == StatusCode::kNotFound ? PyExc_FileNotFoundError : PyExc_ValueError;
+  PyErr_SetString(type, status.message().c_str());
+  throw nb::python_error();
+}
+
+[[noreturn]] void raise_value(const std::string& message) {
+  PyErr_SetString(PyExc_ValueError, message.c_str());
+  throw nb::python_error();
+}
+
+template <typename T>
+T get_as(nb::handle v, const char* key) {
+  try {
+    return nb::cast<T>(v);
+  } catch (const std::exception&) {
+    raise_value(std::string("SamplingParams.") + key + ": wrong type (" +
+                nb::str(nb::type_name(v.type())).c_str() + ")");
+  }
+}
+
+int32_t get_int(nb::handle v, const char* key) {
+  if (PyBool_Check(v.ptr()) || !PyLong_Check(v.ptr())) {
+    raise_value(std::string("SamplingParams.") + key + " must be an integer");
+  }
+  const long long x = nb::cast<long long>(v);
+  if (x < INT32_MIN || x > INT32_MAX) {
+    raise_value(std::string("SamplingParams.") + key + " = " + std::to_string(x) +
+                " is out of range");
+  }
+  return static_cast<int32_t>(x);
+}
+
+float get_float(nb::handle v, const char* key) {
+  if (PyBool_Check(v.ptr()) || !(PyFloat_Check(v.ptr()) || PyLong_Check(v.ptr()))) {
+    raise_value(std::string("SamplingParams.") + key + " must be a number");
+  }
+  return static_cast<float>(nb::cast<double>(v));
+}
+
+SamplingParams params_from_dict(const nb::dict& d) {
+  SamplingParams p;
+  for (auto [k, v] : d) {
+    const std::string key = nb::cast<std::string>(k);
+    const char* kc = key.c_str();
+    const bool none = v.is_none();
+    if (key == "n")
+      p.n = get_int(v, kc);
+    else if (key == "temperature")
+      p.temperature = get_float(v, kc);
+    else if (key == "top_p")
+      p.top_p = get_float(v, kc);
+    else if (key == "top_k")
+      p.top_k = get_int(v, kc);
+    else if (key == "min_p")
+      p.min_p = get_float(v, kc);
+    else if (key == "repetition_penalty")
+      p.repetition_penalty = get_float(v, kc);
+    else if (key == "presence_penalty")
+      p.presence_penalty = get_float(v, kc);
+    else if (key == "frequency_penalty")
+      p.frequency_penalty = get_float(v, kc);
+    else if (key == "max_tokens")
+      p.max_tokens = none ? std::nullopt : std::optional(get_int(v, kc));
+    else if (key == "min_tokens")
+      p.min_tokens = get_int(v, kc);
+    else if (key == "logprobs")
+      p.logprobs = none ? std::nullopt : std::optional(get_int(v, kc));
+    else if (key == "ignore_eos")
+      p.ignore_eos = get_as<bool>(v, kc);
+    else if (key == "include_stop_str_in_output")
+      p.include_stop_str_in_output = get_as<bool>(v, kc);
+    else if (key == "stop") {
+      if (!none) p.stop = get_as<std::vector<std::string>>(v, kc);
+    } else if (key == "stop_token_ids") {
+      if (!none) {
+        for (nb::handle x : nb::cast<nb::sequence>(v)) p.stop_token_ids.push_back(get_int(x, kc));
+      }
+    } else if (key == "seq_seed") {
+      if (!none) {
+        if (PyBool_Check(v.ptr()) || !PyLong_Check(v.ptr()) || nb::cast<long long>(v) < 0) {
+          raise_value("SamplingParams.seq_seed must be a non-negative integer");
+        }
+        p.seq_seed = nb::cast<uint64_t>(v);
+      }
+    } else {
+      raise_value("SamplingParams: unknown parameter '" + key + "'");
+    }
+  }
+  return p;
+}
+
+nb::dict output_to_dict(const RequestOutput& o) {
+  nb::dict d;
+  d["id"] = o.id;
+  d["prompt"] = o.prompt;
+  d["prompt_token_ids"] = o.prompt_token_ids;
+  d["finished"] = o.finished;
+  d["error"] = o.error;
+  nb::list outs;
+  for (const CompletionOutput& c : o.outputs) {
+    nb::dict cd;
+    cd["index"] = c.index;
+    cd["text"] = c.text;
+    cd["token_ids"] = c.token_ids;
+    cd["finish_reason"] = c.finish_reason;
+    cd["stop_reason"] = c.stop_reason;
+    cd["error"] = c.error;
+    cd["num_preemptions"] = c.num_preemptions;
+    if (!c.logprobs.empty()) {
+      nb::list lps;
+      for (const TokenLogprobs& lp : c.logprobs) {
+        nb::dict e;
+        e["token"] = lp.token;
+        e["logprob"] = lp.logprob;
+        e["rank"] = lp.rank;
+        nb::list top;
+        for (const auto& [t, l] : lp.top) top.append(nb::make_tuple(t, l));
+        e["top"] = top;
+        lps.append(e);
+      }
+      cd["logprobs"] = lps;
+    } else {
+      cd["logprobs"] = nb::none();
+    }
+    outs.append(cd);
+  }
+  d["outputs"] = outs;
+  return d;
+}
+
+using PyCallback = std::function<void(int32_t, std::string, std::vector<int32_t>, bool)>;
+
+Engine::StreamCallback wrap(std::optional<PyCallback> cb) {
+  if (!cb) return {};
+  return
+      [f = std::move(*cb)](const StreamDelta& d) { f(d.index, d.text, d.token_ids, d.finished); };
+}
+
+// Engine is neither copyable nor movable (it owns the model): Python holds it by pointer.
+struct PyEngine {
+  std::unique_ptr<Engine> e;
+};
+
+}  // namespace
+
+void bind_engine(nb::module_& m) {
+  m.def(
+      "validate_sampling_params",
+      [](const nb::dict& d) {
+        const Status st = params_from_dict(d).validate();
+        if (!st.ok()) raise(st);
+      },
+      nb::arg("params"), "Raise ValueError naming the first invalid sampling parameter.");
+  m.def(
+      "env_hf_model_dir",
+      []() -> std::optional<std::string> {
+        const auto& env = env_options();
+        if (!env.ok()) raise(env.status());
+        return env->hf_model_dir;
+      },
+      "DEEPINFER_HF_MODEL_DIR as parsed by the typed options (None when unset).");
+
+  nb::class_<PyEngine>(m, "Engine", "The C++ engine (continuous batching on the CPU backend).")
+      .def(
+          "__init__",
+          [](PyEngine* self, const std::string& model_dir, const std::string& tokenizer_path,
+             int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
+             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads) {
+            EngineOptions o;
+            o.model_dir = model_dir;
+            o.tokenizer_path = tokenizer_path;
+            o.max_num_seqs = max_num_seqs;
+            o.max_num_batched_tokens = max_num_batched_tokens;
+            o.max_model_len = max_model_len;
+            o.num_kv_blocks = num_kv_blocks;
+            o.kv_block_size = kv_block_size;
+            o.num_threads = num_threads;
+            Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
+            {
+              nb::gil_scoped_release release;
+              e = Engine::create(o);
+            }
+            if (!e.ok()) raise(e.status());
+            new (self) PyEngine{std::move(*e)};
+          },
+          nb::arg("model_dir"), nb::arg("tokenizer_path") = "", nb::arg("max_num_seqs") = 64,
+          nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
+          nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1)
+      .def(
+          "submit",
+          [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,
+             std::optional<PyCallback> cb) {
+            auto h = pe.e->submit(ids, params_from_dict(params), wrap(std::move(cb)));
+            if (!h.ok()) raise(h.status());
+            return *h;
+          },
+          nb::arg("prompt_token_ids"), nb::arg("params"), nb::arg("on_delta") = nb::none())
+      .def(
+          "submit_text",
+          [](PyEngine& pe, const std::string& text, const nb::dict& params,
+             std::optional<PyCallback> cb) {
+            auto h = pe.e->submit_text(text, params_from_dict(params), wrap(std::move(cb)));
+            if (!h.ok()) raise(h.status());
+            return *h;
+          },
+          nb::arg("prompt"), nb::arg("params"), nb::arg("on_delta") = nb::none())
+      .def("abort",
+           [](PyEngine& pe, int64_t h) {
+             const Status st = pe.e->abort(h);
+             if (!st.ok()) raise(st);
+           })
+      .def("step",
+           [](PyEngine& pe) {
+             nb::list out;
+             for (const RequestOutput& o : pe.e->step()) out.append(output_to_dict(o));
+             return out;
+           })
+      .def("has_unfinished", [](const PyEngine& pe) { return pe.e->has_unfinished(); })
+      .def_prop_ro("vocab_size", [](const PyEngine& pe) { return pe.e->vocab_size(); })
+      .def_prop_ro("max_model_len", [](const PyEngine& pe) { return pe.e->max_model_len(); })
+      .def_prop_ro("has_tokenizer", [](const PyEngine& pe) { return pe.e->has_tokenizer(); })
+      .def("encode", [](const PyEngine& pe, const std::string& t) { return pe.e->encode(t); })
+      .def("decode",
+           [](const PyEngine& pe, const std::vector<int32_t>& ids) { return pe.e->decode(ids); })
+      .def("describe", [](const PyEngine& pe) { return pe.e->describe(); })
+      .def("stats", [](const PyEngine& pe) {
+        const EngineStats& s = pe.e->stats();
+        nb::dict d;
+        d["steps"] = s.steps;
+        d["prompt_tokens"] = s.prompt_tokens;
+        d["generated_tokens"] = s.generated_tokens;
+        d["preemptions"] = s.preemptions;
+        d["forward_seconds"] = s.forward_seconds;
+        d["host_seconds"] = s.host_seconds;
+        return d;
+      });
+}
+
+}  // namespace deepinfer::python

@@ -1,0 +1,357 @@
+"""LLM: offline inference over the C++ engine, shaped like vLLM's `LLM`.
+
+    from deepinfer import LLM, SamplingParams
+    llm = LLM()                                    # DEEPINFER_HF_MODEL_DIR, HF cache, or default
+    outs = llm.generate(["Hello"], SamplingParams(temperature=0, max_tokens=32))
+    print(outs[0].outputs[0].text)
+
+Model lookup for LLM(model=None), first hit wins: DEEPINFER_HF_MODEL_DIR (read by the C++ typed
+options); the Hugging Face cache copy of deepseek-ai/DeepSeek-V4.1-Flash-1017; the embedded
+default model (the installed package's deepinfer/models/default, then the repository's
+models/default), announced with a one-line notice on stderr.
+
+The engine runs requests with continuous batching (chunked prefill mixed with decodes) on the
+CPU backend; generate() submits every prompt at once and steps until all are done. Prompts are
+checked before anything runs (ValueError naming the prompt); `so_args` raises ValueError until
+structured outputs are wired (issue 5).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from deepinfer import _core
+from deepinfer.sampling_params import SamplingParams
+
+__all__ = ["LLM", "RequestOutput", "CompletionOutput", "Logprob", "DEFAULT_HF_MODEL",
+           "resolve_model_dir"]
+
+DEFAULT_HF_MODEL = "deepseek-ai/DeepSeek-V4.1-Flash-1017"
+
+
+@dataclass
+class Logprob:
+    logprob: float
+    rank: int | None = None
+    decoded_token: str | None = None
+
+
+@dataclass
+class CompletionOutput:
+    index: int
+    text: str
+    token_ids: list[int]
+    cumulative_logprob: float | None
+    logprobs: list[dict[int, Logprob]] | None
+    finish_reason: str | None
+    stop_reason: int | str | None = None
+    error: str | None = None
+    # Filled by LLM.chat from the DeepSeek-V4 output parser.
+    reasoning_content: str | None = None
+    content: str | None = None
+    tool_calls: list[dict] = field(default_factory=list)
+
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class RequestOutput:
+    request_id: str
+    prompt: str | None
+    prompt_token_ids: list[int]
+    outputs: list[CompletionOutput]
+    finished: bool = True
+    error: str | None = None
+
+
+def _hf_cache_copy(repo_id: str) -> Path | None:
+    hub = os.environ.get("HF_HUB_CACHE")
+    if not hub:
+        home = os.environ.get("HF_HOME") or os.path.join(Path.home(), ".cache", "huggingface")
+        hub = os.path.join(home, "hub")
+    snapshots = Path(hub) / ("models--" + repo_id.replace("/", "--")) / "snapshots"
+    if not snapshots.is_dir():
+        return None
+    found = [p for p in snapshots.iterdir() if (p / "config.json").is_file()]
+    return max(found, key=lambda p: p.stat().st_mtime) if found else None
+
+
+def _embedded_default() -> Path | None:
+    here = Path(__file__).resolve().parent
+    candidates = [here / "models" / "default"]  # installed wheel
+    candidates += [p / "models" / "default" for p in here.parents]  # repository checkout
+    for c in candidates:
+        if (c / "config.json").is_file():
+            return c
+    return None
+
+
+def resolve_model_dir(model: str | os.PathLike | None = None, *, notice: bool = True) -> str:
+    """The model directory LLM(model) runs, following the lookup order in the module doc."""
+    if model is not None:
+        return str(model)
+    env = _core.env_hf_model_dir()
+    if env:
+        return env
+    cached = _hf_cache_copy(DEFAULT_HF_MODEL)
+    if cached is not None:
+        return str(cached)
+    default = _embedded_default()
+    if default is None:
+        raise FileNotFoundError(
+            f"no model: DEEPINFER_HF_MODEL_DIR is unset, the Hugging Face cache has no "
+            f"{DEFAULT_HF_MODEL}, and the embedded default model (models/default) is missing; "
+            "pass LLM(model=DIR)")
+    if notice:
+        print(f"deepinfer: no model given (DEEPINFER_HF_MODEL_DIR unset, no Hugging Face cache "
+              f"copy of {DEFAULT_HF_MODEL}); using the embedded default model at {default}",
+              file=sys.stderr)
+    return str(default)
+
+
+class _Progress:
+    """tqdm when installed, else a one-line counter on stderr."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.bar = total, 0, None
+        self.enabled = enabled and total > 0
+        self.t0 = time.perf_counter()
+        if not self.enabled:
+            return
+        try:
+            from tqdm import tqdm  # type: ignore
+            self.bar = tqdm(total=total, desc="Processed prompts", dynamic_ncols=True)
+        except ImportError:
+            self.bar = None
+
+    def update(self, n: int, out_tokens: int) -> None:
+        self.done += n
+        if not self.enabled or n == 0:
+            return
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        rate = out_tokens / max(time.perf_counter() - self.t0, 1e-9)
+        end = "\n" if self.done >= self.total else ""
+        print(f"\rProcessed prompts: {self.done}/{self.total} ({rate:.1f} output tok/s)",
+              end=end, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _is_token_list(x: Any) -> bool:
+    return isinstance(x, (list, tuple)) and len(x) > 0 and all(
+        isinstance(t, int) and not isinstance(t, bool) for t in x)
+
+
+class LLM:
+    """A DeepSeek-V4 model behind the continuous-batching engine (CPU backend)."""
+
+    def __init__(
+        self,
+        model: str | os.PathLike | None = None,
+        *,
+        tokenizer: str | None = None,
+        max_num_seqs: int = 64,
+        max_num_batched_tokens: int = 2048,
+        max_model_len: int | None = None,
+        num_kv_blocks: int | None = None,
+        kv_block_size: int | None = None,
+        num_threads: int | None = None,
+    ):
+        self.model_dir = resolve_model_dir(model)
+        self._engine = _core.Engine(
+            self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
+            max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
+            -1 if num_threads is None else num_threads)
+
+    # -- information ------------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self._engine.vocab_size
+
+    @property
+    def max_model_len(self) -> int:
+        return self._engine.max_model_len
+
+    def describe(self) -> str:
+        return self._engine.describe()
+
+    def stats(self) -> dict:
+        return self._engine.stats()
+
+    def encode(self, text: str) -> list[int]:
+        self._need_tokenizer("encode")
+        return self._engine.encode(text)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._engine.decode(list(ids))
+
+    def _need_tokenizer(self, what: str) -> None:
+        if not self._engine.has_tokenizer:
+            raise ValueError(f"{what}: the model at {self.model_dir} has no tokenizer.json; "
+                             "give token-id prompts (lists of ints)")
+
+    # -- generation -------------------------------------------------------------------------
+    def _normalize(self, prompts: Any) -> list[tuple[str | None, list[int]]]:
+        if isinstance(prompts, (str, dict)) or _is_token_list(prompts):
+            prompts = [prompts]
+        if not isinstance(prompts, (list, tuple)):
+            raise ValueError("prompts: expected a str, a list of str, or a list of token-id "
+                             f"lists, got {type(prompts).__name__}")
+        out = []
+        for i, p in enumerate(prompts):
+            if isinstance(p, dict):
+                if "prompt_token_ids" in p:
+                    p = list(p["prompt_token_ids"])
+                elif "prompt" in p:
+                    p = p["prompt"]
+                else:
+                    raise ValueError(f"prompt {i}: a dict prompt needs 'prompt' or "
+                                     "'prompt_token_ids'")
+            if isinstance(p, str):
+                self._need_tokenizer(f"prompt {i}")
+                ids = self._engine.encode(p)
+                text: str | None = p
+            elif isinstance(p, (list, tuple)) and all(
+                    isinstance(t, int) and not isinstance(t, bool) for t in p):
+                ids, text = list(p), None
+            else:
+                raise ValueError(f"prompt {i}: expected a str or a list of token ids, got "
+                                 f"{type(p).__name__}")
+            if not ids:
+                raise ValueError(f"prompt {i} is empty: give at least one token")
+            vocab = self.vocab_size
+            for j, t in enumerate(ids):
+                if t < 0 or t >= vocab:
+                    raise ValueError(f"prompt {i}: token {j} is id {t}, outside the model's "
+                                     f"vocabulary [0, {vocab})")
+            if len(ids) >= self.max_model_len:
+                raise ValueError(f"prompt {i} has {len(ids)} tokens; the model's maximum "
+                                 f"(max_model_len) is {self.max_model_len}, which must also "
+                                 "leave room for one generated token")
+            out.append((text, ids))
+        return out
+
+    def _params_list(self, params: Any, n: int) -> list[SamplingParams]:
+        if params is None:
+            params = SamplingParams()
+        if isinstance(params, SamplingParams):
+            plist = [params] * n
+        elif isinstance(params, (list, tuple)):
+            if len(params) != n:
+                raise ValueError(f"sampling_params: {len(params)} given for {n} prompts; give one "
+                                 "SamplingParams or one per prompt")
+            plist = list(params)
+        else:
+            raise ValueError("sampling_params: expected a SamplingParams or a list of them, got "
+                             f"{type(params).__name__}")
+        for i, p in enumerate(plist):
+            if not isinstance(p, SamplingParams):
+                raise ValueError(f"sampling_params[{i}]: expected SamplingParams, got "
+                                 f"{type(p).__name__}")
+            if p.so_args is not None:
+                raise ValueError("so_args (structured outputs) is not supported by this engine "
+                                 "yet: structured outputs arrive with issue 5")
+            if p.stop and not self._engine.has_tokenizer:
+                raise ValueError(f"sampling_params[{i}]: stop strings need a tokenizer; the "
+                                 f"model at {self.model_dir} has none (use stop_token_ids)")
+        return plist
+
+    def _wrap(self, d: dict, want_logprobs: bool) -> RequestOutput:
+        outs = []
+        for c in d["outputs"]:
+            lps, cum = None, None
+            if want_logprobs and c["logprobs"] is not None:
+                lps, cum = [], 0.0
+                for e in c["logprobs"]:
+                    entry = {t: Logprob(l, r + 1) for r, (t, l) in enumerate(e["top"])}
+                    entry[e["token"]] = Logprob(e["logprob"], e["rank"])
+                    lps.append(entry)
+                    cum += e["logprob"]
+            outs.append(CompletionOutput(
+                index=c["index"], text=c["text"], token_ids=list(c["token_ids"]),
+                cumulative_logprob=cum, logprobs=lps, finish_reason=c["finish_reason"] or None,
+                stop_reason=c["stop_reason"], error=c["error"] or None))
+        return RequestOutput(request_id=str(d["id"]), prompt=d["prompt"] or None,
+                             prompt_token_ids=list(d["prompt_token_ids"]), outputs=outs,
+                             finished=d["finished"], error=d["error"] or None)
+
+    def generate(self, prompts: Any, sampling_params: SamplingParams | Sequence[SamplingParams]
+                 | None = None, *, use_tqdm: bool = True) -> list[RequestOutput]:
+        """One RequestOutput per prompt, in prompt order."""
+        items = self._normalize(prompts)
+        plist = self._params_list(sampling_params, len(items))
+        handles = []
+        try:
+            for (text, ids), p in zip(items, plist):
+                h = self._engine.submit(ids, p.to_engine_dict())
+                handles.append((h, text, p.logprobs is not None))
+        except Exception:
+            for h, _, _ in handles:
+                self._engine.abort(h)
+            self._drain()
+            raise
+        results: dict[int, dict] = {}
+        bar = _Progress(len(handles), use_tqdm)
+        tokens = 0
+        try:
+            while self._engine.has_unfinished():
+                done = self._engine.step()
+                for d in done:
+                    results[d["id"]] = d
+                    tokens += sum(len(c["token_ids"]) for c in d["outputs"])
+                bar.update(len(done), tokens)
+        except KeyboardInterrupt:
+            for h, _, _ in handles:
+                if h not in results:
+                    self._engine.abort(h)
+            self._drain()
+            raise
+        finally:
+            bar.close()
+        outs = []
+        for h, text, want_lp in handles:
+            o = self._wrap(results[h], want_lp)
+            o.prompt = text
+            outs.append(o)
+        return outs
+
+    def _drain(self) -> None:
+        while self._engine.has_unfinished():
+            self._engine.step()
+
+    def chat(self, messages: list[dict] | list[list[dict]],
+             sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,
+             thinking: bool = False, use_tqdm: bool = True, tools: Iterable[dict] | None = None,
+             reasoning_effort: str | None = None, **render_kwargs: Any) -> list[RequestOutput]:
+        """Chat in the DeepSeek-V4 format: one conversation (list of messages) or several.
+
+        Each completion gets `reasoning_content`, `content` and `tool_calls` from the V4
+        output parser; `text` stays the raw generated text.
+        """
+        from deepinfer.chat import parse_assistant_output, render_chat
+
+        self._need_tokenizer("chat")
+        if not isinstance(messages, (list, tuple)) or not messages:
+            raise ValueError("chat: messages must be a non-empty list of message dicts (or a list "
+                             "of such lists)")
+        convs = [messages] if isinstance(messages[0], dict) else list(messages)
+        prompts = [render_chat(list(c), thinking=thinking, tools=tools,
+                               reasoning_effort=reasoning_effort, **render_kwargs) for c in convs]
+        outs = self.generate(prompts, sampling_params, use_tqdm=use_tqdm)
+        for o in outs:
+            for c in o.outputs:
+                parsed = parse_assistant_output(c.text, thinking=thinking)
+                c.reasoning_content = parsed.get("reasoning_content") or None
+                c.content = parsed.get("content") or ""
+                c.tool_calls = parsed.get("tool_calls") or []
+        return outs

@@ -1,0 +1,65 @@
+// deepinfer::Engine: the public wrapper (include/deepinfer/engine.h) over runtime::EngineCore.
+#include "deepinfer/engine.h"
+
+#include <utility>
+
+#include "runtime/engine_core.h"
+
+namespace deepinfer {
+
+Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<runtime::EngineCore> core,
+                      runtime::EngineCore::create(options));
+  return std::unique_ptr<Engine>(new Engine(std::move(core)));
+}
+
+Engine::Engine(std::unique_ptr<runtime::EngineCore> core) : core_(std::move(core)) {}
+Engine::~Engine() = default;
+
+Expected<RequestHandle> Engine::submit(std::span<const int32_t> prompt_ids,
+                                       const SamplingParams& params, StreamCallback on_delta) {
+  return core_->submit(prompt_ids, {}, params, std::move(on_delta));
+}
+
+Expected<RequestHandle> Engine::submit_text(std::string_view prompt, const SamplingParams& params,
+                                            StreamCallback on_delta) {
+  const tokenizer::Tokenizer* tok = core_->tokenizer();
+  if (tok == nullptr) {
+    return invalid_argument(
+        "text prompt given but the model directory has no tokenizer.json: pass token ids, or "
+        "EngineOptions.tokenizer_path");
+  }
+  const std::vector<int32_t> ids = tok->encode(prompt);
+  return core_->submit(ids, std::string(prompt), params, std::move(on_delta));
+}
+
+Status Engine::abort(RequestHandle id) { return core_->abort(id); }
+std::vector<RequestOutput> Engine::step() { return core_->step(); }
+
+std::vector<RequestOutput> Engine::run_until_done() {
+  std::vector<RequestOutput> all;
+  while (core_->has_unfinished()) {
+    for (RequestOutput& o : core_->step()) all.push_back(std::move(o));
+  }
+  return all;
+}
+
+bool Engine::has_unfinished() const { return core_->has_unfinished(); }
+int64_t Engine::vocab_size() const { return core_->vocab_size(); }
+int64_t Engine::max_model_len() const { return core_->max_model_len(); }
+bool Engine::has_tokenizer() const { return core_->tokenizer() != nullptr; }
+
+std::vector<int32_t> Engine::encode(std::string_view text) const {
+  const tokenizer::Tokenizer* tok = core_->tokenizer();
+  return tok ? tok->encode(text) : std::vector<int32_t>{};
+}
+
+std::string Engine::decode(std::span<const int32_t> ids) const {
+  const tokenizer::Tokenizer* tok = core_->tokenizer();
+  return tok ? tok->decode(ids, /*skip_special=*/true) : std::string();
+}
+
+const EngineStats& Engine::stats() const { return core_->stats(); }
+std::string Engine::describe() const { return core_->describe(); }
+
+}  // namespace deepinfer

@@ -1,0 +1,191 @@
+"""The Python API over the engine: LLM / SamplingParams as a vLLM user drives them.
+
+Most tests use the committed tiny checkpoint tests/data/model/v4_tiny_a/hf_fp32 (no tokenizer:
+token-id prompts; fast); the text and chat tests use the embedded default model models/default.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+from deepinfer import LLM, SamplingParams
+
+TINY = "tests/data/model/v4_tiny_a/hf_fp32"
+PROMPTS = [[5, 17, 42, 7], [3], [100, 101, 102, 103, 104, 105, 106, 107, 108, 9],
+           [200, 2, 2, 2, 250, 31], list(range(11, 34))]
+
+
+@pytest.fixture(scope="module")
+def tiny(repo_dir):
+    return LLM(str(repo_dir / TINY), max_num_batched_tokens=7, num_threads=1)
+
+
+@pytest.fixture(scope="module")
+def default_llm(repo_dir):
+    return LLM(str(repo_dir / "models" / "default"), max_model_len=512)
+
+
+def greedy(n, **kw):
+    return SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True, **kw)
+
+
+def test_batched_greedy_equals_one_at_a_time(tiny):
+    batched = tiny.generate(PROMPTS, greedy(10), use_tqdm=False)
+    assert [o.prompt_token_ids for o in batched] == PROMPTS
+    for p, o in zip(PROMPTS, batched):
+        alone = tiny.generate([p], greedy(10), use_tqdm=False)[0]
+        assert o.outputs[0].token_ids == alone.outputs[0].token_ids
+        assert len(o.outputs[0].token_ids) == 10
+        assert o.outputs[0].finish_reason == "length"
+
+
+def test_deterministic_sampling_alone_batched_and_preempted(repo_dir, tiny):
+    p = SamplingParams(temperature=1.0, top_k=50, max_tokens=12, ignore_eos=True, seq_seed=11)
+    alone = tiny.generate([PROMPTS[2]], p, use_tqdm=False)[0].outputs[0].token_ids
+    others = [SamplingParams(temperature=0.8, max_tokens=12, ignore_eos=True, seq_seed=s)
+              for s in range(4)]
+    batch = tiny.generate(PROMPTS[:2] + [PROMPTS[2]] + PROMPTS[3:] + [PROMPTS[0]],
+                          others[:2] + [p] + others[2:] + [greedy(3)], use_tqdm=False)
+    assert batch[2].outputs[0].token_ids == alone
+    starved = LLM(str(repo_dir / TINY), kv_block_size=8, num_kv_blocks=40,
+                  max_num_batched_tokens=16, num_threads=1)
+    batch2 = starved.generate(PROMPTS[:2] + [PROMPTS[2]] + PROMPTS[3:] + [PROMPTS[0]],
+                              others[:2] + [p] + others[2:] + [greedy(3)], use_tqdm=False)
+    assert starved.stats()["preemptions"] > 0
+    assert batch2[2].outputs[0].token_ids == alone
+    rechunked = LLM(str(repo_dir / TINY), max_num_batched_tokens=3, num_threads=1)
+    assert rechunked.generate([PROMPTS[2]], p, use_tqdm=False)[0].outputs[0].token_ids == alone
+    other_seed = tiny.generate([PROMPTS[2]], p.clone(seq_seed=12), use_tqdm=False)[0]
+    assert other_seed.outputs[0].token_ids != alone
+
+
+def test_seed_alias_and_n_samples_with_logprobs(tiny):
+    p = SamplingParams(n=3, temperature=1.0, max_tokens=6, ignore_eos=True, seed=5, logprobs=2)
+    assert p.seq_seed == 5
+    o = tiny.generate(PROMPTS[0], p, use_tqdm=False)[0]
+    assert [c.index for c in o.outputs] == [0, 1, 2]
+    assert len({tuple(c.token_ids) for c in o.outputs}) > 1
+    for c in o.outputs:
+        assert len(c.logprobs) == 6
+        for tok, entry in zip(c.token_ids, c.logprobs):
+            assert tok in entry and entry[tok].logprob <= 0.0
+            assert len(entry) >= 2
+        assert c.cumulative_logprob == pytest.approx(
+            sum(e[t].logprob for t, e in zip(c.token_ids, c.logprobs)), rel=1e-5)
+
+
+def test_stop_token_ids_and_max_tokens(tiny):
+    ref = tiny.generate([PROMPTS[0]], greedy(8), use_tqdm=False)[0].outputs[0].token_ids
+    stop_at = ref[2]
+    o = tiny.generate([PROMPTS[0]], greedy(8, stop_token_ids=[stop_at]), use_tqdm=False)[0]
+    c = o.outputs[0]
+    assert c.finish_reason == "stop" and c.stop_reason == stop_at
+    assert c.token_ids == ref[:ref.index(stop_at) + 1]
+    short = tiny.generate([PROMPTS[0]], greedy(1), use_tqdm=False)[0].outputs[0]
+    assert short.token_ids == ref[:1] and short.finish_reason == "length"
+
+
+@pytest.mark.parametrize("kwargs, needle", [
+    ({"temperature": -1.0}, "temperature"),
+    ({"top_p": 0.0}, "top_p"),
+    ({"top_p": 1.5}, "top_p"),
+    ({"max_tokens": 0}, "max_tokens"),
+    ({"n": 0}, "n"),
+    ({"logprobs": 50}, "logprobs"),
+    ({"temperature": 0.0, "n": 2}, "n"),
+    ({"top_k": "3"}, "top_k"),
+    ({"bogus_key": 1}, "bogus_key"),
+    ({"so_args": {"schema_type": "xml", "schema": "x"}}, "schema_type"),
+    ({"so_args": {"schema_type": "regex"}}, "schema"),
+])
+def test_invalid_sampling_params_raise_value_error(kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        SamplingParams(**kwargs)
+
+
+def test_so_args_refused_at_generate_not_ignored(tiny):
+    p = SamplingParams(max_tokens=2, so_args={"schema_type": "regex", "schema": "[a-z]+"})
+    with pytest.raises(ValueError, match="issue 5"):
+        tiny.generate([PROMPTS[0]], p, use_tqdm=False)
+
+
+def test_bad_prompts_raise_and_engine_keeps_serving(tiny):
+    with pytest.raises(ValueError, match="empty"):
+        tiny.generate([[]], greedy(2), use_tqdm=False)
+    with pytest.raises(ValueError, match="vocabulary"):
+        tiny.generate([[1, 2, 999]], greedy(2), use_tqdm=False)
+    with pytest.raises(ValueError, match="max_model_len"):
+        tiny.generate([[3] * (tiny.max_model_len + 5)], greedy(2), use_tqdm=False)
+    with pytest.raises(ValueError, match="tokenizer"):
+        tiny.generate("text needs a tokenizer", greedy(2), use_tqdm=False)
+    with pytest.raises(ValueError, match="one per prompt"):
+        tiny.generate(PROMPTS[:2], [greedy(2)] * 3, use_tqdm=False)
+    o = tiny.generate([PROMPTS[1]], greedy(3), use_tqdm=False)[0]
+    assert len(o.outputs[0].token_ids) == 3 and o.error is None
+
+
+def test_abort_mid_stream(repo_dir):
+    from deepinfer import _core
+    eng = _core.Engine(str(repo_dir / TINY), num_threads=1)
+    seen = []
+    victim = eng.submit(PROMPTS[0], greedy(40).to_engine_dict(),
+                        lambda i, text, toks, fin: seen.extend(toks))
+    other = eng.submit(PROMPTS[1], greedy(10).to_engine_dict())
+    results, aborted = {}, False
+    while eng.has_unfinished():
+        if len(seen) >= 3 and not aborted:
+            eng.abort(victim)
+            aborted = True
+        for d in eng.step():
+            results[d["id"]] = d
+    assert results[victim]["outputs"][0]["finish_reason"] == "abort"
+    assert len(results[victim]["outputs"][0]["token_ids"]) < 40
+    assert len(results[other]["outputs"][0]["token_ids"]) == 10
+    with pytest.raises(FileNotFoundError):
+        eng.abort(victim)
+
+
+def test_default_model_fallback_notice(repo_dir, tmp_path):
+    code = ("import deepinfer.llm as l; print(l.resolve_model_dir())")
+    env = {"PATH": "/usr/bin:/bin", "HF_HOME": str(tmp_path), "PYTHONPATH": sys.path[0] if
+           sys.path[0] else ".", **{k: v for k, v in __import__("os").environ.items()
+                                    if k == "PYTHONPATH"}}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=repo_dir)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().endswith("models/default")
+    notice = [ln for ln in r.stderr.splitlines() if "embedded default model" in ln]
+    assert len(notice) == 1
+    env["DEEPINFER_HF_MODEL_DIR"] = str(repo_dir / TINY)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                       cwd=repo_dir)
+    assert r.stdout.strip() == str(repo_dir / TINY) and "embedded" not in r.stderr
+
+
+def test_text_generate_and_stop_strings_on_default_model(default_llm):
+    outs = default_llm.generate(["In the beginning God created", "The meaning of"],
+                                greedy(12), use_tqdm=False)
+    assert outs[0].prompt == "In the beginning God created"
+    for o in outs:
+        c = o.outputs[0]
+        assert len(c.token_ids) == 12 and c.text
+        assert default_llm.decode(c.token_ids).startswith(c.text[:3])
+    full = outs[0].outputs[0].text
+    word = full.strip().split()[1] if len(full.split()) > 1 else full.strip()
+    o = default_llm.generate(["In the beginning God created"], greedy(12, stop=[word]),
+                             use_tqdm=False)[0].outputs[0]
+    assert o.finish_reason == "stop"
+    assert word not in o.text and full.startswith(o.text)
+
+
+def test_chat_returns_text(default_llm):
+    outs = default_llm.chat([{"role": "user", "content": "Who created the heaven?"}],
+                            SamplingParams(temperature=0.0, max_tokens=24), use_tqdm=False)
+    c = outs[0].outputs[0]
+    assert c.text and c.token_ids
+    assert c.content is not None
+    both = default_llm.chat([[{"role": "user", "content": "Hello"}],
+                             [{"role": "user", "content": "Bye"}]],
+                            SamplingParams(temperature=0.0, max_tokens=4), use_tqdm=False)
+    assert len(both) == 2
