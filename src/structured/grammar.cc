@@ -1,28 +1,14 @@
 // Grammar IR builders, the code point -> UTF-8 byte-range expansion, and a debug printer.
 #include "structured/grammar.h"
 
+#include "tokenizer/utf8.h"
+
 #include <algorithm>
 #include <cstdio>
 
 namespace deepinfer::structured {
 
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void append_utf8(uint32_t cp, std::string& out) { tokenizer::utf8::append_code_point(cp, out); }
 
 int32_t Grammar::add_rule(std::string name) {
   rules_.push_back(Rule{std::move(name), -1});
