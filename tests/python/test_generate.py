@@ -112,3 +112,40 @@ def test_text_when_model_dir_has_tokenizer(cli, repo_dir, v4_tokenizer_path, tmp
     from tokenizers import Tokenizer  # HF's own decoder as the reference for the text
     assert out["text"] == Tokenizer.from_file(str(v4_tokenizer_path)).decode(out["token_ids"],
                                                                             skip_special_tokens=False)
+
+
+def test_stats(cli, repo_dir):
+    ids = [171, 129, 100, 223, 76, 53, 97, 12, 200]
+    plain = generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 12, "--ignore-eos", "--json")
+    r = generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 12, "--ignore-eos", "--json",
+                 "--stats")
+    assert r.returncode == 0 and plain.returncode == 0, (r.stderr, plain.stderr)
+    assert "stats" not in json.loads(plain.stdout)
+    out = json.loads(r.stdout)
+    assert out["token_ids"] == json.loads(plain.stdout)["token_ids"]  # timing changes nothing
+    s = out["stats"]
+    assert s["prompt_tokens"] == len(ids)
+    assert s["generated_tokens"] == 12 and s["decode_steps"] == 11
+    assert s["threads"] >= 1
+    for key in ("load_s", "prefill_s", "decode_s"):
+        assert 0 < s[key] < 60, (key, s)
+    assert s["prefill_tokens_per_s"] == pytest.approx(len(ids) / s["prefill_s"], rel=1e-9)
+    assert s["decode_tokens_per_s"] == pytest.approx(11 / s["decode_s"], rel=1e-9)
+    # The process holds at least the 1.7 MB checkpoint once loaded; peak covers after-load.
+    assert s["rss_after_load_bytes"] > 1_600_000
+    assert s["peak_rss_bytes"] >= s["peak_rss_after_load_bytes"] > 1_600_000
+    assert s["peak_rss_bytes"] < 4 << 30
+
+    text = generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 3, "--stats")
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.splitlines()
+    assert lines[0].split() == list(map(str, json.loads(plain.stdout)["token_ids"][:3]))
+    assert lines[1].startswith("prompt 9 tokens: prefill") and "peak RSS" in lines[1]
+
+
+def test_stats_without_generation(cli, repo_dir):
+    r = generate(cli, repo_dir, MODEL_A, [5], "--max-tokens", 0, "--json", "--stats")
+    assert r.returncode == 0, r.stderr
+    s = json.loads(r.stdout)["stats"]
+    assert s["generated_tokens"] == 0 and s["decode_steps"] == 0
+    assert s["prefill_s"] == 0 and s["decode_tokens_per_s"] == 0

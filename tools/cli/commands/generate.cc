@@ -3,16 +3,24 @@
 // backend, one sequence, through model::deepseek_v4::Model (prefill, then one decode step per
 // token). Sampling (temperature > 0) arrives with the engine issue; until then a non-zero
 // temperature is refused rather than silently ignored. Prints the generated ids (and their text
-// when the model directory has a tokenizer.json).
+// when the model directory has a tokenizer.json). `--stats` adds timings (load, prefill = the first
+// extend over the whole prompt, decode = every later one-token step) and memory (peak RSS from
+// getrusage, RSS right after load from /proc/self/statm) for bench/model_cpu.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -31,6 +39,7 @@ struct GenerateArgs {
   double temperature = 0.0;
   bool ignore_eos = false;
   bool json_output = false;
+  bool stats = false;
   std::string backend = "opt";
 };
 
@@ -67,6 +76,26 @@ Expected<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// getrusage reports ru_maxrss in KiB on Linux.
+int64_t peak_rss_bytes() {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return -1;
+  return static_cast<int64_t>(u.ru_maxrss) * 1024;
+}
+
+// Resident set now (second field of /proc/self/statm, in pages); -1 where unavailable.
+int64_t current_rss_bytes() {
+  std::ifstream f("/proc/self/statm");
+  int64_t size = 0, resident = -1;
+  if (!(f >> size >> resident)) return -1;
+  return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
 int run(const GenerateArgs& args) {
   if (args.temperature != 0.0) {
     char t[32];
@@ -82,6 +111,10 @@ int run(const GenerateArgs& args) {
 
   const auto& env = env_options();
   std::unique_ptr<backend::Ops> ops;
+  // What make_opt_ops does with 0: one thread per hardware thread.
+  int threads = env.ok() ? env->num_threads : 0;
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (args.backend != "opt") threads = 1;
   if (args.backend == "opt") {
     ops = backend::cpu::make_opt_ops(env.ok() ? env->num_threads : 0);
   } else if (args.backend == "ref") {
@@ -91,9 +124,13 @@ int run(const GenerateArgs& args) {
   }
 
   using model::deepseek_v4::Model;
+  const auto t_load = Clock::now();
   auto loaded = Model::load(args.model_dir, *ops);
   if (!loaded.ok()) return fail(1, loaded.status().message());
   Model& m = *loaded;
+  const double load_s = seconds_since(t_load);
+  const int64_t rss_after_load = current_rss_bytes();
+  const int64_t peak_after_load = peak_rss_bytes();
   const int64_t V = m.vocab_size();
   for (size_t i = 0; i < ids->size(); ++i) {
     if ((*ids)[i] >= V) {
@@ -108,8 +145,11 @@ int run(const GenerateArgs& args) {
   std::vector<int32_t> out_ids;
   std::string finish = "length";
   std::vector<int32_t> step(*ids);
+  double prefill_s = 0.0, decode_s = 0.0;
   for (int i = 0; i < args.max_tokens; ++i) {
+    const auto t_step = Clock::now();
     auto out = m.extend(seq, step);
+    (i == 0 ? prefill_s : decode_s) += seconds_since(t_step);
     if (!out.ok()) return fail(1, out.status().message());
     const float* l = out->logits.data();
     const int32_t next = static_cast<int32_t>(std::max_element(l, l + V) - l);
@@ -136,11 +176,40 @@ int run(const GenerateArgs& args) {
     j["token_ids"] = out_ids;
     j["finish_reason"] = finish;
     if (has_text) j["text"] = text;
+    if (args.stats) {
+      // The first generated token comes from the prefill; each later one from a decode step.
+      const int64_t decode_steps = out_ids.empty() ? 0 : static_cast<int64_t>(out_ids.size()) - 1;
+      const auto rate = [](double n, double s) { return s > 0.0 ? n / s : 0.0; };
+      j["stats"] = {
+          {"prompt_tokens", ids->size()},
+          {"generated_tokens", out_ids.size()},
+          {"decode_steps", decode_steps},
+          {"threads", threads},
+          {"load_s", load_s},
+          {"prefill_s", prefill_s},
+          {"decode_s", decode_s},
+          {"prefill_tokens_per_s", rate(static_cast<double>(ids->size()), prefill_s)},
+          {"decode_tokens_per_s", rate(static_cast<double>(decode_steps), decode_s)},
+          {"rss_after_load_bytes", rss_after_load},
+          {"peak_rss_after_load_bytes", peak_after_load},
+          {"peak_rss_bytes", peak_rss_bytes()},
+      };
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     for (size_t i = 0; i < out_ids.size(); ++i) std::printf(i ? " %d" : "%d", out_ids[i]);
     std::printf("\n");
     if (has_text) std::printf("%s\n", text.c_str());
+    if (args.stats) {
+      const int64_t n = static_cast<int64_t>(out_ids.size());
+      std::printf("prompt %zu tokens: prefill %.4f s (%.1f tok/s); decode %lld tokens %.4f s "
+                  "(%.1f tok/s); load %.3f s; peak RSS %.1f MiB\n",
+                  ids->size(), prefill_s,
+                  prefill_s > 0 ? static_cast<double>(ids->size()) / prefill_s : 0.0,
+                  static_cast<long long>(n > 0 ? n - 1 : 0), decode_s,
+                  decode_s > 0 ? static_cast<double>(n > 0 ? n - 1 : 0) / decode_s : 0.0, load_s,
+                  static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0));
+    }
   }
   std::fflush(stdout);  // also when run inside the Python extension
   return 0;
@@ -163,6 +232,9 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after an end-of-sequence token");
   cmd->add_flag("--json", args->json_output,
                 "print {\"token_ids\": [...], \"finish_reason\": ..., \"text\": ...}");
+  cmd->add_flag("--stats", args->stats,
+                "add timings (load/prefill/decode, tokens/s) and memory (peak RSS) to the output "
+                "(JSON: a \"stats\" object)");
   cmd->add_option("--backend", args->backend,
                   "CPU backend: opt (threaded, default) or ref (the slow FP32 oracle, for "
                   "debugging)");
