@@ -74,7 +74,8 @@ def test_zero_max_tokens(cli, repo_dir):
     (["--prompt-ids", ""], 2, "--prompt-ids is empty"),
     (["--prompt-ids", "5,,6"], 2, "empty item"),
     (["--prompt-ids", "5,x"], 2, "'x' is not a token id"),
-    (["--prompt-ids", "5", "--temperature", "0.7"], 2, "sampling arrives with the engine"),
+    (["--prompt-ids", "5", "--temperature", "0.7", "--top-p", "1.5"], 2, "top_p = 1.5 is invalid"),
+    (["--max-tokens", "3"], 2, "no prompt: give --prompt TEXT"),
     (["--prompt-ids", "5", "--backend", "gpu"], 2, "expected opt or ref"),
 ])
 def test_usage_errors(cli, repo_dir, args, code, message):
@@ -149,3 +150,39 @@ def test_stats_without_generation(cli, repo_dir):
     s = json.loads(r.stdout)["stats"]
     assert s["generated_tokens"] == 0 and s["decode_steps"] == 0
     assert s["prefill_s"] == 0 and s["decode_tokens_per_s"] == 0
+
+
+DEFAULT_MODEL = "models/default"
+
+
+def test_text_prompts_through_the_engine(cli, repo_dir):
+    r = cli("generate", "--model", repo_dir / DEFAULT_MODEL, "--prompt", "A river is",
+            "--prompt", "And God said", "--max-tokens", 6, "--ignore-eos", "--json")
+    assert r.returncode == 0, r.stderr
+    outs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [o["prompt"] for o in outs] == ["A river is", "And God said"]  # given order
+    for o in outs:
+        assert len(o["token_ids"]) == 6 and o["finish_reason"] == "length"
+        assert o["text"] and o["prompt_token_ids"]
+    # Greedy through the engine equals greedy through the direct model path.
+    ids = outs[0]["prompt_token_ids"]
+    direct = generate(cli, repo_dir, DEFAULT_MODEL, ids, "--max-tokens", 6, "--ignore-eos", "--json")
+    assert json.loads(direct.stdout)["token_ids"] == outs[0]["token_ids"]
+
+
+def test_sampling_is_seeded(cli, repo_dir):
+    def sample(seed):
+        r = cli("generate", "--model", repo_dir / DEFAULT_MODEL, "--prompt", "In the beginning",
+                "--max-tokens", 12, "--temperature", "1.0", "--seed", seed, "--ignore-eos", "--json")
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["token_ids"]
+    a, b, c = sample(7), sample(7), sample(8)
+    assert a == b and len(a) == 12
+    assert a != c  # 12 tokens at temperature 1 from a 8192-token vocabulary
+
+
+def test_streams_a_single_prompt(cli, repo_dir):
+    r = cli("generate", "--model", repo_dir / DEFAULT_MODEL, "--prompt", "-", "--max-tokens", 5,
+            "--ignore-eos", input="A river is")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()

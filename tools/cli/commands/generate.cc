@@ -26,6 +26,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "base/options.h"
 #include "commands.h"
+#include "commands/generate_engine.h"
 #include "model/deepseek_v4/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,8 +34,10 @@ namespace deepinfer::cli {
 namespace {
 
 struct GenerateArgs {
+  GenerateEngineArgs engine;  // text prompts and sampling options (the engine path)
   std::string model_dir;
   std::string prompt_ids;
+  bool prompt_ids_given = false;
   int max_tokens = 16;
   double temperature = 0.0;
   bool ignore_eos = false;
@@ -96,17 +99,32 @@ int64_t current_rss_bytes() {
   return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
-int run(const GenerateArgs& args) {
-  if (args.temperature != 0.0) {
-    char t[32];
-    std::snprintf(t, sizeof(t), "%g", args.temperature);
-    return fail(2, std::string("--temperature ") + t +
-                       ": only greedy decoding (--temperature 0) is available; sampling arrives "
-                       "with the engine");
-  }
+// Text prompts, sampling (temperature > 0) or --stream go through the engine; greedy token-id
+// prompts take the direct model path below (what the numerics tests and bench/model_cpu use).
+bool wants_engine(const GenerateArgs& args) {
+  return !args.engine.prompts.empty() || !args.engine.prompts_file.empty() ||
+         args.temperature != 0.0 || !args.engine.stop.empty();
+}
+
+int run(GenerateArgs args) {
   if (args.max_tokens < 0) return fail(2, "--max-tokens must be >= 0");
+  if (!args.prompt_ids_given && !wants_engine(args)) {
+    return fail(2, "no prompt: give --prompt TEXT (or - for stdin), --prompts-file, or --prompt-ids");
+  }
   auto ids = parse_ids(args.prompt_ids);
   if (!ids.ok()) return fail(2, ids.status().message());
+  if (wants_engine(args)) {
+    GenerateEngineArgs e = args.engine;
+    e.model_dir = args.model_dir;
+    e.max_tokens = args.max_tokens;
+    e.temperature = args.temperature;
+    e.ignore_eos = args.ignore_eos;
+    e.json_output = args.json_output;
+    e.stats = args.stats;
+    e.backend = args.backend;
+    e.prompt_ids.assign(ids->begin(), ids->end());
+    return run_generate_with_engine(e);
+  }
   if (ids->empty()) return fail(2, "--prompt-ids is empty: give at least one token id");
 
   const auto& env = env_options();
@@ -220,15 +238,24 @@ int run(const GenerateArgs& args) {
 void register_generate_command(CLI::App& app, CommandAction& action) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "generate", "Greedy generation from prompt token ids with a DeepSeek-V4 model (CPU)");
+      "generate", "Generate text (or token ids) with a DeepSeek-V4 model on the CPU");
   cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors)")
       ->required();
-  cmd->add_option("--prompt-ids", args->prompt_ids,
-                  "comma-separated prompt token ids, e.g. 5,17,42")
-      ->required();
+  CLI::Option* ids_option = cmd->add_option("--prompt-ids", args->prompt_ids,
+                                            "comma-separated prompt token ids, e.g. 5,17,42");
+  cmd->add_option("--prompt", args->engine.prompts,
+                  "a text prompt (repeatable; - reads stdin); prompts run batched");
+  cmd->add_option("--prompts-file", args->engine.prompts_file, "text prompts, one per line");
+  cmd->add_option("--top-p", args->engine.top_p, "nucleus sampling mass (default 1)");
+  cmd->add_option("--top-k", args->engine.top_k, "top-k sampling (0 or -1: off)");
+  cmd->add_option("--min-p", args->engine.min_p, "min-p sampling (default 0)");
+  cmd->add_option("--seed", args->engine.seed, "seq_seed: same seed, same tokens");
+  cmd->add_option("--stop", args->engine.stop, "stop string (repeatable), excluded from the output");
+  cmd->add_flag("--no-stream", [args](int64_t) { args->engine.stream = false; },
+                "print a single prompt's text at the end instead of streaming it");
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate (default 16)");
   cmd->add_option("--temperature", args->temperature,
-                  "must be 0 (greedy); sampling arrives with the engine");
+                  "0 = greedy (default); > 0 samples through the engine");
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after an end-of-sequence token");
   cmd->add_flag("--json", args->json_output,
                 "print {\"token_ids\": [...], \"finish_reason\": ..., \"text\": ...}");
@@ -238,7 +265,10 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--backend", args->backend,
                   "CPU backend: opt (threaded, default) or ref (the slow FP32 oracle, for "
                   "debugging)");
-  cmd->callback([args, &action] { action = [args] { return run(*args); }; });
+  cmd->callback([args, ids_option, &action] {
+    args->prompt_ids_given = ids_option->count() > 0;
+    action = [args] { return run(*args); };
+  });
 }
 
 }  // namespace deepinfer::cli

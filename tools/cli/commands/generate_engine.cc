@@ -1,0 +1,141 @@
+// The engine path of `deepinfer generate`: text prompts (arguments, a file, or stdin) and
+// sampling, through deepinfer::Engine (continuous batching: every prompt is submitted first,
+// then one engine loop runs them together). Streams text as it becomes final when one prompt is
+// given (--stream), prints one JSON object per prompt with --json. The token-id greedy path in
+// generate.cc stays the simplest whole path (numerics checks, bench/model_cpu).
+#include "commands/generate_engine.h"
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "deepinfer/engine.h"
+
+namespace deepinfer::cli {
+namespace {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "deepinfer generate: error: %s\n", message.c_str());
+  return code;
+}
+
+// Prompts from --prompt (repeatable), --prompts-file (one per line) or stdin ("-").
+Expected<std::vector<std::string>> collect_prompts(const GenerateEngineArgs& a) {
+  std::vector<std::string> prompts;
+  for (const auto& p : a.prompts) {
+    if (p == "-") {
+      std::string all;
+      char buf[4096];
+      for (size_t n; (n = std::fread(buf, 1, sizeof(buf), stdin)) > 0;) all.append(buf, n);
+      while (!all.empty() && (all.back() == '\n' || all.back() == '\r')) all.pop_back();
+      prompts.push_back(all);
+    } else {
+      prompts.push_back(p);
+    }
+  }
+  if (!a.prompts_file.empty()) {
+    std::ifstream f(a.prompts_file);
+    if (!f) return not_found("--prompts-file " + a.prompts_file + ": cannot open the file");
+    std::string line;
+    while (std::getline(f, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) prompts.push_back(line);
+    }
+  }
+  if (prompts.empty() && a.prompt_ids.empty()) {
+    return invalid_argument("no prompt: give --prompt TEXT (or - for stdin), --prompts-file, or "
+                            "--prompt-ids");
+  }
+  return prompts;
+}
+
+}  // namespace
+
+int run_generate_with_engine(const GenerateEngineArgs& a) {
+  auto prompts = collect_prompts(a);
+  if (!prompts.ok()) return fail(2, prompts.status().message());
+
+  SamplingParams p;
+  p.temperature = static_cast<float>(a.temperature);
+  p.top_p = static_cast<float>(a.top_p);
+  p.top_k = a.top_k;
+  p.min_p = static_cast<float>(a.min_p);
+  p.max_tokens = a.max_tokens;
+  p.ignore_eos = a.ignore_eos;
+  p.stop = a.stop;
+  if (a.seed >= 0) p.seq_seed = static_cast<uint64_t>(a.seed);
+  if (Status s = p.validate(); !s.ok()) return fail(2, s.message());
+
+  EngineOptions options;
+  options.model_dir = a.model_dir;
+  options.use_ref_backend = a.backend == "ref";
+  auto engine = Engine::create(options);
+  if (!engine.ok()) return fail(1, engine.status().message());
+  if (!prompts->empty() && !(*engine)->has_tokenizer()) {
+    return fail(1, a.model_dir + " has no tokenizer.json: text prompts need one (use --prompt-ids)");
+  }
+
+  const bool stream = a.stream && !a.json_output && prompts->size() == 1 && a.prompt_ids.empty();
+  Engine::StreamCallback on_delta;
+  if (stream) {
+    on_delta = [](const StreamDelta& d) {
+      std::fwrite(d.text.data(), 1, d.text.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  std::vector<RequestHandle> handles;
+  for (const auto& prompt : *prompts) {
+    auto h = (*engine)->submit_text(prompt, p, on_delta);
+    if (!h.ok()) return fail(2, h.status().message());
+    handles.push_back(*h);
+  }
+  if (!a.prompt_ids.empty()) {
+    const std::vector<int32_t> ids(a.prompt_ids.begin(), a.prompt_ids.end());
+    auto h = (*engine)->submit(ids, p, on_delta);
+    if (!h.ok()) return fail(2, h.status().message());
+    handles.push_back(*h);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<RequestOutput> outputs = (*engine)->run_until_done();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // Outputs arrive in the order requests ended; print them in the order they were given.
+  int rc = 0;
+  int64_t generated = 0;
+  for (RequestHandle h : handles) {
+    for (const RequestOutput& out : outputs) {
+      if (out.id != h) continue;
+      const CompletionOutput& c = out.outputs.at(0);
+      generated += static_cast<int64_t>(c.token_ids.size());
+      if (c.finish_reason == "error") {
+        std::fprintf(stderr, "deepinfer generate: error in prompt %lld: %s\n",
+                     static_cast<long long>(&h - handles.data()), c.error.c_str());
+        rc = 1;
+      }
+      if (a.json_output) {
+        nlohmann::json j = {{"prompt", out.prompt},
+                            {"prompt_token_ids", out.prompt_token_ids},
+                            {"text", c.text},
+                            {"token_ids", c.token_ids},
+                            {"finish_reason", c.finish_reason}};
+        if (!c.error.empty()) j["error"] = c.error;
+        std::printf("%s\n", j.dump().c_str());
+      } else if (stream) {
+        std::printf("\n");
+      } else {
+        std::printf("%s%s\n", out.prompt.c_str(), c.text.c_str());
+        if (handles.size() > 1) std::printf("\n");
+      }
+    }
+  }
+  if (a.stats) {
+    std::fprintf(stderr, "%zu prompt(s), %lld generated tokens in %.2f s: %.1f tokens/s\n",
+                 handles.size(), static_cast<long long>(generated), seconds,
+                 seconds > 0 ? static_cast<double>(generated) / seconds : 0.0);
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+}  // namespace deepinfer::cli

@@ -1,0 +1,32 @@
+// The engine path of `deepinfer generate` (text prompts, sampling, batching); see
+// generate_engine.cc.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deepinfer::cli {
+
+struct GenerateEngineArgs {
+  std::string model_dir;
+  std::vector<std::string> prompts;  // "-" = read stdin
+  std::vector<int> prompt_ids;       // instead of text prompts (one request)
+  std::string prompts_file;
+  int max_tokens = 16;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  int top_k = 0;
+  double min_p = 0.0;
+  long long seed = -1;  // < 0: drawn by the engine
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  bool json_output = false;
+  bool stream = true;
+  bool stats = false;
+  std::string backend = "opt";
+};
+
+int run_generate_with_engine(const GenerateEngineArgs& args);
+
+}  // namespace deepinfer::cli
