@@ -18,6 +18,7 @@ void register_tokenize_commands(CLI::App& app, CommandAction& action);  // token
 void register_inspect_command(CLI::App& app, CommandAction& action);    // inspect MODEL_DIR
 void register_chat_template_command(CLI::App& app, CommandAction& action);  // render a chat prompt
 void register_generate_command(CLI::App& app, CommandAction& action);  // greedy generation (CPU)
+void register_chat_command(CLI::App& app, CommandAction& action);  // interactive chat
 void register_perplexity_command(CLI::App& app, CommandAction& action);  // validation perplexity
 
 }  // namespace deepinfer::cli
