@@ -4,7 +4,9 @@
 // a time are decoded chunk by chunk (kChunkK columns) into an L1-sized FP32 scratch, and every
 // activation row is dotted against the chunk (two activation rows x four weight rows per pass).
 // Each stored weight byte is read once per call; decode (M = 1) streams the weights, prefill
-// re-reads x chunks from L2. FP32 weights are read in place (no decode copy).
+// re-reads x chunks from L2. FP32 weights are read in place (no decode copy); on the AVX-512
+// path so are dense BF16/FP16 weights at M <= kFusedMaxRows (widened in the kernel's loads: the
+// scratch round trip made a BF16 decode no faster than FP32 although it reads half the bytes).
 //
 // On x86-64 CPUs with AVX-512F (checked once at run time) the chunk dots run in an explicit
 // AVX-512 kernel instead (bench/model_cpu: the 2x4 `omp simd` AVX2 kernel was load-bound and took
@@ -37,6 +39,9 @@ namespace {
 constexpr int64_t kTileN = 16;    // weight rows per task
 constexpr int64_t kChunkK = 512;  // columns decoded at a time
 constexpr int64_t kInlineMacs = int64_t{1} << 16;  // below this, no fan-out (see gemm)
+// Up to this many activation rows, dense BF16/FP16 weights are widened inside the AVX-512 dot
+// instead of decoded into scratch (see gemm).
+constexpr int64_t kFusedMaxRows = 4;
 
 std::vector<float>& scratch(size_t n) {
   thread_local std::vector<float> buf;
@@ -84,11 +89,52 @@ DI_AVX512 inline void lane_sum4(__m512 a, __m512 b, __m512 c, __m512 d, float* o
 #undef DI_SHUF128
 #undef DI_SHUF32
 
+// Sixteen weight columns as FP32: read in place (float), or widened from BF16 (the high half of
+// an FP32: zero-extend, shift left 16) or FP16 (vcvtph2ps, exact), giving the very values the
+// scratch decode would have stored, so the FMAs and their order are unchanged. Full-mask forms of
+// the intrinsics again (GCC 12's -Wuninitialized, as for DI_SHUF128).
+enum class WLoad { kF32, kBf16, kF16 };
+
+template <WLoad L>
+DI_AVX512 inline __m512 load_w16(const void* p) {
+  if constexpr (L == WLoad::kF32) {
+    return _mm512_loadu_ps(p);
+  } else {
+    const __m256i h = _mm256_loadu_si256(static_cast<const __m256i*>(p));
+    if constexpr (L == WLoad::kBf16) {
+      return _mm512_castsi512_ps(
+          _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, h), 16));
+    } else {
+      return _mm512_maskz_cvtph_ps(0xFFFF, h);
+    }
+  }
+}
+
+// The masked tail: FP32 by a masked load; 16-bit formats through a zeroed copy (a masked 16-bit
+// load needs AVX-512BW, which have_avx512() does not check). Zero widens to +0 in all formats.
+template <WLoad L>
+DI_AVX512 inline __m512 load_w16_tail(const void* p, int64_t n, __mmask16 mask) {
+  if constexpr (L == WLoad::kF32) {
+    return _mm512_maskz_loadu_ps(mask, p);
+  } else {
+    alignas(32) uint16_t t[16] = {};
+    std::copy_n(static_cast<const uint16_t*>(p), n, t);
+    return load_w16<L>(t);
+  }
+}
+
+// Element size of a weight row for each load kind.
+template <WLoad L>
+constexpr int64_t kWBytes = L == WLoad::kF32 ? 4 : 2;
+
 // out[r * 4 + g] = x_r · w_g over [0, len) for R x rows and G weight rows (see the banner for why
-// every shape gives the same bits for the same pair).
-template <int R, int G>
-DI_AVX512 inline void dot_block(const float* const* x, const float* const* w, int64_t len,
+// every shape gives the same bits for the same pair). w[g] points at elements of kind L.
+template <int R, int G, WLoad L = WLoad::kF32>
+DI_AVX512 inline void dot_block(const float* const* x, const void* const* w, int64_t len,
                                 float* out) {
+  const char* wb[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) wb[g] = static_cast<const char*>(w[g]);
   __m512 acc[R][G];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
@@ -98,7 +144,7 @@ DI_AVX512 inline void dot_block(const float* const* x, const float* const* w, in
   for (; k + 16 <= len; k += 16) {
     __m512 wv[G];
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) wv[g] = _mm512_loadu_ps(w[g] + k);
+    for (int g = 0; g < G; ++g) wv[g] = load_w16<L>(wb[g] + k * kWBytes<L>);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_loadu_ps(x[r] + k);
@@ -110,7 +156,7 @@ DI_AVX512 inline void dot_block(const float* const* x, const float* const* w, in
     const __mmask16 mask = static_cast<__mmask16>((1u << (len - k)) - 1u);
     __m512 wv[G];
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) wv[g] = _mm512_maskz_loadu_ps(mask, w[g] + k);
+    for (int g = 0; g < G; ++g) wv[g] = load_w16_tail<L>(wb[g] + k * kWBytes<L>, len - k, mask);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m512 xv = _mm512_maskz_loadu_ps(mask, x[r] + k);
@@ -129,9 +175,10 @@ DI_AVX512 inline void dot_block(const float* const* x, const float* const* w, in
   }
 }
 
-// One K chunk [k0, k0 + len) of g <= 4 weight rows (w[j] points at column k0 of row n + j)
-// against every row of x; y[m, n + j] = (first ? 0 : y[m, n + j]) + dot.
-DI_AVX512 void chunk_avx512(CMat x, int64_t k0, const float* const* w, int g, int64_t len, Mat y,
+// One K chunk [k0, k0 + len) of g <= 4 weight rows (w[j] points at column k0 of row n + j, stored
+// as kind L) against every row of x; y[m, n + j] = (first ? 0 : y[m, n + j]) + dot.
+template <WLoad L>
+DI_AVX512 void chunk_avx512(CMat x, int64_t k0, const void* const* w, int g, int64_t len, Mat y,
                             int64_t n, bool first) {
   const int64_t M = x.rows;
   float p[16];
@@ -145,11 +192,11 @@ DI_AVX512 void chunk_avx512(CMat x, int64_t k0, const float* const* w, int g, in
   for (; m + 4 <= M; m += 4) {
     const float* xr[4] = {x.row(m) + k0, x.row(m + 1) + k0, x.row(m + 2) + k0, x.row(m + 3) + k0};
     if (g == 4) {
-      dot_block<4, 4>(xr, w, len, p);
+      dot_block<4, 4, L>(xr, w, len, p);
       put(m, 4, 0, 4);
     } else {
       for (int j = 0; j < g; ++j) {
-        dot_block<4, 1>(xr, w + j, len, p);
+        dot_block<4, 1, L>(xr, w + j, len, p);
         put(m, 4, j, 1);
       }
     }
@@ -157,11 +204,11 @@ DI_AVX512 void chunk_avx512(CMat x, int64_t k0, const float* const* w, int g, in
   for (; m < M; ++m) {
     const float* xr[1] = {x.row(m) + k0};
     if (g == 4) {
-      dot_block<1, 4>(xr, w, len, p);
+      dot_block<1, 4, L>(xr, w, len, p);
       put(m, 1, 0, 4);
     } else {
       for (int j = 0; j < g; ++j) {
-        dot_block<1, 1>(xr, w + j, len, p);
+        dot_block<1, 1, L>(xr, w + j, len, p);
         put(m, 1, j, 1);
       }
     }
@@ -187,6 +234,14 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
   const auto body = [&](int64_t t0, int64_t t1) {
         std::vector<float>& buf = scratch(static_cast<size_t>(4 * kc));
         const bool in_place = w.format == WeightFormat::kDense && w.weight.dtype == DType::kF32;
+#ifdef DI_GEMM_AVX512
+        // Decode (few rows): the scratch decode's store + reload cost as much as the dot, so
+        // BF16/FP16 rows are widened in the kernel's loads; the values (hence the bits) are those
+        // the scratch would hold. Many rows amortise one decode per chunk, so they keep scratch.
+        const bool dense16 = w.format == WeightFormat::kDense &&
+                             (w.weight.dtype == DType::kBF16 || w.weight.dtype == DType::kF16);
+        const bool fused = dense16 && M <= kFusedMaxRows && have_avx512();
+#endif
         float p0[4], p1[4];
         for (int64_t t = t0; t < t1; ++t) {
           const int64_t n0 = t * kTileN, nn = std::min(kTileN, w.n - n0);
@@ -195,6 +250,20 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
             for (int64_t k0 = 0; k0 < K; k0 += kc) {
               const int64_t len = std::min(kc, K - k0);
               // Four weight rows of the chunk: in place for FP32, else decoded into `buf`.
+#ifdef DI_GEMM_AVX512
+              if (fused) {
+                const uint16_t* w16 = w.weight.ptr<uint16_t>() + (n0 + r0) * K + k0;
+                const void* wr[4] = {w16, w16 + K, w16 + 2 * K, w16 + 3 * K};
+                if (w.weight.dtype == DType::kBF16) {
+                  chunk_avx512<WLoad::kBf16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0,
+                                             k0 == 0);
+                } else {
+                  chunk_avx512<WLoad::kF16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0,
+                                            k0 == 0);
+                }
+                continue;
+              }
+#endif
               const float* wt = buf.data();
               int64_t ldw = kc;
               if (in_place) {
@@ -206,8 +275,8 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
               }
 #ifdef DI_GEMM_AVX512
               if (have_avx512()) {
-                const float* wr[4] = {wt, wt + ldw, wt + 2 * ldw, wt + 3 * ldw};
-                chunk_avx512(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+                const void* wr[4] = {wt, wt + ldw, wt + 2 * ldw, wt + 3 * ldw};
+                chunk_avx512<WLoad::kF32>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
                 continue;
               }
 #endif
