@@ -2,6 +2,9 @@
 //
 // Sampling parameters cross the boundary as a dict of the C++ field names, so the one
 // validation (SamplingParams::validate) decides what is legal; unknown keys are refused here.
+// Structured outputs come as key "structured": {"schema_type": str, "schema": str} (llm.py
+// serialises dict schemas); the engine compiles it at submit, so a bad schema is a ValueError
+// from submit with the compiler's message.
 // Outputs come back as plain dicts (llm.py wraps them in vLLM-shaped classes). Errors become
 // ValueError (FileNotFoundError for a missing model directory).
 #include <Python.h>
@@ -110,6 +113,16 @@ SamplingParams params_from_dict(const nb::dict& d) {
           raise_value("SamplingParams.seq_seed must be a non-negative integer");
         }
         p.seq_seed = nb::cast<uint64_t>(v);
+      }
+    } else if (key == "structured") {
+      if (!none) {
+        const auto so = get_as<nb::dict>(v, kc);
+        if (!so.contains("schema_type") || !so.contains("schema")) {
+          raise_value("SamplingParams.structured must have 'schema_type' and 'schema'");
+        }
+        p.structured = SamplingParams::StructuredOutput{
+            get_as<std::string>(so["schema_type"], "structured.schema_type"),
+            get_as<std::string>(so["schema"], "structured.schema")};
       }
     } else {
       raise_value("SamplingParams: unknown parameter '" + key + "'");

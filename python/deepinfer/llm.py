@@ -12,8 +12,11 @@ models/default), announced with a one-line notice on stderr.
 
 The engine runs requests with continuous batching (chunked prefill mixed with decodes) on the
 CPU backend; generate() submits every prompt at once and steps until all are done. Prompts are
-checked before anything runs (ValueError naming the prompt); `so_args` raises ValueError until
-structured outputs are wired (issue 5).
+checked before anything runs (ValueError naming the prompt). `so_args` (structured outputs)
+is compiled by the engine when its request is submitted: an invalid schema raises ValueError
+with the compiler's message and aborts the requests already submitted by that call. A sample
+ends with finish_reason "stop" once its output is a complete match; "length" means max_tokens
+cut it first, so its text may be an incomplete document.
 """
 
 from __future__ import annotations
@@ -258,9 +261,9 @@ class LLM:
             if not isinstance(p, SamplingParams):
                 raise ValueError(f"sampling_params[{i}]: expected SamplingParams, got "
                                  f"{type(p).__name__}")
-            if p.so_args is not None:
-                raise ValueError("so_args (structured outputs) is not supported by this engine "
-                                 "yet: structured outputs arrive with issue 5")
+            if p.so_args is not None and not self._engine.has_tokenizer:
+                raise ValueError(f"sampling_params[{i}]: so_args (structured outputs) needs a "
+                                 f"tokenizer; the model at {self.model_dir} has none")
             if p.stop and not self._engine.has_tokenizer:
                 raise ValueError(f"sampling_params[{i}]: stop strings need a tokenizer; the "
                                  f"model at {self.model_dir} has none (use stop_token_ids)")
@@ -293,7 +296,10 @@ class LLM:
         handles = []
         try:
             for (text, ids), p in zip(items, plist):
-                h = self._engine.submit(ids, p.to_engine_dict())
+                d = p.to_engine_dict()
+                if p.so_args is not None:
+                    d["structured"] = p.structured_engine_dict()
+                h = self._engine.submit(ids, d)
                 handles.append((h, text, p.logprobs is not None))
         except Exception:
             for h, _, _ in handles:

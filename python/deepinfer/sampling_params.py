@@ -2,13 +2,16 @@
 
 Validation is the C++ `SamplingParams::validate` (src/sample/sampling_params.h), called when the
 object is built, so a bad value raises ValueError here, naming the parameter and its range.
-`seed` is accepted as an alias of `seq_seed` (vLLM's name). `so_args` (structured outputs) is
-checked for shape now; generation with it raises ValueError until structured outputs are wired
-into the engine (issue 5), instead of silently ignoring it.
+`seed` is accepted as an alias of `seq_seed` (vLLM's name). `so_args` (structured outputs:
+`{"schema_type": "regex" | "json" | "json_schema" | "ebnf", "schema": ...}`, see
+docs/structured_outputs.md) is checked for shape here; the schema itself is compiled by the
+engine against its tokenizer when the request is submitted, so an invalid schema raises
+ValueError from `LLM.generate`, with the compiler's message.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from deepinfer import _core
@@ -105,6 +108,15 @@ class SamplingParams:
     def to_engine_dict(self) -> dict:
         """The fields the C++ engine takes (so_args excluded)."""
         return {k: getattr(self, k) for k in _ENGINE_FIELDS}
+
+    def structured_engine_dict(self) -> dict | None:
+        """so_args as the engine takes it: the schema as text (dict schemas are JSON-encoded)."""
+        if self.so_args is None:
+            return None
+        schema = self.so_args["schema"]
+        if not isinstance(schema, str):
+            schema = json.dumps(schema)
+        return {"schema_type": self.so_args["schema_type"], "schema": schema}
 
     def clone(self, **changes: Any) -> "SamplingParams":
         d = self.to_engine_dict()

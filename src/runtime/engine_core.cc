@@ -2,6 +2,7 @@
 #include "runtime/engine_core.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <filesystem>
 #include <utility>
@@ -38,6 +39,23 @@ std::string reason_text(const sched::FinishedRequest& f, const std::string& erro
     default:
       return "error";
   }
+}
+
+// True when the mask allows at least one token and every allowed token is an EOS id: the
+// grammar is complete and cannot continue, so the sample ends here.
+bool only_eos_allowed(std::span<const uint32_t> mask, const std::vector<int32_t>& eos) {
+  bool any = false;
+  for (size_t w = 0; w < mask.size(); ++w) {
+    uint32_t word = mask[w];
+    while (word != 0) {
+      const int bit = std::countr_zero(word);
+      word &= word - 1;
+      const auto id = static_cast<int32_t>(w * 32 + static_cast<size_t>(bit));
+      if (std::find(eos.begin(), eos.end(), id) == eos.end()) return false;
+      any = true;
+    }
+  }
+  return any;
 }
 
 }  // namespace
@@ -117,6 +135,38 @@ std::string EngineCore::describe() const {
          " tokens, prefix caching off";
 }
 
+Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(
+    const SamplingParams& params) {
+  const SamplingParams::StructuredOutput& so = *params.structured;
+  if (!tok_) {
+    return invalid_argument(
+        "structured outputs need a tokenizer, and the model directory has no tokenizer.json "
+        "(give EngineOptions.tokenizer_path)");
+  }
+  if (!grammar_compiler_) {
+    grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(
+        structured::TokenizerInfo::from_tokenizer(*tok_));
+  }
+  auto cg = grammar_compiler_->compile(so.schema_type, so.schema);
+  if (!cg.ok()) {
+    return invalid_argument("structured output (schema_type '" + so.schema_type +
+                            "'): " + cg.status().message());
+  }
+  return std::move(*cg);
+}
+
+void EngineCore::fill_mask(Seq& s) {
+  const int32_t words = s.matcher->grammar().tokenizer().mask_words();
+  // The tokenizer may know fewer ids than the model (extra ids stay disallowed) or more (ids
+  // past the model's vocabulary cannot be sampled anyway).
+  const size_t model_words = static_cast<size_t>((vocab_size() + 31) / 32);
+  const size_t n = std::max(model_words, static_cast<size_t>(words));
+  s.mask.assign(n, 0u);
+  s.matcher->fill_next_token_bitmask(
+      std::span<uint32_t>(s.mask.data(), static_cast<size_t>(words)));
+  s.mask_ready = true;
+}
+
 Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
                                            std::string prompt_text, const SamplingParams& params,
                                            Engine::StreamCallback on_delta) {
@@ -126,9 +176,14 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
         "stop strings need a tokenizer, and the model directory has no tokenizer.json (use "
         "stop_token_ids, or give a tokenizer path)");
   }
+  std::shared_ptr<const structured::CompiledGrammar> grammar;
+  if (params.structured) {
+    DI_ASSIGN_OR_RETURN(grammar, compile_structured(params));
+  }
   const RequestHandle handle = next_handle_++;
   Parent& p = parents_[handle];
   p.params = params;
+  p.grammar = grammar;
   p.on_delta = std::move(on_delta);
   p.out.id = handle;
   p.out.prompt = std::move(prompt_text);
@@ -153,6 +208,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     s.stop.emplace(p.params, eos_);
     if (tok_) s.detok.emplace(*tok_, /*skip_special=*/true);
     if (params.has_penalties()) s.history.add_prompt(prompt_ids);
+    if (grammar) s.matcher.emplace(grammar);
     p.seqs.push_back(sid);
     if (!bad.empty()) {
       s.error = bad;
@@ -210,12 +266,34 @@ void EngineCore::sample_one(sched::RequestId id, Seq& s, std::span<const float> 
   ctx.key.sample_index = static_cast<uint32_t>(s.index);
   ctx.history = p.params.has_penalties() ? &s.history : nullptr;
   ctx.eos_token_ids = eos_;
+  if (s.matcher) {
+    if (!s.mask_ready) fill_mask(s);
+    ctx.allowed_bitmask =
+        std::span<const int32_t>(reinterpret_cast<const int32_t*>(s.mask.data()), s.mask.size());
+  }
   auto r = sampler_.sample(row, ctx);
   if (!r.ok()) {
     fail_seq(id, s, "sampling failed: " + r.status().message());
     return;
   }
   const int32_t token = r->token;
+  bool grammar_done = false;
+  if (s.matcher) {
+    s.mask_ready = false;
+    if (!s.matcher->accept_token(token)) {
+      // The sampler drew from the matcher's own mask, so a refusal is our bug.
+      fail_seq(id, s,
+               "internal: structured output refused token " + std::to_string(token) +
+                   " that its mask allowed");
+      return;
+    }
+    if (s.matcher->is_terminated()) {
+      grammar_done = true;
+    } else if (s.matcher->can_terminate()) {
+      fill_mask(s);
+      grammar_done = only_eos_allowed(s.mask, s.matcher->grammar().tokenizer().eos_ids());
+    }
+  }
   std::string delta = s.detok ? s.detok->add(token) : std::string();
   sample::StopUpdate up = s.stop->append(token, delta);
   s.out.token_ids.push_back(token);
@@ -235,6 +313,8 @@ void EngineCore::sample_one(sched::RequestId id, Seq& s, std::span<const float> 
   rr.tokens.push_back(token);
   if (up.finish == sample::FinishReason::kStop) rr.finish = sched::FinishReason::kStop;
   if (up.finish == sample::FinishReason::kLength) rr.finish = sched::FinishReason::kLength;
+  // A complete grammar match is a stop even when it lands on the last allowed token.
+  if (grammar_done) rr.finish = sched::FinishReason::kStop;
   result.requests.push_back(std::move(rr));
   ++stats_.generated_tokens;
   emit(p, s, std::move(up.text), {token}, false);

@@ -17,6 +17,13 @@
 //     SequenceCache and rebuild it from prompt + outputs when the request's first chunk is
 //     planned again. Sampling stays deterministic because the RNG is keyed by (seq_seed,
 //     output position, sample index) and the stop checker / detokenizer state is kept.
+//   * Structured outputs: the engine owns one GrammarCompiler (built on first use from its
+//     tokenizer; it caches compiled grammars by schema), a request's grammar is compiled at
+//     submit (an error refuses that request only), and each sample keeps its own
+//     GrammarMatcher. The matcher advances exactly when a token is appended to the sample's
+//     outputs, which preemption keeps, so after recompute it still matches the outputs. The
+//     next mask is filled right after accepting a token, both to end the sample ("stop") as soon
+//     as the grammar allows nothing but EOS and to be reused by the next step.
 //   * Failures are per request: bad sampling values are refused at submit; a bad prompt or a
 //     sampling error ends only that request (scheduler abort + an error message); a failed
 //     forward ends the requests of that step with its message and the engine keeps serving.
@@ -38,6 +45,8 @@
 #include "sample/stop_checker.h"
 #include "sample/token_counts.h"
 #include "sched/scheduler.h"
+#include "structured/compiler.h"
+#include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::runtime {
@@ -68,11 +77,15 @@ class EngineCore {
     std::optional<sample::StopChecker> stop;
     std::optional<tokenizer::IncrementalDetokenizer> detok;
     sample::TokenCounts history;  // only filled when the params have penalties
+    std::optional<structured::GrammarMatcher> matcher;  // structured outputs only
+    std::vector<uint32_t> mask;  // the matcher's next-token mask, model-vocabulary sized
+    bool mask_ready = false;     // `mask` is already filled for the matcher's current state
     CompletionOutput out;
     std::string error;  // set when this sample failed (ends as finish_reason "error")
   };
   struct Parent {
     SamplingParams params;
+    std::shared_ptr<const structured::CompiledGrammar> grammar;  // structured outputs only
     Engine::StreamCallback on_delta;
     RequestOutput out;
     std::vector<sched::RequestId> seqs;
@@ -88,6 +101,11 @@ class EngineCore {
   void sample_one(sched::RequestId id, Seq& s, std::span<const float> row,
                   sched::StepResult& result);
   void fail_seq(sched::RequestId id, Seq& s, const std::string& message);
+  // Compiles params.structured (cached); InvalidArgument with the compiler's message.
+  Expected<std::shared_ptr<const structured::CompiledGrammar>> compile_structured(
+      const SamplingParams& params);
+  // Fills s.mask from s.matcher for the matcher's current state.
+  void fill_mask(Seq& s);
   // A scheduler request ended: finalize its sample, and its parent when every sample ended.
   void end_seq(const sched::FinishedRequest& f, std::vector<RequestOutput>& done);
   void emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> tokens, bool finished);
@@ -97,6 +115,7 @@ class EngineCore {
   std::optional<tokenizer::Tokenizer> tok_;
   std::optional<sched::Scheduler> sched_;
   sample::Sampler sampler_;
+  std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // made on first use
   std::vector<int32_t> eos_;
   EngineOptions options_;
   EngineStats stats_;

@@ -8,7 +8,10 @@
 //   - seq_seed replaces vLLM's `seed` (the name DeepInfer's original uses); a request without
 //     one is given a seed by the engine at submission, so sampling is always counter-based.
 //   - no logit_bias / allowed_token_ids / bad_words / prompt_logprobs yet (see README in the
-//     issue note); structured output arrives as a token bitmask instead (SampleContext).
+//     issue note); structured output arrives as a token bitmask instead (SampleContext). The
+//     constraint itself (`structured`) is carried here so that it travels with the request
+//     through the public Engine API; the engine compiles and checks it at submit (the
+//     compiler's error is the validation), validate() does not look at it.
 // validate() checks every field without the vocabulary; validate(vocab_size) also checks that
 // stop token ids are real ids. Messages name the parameter, the bad value and the range.
 #pragma once
@@ -65,6 +68,13 @@ struct SamplingParams {
   // Seed of the request's counter-based RNG (Philox4x32-10 keyed by seed, output position
   // and sample index). nullopt: the engine draws one at submission.
   std::optional<uint64_t> seq_seed;
+  // Structured output: constrain the generated text to a grammar. schema_type is "regex",
+  // "json" / "json_schema" (a JSON Schema as JSON text) or "ebnf" (docs/structured_outputs.md).
+  struct StructuredOutput {
+    std::string schema_type;
+    std::string schema;
+  };
+  std::optional<StructuredOutput> structured;
 
   // OK, or InvalidArgument naming the first bad field, its value and the accepted range.
   Status validate() const;
