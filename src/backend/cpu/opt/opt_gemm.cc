@@ -343,7 +343,12 @@ void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
     gemm(x, w, y);
     return;
   }
-  std::vector<float> xq(static_cast<size_t>(x.rows * x.cols));
+  // The quantized copy of x lives in a per-thread buffer that grows once, not per call (this
+  // runs for every FP8/FP4 linear of every step). Distinct from scratch(), which gemm's workers
+  // (the calling thread among them) use for weight decode while xq is being read.
+  thread_local std::vector<float> xq;
+  const auto n = static_cast<size_t>(x.rows * x.cols);
+  if (xq.size() < n) xq.resize(n);
   quantized_input(x, w, true, opts.act_block, xq.data());
   gemm(CMat(xq.data(), x.rows, x.cols), w, y);
 }
