@@ -3,8 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <numbers>
 #include <string>
+
+#include "backend/quant.h"
+#include "base/check.h"
 
 namespace deepinfer::backend {
 
@@ -95,6 +100,72 @@ std::vector<float> make_rope_freqs(float theta, int rope_dim, const YarnParams* 
     }
   }
   return f;
+}
+
+}  // namespace deepinfer::backend
+
+// ---- Host defaults of the memory section and of the two small model ops (see ops.h). -------
+namespace deepinfer::backend {
+
+void Ops::rms_norm_bf16(Mat x, int64_t group, float eps) {
+  DI_CHECK(group > 0 && x.cols % group == 0);
+  for (int64_t m = 0; m < x.rows; ++m) {
+    for (int64_t c0 = 0; c0 < x.cols; c0 += group) {
+      float* v = x.row(m) + c0;
+      float ss = 0.0f;
+      for (int64_t c = 0; c < group; ++c) ss += bf16_round(v[c] * v[c]);
+      const float ms = bf16_round(ss / static_cast<float>(group));
+      const float r = bf16_round(1.0f / std::sqrt(bf16_round(ms + eps)));
+      for (int64_t c = 0; c < group; ++c) v[c] = bf16_round(v[c] * r);
+    }
+  }
+}
+
+void Ops::hadamard(Mat x, int64_t n) {
+  DI_CHECK(n > 0 && (n & (n - 1)) == 0 && x.cols % n == 0);
+  if (n == 128) {
+    hadamard128(x);
+    return;
+  }
+  const float s = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t m = 0; m < x.rows; ++m) {
+    for (int64_t c0 = 0; c0 < x.cols; c0 += n) {
+      float* v = x.row(m) + c0;
+      for (int64_t h = 1; h < n; h *= 2) {  // butterflies give Sylvester order
+        for (int64_t i = 0; i < n; i += 2 * h) {
+          for (int64_t j = i; j < i + h; ++j) {
+            const float a = v[j], b = v[j + h];
+            v[j] = a + b;
+            v[j + h] = a - b;
+          }
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) v[i] *= s;
+    }
+  }
+}
+
+void* Ops::allocate(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  void* p = std::aligned_alloc(kAlign, rounded);
+  DI_CHECK(p != nullptr);
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+void Ops::deallocate(void* p) { std::free(p); }
+
+void Ops::upload(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void Ops::download(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
+
+void Ops::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
 }
 
 }  // namespace deepinfer::backend

@@ -12,9 +12,16 @@
 // Shape errors are bugs of the caller (the model validated the checkpoint at load), so ops check
 // them with DI_CHECK; an unsupported feature is reported up front through supports()/require().
 // Outputs never alias inputs unless the op says so. Integer inputs are int32 host-side arrays for
-// the CPU backends (device arrays for a device backend).
+// the CPU backends (host or device arrays for a device backend).
+//
+// Memory: every float operand (Mat/CMat, weights, the float parameter arrays) lives in the
+// backend's memory, which the model allocates and fills only through the memory section at the
+// end of the class (allocate / upload / download). The defaults there are host memory, so the
+// CPU backends inherit them; a GPU backend overrides them with device memory. That is the one
+// seam that lets the same model code run on either.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -217,6 +224,36 @@ class Ops {
   virtual void moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
                            std::span<const ExpertWeights> experts, const MoeOpts& opts,
                            Mat out) = 0;
+
+  // Per-group RMS normalisation in the official reference's BF16 arithmetic, in place, no weight
+  // (the per-head q norm of quantized checkpoints, spec §2.3 step 3): for each `group`-wide
+  // chunk, ms = bf16(Σ_c bf16(x_c²) / group) (FP32 sum in channel order),
+  // r = bf16(1 / sqrt(bf16(ms + eps))), x <- bf16(x · r). The default is the host loop.
+  virtual void rms_norm_bf16(Mat x, int64_t group, float eps);
+
+  // In place, each n-wide chunk of every row (n a power of two, cols % n == 0):
+  // x <- H_n x · n^-1/2 in Sylvester order (butterflies a+b, a-b over h = 1, 2, 4, ...), the
+  // scale being the FP32 value 1/sqrt(float(n)). n == 128 is hadamard128 (the indexer of the
+  // real model); other widths serve small configs. The default is the host loop.
+  virtual void hadamard(Mat x, int64_t n);
+
+  // ---- Memory (see the banner). Defaults: host memory. ---------------------------------------
+  // True when data pointers of this backend are host-readable (the CPU backends).
+  virtual bool host_memory() const { return true; }
+  // What TensorViews of this backend's memory say they point to.
+  virtual DeviceKind device_kind() const { return DeviceKind::kCpu; }
+  // Zero-filled allocation of `bytes`, aligned to 64 bytes; never null (aborts when exhausted:
+  // the caller sized it). deallocate takes what allocate returned (null is ignored).
+  virtual void* allocate(size_t bytes);
+  virtual void deallocate(void* p);
+  // host -> backend and backend -> host copies. download waits for every op queued before it;
+  // upload may return before the copy lands on the device but never reads `src` afterwards.
+  virtual void upload(void* dst, const void* src, size_t bytes);
+  virtual void download(void* dst, const void* src, size_t bytes);
+  // backend -> backend, queued after the ops before it.
+  virtual void copy(void* dst, const void* src, size_t bytes);
+  // Waits until every queued op has finished (no-op for synchronous backends).
+  virtual void synchronize() {}
 };
 
 // OK if `ops` supports every feature, else an Unimplemented status naming the backend and each

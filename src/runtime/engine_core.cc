@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <utility>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/select.h"
 #include "base/check.h"
 #include "base/options.h"
 
@@ -72,8 +72,9 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     const auto& env = env_options();
     threads = env.ok() ? env->num_threads : 0;
   }
-  std::unique_ptr<backend::Ops> ops =
-      options.use_ref_backend ? backend::cpu::make_ref_ops() : backend::cpu::make_opt_ops(threads);
+  // DEEPINFER_ACCELERATOR picks the backend (backend/select.h); tests may force the oracle.
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
+                      backend::make_ops(options.use_ref_backend ? "ref" : "", threads));
   DI_ASSIGN_OR_RETURN(model::deepseek_v4::Model model,
                       model::deepseek_v4::Model::load(options.model_dir, *ops));
 

@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "backend/cpu/cpu_ops.h"
 #include "model/deepseek_v4/cache.h"
 #include "model_test_util.h"
 
@@ -19,8 +20,9 @@ std::vector<float> rows_from(int64_t first, int64_t n, int64_t width) {
 }
 
 TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
+  auto ops = backend::cpu::make_ref_ops();  // host memory: rows readable in place
   RowRing ring;
-  ring.init(4, 2);
+  ring.init(*ops, 4, 2);
   std::vector<float> a = rows_from(0, 6, 2);  // more rows than the capacity in one append
   ring.append(backend::CMat(a.data(), 6, 2));
   EXPECT_EQ(ring.size(), 6);
@@ -34,6 +36,24 @@ TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
   EXPECT_EQ(ring.row(4)[0], 1000.0f);
   EXPECT_EQ(ring.row(2)[0], 20.0f);
   EXPECT_EQ(ring.row(3)[0], 30.0f);
+}
+
+TEST(ModelCache, RowListGrowsKeepingItsRows) {
+  auto ops = backend::cpu::make_ref_ops();
+  RowList list;
+  list.init(*ops, 3);
+  for (int64_t first = 0; first < 200; first += 7) {  // many appends force several regrowths
+    std::vector<float> a = rows_from(first, 7, 3);
+    list.append(backend::CMat(a.data(), 7, 3));
+  }
+  ASSERT_EQ(list.size(), 203);
+  for (int64_t r = 0; r < 203; ++r) EXPECT_EQ(list.row(r)[2], static_cast<float>(r * 10 + 2));
+  list.truncate(50);
+  std::vector<float> b = rows_from(1000, 1, 3);
+  list.append(backend::CMat(b.data(), 1, 3));
+  EXPECT_EQ(list.size(), 51);
+  EXPECT_EQ(list.row(50)[0], 10000.0f);
+  EXPECT_EQ(list.row(49)[0], 490.0f);
 }
 
 TEST(ModelCache, LayerGeometryFollowsTheConfig) {

@@ -3,6 +3,9 @@
 #include "backend/cuda/cuda_ops.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_ops_internal.h"
@@ -72,7 +75,44 @@ bool CudaOps::supports(Feature f) const {
   return f != Feature::kCount;
 }
 
-void CudaOps::synchronize() const { DI_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaOps::synchronize() { DI_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+void* CudaOps::allocate(size_t bytes) {
+  void* p = nullptr;
+  const size_t n = std::max<size_t>(bytes, 256);
+  const cudaError_t e = cudaMalloc(&p, n);
+  if (e != cudaSuccess) {
+    // The op contract has no error channel; say what ran out and what to change, then stop.
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    std::fprintf(stderr,
+                 "deepinfer: GPU memory exhausted: cudaMalloc of %zu bytes failed (%s); %zu of "
+                 "%zu bytes free. Use a smaller model, fewer concurrent sequences or shorter "
+                 "prompts.\n",
+                 n, cudaGetErrorString(e), free_b, total_b);
+    std::abort();
+  }
+  DI_CUDA_CHECK(cudaMemset(p, 0, n));
+  return p;
+}
+
+void CudaOps::deallocate(void* p) {
+  if (p != nullptr) DI_CUDA_CHECK(cudaFree(p));
+}
+
+void CudaOps::upload(void* dst, const void* src, size_t bytes) {
+  if (bytes) DI_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+void CudaOps::download(void* dst, const void* src, size_t bytes) {
+  if (bytes) DI_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+void CudaOps::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) {
+    DI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+}
 
 template <typename T>
 const T* CudaOps::on_device(const T* p, int64_t n) {
@@ -217,6 +257,20 @@ void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_ro
                                   cudaMemcpyHostToDevice, stream_));
   }
   kc::launch_softmax_pool(dev, slots_per_row, md(out), stream_);
+}
+
+void CudaOps::rms_norm_bf16(Mat x, int64_t group, float eps) {
+  DI_CHECK(group > 0 && x.cols % group == 0);
+  kc::launch_rms_norm_bf16(md(x), group, eps, stream_);
+}
+
+void CudaOps::hadamard(Mat x, int64_t n) {
+  DI_CHECK(n > 0 && (n & (n - 1)) == 0 && n <= 1024 && x.cols % n == 0);
+  if (n == 128) {
+    hadamard128(x);
+    return;
+  }
+  kc::launch_hadamard(md(x), n, 1.0f / std::sqrt(static_cast<float>(n)), stream_);
 }
 
 void CudaOps::hadamard128(Mat x) {

@@ -40,7 +40,6 @@ class CudaOps : public Ops {
   const char* name() const override { return "cuda"; }
   bool supports(Feature f) const override;
   cudaStream_t stream() const { return stream_; }
-  void synchronize() const;
 
   void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
@@ -71,6 +70,19 @@ class CudaOps : public Ops {
   void swiglu(CMat a, CMat b, float limit, Mat out) override;
   void moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
+  void rms_norm_bf16(Mat x, int64_t group, float eps) override;
+  void hadamard(Mat x, int64_t n) override;
+
+  // Memory: device memory (cudaMalloc, zero-filled). upload/download are cudaMemcpy on the
+  // legacy stream, which the blocking op stream orders with; copy is async on the op stream.
+  bool host_memory() const override { return false; }
+  DeviceKind device_kind() const override { return DeviceKind::kCuda; }
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p) override;
+  void upload(void* dst, const void* src, size_t bytes) override;
+  void download(void* dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void synchronize() override;
 
  private:
   explicit CudaOps(cudaStream_t stream);

@@ -68,6 +68,10 @@ void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* po
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_hadamard128(MatDesc x, cudaStream_t stream);
+// Power-of-two n <= 1024; scale = the host's 1/sqrt(float(n)).
+void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream);
+// In place, per `group` channels (ops.h rms_norm_bf16).
+void launch_rms_norm_bf16(MatDesc x, int64_t group, float eps, cudaStream_t stream);
 
 // ---- hc/ ----------------------------------------------------------------------------------
 struct HcDesc {

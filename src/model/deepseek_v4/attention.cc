@@ -53,16 +53,13 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
   ops.rope(iq, Hi, di, pos, freqs, false);
   num.act(ops, iq);
   if (num.official) {
-    hadamard(ops, iq, di);
+    ops.hadamard(iq, di);
     ops.round_bf16(iq);
     ops.fake_quant_fp4(iq, kIndexerFp4Block);
   }
   ops.linear(u, w.weights_proj, iw);
   num.act(ops, iw);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(di) * static_cast<float>(Hi));
-  for (int64_t r = 0; r < iw.rows; ++r) {
-    for (int64_t h = 0; h < Hi; ++h) iw.at(r, h) *= scale;
-  }
+  ops.scale(iw, 1.0f / std::sqrt(static_cast<float>(di) * static_cast<float>(Hi)));
   num.act(ops, iw);
 }
 
@@ -92,14 +89,14 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
     const int64_t cw = w.compressor->width();
     ckv = Mat(fit(s.comp_kv, M * cw), M, cw);
     cg = Mat(fit(s.comp_gate, M * cw), M, cw);
-    compressor_project(ops, *w.compressor, u, pos, ckv, cg);
+    compressor_project(ops, *w.compressor, u, pos, ckv, cg, s.comp);
   }
   const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
   if (has_idx) {
     const CompressorWeights& icw = w.indexer->compressor;
     ikv = Mat(fit(s.idx_kv, M * icw.width()), M, icw.width());
     ig = Mat(fit(s.idx_gate, M * icw.width()), M, icw.width());
-    compressor_project(ops, icw, u, pos, ikv, ig);
+    compressor_project(ops, icw, u, pos, ikv, ig, s.comp);
     iq = Mat(fit(s.iq, M * Hi * di), M, Hi * di);
     iw = Mat(fit(s.iw, M * Hi), M, Hi);
     project_indexer(env, *w.indexer, cfreqs, u, qr, pos, iq, iw);
@@ -121,11 +118,14 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   }
   int32_t* idx = fit_n(s.idx, M * width);
   std::fill(idx, idx + M * width, -1);
-  float* keys = fit(s.keys, key_rows * d);
+  // Every query's keys are gathered into one matrix, one backend copy per source run (cached
+  // window slots, this step's rows, compressed rows), so one sparse_attention call serves all.
+  Mat keys(fit(s.keys, key_rows * d), key_rows, d);
   int64_t n_keys = 0;
-  auto push_key = [&](const float* row) {
-    std::memcpy(keys + n_keys * d, row, static_cast<size_t>(d) * sizeof(float));
-    return static_cast<int32_t>(n_keys++);
+  auto gather = [&](CMat src, const int32_t* rows, int64_t count) {
+    if (count == 0) return;
+    ops.copy_rows(src, rows, keys.rows_slice(n_keys, count));
+    n_keys += count;
   };
 
   for (const SequenceSpan& sq : in.sequences) {
@@ -166,22 +166,30 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
     // Window keys: cached rows [L - nw_old, L), then this step's rows.
     const int64_t nw_old = std::min(L, W - 1);
     const int64_t win_base = n_keys;
-    for (int64_t p = L - nw_old; p < L; ++p) push_key(lc.window.row(p));
-    for (int64_t i = 0; i < c; ++i) push_key(kv.row(b + i));
+    int32_t* slots = fit_n(s.gather_rows, nw_old);
+    for (int64_t p = L - nw_old; p < L; ++p) slots[p - (L - nw_old)] = lc.window.slot(p);
+    gather(lc.window.storage(), slots, nw_old);
+    gather(kv.rows_slice(b, c), nullptr, c);
     const int64_t origin = L - nw_old;  // position of key row win_base
 
     // Compressed keys.
     int64_t comp_base = n_keys;
     int32_t* remap = nullptr;
     if (has_comp && !has_idx) {
-      for (int64_t r = 0; r < lc.comp.rows.size(); ++r) push_key(lc.comp.rows.row(r));
+      gather(lc.comp.rows.view(), nullptr, lc.comp.rows.size());
     } else if (has_idx && K > 0) {
       remap = fit_n(s.remap, lc.comp.rows.size());
       std::fill(remap, remap + lc.comp.rows.size(), -1);
+      int32_t* picked = fit_n(s.gather_rows, c * K);
+      int64_t n_picked = 0;
       for (int64_t j = 0; j < c * K; ++j) {
         const int32_t r = sel[j];
-        if (r >= 0 && remap[r] < 0) remap[r] = push_key(lc.comp.rows.row(r));
+        if (r >= 0 && remap[r] < 0) {
+          remap[r] = static_cast<int32_t>(n_keys + n_picked);
+          picked[n_picked++] = r;
+        }
       }
+      gather(lc.comp.rows.view(), picked, n_picked);
     }
 
     for (int64_t i = 0; i < c; ++i) {
@@ -207,7 +215,7 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   DI_CHECK(n_keys <= key_rows);
 
   Mat o(fit(s.o, M * H * d), M, H * d);
-  ops.sparse_attention(q, H, CMat(keys, n_keys, d), idx, width, w.sink,
+  ops.sparse_attention(q, H, CMat(keys).rows_slice(0, n_keys), idx, width, w.sink,
                        1.0f / std::sqrt(static_cast<float>(d)), num.official, o);
   num.act(ops, o);
   ops.rope(o, H, d, pos, freqs, true);

@@ -21,12 +21,29 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
+// Activations live in the backend's memory (Buffer); index lists are host arrays, which every
+// backend accepts (a device backend stages them).
 struct AttentionScratch {
-  std::vector<float> qr, q, kv, o, z;
-  std::vector<float> comp_kv, comp_gate, idx_kv, idx_gate;  // compressor projections
-  std::vector<float> iq, iw, scores;                        // indexer
-  std::vector<float> keys;                                  // gathered key/value rows
-  std::vector<int32_t> idx, sel, visible, remap;
+  explicit AttentionScratch(backend::Ops& ops)
+      : qr(ops),
+        q(ops),
+        kv(ops),
+        o(ops),
+        z(ops),
+        comp_kv(ops),
+        comp_gate(ops),
+        idx_kv(ops),
+        idx_gate(ops),
+        iq(ops),
+        iw(ops),
+        scores(ops),
+        keys(ops),
+        comp(ops) {}
+  backend::Buffer qr, q, kv, o, z;
+  backend::Buffer comp_kv, comp_gate, idx_kv, idx_gate;  // compressor projections
+  backend::Buffer iq, iw, scores;                        // indexer
+  backend::Buffer keys;                                  // gathered key/value rows
+  std::vector<int32_t> idx, sel, visible, remap, gather_rows;
   CompressorScratch comp;
 };
 

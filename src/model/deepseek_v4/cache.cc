@@ -10,25 +10,47 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
-void RowRing::init(int64_t capacity, int64_t width) {
+namespace {
+
+// dst rows [0, src.rows) <- src, one backend copy per contiguous run.
+void copy_rows_to(backend::Ops& ops, backend::CMat src, float* dst, int64_t width) {
+  if (src.rows == 0) return;
+  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
+  if (src.ld == width) {
+    ops.copy(dst, src.data, row_bytes * static_cast<size_t>(src.rows));
+    return;
+  }
+  ops.copy_rows(src, nullptr, backend::Mat(dst, src.rows, width));
+}
+
+}  // namespace
+
+void RowRing::init(backend::Ops& ops, int64_t capacity, int64_t width) {
   capacity_ = capacity;
   width_ = width;
   size_ = oldest_ = 0;
-  data_.assign(static_cast<size_t>(capacity * width), 0.0f);
+  data_ = backend::Buffer(ops, static_cast<size_t>(capacity * width) * sizeof(float));
 }
 
 const float* RowRing::row(int64_t index) const {
+  return data_.as<const float>() + slot(index) * width_;
+}
+
+int32_t RowRing::slot(int64_t index) const {
   DI_CHECK(index >= oldest_ && index < size_);
-  return data_.data() + (index % capacity_) * width_;
+  return static_cast<int32_t>(index % capacity_);
 }
 
 void RowRing::append(backend::CMat rows) {
   DI_CHECK(rows.cols == width_);
-  const int64_t skip = std::max<int64_t>(0, rows.rows - capacity_);
-  for (int64_t r = skip; r < rows.rows; ++r) {
-    const int64_t index = size_ + r;
-    std::memcpy(data_.data() + (index % capacity_) * width_, rows.row(r),
-                static_cast<size_t>(width_) * sizeof(float));
+  backend::Ops& ops = *data_.ops();
+  // Only the newest `capacity` rows survive; they land in at most two contiguous slot runs.
+  int64_t r = std::max<int64_t>(0, rows.rows - capacity_);
+  while (r < rows.rows) {
+    const int64_t slot0 = (size_ + r) % capacity_;
+    const int64_t run = std::min(rows.rows - r, capacity_ - slot0);
+    copy_rows_to(ops, rows.rows_slice(r, run), data_.as<float>() + slot0 * width_, width_);
+    r += run;
   }
   size_ += rows.rows;
   oldest_ = std::max(oldest_, size_ - capacity_);
@@ -42,33 +64,38 @@ void RowRing::truncate(int64_t new_size) {
 
 void RowList::append(backend::CMat rows) {
   DI_CHECK(rows.cols == width_);
-  for (int64_t r = 0; r < rows.rows; ++r)
-    data_.insert(data_.end(), rows.row(r), rows.row(r) + width_);
+  if (rows.rows == 0) return;
+  const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
+  float* base = static_cast<float*>(data_.reserve_bytes(
+      row_bytes * static_cast<size_t>(size_ + rows.rows), row_bytes * static_cast<size_t>(size_)));
+  copy_rows_to(*data_.ops(), rows, base + size_ * width_, width_);
+  size_ += rows.rows;
 }
 
 namespace {
 
-void init_compressor(CompressorState& s, int ratio, int d_c, int rollback) {
+void init_compressor(backend::Ops& ops, CompressorState& s, int ratio, int d_c, int rollback) {
   const bool overlap = ratio == 4;
   const int64_t width = overlap ? 2 * d_c : d_c;
   // Tokens whose rows an unfinished window still needs: the current window, plus the previous
   // one for the overlap half; + rollback slack.
   const int64_t cap = (overlap ? 2 * ratio : ratio) + rollback;
-  s.kv.init(cap, width);
-  s.gate.init(cap, width);
-  s.rows.init(d_c);
+  s.kv.init(ops, cap, width);
+  s.gate.init(ops, cap, width);
+  s.rows.init(ops, d_c);
   s.ratio = ratio;
 }
 
-LayerCache make_layer(const io::ModelConfig& c, const io::LayerSpec& spec, int rollback) {
+LayerCache make_layer(backend::Ops& ops, const io::ModelConfig& c, const io::LayerSpec& spec,
+                      int rollback) {
   LayerCache l;
   l.kind = spec.attention;
-  l.window.init(c.sliding_window + rollback, c.head_dim);
+  l.window.init(ops, c.sliding_window + rollback, c.head_dim);
   if (spec.attention != io::AttentionKind::kSWA) {
-    init_compressor(l.comp, spec.compress_ratio, c.head_dim, rollback);
+    init_compressor(ops, l.comp, spec.compress_ratio, c.head_dim, rollback);
   }
   if (spec.attention == io::AttentionKind::kCSA) {
-    init_compressor(l.idx, spec.compress_ratio, c.index_head_dim, rollback);
+    init_compressor(ops, l.idx, spec.compress_ratio, c.index_head_dim, rollback);
   }
   return l;
 }
@@ -80,13 +107,14 @@ int64_t ring_bytes(const RowRing& r) {
 
 }  // namespace
 
-SequenceCache SequenceCache::create(const io::ModelConfig& config, const CacheOptions& options) {
+SequenceCache SequenceCache::create(backend::Ops& ops, const io::ModelConfig& config,
+                                    const CacheOptions& options) {
   SequenceCache s;
   s.max_rollback_ = std::max(0, options.max_rollback);
   for (const auto& spec : config.layers)
-    s.layers_.push_back(make_layer(config, spec, s.max_rollback_ + 1));
+    s.layers_.push_back(make_layer(ops, config, spec, s.max_rollback_ + 1));
   for (const auto& spec : config.mtp_layers) {
-    s.mtp_layers_.push_back(make_layer(config, spec, s.max_rollback_ + 1));
+    s.mtp_layers_.push_back(make_layer(ops, config, spec, s.max_rollback_ + 1));
   }
   return s;
 }

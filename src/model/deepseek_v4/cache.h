@@ -1,4 +1,5 @@
-// Per-sequence KV / state cache of the DeepSeek-V4 forward pass (spec §3), in host memory.
+// Per-sequence KV / state cache of the DeepSeek-V4 forward pass (spec §3), in the backend's
+// memory (host for the CPU backends, device for CUDA: backend/buffer.h).
 //
 // One LayerCache per attention layer (main layers, then MTP blocks) holds the four kinds of
 // state a V4 layer needs:
@@ -13,12 +14,15 @@
 // Rings keep `max_rollback` rows beyond what the next step needs, so rolling back the last k
 // tokens (speculative decoding) is only a truncation: nothing has to be recomputed. This is the
 // interface the engine's paged block pool will implement later (append rows, read rows,
-// truncate); the model never touches the storage directly.
+// truncate); the model never touches the storage directly. Appends are backend copies
+// (Ops::copy), so the rows never leave the backend's memory.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "backend/mat.h"
 #include "base/status.h"
 #include "io/model_config.h"
@@ -28,35 +32,43 @@ namespace deepinfer::model::deepseek_v4 {
 // Fixed-width FP32 rows addressed by absolute index; keeps the newest `capacity` rows.
 class RowRing {
  public:
-  void init(int64_t capacity, int64_t width);
+  void init(backend::Ops& ops, int64_t capacity, int64_t width);
   int64_t size() const { return size_; }      // rows appended so far (minus truncation)
   int64_t oldest() const { return oldest_; }  // smallest index still readable
   int64_t width() const { return width_; }
   const float* row(int64_t index) const;
+  // Slot of row `index` in storage() (readable indices only).
+  int32_t slot(int64_t index) const;
+  // All capacity slots as one matrix (for gathers by slot).
+  backend::CMat storage() const { return {data_.as<const float>(), capacity_, width_}; }
   // Appends rows (only the newest `capacity` of them are kept when there are more).
   void append(backend::CMat rows);
   // Forgets rows >= new_size. Rows below new_size stay readable when they were kept.
   void truncate(int64_t new_size);
 
  private:
-  std::vector<float> data_;
+  backend::Buffer data_;
   int64_t capacity_ = 0, width_ = 0, size_ = 0, oldest_ = 0;
 };
 
 // Growing list of fixed-width FP32 rows (compressed rows); contiguous, so it is a CMat.
 class RowList {
  public:
-  void init(int64_t width) { width_ = width; }
-  int64_t size() const { return width_ ? static_cast<int64_t>(data_.size()) / width_ : 0; }
+  void init(backend::Ops& ops, int64_t width) {
+    data_ = backend::Buffer(ops);
+    width_ = width;
+    size_ = 0;
+  }
+  int64_t size() const { return size_; }
   int64_t width() const { return width_; }
-  const float* row(int64_t i) const { return data_.data() + i * width_; }
-  backend::CMat view() const { return {data_.data(), size(), width_}; }
+  const float* row(int64_t i) const { return data_.as<const float>() + i * width_; }
+  backend::CMat view() const { return {data_.as<const float>(), size_, width_}; }
   void append(backend::CMat rows);
-  void truncate(int64_t new_size) { data_.resize(static_cast<size_t>(new_size * width_)); }
+  void truncate(int64_t new_size) { size_ = std::min(size_, new_size); }
 
  private:
-  std::vector<float> data_;
-  int64_t width_ = 0;
+  backend::Buffer data_;
+  int64_t width_ = 0, size_ = 0;
 };
 
 // The running state of one compressor: the (kv, gate + ape) rows of recent tokens.
@@ -79,7 +91,9 @@ struct CacheOptions {
 
 class SequenceCache {
  public:
-  static SequenceCache create(const io::ModelConfig& config, const CacheOptions& options = {});
+  // Storage comes from `ops` (host or device memory), which must outlive the cache.
+  static SequenceCache create(backend::Ops& ops, const io::ModelConfig& config,
+                              const CacheOptions& options = {});
 
   int64_t length() const { return length_; }          // tokens processed by the main layers
   int64_t mtp_length() const { return mtp_length_; }  // positions processed by the MTP block

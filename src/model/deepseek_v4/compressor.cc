@@ -11,16 +11,18 @@ using backend::CMat;
 using backend::Mat;
 
 void compressor_project(backend::Ops& ops, const CompressorWeights& w, CMat u,
-                        const int32_t* positions, Mat kv, Mat gate) {
+                        const int32_t* positions, Mat kv, Mat gate, CompressorScratch& scratch) {
   // FP32 compute on the (BF16-exact) block input in both semantics (spec §2.0).
   ops.linear(u, w.wkv, kv);
   ops.linear(u, w.wgate, gate);
-  const int64_t width = w.width();
-  for (int64_t r = 0; r < gate.rows; ++r) {
-    const float* ape = w.ape + (positions[r] % w.ratio) * width;
-    float* g = gate.row(r);
-    for (int64_t c = 0; c < width; ++c) g[c] += ape[c];
-  }
+  // gate += ape[pos mod m]: gather the ape rows, then one add.
+  const int64_t width = w.width(), M = gate.rows;
+  if (M == 0) return;
+  int32_t* which = fit_n(scratch.ape_index, M);
+  for (int64_t r = 0; r < M; ++r) which[r] = positions[r] % w.ratio;
+  Mat ape(fit(scratch.ape_rows, M * width), M, width);
+  ops.copy_rows(CMat(w.ape, w.ratio, width), which, ape);
+  ops.add(gate, ape, gate);
 }
 
 int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const CompressorWeights& w,
@@ -68,7 +70,7 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
       if (kind == CompressedRowKind::kAttention) {
         ops.fake_quant_fp8(out, d_c - 2 * static_cast<int64_t>(freqs.size()), kKvFp8Block);
       } else {
-        hadamard(ops, out, d_c);
+        ops.hadamard(out, d_c);
         ops.round_bf16(out);
         ops.fake_quant_fp4(out, kIndexerFp4Block);
       }

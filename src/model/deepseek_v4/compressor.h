@@ -26,13 +26,15 @@ enum class CompressedRowKind : uint8_t {
 };
 
 struct CompressorScratch {
+  explicit CompressorScratch(backend::Ops& ops) : rows(ops), ape_rows(ops) {}
   std::vector<backend::PoolSlot> slots;
-  std::vector<float> rows;
-  std::vector<int32_t> positions;
+  backend::Buffer rows, ape_rows;
+  std::vector<int32_t> positions, ape_index;
 };
 
 void compressor_project(backend::Ops& ops, const CompressorWeights& w, backend::CMat u,
-                        const int32_t* positions, backend::Mat kv, backend::Mat gate);
+                        const int32_t* positions, backend::Mat kv, backend::Mat gate,
+                        CompressorScratch& scratch);
 
 // kv / gate: this sequence's rows of the step (count rows, first at absolute position `start`
 // == the state's size). Returns the number of rows emitted.

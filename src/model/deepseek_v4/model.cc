@@ -20,16 +20,33 @@ using backend::CMat;
 using backend::Mat;
 
 struct Model::State {
+  explicit State(backend::Ops& o)
+      : ops(&o),
+        x_buf(o),
+        y_buf(o),
+        u_buf(o),
+        post_buf(o),
+        comb_buf(o),
+        sub_buf(o),
+        head_in(o),
+        head_y(o),
+        logits_buf(o),
+        mtp_e(o),
+        mtp_h(o),
+        mtp_hidden(o),
+        attn(o),
+        moe(o) {}
+
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
   ModelWeights w;
   Numerics num;
   RopeTables rope;
 
-  // Step scratch (grow-only).
-  std::vector<float> x_buf, y_buf, u_buf, post_buf, comb_buf, sub_buf, head_in, head_y;
-  std::vector<float> mtp_e, mtp_h;
-  std::vector<int32_t> mtp_pos;
+  // Step scratch (grow-only), in the backend's memory.
+  backend::Buffer x_buf, y_buf, u_buf, post_buf, comb_buf, sub_buf, head_in, head_y, logits_buf;
+  backend::Buffer mtp_e, mtp_h, mtp_hidden;
+  std::vector<int32_t> mtp_pos, head_rows;
   AttentionScratch attn;
   MoeScratch moe;
 
@@ -91,9 +108,19 @@ struct Model::State {
     Mat e(fit(y_buf, M * D), M, D);
     ops->embed(ids.data(), M, w.embed, e);
     num.act(*ops, e);
-    for (int64_t r = 0; r < M; ++r) {
-      for (int64_t i = 0; i < n; ++i) std::memcpy(X.row(r) + i * D, e.row(r), D * sizeof(float));
-    }
+    for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
+  }
+
+  // logits [R, V] of the step rows `rows` of X, copied to the host.
+  void head_rows_to_host(CMat X, std::span<const int32_t> rows, std::vector<float>& out) {
+    const int64_t R = static_cast<int64_t>(rows.size()), nD = X.cols, V = cfg().vocab_size;
+    out.resize(static_cast<size_t>(R * V));
+    if (R == 0) return;
+    Mat Xs(fit(head_in, R * nD), R, nD);
+    ops->copy_rows(X, rows.data(), Xs);
+    Mat lg(fit(logits_buf, R * V), R, V);
+    head(w.head, Xs, lg);
+    ops->download(out.data(), lg.data, out.size() * sizeof(float));
   }
 
   Status validate(const StepInputs& in, bool mtp) const {
@@ -144,8 +171,7 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 Expected<Model> Model::load(const std::string& model_dir, backend::Ops& ops) {
-  auto s = std::make_unique<State>();
-  s->ops = &ops;
+  auto s = std::make_unique<State>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
   const io::ModelConfig& c = s->ckpt.config();
   if (c.num_kv_heads != 1) {
@@ -168,7 +194,7 @@ Expected<Model> Model::load(const std::string& model_dir, backend::Ops& ops) {
       return unimplemented("config " + c.source + ": index_head_dim must be a power of two");
     }
   }
-  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt));
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
   s->num = Numerics::from_config(c);
   s->rope = RopeTables::from_config(c);
   using F = backend::Feature;
@@ -200,7 +226,7 @@ bool Model::has_mtp() const { return !s_->w.mtp.empty(); }
 int64_t Model::vocab_size() const { return s_->cfg().vocab_size; }
 
 SequenceCache Model::new_sequence(const CacheOptions& options) const {
-  return SequenceCache::create(s_->cfg(), options);
+  return SequenceCache::create(*s_->ops, s_->cfg(), options);
 }
 
 Status Model::forward(const StepInputs& in, StepOutputs& out) {
@@ -208,7 +234,6 @@ Status Model::forward(const StepInputs& in, StepOutputs& out) {
   DI_TRY(s.validate(in, false));
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
-  const int64_t V = s.cfg().vocab_size;
   Mat X(fit(s.x_buf, M * nD), M, nD);
   if (M > 0) {
     s.embed_streams(in.token_ids, X);
@@ -225,16 +250,13 @@ Status Model::forward(const StepInputs& in, StepOutputs& out) {
     for (int64_t r = first; r < sq.begin + sq.count; ++r) out.logit_row_of.push_back(r);
   }
   out.logit_rows = static_cast<int64_t>(out.logit_row_of.size());
-  out.logits.resize(static_cast<size_t>(out.logit_rows * V));
-  if (out.logit_rows > 0) {
-    Mat Xs(fit(s.head_in, out.logit_rows * nD), out.logit_rows, nD);
-    for (int64_t i = 0; i < out.logit_rows; ++i) {
-      std::memcpy(Xs.row(i), X.row(out.logit_row_of[static_cast<size_t>(i)]), nD * sizeof(float));
-    }
-    s.head(s.w.head, Xs, Mat(out.logits.data(), out.logit_rows, V));
+  int32_t* rows = fit_n(s.head_rows, out.logit_rows);
+  for (int64_t i = 0; i < out.logit_rows; ++i) {
+    rows[i] = static_cast<int32_t>(out.logit_row_of[static_cast<size_t>(i)]);
   }
+  s.head_rows_to_host(X, {rows, static_cast<size_t>(out.logit_rows)}, out.logits);
   if (in.keep_hidden) {
-    out.hidden.assign(X.data, X.data + M * nD);
+    backend::download_mat(*s.ops, X, out.hidden);
   } else {
     out.hidden.clear();
   }
@@ -286,7 +308,7 @@ Expected<std::vector<float>> Model::mtp_draft(SequenceCache& cache, std::span<co
   const MtpWeights& mw = s.w.mtp[0];
   backend::Ops& o = *s.ops;
   const Numerics& num = s.num;
-  std::vector<float> logits(static_cast<size_t>(M * c.vocab_size));
+  std::vector<float> logits;
   if (M == 0) return logits;
   // e = enorm(embed(next)); Hs = hnorm(X_main) per stream; X = e_proj(e) + h_proj(Hs).
   Mat e(fit(s.mtp_e, M * D), M, D);
@@ -294,8 +316,10 @@ Expected<std::vector<float>> Model::mtp_draft(SequenceCache& cache, std::span<co
   num.act(o, e);
   o.rms_norm(e, &mw.enorm, num.eps, 0, e);
   num.act(o, e);
+  float* hid = fit(s.mtp_hidden, M * n * D);
+  o.upload(hid, hidden.data(), hidden.size_bytes());
   Mat hs(fit(s.mtp_h, M * n * D), M * n, D);
-  o.rms_norm(CMat(hidden.data(), M * n, D), &mw.hnorm, num.eps, 0, hs);
+  o.rms_norm(CMat(hid, M * n, D), &mw.hnorm, num.eps, 0, hs);
   num.act(o, hs);
   Mat X(fit(s.x_buf, M * n * D), M, n * D);
   Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
@@ -304,16 +328,13 @@ Expected<std::vector<float>> Model::mtp_draft(SequenceCache& cache, std::span<co
   Mat pe(fit(s.sub_buf, M * D), M, D);
   o.linear(e, mw.e_proj, pe, num.gemm());
   num.act(o, pe);
-  for (int64_t r = 0; r < M; ++r) {
-    for (int64_t i = 0; i < n; ++i) {
-      float* x = X.row(r) + i * D;
-      for (int64_t k = 0; k < D; ++k) x[k] += pe.at(r, k);
-    }
-  }
+  for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
   num.act(o, X);
   s.block(mw.block, true, 0, X, next_ids.data(), in);
   cache.advance_mtp(M);
-  s.head(mw.head, X, Mat(logits.data(), M, c.vocab_size));
+  Mat lg(fit(s.logits_buf, M * c.vocab_size), M, c.vocab_size);
+  s.head(mw.head, X, lg);
+  backend::download_mat(o, lg, logits);
   return logits;
 }
 

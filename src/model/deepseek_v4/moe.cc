@@ -32,8 +32,12 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   if (w.shared) {
     int32_t* sid = fit_n(s.shared_ids, M);
     std::fill(sid, sid + M, 0);
-    backend::Mat sg(fit(s.shared_weights, M), M, 1);
-    for (int64_t r = 0; r < M; ++r) sg.at(r, 0) = 1.0f;
+    if (s.shared_ones < M) {  // the shared expert's gate weight is 1 for every row
+      s.shared_ones = std::max<int64_t>(M, 2 * s.shared_ones);
+      const std::vector<float> ones(static_cast<size_t>(s.shared_ones), 1.0f);
+      ops.upload(fit(s.shared_weights, s.shared_ones), ones.data(), ones.size() * sizeof(float));
+    }
+    backend::Mat sg(s.shared_weights.as<float>(), M, 1);
     opts.accumulate = true;
     ops.moe_experts(v, sid, sg, 1, {&*w.shared, 1}, opts, out);
   }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
 #include "model/deepseek_v4/numerics.h"
@@ -17,8 +18,10 @@
 namespace deepinfer::model::deepseek_v4 {
 
 struct MoeScratch {
+  explicit MoeScratch(backend::Ops& ops) : weights(ops), shared_weights(ops) {}
   std::vector<int32_t> ids, shared_ids;
-  std::vector<float> weights, shared_weights;
+  backend::Buffer weights, shared_weights;  // shared_weights: all ones, grown on demand
+  int64_t shared_ones = 0;                  // rows of shared_weights set to 1
 };
 
 // out [M, D] = MoE(v). token_ids [M] feed hash routing.

@@ -1,5 +1,5 @@
-// The two numeric semantics of the forward pass, and the few model-side numeric helpers the op
-// contract does not (yet) cover.
+// The two numeric semantics of the forward pass, and the model-side helpers that pick the ops
+// of each.
 //
 // Semantics are decided by the checkpoint, never by a flag: a plain BF16/F16/F32 checkpoint (no
 // quantization_config) computes what HF transformers computes (FP32 math between ops, routing
@@ -41,13 +41,8 @@ struct Numerics {
 
 // Per-head RMS normalisation of q (spec §2.3 step 3) over `heads` groups of `d` channels, in
 // place. Official: the reference's BF16 arithmetic (ms = bf16(mean(bf16(q²))),
-// r = bf16(rsqrt(bf16(ms + eps))), q = bf16(q·r)); HF: FP32 via ops.rms_norm.
+// r = bf16(rsqrt(bf16(ms + eps))), q = bf16(q·r): ops.rms_norm_bf16); HF: FP32 via ops.rms_norm.
 void head_rms_norm(backend::Ops& ops, const Numerics& num, backend::Mat q, int64_t d);
-
-// Normalised Sylvester-order Walsh-Hadamard transform over each `n`-wide chunk of every row
-// (n a power of two), in place. Uses ops.hadamard128 when n == 128; the op contract has no other
-// width yet (tiny test configs use index_head_dim 32), so smaller widths are done here.
-void hadamard(backend::Ops& ops, backend::Mat x, int64_t n);
 
 // RoPE frequency tables of the two variants (spec §2.6).
 struct RopeTables {

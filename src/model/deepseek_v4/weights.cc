@@ -12,7 +12,8 @@ using backend::WeightRef;
 
 class Binder {
  public:
-  Binder(const io::Checkpoint& ckpt, ModelWeights& out) : ckpt_(ckpt), out_(out) {}
+  Binder(const io::Checkpoint& ckpt, backend::Ops& ops, ModelWeights& out)
+      : ckpt_(ckpt), ops_(ops), out_(out) {}
 
   // A linear (or expert linear) in whatever format the checkpoint stores it.
   Expected<WeightRef> linear(const std::string& name) {
@@ -29,7 +30,7 @@ class Binder {
       return WeightRef::dense(w.data);
     }();
     if (!r.ok()) return r.status().with_context("binding tensor '" + w.stored_name + "'");
-    return r;
+    return place(*r);
   }
 
   // A 1-D float vector (RMSNorm weight) as a dense [1, n] WeightRef over the same bytes.
@@ -38,14 +39,19 @@ class Binder {
     TensorView v = TensorView::make(w.data.dtype, {1, w.data.numel()}, w.data.data);
     auto r = WeightRef::dense(v);
     if (!r.ok()) return r.status().with_context("binding tensor '" + w.stored_name + "'");
-    return r;
+    return place(*r);
   }
+
+  // The weight in the backend's memory (a zero-copy view for host backends).
+  WeightRef place(const WeightRef& w) { return backend::place_weight(ops_, w, out_.placed); }
+  TensorView place(const TensorView& t) { return backend::place_tensor(ops_, t, out_.placed); }
 
   // FP32 data of a small float tensor: the mapped bytes when stored F32, else an owned copy.
   Expected<const float*> floats(const std::string& name) {
     DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
     const TensorView& t = w.data;
-    if (t.dtype == DType::kF32) return t.ptr<float>();
+    if (t.dtype == DType::kF32)
+      return backend::place_floats(ops_, t.ptr<float>(), t.numel(), out_.placed);
     std::vector<float> v(static_cast<size_t>(t.numel()));
     for (size_t i = 0; i < v.size(); ++i) {
       switch (t.dtype) {
@@ -61,7 +67,7 @@ class Binder {
       }
     }
     out_.owned.push_back(std::move(v));
-    return static_cast<const float*>(out_.owned.back().data());
+    return backend::place_floats(ops_, out_.owned.back().data(), t.numel(), out_.placed);
   }
 
   Expected<HcWeights> hc(const std::string& prefix, int64_t rows, int64_t cols) {
@@ -141,7 +147,7 @@ class Binder {
     DI_ASSIGN_OR_RETURN(m.gate, linear(fp + "gate.weight"));
     if (spec.moe == io::MoeKind::kHash) {
       DI_ASSIGN_OR_RETURN(const io::Weight t, ckpt_.get(fp + "gate.tid2eid"));
-      m.tid2eid = t.data;
+      m.tid2eid = place(t.data);
     } else if (ckpt_.has(fp + "gate.bias")) {
       DI_ASSIGN_OR_RETURN(m.bias, floats(fp + "gate.bias"));
     }
@@ -167,15 +173,16 @@ class Binder {
 
  private:
   const io::Checkpoint& ckpt_;
+  backend::Ops& ops_;
   ModelWeights& out_;
 };
 
 }  // namespace
 
-Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt) {
+Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops) {
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
-  Binder b(ckpt, w);
+  Binder b(ckpt, ops, w);
   DI_ASSIGN_OR_RETURN(w.embed, b.linear("embed.weight"));
   if (w.embed.quantized()) return invalid_argument("embed.weight must be stored dense (BF16/F32)");
   if (ckpt.has("head.weight")) {

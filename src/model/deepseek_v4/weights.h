@@ -4,7 +4,8 @@
 // Nothing is copied except small float parameters that are not stored as F32 (mHC, sinks, ape,
 // router bias may be BF16 in some saves): those get an owned FP32 copy so the ops can take plain
 // float pointers. Big weights stay zero-copy views of the memory-mapped files, so the Checkpoint
-// must outlive the ModelWeights (Model owns both). The binding follows the config's per-layer
+// must outlive the ModelWeights (Model owns both). On a GPU backend every view is replaced by a
+// device copy in `placed` at bind time. The binding follows the config's per-layer
 // LayerSpec, so a layer only has the parts its kind needs (compressor for CSA/HCA, indexer for
 // CSA, tid2eid for hash MoE).
 #pragma once
@@ -14,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "backend/mat.h"
 #include "backend/ops.h"
 #include "backend/weight_ref.h"
@@ -92,10 +94,15 @@ struct ModelWeights {
 
   // FP32 copies of small parameters that were not stored as F32. A deque: pointers stay valid.
   std::deque<std::vector<float>> owned;
+  // Backend-memory copies of every weight and parameter when the backend's memory is not host
+  // memory (a GPU); empty for the CPU backends, whose views stay on the mapped checkpoint.
+  std::vector<backend::Buffer> placed;
 };
 
 // Binds every tensor the config implies. Errors name the tensor (kDataLoss / kInvalidArgument);
 // the checkpoint was validated by io, so these only fire on formats the backend cannot take.
-Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt);
+// Weights end up in `ops`' memory (backend::place_weight): zero-copy on the CPU, uploaded once
+// to a GPU, still in their stored formats.
+Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops);
 
 }  // namespace deepinfer::model::deepseek_v4

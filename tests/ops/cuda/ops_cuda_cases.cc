@@ -217,6 +217,27 @@ CUDA_CASE(quant_and_hadamard) {
   close(ctx, "hadamard128", d.download(), want.v, 2e-6);
 }
 
+// The two small model ops with host defaults in ops.cc: the GPU must give the same bits (same
+// butterflies and scale; same FP32 channel-order sum between BF16 roundings).
+CUDA_CASE(hadamard_any_width_and_bf16_head_norm) {
+  for (int64_t n : {2, 16, 32, 64, 256, 512}) {
+    const Buf x = random_buf(ctx.rng, 5, 2 * n, -3.0f, 3.0f);
+    Buf want = x;
+    ctx.ref->hadamard(want.mat(), n);
+    DBuf d = dev_copy(x, 1);
+    ctx.gpu->hadamard(d.mat(), n);
+    close(ctx, ("hadamard n=" + std::to_string(n)).c_str(), d.download(), want.v, 0.0);
+  }
+  for (int64_t group : {32, 128, 512}) {
+    const Buf x = random_buf(ctx.rng, 3, 4 * group, -4.0f, 4.0f);
+    Buf want = x;
+    ctx.ref->rms_norm_bf16(want.mat(), group, 1e-6f);
+    DBuf d = dev_copy(x, 3);
+    ctx.gpu->rms_norm_bf16(d.mat(), group, 1e-6f);
+    close(ctx, ("rms_norm_bf16 group=" + std::to_string(group)).c_str(), d.download(), want.v, 0.0);
+  }
+}
+
 CUDA_CASE(hyper_connections) {
   const int n = 4;
   for (int64_t D : {256, 4096}) {

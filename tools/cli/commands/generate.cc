@@ -1,5 +1,5 @@
 // `deepinfer generate --model DIR --prompt-ids 5,17,42 --max-tokens N --temperature 0
-// [--ignore-eos] [--json] [--backend opt|ref]`: greedy generation from token ids on the CPU
+// [--ignore-eos] [--json] [--backend opt|ref|cuda]`: greedy generation from token ids on the CPU
 // backend, one sequence, through model::deepseek_v4::Model (prefill, then one decode step per
 // token). Sampling (temperature > 0) arrives with the engine issue; until then a non-zero
 // temperature is refused rather than silently ignored. Prints the generated ids (and their text
@@ -11,8 +11,8 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/select.h"
 #include "base/options.h"
 #include "commands.h"
 #include "commands/generate_engine.h"
@@ -43,7 +43,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool json_output = false;
   bool stats = false;
-  std::string backend = "opt";
+  std::string backend;  // "" = DEEPINFER_ACCELERATOR (backend/select.h)
 };
 
 int fail(int code, const std::string& message) {
@@ -109,7 +109,8 @@ bool wants_engine(const GenerateArgs& args) {
 int run(GenerateArgs args) {
   if (args.max_tokens < 0) return fail(2, "--max-tokens must be >= 0");
   if (!args.prompt_ids_given && !wants_engine(args)) {
-    return fail(2, "no prompt: give --prompt TEXT (or - for stdin), --prompts-file, or --prompt-ids");
+    return fail(2,
+                "no prompt: give --prompt TEXT (or - for stdin), --prompts-file, or --prompt-ids");
   }
   auto ids = parse_ids(args.prompt_ids);
   if (!ids.ok()) return fail(2, ids.status().message());
@@ -128,18 +129,13 @@ int run(GenerateArgs args) {
   if (ids->empty()) return fail(2, "--prompt-ids is empty: give at least one token id");
 
   const auto& env = env_options();
-  std::unique_ptr<backend::Ops> ops;
   // What make_opt_ops does with 0: one thread per hardware thread.
   int threads = env.ok() ? env->num_threads : 0;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  if (args.backend != "opt") threads = 1;
-  if (args.backend == "opt") {
-    ops = backend::cpu::make_opt_ops(env.ok() ? env->num_threads : 0);
-  } else if (args.backend == "ref") {
-    ops = backend::cpu::make_ref_ops();
-  } else {
-    return fail(2, "--backend '" + args.backend + "': expected opt or ref");
-  }
+  auto made = backend::make_ops(args.backend, env.ok() ? env->num_threads : 0);
+  if (!made.ok()) return fail(2, "--backend " + args.backend + ": " + made.status().message());
+  std::unique_ptr<backend::Ops> ops = std::move(*made);
+  if (std::string_view(ops->name()) != "cpu-opt") threads = 1;
 
   using model::deepseek_v4::Model;
   const auto t_load = Clock::now();
@@ -220,13 +216,14 @@ int run(GenerateArgs args) {
     if (has_text) std::printf("%s\n", text.c_str());
     if (args.stats) {
       const int64_t n = static_cast<int64_t>(out_ids.size());
-      std::printf("prompt %zu tokens: prefill %.4f s (%.1f tok/s); decode %lld tokens %.4f s "
-                  "(%.1f tok/s); load %.3f s; peak RSS %.1f MiB\n",
-                  ids->size(), prefill_s,
-                  prefill_s > 0 ? static_cast<double>(ids->size()) / prefill_s : 0.0,
-                  static_cast<long long>(n > 0 ? n - 1 : 0), decode_s,
-                  decode_s > 0 ? static_cast<double>(n > 0 ? n - 1 : 0) / decode_s : 0.0, load_s,
-                  static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0));
+      std::printf(
+          "prompt %zu tokens: prefill %.4f s (%.1f tok/s); decode %lld tokens %.4f s "
+          "(%.1f tok/s); load %.3f s; peak RSS %.1f MiB\n",
+          ids->size(), prefill_s,
+          prefill_s > 0 ? static_cast<double>(ids->size()) / prefill_s : 0.0,
+          static_cast<long long>(n > 0 ? n - 1 : 0), decode_s,
+          decode_s > 0 ? static_cast<double>(n > 0 ? n - 1 : 0) / decode_s : 0.0, load_s,
+          static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0));
     }
   }
   std::fflush(stdout);  // also when run inside the Python extension
@@ -250,9 +247,11 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--top-k", args->engine.top_k, "top-k sampling (0 or -1: off)");
   cmd->add_option("--min-p", args->engine.min_p, "min-p sampling (default 0)");
   cmd->add_option("--seed", args->engine.seed, "seq_seed: same seed, same tokens");
-  cmd->add_option("--stop", args->engine.stop, "stop string (repeatable), excluded from the output");
-  cmd->add_flag("--no-stream", [args](int64_t) { args->engine.stream = false; },
-                "print a single prompt's text at the end instead of streaming it");
+  cmd->add_option("--stop", args->engine.stop,
+                  "stop string (repeatable), excluded from the output");
+  cmd->add_flag(
+      "--no-stream", [args](int64_t) { args->engine.stream = false; },
+      "print a single prompt's text at the end instead of streaming it");
   cmd->add_option("--max-tokens", args->max_tokens, "tokens to generate (default 16)");
   cmd->add_option("--temperature", args->temperature,
                   "0 = greedy (default); > 0 samples through the engine");
@@ -263,8 +262,8 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
                 "add timings (load/prefill/decode, tokens/s) and memory (peak RSS) to the output "
                 "(JSON: a \"stats\" object)");
   cmd->add_option("--backend", args->backend,
-                  "CPU backend: opt (threaded, default) or ref (the slow FP32 oracle, for "
-                  "debugging)");
+                  "opt (threaded CPU), ref (the slow FP32 oracle, for debugging) or cuda (NVIDIA "
+                  "GPU); default: DEEPINFER_ACCELERATOR (nvidia = cuda, else opt)");
   cmd->callback([args, ids_option, &action] {
     args->prompt_ids_given = ids_option->count() > 0;
     action = [args] { return run(*args); };

@@ -1,11 +1,11 @@
 // `deepinfer perplexity --model DIR (--text FILE | --tokens FILE.bin) [--window 513]
-// [--max-windows N] [--json] [--backend opt|ref]`: validation perplexity, top-1 accuracy and MTP
-// draft quality of a DeepSeek-V4 checkpoint, measured by our CPU model.
+// [--max-windows N] [--json] [--backend opt|ref|cuda]`: validation perplexity, top-1 accuracy and
+// MTP draft quality of a DeepSeek-V4 checkpoint, measured by our CPU model.
 //
 // The windows reproduce tools/train/train_default_model.py's validation exactly, so the numbers
 // compare with the training log: the token stream (documents as BOS ids EOS, concatenated) is cut
-// into chunks of window + 1 tokens (T + 2 there); a chunk's first `window` tokens are prefilled as a
-// fresh sequence with all-row logits; positions 0 .. window-2 are scored (T = window - 1 targets:
+// into chunks of window + 1 tokens (T + 2 there); a chunk's first `window` tokens are prefilled as
+// a fresh sequence with all-row logits; positions 0 .. window-2 are scored (T = window - 1 targets:
 // the last row's logits only serve the speculation check below). MTP (spec §2.8): row p = main
 // streams at p + embedding of token p+1, predicting token p+2, scored against the real token
 // (training's mtp_acc) and against the main model's own greedy choice at p+1 (what a greedy
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/select.h"
 #include "base/options.h"
 #include "commands.h"
 #include "model/deepseek_v4/model.h"
@@ -43,7 +43,7 @@ struct PerplexityArgs {
   int window = 513;
   int max_windows = 0;  // 0: every whole window
   bool json_output = false;
-  std::string backend = "opt";
+  std::string backend;  // "" = DEEPINFER_ACCELERATOR (backend/select.h)
 };
 
 int fail(int code, const std::string& message) {
@@ -140,10 +140,10 @@ struct Totals {
 Status score_window(Model& m, std::span<const int32_t> chunk, bool with_mtp, Totals& t) {
   const int64_t V = m.vocab_size();
   const int64_t W = static_cast<int64_t>(chunk.size()) - 1;  // tokens fed; chunk[W] is a target
-  const int64_t T = W - 1;                                    // scored positions
+  const int64_t T = W - 1;                                   // scored positions
   auto seq = m.new_sequence();
-  DI_ASSIGN_OR_RETURN(auto out, m.extend(seq, chunk.first(static_cast<size_t>(W)),
-                                         LogitsWanted::kAll, with_mtp));
+  DI_ASSIGN_OR_RETURN(
+      auto out, m.extend(seq, chunk.first(static_cast<size_t>(W)), LogitsWanted::kAll, with_mtp));
   if (out.logit_rows != W) {
     return internal_error("perplexity: expected " + std::to_string(W) + " logits rows, got " +
                           std::to_string(out.logit_rows));
@@ -163,7 +163,8 @@ Status score_window(Model& m, std::span<const int32_t> chunk, bool with_mtp, Tot
   if (!with_mtp) return Status::ok_status();
   const size_t row_width = out.hidden.size() / static_cast<size_t>(W);
   const std::span<const float> hidden(out.hidden.data(), row_width * static_cast<size_t>(T));
-  DI_ASSIGN_OR_RETURN(auto draft, m.mtp_draft(seq, hidden, chunk.subspan(1, static_cast<size_t>(T))));
+  DI_ASSIGN_OR_RETURN(auto draft,
+                      m.mtp_draft(seq, hidden, chunk.subspan(1, static_cast<size_t>(T))));
   for (int64_t p = 0; p < T; ++p) {
     const float* l = draft.data() + p * V;
     const RowStats r = row_stats(l, V);
@@ -183,14 +184,9 @@ int run(const PerplexityArgs& args) {
   if (args.max_windows < 0) return fail(2, "--max-windows must be >= 0 (0: all)");
 
   const auto& env = env_options();
-  std::unique_ptr<backend::Ops> ops;
-  if (args.backend == "opt") {
-    ops = backend::cpu::make_opt_ops(env.ok() ? env->num_threads : 0);
-  } else if (args.backend == "ref") {
-    ops = backend::cpu::make_ref_ops();
-  } else {
-    return fail(2, "--backend '" + args.backend + "': expected opt or ref");
-  }
+  auto made = backend::make_ops(args.backend, env.ok() ? env->num_threads : 0);
+  if (!made.ok()) return fail(2, "--backend " + args.backend + ": " + made.status().message());
+  std::unique_ptr<backend::Ops> ops = std::move(*made);
 
   // Cheap input checks before the model load.
   Expected<std::vector<int32_t>> pre = std::vector<int32_t>{};
@@ -212,9 +208,9 @@ int run(const PerplexityArgs& args) {
     ids = std::move(*pre);
   } else {
     const auto& eos = m.config().eos_token_ids;
-    auto t = tokenize_text(args.text_file, args.model_dir,
-                           static_cast<int32_t>(m.config().bos_token_id),
-                           static_cast<int32_t>(eos.empty() ? 1 : eos[0]), documents);
+    auto t =
+        tokenize_text(args.text_file, args.model_dir, static_cast<int32_t>(m.config().bos_token_id),
+                      static_cast<int32_t>(eos.empty() ? 1 : eos[0]), documents);
     if (!t.ok()) return fail(1, t.status().message());
     ids = std::move(*t);
   }
@@ -247,8 +243,7 @@ int run(const PerplexityArgs& args) {
     const auto c = all.subspan(static_cast<size_t>(w * chunk), static_cast<size_t>(chunk));
     if (Status s = score_window(m, c, with_mtp, t); !s.ok()) return fail(1, s.message());
   }
-  const double secs =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   const double N = static_cast<double>(t.scored);
   const double nll = t.nll / N;
@@ -280,8 +275,8 @@ int run(const PerplexityArgs& args) {
     std::printf("%s (%s semantics): %lld windows x %d tokens, %lld scored\n",
                 args.model_dir.c_str(), m.official_semantics() ? "official" : "hf",
                 static_cast<long long>(n), args.window, static_cast<long long>(t.scored));
-    std::printf("nll %.4f nats/token  perplexity %.3f  top-1 accuracy %.4f\n", nll,
-                std::exp(nll), static_cast<double>(t.correct) / N);
+    std::printf("nll %.4f nats/token  perplexity %.3f  top-1 accuracy %.4f\n", nll, std::exp(nll),
+                static_cast<double>(t.correct) / N);
     if (with_mtp) {
       std::printf("mtp nll %.4f  mtp top-1 accuracy %.4f  greedy draft acceptance %.4f\n",
                   t.mtp_nll / N, static_cast<double>(t.mtp_correct) / N,
@@ -298,23 +293,24 @@ int run(const PerplexityArgs& args) {
 
 void register_perplexity_command(CLI::App& app, CommandAction& action) {
   auto args = std::make_shared<PerplexityArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "perplexity",
-      "Validation perplexity, top-1 accuracy and MTP draft acceptance of a DeepSeek-V4 model (CPU)");
+  CLI::App* cmd = app.add_subcommand("perplexity",
+                                     "Validation perplexity, top-1 accuracy and MTP draft "
+                                     "acceptance of a DeepSeek-V4 model (CPU)");
   cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors)")
       ->required();
   auto* text = cmd->add_option("--text", args->text_file,
                                "text file; documents separated by a line holding only U+001E "
                                "(tools/train/prepare_data.py), each scored as BOS ids EOS");
-  auto* tokens = cmd->add_option("--tokens", args->tokens_file,
-                                 "uint16 little-endian token ids (data/default_model/tokens/*.bin)");
+  auto* tokens =
+      cmd->add_option("--tokens", args->tokens_file,
+                      "uint16 little-endian token ids (data/default_model/tokens/*.bin)");
   text->excludes(tokens);
   cmd->add_option("--window", args->window,
                   "tokens fed per window (default 513 = training's T + 1); windows are "
                   "window + 1 tokens apart, as in train_default_model.py");
   cmd->add_option("--max-windows", args->max_windows, "score at most N windows (default: all)");
   cmd->add_flag("--json", args->json_output, "print one JSON object");
-  cmd->add_option("--backend", args->backend, "CPU backend: opt (default) or ref");
+  cmd->add_option("--backend", args->backend, "opt, ref or cuda (default: DEEPINFER_ACCELERATOR)");
   cmd->callback([args, &action] { action = [args] { return run(*args); }; });
 }
 

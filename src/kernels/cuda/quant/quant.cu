@@ -1,5 +1,6 @@
 // Quantization round trips (FP8 E4M3 and FP4 E2M1 with power-of-two block scales, the rules of
-// backend/quant.h, bit-identical) and the in-place Hadamard-128 transform.
+// backend/quant.h, bit-identical), the in-place Hadamard transforms (128 and any power of two up
+// to 1024) and the official BF16-arithmetic per-head RMS norm.
 //
 // One warp per (row, block): the block amax is a warp max, then each lane rounds its elements.
 // Hadamard: one 128-thread block per 128-wide chunk, a fast Walsh-Hadamard transform in shared
@@ -49,6 +50,38 @@ __global__ void hadamard128_kernel(MatDesc x, int64_t chunks_per_row) {
   p[i] = v[i] * 0.08838834764831845f;  // 128^-1/2
 }
 
+// Any power-of-two width n <= 1024: one n-thread block per chunk, the same butterflies as the
+// host loop (a+b, a-b for h = 1, 2, 4, ...), then one multiply by the host's FP32 1/sqrt(n).
+__global__ void hadamard_kernel(MatDesc x, int64_t chunks_per_row, float scale) {
+  extern __shared__ float v[];
+  const int n = static_cast<int>(blockDim.x);
+  const int64_t row = blockIdx.x / chunks_per_row, c0 = (blockIdx.x % chunks_per_row) * n;
+  float* p = x.data + row * x.ld + c0;
+  const int i = threadIdx.x;
+  v[i] = p[i];
+  __syncthreads();
+  for (int h = 1; h < n; h <<= 1) {
+    const float mine = v[i], other = v[i ^ h];
+    __syncthreads();
+    v[i] = (i & h) ? other - mine : mine + other;
+    __syncthreads();
+  }
+  p[i] = v[i] * scale;
+}
+
+// The official per-head q norm in BF16 arithmetic (ops.h rms_norm_bf16): one thread per
+// (row, group), summing in channel order like the host loop, so the bits agree.
+__global__ void rms_norm_bf16_kernel(MatDesc x, int64_t group, int64_t groups_per_row, float eps) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= x.rows * groups_per_row) return;
+  float* p = x.data + (t / groups_per_row) * x.ld + (t % groups_per_row) * group;
+  float ss = 0.0f;
+  for (int64_t c = 0; c < group; ++c) ss += bf16_round_d(p[c] * p[c]);
+  const float ms = bf16_round_d(ss / static_cast<float>(group));
+  const float r = bf16_round_d(1.0f / sqrtf(bf16_round_d(ms + eps)));
+  for (int64_t c = 0; c < group; ++c) p[c] = bf16_round_d(p[c] * r);
+}
+
 template <bool kFp4>
 void launch_fq(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
   if (x.rows == 0 || n == 0) return;
@@ -64,6 +97,17 @@ void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t str
 }
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream) {
   launch_fq<true>(x, x.cols, block, stream);
+}
+void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream) {
+  const int64_t chunks = x.cols / n;
+  if (x.rows == 0 || chunks == 0) return;
+  hadamard_kernel<<<static_cast<unsigned>(x.rows * chunks), static_cast<unsigned>(n),
+                    static_cast<size_t>(n) * sizeof(float), stream>>>(x, chunks, scale);
+}
+void launch_rms_norm_bf16(MatDesc x, int64_t group, float eps, cudaStream_t stream) {
+  const int64_t groups = x.cols / group, threads = x.rows * groups;
+  if (threads == 0) return;
+  rms_norm_bf16_kernel<<<grid_for(threads, 128), 128, 0, stream>>>(x, group, groups, eps);
 }
 void launch_hadamard128(MatDesc x, cudaStream_t stream) {
   const int64_t chunks = x.cols / 128;

@@ -1,0 +1,287 @@
+// The DeepSeek-V4 model on the CUDA backend at V4-Flash shapes: load, prefill and decode steps,
+// each figure next to its floor on this card (not a test; never fails on time).
+//
+//   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
+//                [--prefill 4096] [--out results.json]
+//
+// DIR is a checkpoint in the official layout, typically the V4-Flash-shaped random one of
+// tools/gpu/make_synthetic_v4.py (real dimensions, the first few layers).
+//
+// Ceilings, measured in the same run:
+//   * copy bandwidth: a 2 GiB device-to-device cudaMemcpy (bytes read + written) / time;
+//   * decode floor at batch B = the weight bytes one step must read / copy bandwidth, where the
+//     bytes are every non-routed-expert weight (attention, shared experts, router, mHC, norms,
+//     head) plus the routed experts the step touches: per MoE layer E·(1 − (1 − k/E)^B) distinct
+//     experts of E for B tokens routed uniformly at random (the synthetic router is random);
+//   * prefill floor = 2 · (active weights per token) · tokens / the dense BF16 matmul rate of
+//     the card (--matmul-tflops, default 780: measured on an H200 of this workplace,
+//     docs/cuda_backend.md); the FP8 tensor-core rate would halve it.
+// Each sequence of a decode batch first gets --context prompt tokens (one batched prefill
+// step), so attention reads a window and compressed rows as in serving. Timings are wall-clock
+// around Model::forward, which ends with the logits' copy to the host (a full synchronisation).
+#include <cuda_runtime_api.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/device.h"
+#include "io/checkpoint.h"
+#include "model/deepseek_v4/model.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using deepinfer::model::deepseek_v4::LogitsWanted;
+using deepinfer::model::deepseek_v4::Model;
+using deepinfer::model::deepseek_v4::SequenceCache;
+using deepinfer::model::deepseek_v4::SequenceSpan;
+using deepinfer::model::deepseek_v4::StepInputs;
+using deepinfer::model::deepseek_v4::StepOutputs;
+
+double seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+double peak_rss_gib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);
+}
+
+double measure_copy_gbps() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&a, bytes));
+  DI_CUDA_CHECK(cudaMalloc(&b, bytes));
+  DI_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0);
+  cudaEventCreate(&e1);
+  DI_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+  cudaEventRecord(e0);
+  const int reps = 10;
+  for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+  cudaEventRecord(e1);
+  cudaEventSynchronize(e1);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, e0, e1);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9;
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  for (std::string t; std::getline(ss, t, ',');) v.push_back(std::stoi(t));
+  return v;
+}
+
+// Bytes of the weights a step must read (see the banner).
+struct WeightBytes {
+  double dense = 0;       // everything but routed experts (head included)
+  double per_expert = 0;  // one routed expert's w1+w2+w3 (+ scales)
+  int moe_layers = 0, experts = 0, top_k = 0;
+  double active_params = 0;  // weights one token multiplies (for the prefill FLOPs)
+  double step_bytes(int batch) const {
+    const double distinct =
+        experts * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / experts, batch));
+    return dense + moe_layers * distinct * per_expert;
+  }
+};
+
+WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
+  WeightBytes w;
+  const auto& c = ck.config();
+  w.moe_layers = static_cast<int>(c.layers.size());
+  w.experts = c.n_routed_experts;
+  w.top_k = c.num_experts_per_tok;
+  double expert_total = 0, expert_params = 0, embed = 0;
+  for (const auto& e : ck.expected()) {
+    const std::string& name = e.name;
+    const deepinfer::io::Weight* t = ck.find(name);
+    if (t == nullptr) continue;
+    double b = static_cast<double>(t->data.nbytes());
+    double params = static_cast<double>(t->data.numel());
+    if (t->scale) b += static_cast<double>(t->scale->nbytes());
+    if (t->data.dtype == deepinfer::DType::kI8 || t->data.dtype == deepinfer::DType::kU8) {
+      params *= 2;  // FP4: two codes per byte
+    }
+    if (name.find(".ffn.experts.") != std::string::npos) {
+      expert_total += b;
+      expert_params += params;
+    } else if (name == "embed.weight") {
+      embed = params;  // one row per token is read; not counted in the step's bytes
+    } else {
+      w.dense += b;
+      w.active_params += params;
+    }
+  }
+  (void)embed;
+  const double n_experts = static_cast<double>(w.moe_layers) * w.experts;
+  w.per_expert = expert_total / n_experts;
+  w.active_params += expert_params / n_experts * w.moe_layers * w.top_k;
+  return w;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_dir, out_path, batches_s = "1,16,128,256";
+  int context = 64, steps = 8, prefill = 4096;
+  double matmul_tflops = 780;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model")
+      model_dir = next();
+    else if (a == "--batches")
+      batches_s = next();
+    else if (a == "--context")
+      context = std::stoi(next());
+    else if (a == "--steps")
+      steps = std::stoi(next());
+    else if (a == "--prefill")
+      prefill = std::stoi(next());
+    else if (a == "--out")
+      out_path = next();
+    else if (a == "--matmul-tflops")
+      matmul_tflops = std::stod(next());
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (model_dir.empty()) {
+    std::fprintf(stderr, "usage: decode_bench --model DIR [--batches 1,16] [--out F]\n");
+    return 2;
+  }
+  if (auto s = deepinfer::backend::cuda::cuda_available(); !s.ok()) {
+    std::printf("SKIPPED: %s\n", s.message().c_str());
+    return 77;
+  }
+  auto ck = deepinfer::io::Checkpoint::open(model_dir);
+  if (!ck.ok()) {
+    std::fprintf(stderr, "%s\n", ck.status().message().c_str());
+    return 1;
+  }
+  const WeightBytes wb = count_weights(*ck);
+  const double copy_gbps = measure_copy_gbps();
+  std::printf(
+      "copy bandwidth %.0f GB/s; weights: dense %.2f GB, %d MoE layers x %d experts of "
+      "%.1f MB\n",
+      copy_gbps, wb.dense / 1e9, wb.moe_layers, wb.experts, wb.per_expert / 1e6);
+
+  auto gpu = deepinfer::backend::cuda::CudaOps::create();
+  if (!gpu.ok()) return 1;
+  size_t free0 = 0, total = 0;
+  cudaMemGetInfo(&free0, &total);
+  const auto t_load = Clock::now();
+  auto model = Model::load(model_dir, **gpu);
+  if (!model.ok()) {
+    std::fprintf(stderr, "%s\n", model.status().message().c_str());
+    return 1;
+  }
+  const double load_s = seconds(t_load);
+  size_t free1 = 0;
+  cudaMemGetInfo(&free1, &total);
+  std::printf("load %.1f s, GPU memory for weights %.2f GiB, host peak RSS %.2f GiB\n", load_s,
+              static_cast<double>(free0 - free1) / (1 << 30), peak_rss_gib());
+  const int64_t V = model->vocab_size();
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+
+  std::ostringstream json;
+  json << "{\"model\": \"" << model_dir << "\", \"copy_gbps\": " << copy_gbps
+       << ", \"load_s\": " << load_s << ", \"host_peak_rss_gib\": " << peak_rss_gib()
+       << ", \"weights_gpu_gib\": " << static_cast<double>(free0 - free1) / (1 << 30)
+       << ", \"decode\": [";
+
+  std::printf("\n%-7s %12s %12s %14s %10s\n", "batch", "step ms", "tok/s", "floor ms",
+              "floor/ours");
+  bool first = true;
+  for (int B : parse_list(batches_s)) {
+    std::vector<SequenceCache> seqs;
+    for (int b = 0; b < B; ++b) seqs.push_back(model->new_sequence());
+    // Context: one batched prefill step of B x context tokens.
+    std::vector<int32_t> ids, pos;
+    std::vector<SequenceSpan> spans;
+    for (int b = 0; b < B; ++b) {
+      spans.push_back({&seqs[static_cast<size_t>(b)], static_cast<int64_t>(ids.size()), context,
+                       LogitsWanted::kLast});
+      for (int t = 0; t < context; ++t) {
+        ids.push_back(tok(rng));
+        pos.push_back(t);
+      }
+    }
+    StepOutputs out;
+    StepInputs in{ids, pos, spans, false};
+    if (auto s = model->forward(in, out); !s.ok()) {
+      std::fprintf(stderr, "context prefill: %s\n", s.message().c_str());
+      return 1;
+    }
+    // Decode steps: one token per sequence.
+    std::vector<double> times;
+    for (int s = 0; s < steps + 2; ++s) {
+      ids.assign(static_cast<size_t>(B), 0);
+      pos.assign(static_cast<size_t>(B), 0);
+      spans.clear();
+      for (int b = 0; b < B; ++b) {
+        ids[static_cast<size_t>(b)] = tok(rng);
+        pos[static_cast<size_t>(b)] = static_cast<int32_t>(seqs[static_cast<size_t>(b)].length());
+        spans.push_back({&seqs[static_cast<size_t>(b)], b, 1, LogitsWanted::kLast});
+      }
+      StepInputs step{ids, pos, spans, false};
+      const auto t0 = Clock::now();
+      if (auto st = model->forward(step, out); !st.ok()) {
+        std::fprintf(stderr, "decode: %s\n", st.message().c_str());
+        return 1;
+      }
+      if (s >= 2) times.push_back(seconds(t0));  // two warm-up steps
+    }
+    std::sort(times.begin(), times.end());
+    const double ms = times[times.size() / 2] * 1e3;
+    const double floor_ms = wb.step_bytes(B) / (copy_gbps * 1e9) * 1e3;
+    std::printf("%-7d %12.2f %12.1f %14.3f %10.3f\n", B, ms, B / ms * 1e3, floor_ms, floor_ms / ms);
+    json << (first ? "" : ", ") << "{\"batch\": " << B << ", \"step_ms\": " << ms
+         << ", \"tokens_per_s\": " << B / ms * 1e3 << ", \"floor_ms\": " << floor_ms
+         << ", \"floor_over_ours\": " << floor_ms / ms << "}";
+    first = false;
+  }
+  json << "]";
+
+  if (prefill > 0) {
+    SequenceCache seq = model->new_sequence();
+    std::vector<int32_t> ids(static_cast<size_t>(prefill));
+    for (auto& x : ids) x = tok(rng);
+    const auto t0 = Clock::now();
+    auto r = model->extend(seq, ids);
+    const double s = seconds(t0);
+    if (!r.ok()) {
+      std::fprintf(stderr, "prefill: %s\n", r.status().message().c_str());
+      return 1;
+    }
+    const double floor_s = 2.0 * wb.active_params * prefill / (matmul_tflops * 1e12);
+    std::printf(
+        "\nprefill %d tokens: %.2f s = %.0f tok/s; compute floor %.3f s (%.1f G active "
+        "weights/token at %.0f TFLOP/s) -> floor/ours %.4f\n",
+        prefill, s, prefill / s, floor_s, wb.active_params / 1e9, matmul_tflops, floor_s / s);
+    json << ", \"prefill\": {\"tokens\": " << prefill << ", \"seconds\": " << s
+         << ", \"tokens_per_s\": " << prefill / s << ", \"floor_s\": " << floor_s
+         << ", \"floor_over_ours\": " << floor_s / s << "}";
+  }
+  json << ", \"host_peak_rss_gib_end\": " << peak_rss_gib() << "}\n";
+  if (!out_path.empty()) std::ofstream(out_path) << json.str();
+  std::printf("%s", json.str().c_str());
+  return 0;
+}

@@ -1,0 +1,52 @@
+// Backend selection (see select.h).
+#include "backend/select.h"
+
+#include <string>
+
+#include "backend/cpu/cpu_ops.h"
+#include "base/options.h"
+#if DEEPINFER_WITH_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
+
+namespace deepinfer::backend {
+
+bool built_with_cuda() { return DEEPINFER_WITH_CUDA != 0; }
+
+Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads) {
+  const auto& env = env_options();
+  if (!env.ok()) return env.status();
+  std::string choice(name);
+  if (choice.empty()) {
+    switch (env->accelerator) {
+      case Accelerator::kNvidia:
+        choice = "cuda";
+        break;
+      case Accelerator::kAscend:
+        return unimplemented(
+            "DEEPINFER_ACCELERATOR=ascend: this engine has no Ascend backend; use nvidia or cpu");
+      case Accelerator::kAuto:
+      case Accelerator::kCpu:
+        choice = "opt";
+        break;
+    }
+  }
+  if (choice == "opt") {
+    return std::unique_ptr<Ops>(
+        cpu::make_opt_ops(num_threads > 0 ? num_threads : env->num_threads));
+  }
+  if (choice == "ref") return std::unique_ptr<Ops>(cpu::make_ref_ops());
+  if (choice == "cuda" || choice == "nvidia") {
+#if DEEPINFER_WITH_CUDA
+    DI_ASSIGN_OR_RETURN(auto ops, cuda::CudaOps::create(0));
+    return std::unique_ptr<Ops>(std::move(ops));
+#else
+    return failed_precondition(
+        "this DeepInfer build has no CUDA backend (nvcc was not found when it was built); "
+        "rebuild on a machine with the CUDA toolkit, or use the CPU (DEEPINFER_ACCELERATOR=cpu)");
+#endif
+  }
+  return invalid_argument("backend '" + choice + "' is unknown: use opt, ref or cuda");
+}
+
+}  // namespace deepinfer::backend

@@ -1,0 +1,26 @@
+// Backend selection: the one place that turns a user's choice (a CLI --backend name, the
+// DEEPINFER_ACCELERATOR knob) into an Ops object, so every front end picks backends the same way.
+//
+//   ""      the knob decides: DEEPINFER_ACCELERATOR=nvidia -> "cuda"; cpu or unset -> "opt".
+//           Unset stays on the CPU for now: the GPU path is correct but not yet the faster one
+//           at every size (docs/cuda_backend.md), so it is opt-in.
+//   "opt"   the threaded CPU backend (num_threads; 0 = DEEPINFER_NUM_THREADS, else one per core)
+//   "ref"   the FP32 oracle, one thread
+//   "cuda"  the CUDA backend on device 0; a clear error when this build has no CUDA or the
+//           machine has no usable GPU
+#pragma once
+
+#include <memory>
+#include <string_view>
+
+#include "backend/ops.h"
+#include "base/status.h"
+
+namespace deepinfer::backend {
+
+Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads = 0);
+
+// True when this build contains the CUDA backend.
+bool built_with_cuda();
+
+}  // namespace deepinfer::backend

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The model on the GPU, in one command on a GPU machine, from the repository root:
+#
+#   tools/gpu/run_model_cuda.sh        # logs and results to $OUT (the device tool's folder)
+#
+# Stages (STAGES, default "build ops model bench hf"):
+#   build  configure the minimal tree (DEEPINFER_BUILD_MINIMAL) for sm_90a and build
+#          ops_cuda_test, model_cuda_test and decode_bench (-j16). The model needs nlohmann_json
+#          headers: found by CMake, or at $NLOHMANN_INCLUDE (default .deps/include, a copy the
+#          caller carries; never committed).
+#   ops    the CUDA op harness (FILTER selects cases; default all)
+#   model  model_cuda_test: the whole model GPU vs CPU on the tiny reference checkpoints
+#   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
+#          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it
+#   hf     the same shapes in Hugging Face transformers (bench/model_cuda/hf_peer.py)
+# Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
+# synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
+set -u
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-$PWD/build/gpu-out}"
+BUILD_DIR="${BUILD_DIR:-build/gpu}"
+STAGES="${STAGES:-build ops model bench hf}"
+NLOHMANN_INCLUDE="${NLOHMANN_INCLUDE:-$PWD/.deps/include}"
+SYNTH_LAYERS="${SYNTH_LAYERS:-4}"
+SYNTH_DIR="${SYNTH_DIR:-/tmp/v4_flash_synth_$SYNTH_LAYERS}"
+BATCHES="${BATCHES:-1,16,128,256}"
+HF_BATCHES="${HF_BATCHES:-1,16}"
+mkdir -p "$OUT" "$BUILD_DIR"
+T0=$(date +%s)
+touch "$OUT/summary.txt"
+say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
+has() { [[ " $STAGES " == *" $1 "* ]]; }
+export PYTHONUNBUFFERED=1
+
+if has build; then
+  NVCC="$(command -v nvcc || true)"
+  [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+  { nvidia-smi 2>&1 | head -15; [ -n "$NVCC" ] && "$NVCC" --version; cmake --version | head -1; } \
+    > "$OUT/env.log" 2>&1
+  GEN="Unix Makefiles"; command -v ninja >/dev/null 2>&1 && GEN=Ninja
+  CFG=(-S . -B "$BUILD_DIR" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_BUILD_MINIMAL=ON
+       -DDEEPINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_WERROR=OFF
+       "-DDEEPINFER_NLOHMANN_INCLUDE=$NLOHMANN_INCLUDE")
+  [ -n "$NVCC" ] && CFG+=("-DCMAKE_CUDA_COMPILER=$NVCC")
+  if ! timeout 120 cmake "${CFG[@]}" > "$OUT/configure.log" 2>&1; then
+    say "configure FAILED"; tail -20 "$OUT/configure.log" | tee -a "$OUT/summary.txt"; exit 3
+  fi
+  if ! timeout 360 cmake --build "$BUILD_DIR" --target ops_cuda_test model_cuda_test decode_bench \
+       -j "${JOBS:-16}" > "$OUT/build.log" 2>&1; then
+    say "build FAILED"; grep -E -m20 'error' "$OUT/build.log" | tee -a "$OUT/summary.txt"; exit 3
+  fi
+  say "built"
+fi
+if has ops; then
+  ARGS=(); [ -n "${FILTER:-}" ] && ARGS+=("--filter=$FILTER")
+  timeout 200 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" "${ARGS[@]}" > "$OUT/harness.log" 2>&1
+  say "ops_cuda_test exit $?: $(tail -1 "$OUT/harness.log")"
+fi
+if has model; then
+  timeout 240 "$BUILD_DIR/tests/numerics/cuda/model_cuda_test" "$PWD" > "$OUT/model.log" 2>&1
+  say "model_cuda_test exit $?: $(tail -1 "$OUT/model.log")"
+  grep -E "FAIL" "$OUT/model.log" | head -20 | tee -a "$OUT/summary.txt"
+fi
+if has bench; then
+  if [ ! -f "$SYNTH_DIR/model.safetensors.index.json" ]; then
+    timeout 300 python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" --layers "$SYNTH_LAYERS" \
+      > "$OUT/synth.log" 2>&1
+    say "synthetic checkpoint exit $?: $(tail -1 "$OUT/synth.log")"
+  fi
+  timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" --batches "$BATCHES" \
+    --prefill "${PREFILL:-4096}" --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+  say "decode_bench exit $?"
+  grep -v '^{' "$OUT/bench.log" | tail -12 | tee -a "$OUT/summary.txt"
+fi
+if has hf; then
+  timeout 300 python3 bench/model_cuda/hf_peer.py --config "$SYNTH_DIR/config.json" \
+    --batches "$HF_BATCHES" --prefill "${PREFILL:-4096}" --out "$OUT/hf.json" > "$OUT/hf.log" 2>&1
+  say "hf_peer exit $?"
+  grep -v '^{' "$OUT/hf.log" | tail -8 | tee -a "$OUT/summary.txt"
+fi
+say "done"
