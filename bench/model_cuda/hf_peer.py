@@ -58,8 +58,10 @@ def main() -> None:
     cfg = hf_config(c)
     torch.manual_seed(0)
     t0 = time.time()
+    torch.set_default_dtype(torch.bfloat16)  # built in BF16 directly: an FP32 copy would not fit
     with torch.device("cuda"):
-        model = DeepseekV4ForCausalLM(cfg).to(torch.bfloat16).eval()
+        model = DeepseekV4ForCausalLM(cfg).eval()
+    torch.set_default_dtype(torch.float32)
     with torch.no_grad():  # O(1) activations, like the synthetic checkpoint
         for name, p in model.named_parameters():
             if p.dim() >= 2 and "embed" not in name:
