@@ -16,7 +16,7 @@ exponents near 1, block scales about 1/sqrt(K)). Routed experts reuse windows of
 byte pool, which keeps generation at disk speed; their bytes still differ from expert to expert,
 and speed does not depend on the values. Not a model to read text with: a shape to time.
 
-    python tools/gpu/make_synthetic_v4.py OUT_DIR [--layers 4] [--seed 0]
+    python tools/gpu/make_synthetic_v4.py OUT_DIR [--layers 4] [--seed 0] [--config-only]
 
 numpy only (the GPU machines have it); about 3.3 GB per layer plus 2.1 GB.
 """
@@ -155,6 +155,7 @@ def main() -> None:
     ap.add_argument("out")
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--config-only", action="store_true", help="write config.json only")
     a = ap.parse_args()
     c = base_config()
     L = a.layers
@@ -168,6 +169,8 @@ def main() -> None:
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(c, f, indent=2)
+    if a.config_only:
+        return
     g = Gen(a.seed)
     D, V, n = c["dim"], c["vocab_size"], c["hc_mult"]
     shards = [[("embed.weight", "BF16", (V, D), g.bf16((V, D), 1.0)),

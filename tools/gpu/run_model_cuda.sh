@@ -73,6 +73,8 @@ if has bench; then
   grep -v '^{' "$OUT/bench.log" | tail -12 | tee -a "$OUT/summary.txt"
 fi
 if has hf; then
+  [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \
+    --layers "$SYNTH_LAYERS" --config-only
   timeout 300 python3 bench/model_cuda/hf_peer.py --config "$SYNTH_DIR/config.json" \
     --batches "$HF_BATCHES" --prefill "${PREFILL:-4096}" --out "$OUT/hf.json" > "$OUT/hf.log" 2>&1
   say "hf_peer exit $?"
