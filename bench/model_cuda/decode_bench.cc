@@ -2,7 +2,10 @@
 // each figure next to its floor on this card (not a test; never fails on time).
 //
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
-//                [--prefill 4096] [--out results.json]
+//                [--prefill 4096] [--out results.json] [--profile]
+//
+// --profile: after each batch's timed steps, one more step through backend::ProfilingOps
+// (every op synchronised and timed) prints where the step's time goes, op by op.
 //
 // DIR is a checkpoint in the official layout, typically the V4-Flash-shaped random one of
 // tools/gpu/make_synthetic_v4.py (real dimensions, the first few layers).
@@ -35,6 +38,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
+#include "backend/profiling_ops.h"
 #include "io/checkpoint.h"
 #include "model/deepseek_v4/model.h"
 
@@ -139,6 +143,7 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
 int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,128,256";
   int context = 64, steps = 8, prefill = 4096;
+  bool profile = false;
   double matmul_tflops = 780;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -187,7 +192,9 @@ int main(int argc, char** argv) {
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
   const auto t_load = Clock::now();
-  auto model = Model::load(model_dir, **gpu);
+  deepinfer::backend::ProfilingOps prof(**gpu);
+  prof.set_enabled(false);
+  auto model = Model::load(model_dir, prof);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().message().c_str());
     return 1;
@@ -210,6 +217,7 @@ int main(int argc, char** argv) {
   std::printf("\n%-7s %12s %12s %14s %10s\n", "batch", "step ms", "tok/s", "floor ms",
               "floor/ours");
   bool first = true;
+  std::vector<std::string> profiles;
   for (int B : parse_list(batches_s)) {
     std::vector<SequenceCache> seqs;
     for (int b = 0; b < B; ++b) seqs.push_back(model->new_sequence());
@@ -232,7 +240,12 @@ int main(int argc, char** argv) {
     }
     // Decode steps: one token per sequence.
     std::vector<double> times;
-    for (int s = 0; s < steps + 2; ++s) {
+    for (int s = 0; s < steps + 2 + (profile ? 1 : 0); ++s) {
+      const bool profiled = s == steps + 2;
+      if (profiled) {
+        prof.reset();
+        prof.set_enabled(true);
+      }
       ids.assign(static_cast<size_t>(B), 0);
       pos.assign(static_cast<size_t>(B), 0);
       spans.clear();
@@ -247,7 +260,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "decode: %s\n", st.message().c_str());
         return 1;
       }
-      if (s >= 2) times.push_back(seconds(t0));  // two warm-up steps
+      if (profiled) {
+        prof.set_enabled(false);
+        profiles.push_back("profile of one decode step at batch " + std::to_string(B) + ":");
+        for (const auto& line : prof.report()) profiles.push_back("  " + line);
+      } else if (s >= 2) {
+        times.push_back(seconds(t0));  // two warm-up steps
+      }
     }
     std::sort(times.begin(), times.end());
     const double ms = times[times.size() / 2] * 1e3;
@@ -259,6 +278,7 @@ int main(int argc, char** argv) {
     first = false;
   }
   json << "]";
+  for (const auto& line : profiles) std::printf("%s\n", line.c_str());
 
   if (prefill > 0) {
     SequenceCache seq = model->new_sequence();
@@ -276,6 +296,15 @@ int main(int argc, char** argv) {
         "\nprefill %d tokens: %.2f s = %.0f tok/s; compute floor %.3f s (%.1f G active "
         "weights/token at %.0f TFLOP/s) -> floor/ours %.4f\n",
         prefill, s, prefill / s, floor_s, wb.active_params / 1e9, matmul_tflops, floor_s / s);
+    if (profile) {
+      SequenceCache again = model->new_sequence();
+      prof.reset();
+      prof.set_enabled(true);
+      (void)model->extend(again, ids);
+      prof.set_enabled(false);
+      std::printf("profile of the prefill:\n");
+      for (const auto& line : prof.report()) std::printf("  %s\n", line.c_str());
+    }
     json << ", \"prefill\": {\"tokens\": " << prefill << ", \"seconds\": " << s
          << ", \"tokens_per_s\": " << prefill / s << ", \"floor_s\": " << floor_s
          << ", \"floor_over_ours\": " << floor_s / s << "}";

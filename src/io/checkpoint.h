@@ -8,6 +8,7 @@
 // does not use are listed as warnings, not errors.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>

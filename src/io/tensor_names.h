@@ -4,6 +4,7 @@
 // renames; this maps those names onto the canonical ones and back.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -5,6 +5,7 @@
 // name may live in one file only. Names are kept exactly as stored (no renaming here).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>

@@ -13,6 +13,7 @@
 // thread-safe (it owns the step scratch); the ops object must outlive it.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>

@@ -1,0 +1,134 @@
+// ProfilingOps (see profiling_ops.h): forwarding with a synchronised timer around each op.
+#include "backend/profiling_ops.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace deepinfer::backend {
+
+template <typename F>
+void ProfilingOps::timed(const std::string& what, F&& f) {
+  if (!enabled_) {
+    f();
+    return;
+  }
+  inner_.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  inner_.synchronize();
+  Entry& e = entries_[what];
+  e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++e.calls;
+}
+
+std::vector<std::string> ProfilingOps::report() const {
+  std::vector<std::pair<std::string, Entry>> v(entries_.begin(), entries_.end());
+  std::sort(v.begin(), v.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double total = 0;
+  for (const auto& [k, e] : v) total += e.seconds;
+  std::vector<std::string> lines;
+  for (const auto& [k, e] : v) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf, "%-34s %8lld calls %10.3f ms %6.1f%%", k.c_str(),
+                  static_cast<long long>(e.calls), e.seconds * 1e3,
+                  total > 0 ? 100.0 * e.seconds / total : 0.0);
+    lines.emplace_back(buf);
+  }
+  return lines;
+}
+
+namespace {
+std::string linear_tag(const WeightRef& w, int64_t m) {
+  const char* f = w.format == WeightFormat::kFp8   ? "fp8"
+                  : w.format == WeightFormat::kFp4 ? "fp4"
+                                                   : "dense";
+  const char* s = m <= 4 ? "M<=4" : m <= 16 ? "M<=16" : "M>16";
+  return std::string("linear ") + f + " " + s;
+}
+}  // namespace
+
+void ProfilingOps::embed(const int32_t* ids, int64_t n, const WeightRef& t, Mat out) {
+  timed("embed", [&] { inner_.embed(ids, n, t, out); });
+}
+void ProfilingOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& o) {
+  timed(linear_tag(w, x.rows), [&] { inner_.linear(x, w, y, o); });
+}
+void ProfilingOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t g, Mat y) {
+  timed("rms_norm", [&] { inner_.rms_norm(x, w, eps, g, y); });
+}
+void ProfilingOps::round_bf16(Mat x) {
+  timed("round_bf16", [&] { inner_.round_bf16(x); });
+}
+void ProfilingOps::add(CMat a, CMat b, Mat out) {
+  timed("add", [&] { inner_.add(a, b, out); });
+}
+void ProfilingOps::scale(Mat x, float s) {
+  timed("scale", [&] { inner_.scale(x, s); });
+}
+void ProfilingOps::copy_rows(CMat src, const int32_t* rows, Mat dst) {
+  timed("copy_rows", [&] { inner_.copy_rows(src, rows, dst); });
+}
+void ProfilingOps::rope(Mat x, int64_t h, int64_t d, const int32_t* pos, std::span<const float> f,
+                        bool inv) {
+  timed("rope", [&] { inner_.rope(x, h, d, pos, f, inv); });
+}
+void ProfilingOps::hc_pre(CMat s, const HcParams& p, Mat y, Mat post, Mat comb) {
+  timed("hc_pre", [&] { inner_.hc_pre(s, p, y, post, comb); });
+}
+void ProfilingOps::hc_post(CMat s, CMat o, CMat post, CMat comb, int n, Mat out) {
+  timed("hc_post", [&] { inner_.hc_post(s, o, post, comb, n, out); });
+}
+void ProfilingOps::hc_head(CMat s, const HcParams& p, Mat y) {
+  timed("hc_head", [&] { inner_.hc_head(s, p, y); });
+}
+void ProfilingOps::sparse_attention(CMat q, int64_t h, CMat kv, const int32_t* idx, int64_t L,
+                                    const float* sink, float sc, bool bf, Mat o) {
+  timed("sparse_attention", [&] { inner_.sparse_attention(q, h, kv, idx, L, sink, sc, bf, o); });
+}
+void ProfilingOps::softmax_pool(std::span<const PoolSlot> slots, int64_t spr, Mat out) {
+  timed("softmax_pool", [&] { inner_.softmax_pool(slots, spr, out); });
+}
+void ProfilingOps::hadamard128(Mat x) {
+  timed("hadamard128", [&] { inner_.hadamard128(x); });
+}
+void ProfilingOps::fake_quant_fp8(Mat x, int64_t n, int64_t b) {
+  timed("fake_quant_fp8", [&] { inner_.fake_quant_fp8(x, n, b); });
+}
+void ProfilingOps::act_quant_fp8(Mat x, int64_t b) {
+  timed("act_quant_fp8", [&] { inner_.act_quant_fp8(x, b); });
+}
+void ProfilingOps::fake_quant_fp4(Mat x, int64_t b) {
+  timed("fake_quant_fp4", [&] { inner_.fake_quant_fp4(x, b); });
+}
+void ProfilingOps::indexer_scores(CMat q, int64_t h, CMat w, CMat k, const int32_t* vis, bool bf,
+                                  Mat s) {
+  timed("indexer_scores", [&] { inner_.indexer_scores(q, h, w, k, vis, bf, s); });
+}
+void ProfilingOps::topk(CMat s, const int32_t* vis, int64_t k, int32_t* out) {
+  timed("topk", [&] { inner_.topk(s, vis, k, out); });
+}
+void ProfilingOps::moe_route_score(CMat x, const WeightRef& g, const float* b, int k, float rs,
+                                   int32_t* ids, Mat w) {
+  timed("moe_route_score", [&] { inner_.moe_route_score(x, g, b, k, rs, ids, w); });
+}
+void ProfilingOps::moe_route_hash(CMat x, const int32_t* t, const TensorView& tab,
+                                  const WeightRef& g, float rs, int32_t* ids, Mat w) {
+  timed("moe_route_hash", [&] { inner_.moe_route_hash(x, t, tab, g, rs, ids, w); });
+}
+void ProfilingOps::swiglu(CMat a, CMat b, float l, Mat out) {
+  timed("swiglu", [&] { inner_.swiglu(a, b, l, out); });
+}
+void ProfilingOps::moe_experts(CMat x, const int32_t* ids, CMat w, int k,
+                               std::span<const ExpertWeights> e, const MoeOpts& o, Mat out) {
+  timed(e.size() == 1 ? "moe_experts (shared)" : "moe_experts (routed)",
+        [&] { inner_.moe_experts(x, ids, w, k, e, o, out); });
+}
+void ProfilingOps::rms_norm_bf16(Mat x, int64_t g, float eps) {
+  timed("rms_norm_bf16", [&] { inner_.rms_norm_bf16(x, g, eps); });
+}
+void ProfilingOps::hadamard(Mat x, int64_t n) {
+  timed("hadamard", [&] { inner_.hadamard(x, n); });
+}
+
+}  // namespace deepinfer::backend

@@ -1,0 +1,90 @@
+// ProfilingOps: an Ops decorator that times every op of the wrapped backend, for benchmarks and
+// investigations (never in the serving path).
+//
+// Each op is bracketed by inner.synchronize() before and after, and the host wall-clock time in
+// between is charged to the op's name (with a suffix for linear's weight format and shape class,
+// so "linear fp4 M<=4" and "linear fp8 M>16" are told apart). Synchronising serialises the
+// backend, so the sum exceeds an unprofiled step by the lost overlap; what it shows is where the
+// time of each op goes, host staging and the op's own synchronisations included. Memory calls
+// pass through untimed.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+
+namespace deepinfer::backend {
+
+class ProfilingOps final : public Ops {
+ public:
+  explicit ProfilingOps(Ops& inner) : inner_(inner) {}
+
+  struct Entry {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  const std::map<std::string, Entry>& entries() const { return entries_; }
+  void reset() { entries_.clear(); }
+  // Off: every op forwards untimed (no synchronisation), so one loaded model serves both.
+  void set_enabled(bool on) { enabled_ = on; }
+  // "op  calls  ms  %" lines, largest first.
+  std::vector<std::string> report() const;
+
+  const char* name() const override { return inner_.name(); }
+  bool supports(Feature f) const override { return inner_.supports(f); }
+  void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) override;
+  void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
+  void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
+  void round_bf16(Mat x) override;
+  void add(CMat a, CMat b, Mat out) override;
+  void scale(Mat x, float s) override;
+  void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
+  void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            std::span<const float> freqs, bool inverse) override;
+  void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) override;
+  void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
+  void hc_head(CMat streams, const HcParams& p, Mat y) override;
+  void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
+                        const float* sink, float scale, bool bf16_probs, Mat o) override;
+  void softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) override;
+  void hadamard128(Mat x) override;
+  void fake_quant_fp8(Mat x, int64_t n, int64_t block) override;
+  void act_quant_fp8(Mat x, int64_t block) override;
+  void fake_quant_fp4(Mat x, int64_t block) override;
+  void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
+                      bool bf16_rounding, Mat scores) override;
+  void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
+  void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
+                       float route_scale, int32_t* ids, Mat weights) override;
+  void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
+                      const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) override;
+  void swiglu(CMat a, CMat b, float limit, Mat out) override;
+  void moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
+                   std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
+  void rms_norm_bf16(Mat x, int64_t group, float eps) override;
+  void hadamard(Mat x, int64_t n) override;
+
+  bool host_memory() const override { return inner_.host_memory(); }
+  DeviceKind device_kind() const override { return inner_.device_kind(); }
+  void* allocate(size_t bytes) override { return inner_.allocate(bytes); }
+  void deallocate(void* p) override { inner_.deallocate(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { inner_.upload(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override {
+    inner_.download(dst, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { inner_.copy(dst, src, bytes); }
+  void synchronize() override { inner_.synchronize(); }
+
+ private:
+  template <typename F>
+  void timed(const std::string& what, F&& f);
+
+  Ops& inner_;
+  std::map<std::string, Entry> entries_;
+  bool enabled_ = true;
+};
+
+}  // namespace deepinfer::backend
