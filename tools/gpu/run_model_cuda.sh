@@ -68,9 +68,9 @@ if has bench; then
     say "synthetic checkpoint exit $?: $(tail -1 "$OUT/synth.log")"
   fi
   timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" --batches "$BATCHES" \
-    --prefill "${PREFILL:-4096}" --out "$OUT/bench.json" > "$OUT/bench.log" 2>&1
+    --prefill "${PREFILL:-4096}" --out "$OUT/bench.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   say "decode_bench exit $?"
-  grep -v '^{' "$OUT/bench.log" | tail -12 | tee -a "$OUT/summary.txt"
+  grep -v "^{" "$OUT/bench.log" | tail -${BENCH_TAIL:-12} | tee -a "$OUT/summary.txt"
 fi
 if has hf; then
   [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \
