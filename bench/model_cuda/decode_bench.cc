@@ -162,6 +162,8 @@ int main(int argc, char** argv) {
       out_path = next();
     else if (a == "--matmul-tflops")
       matmul_tflops = std::stod(next());
+    else if (a == "--profile")
+      profile = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
