@@ -216,7 +216,8 @@ void CudaOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb)
   DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
   arena_.reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
-  kc::launch_hc_pre(md(streams), d, md(y), md(post), md(comb), stream_);
+  float* dots = arena_.alloc_n<float>(streams.rows * ((2 + n) * n + 1));
+  kc::launch_hc_pre(md(streams), d, md(y), md(post), md(comb), dots, stream_);
 }
 
 void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
@@ -233,7 +234,8 @@ void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
   DI_CHECK(y.cols == D && p.fn.cols == n * D && p.fn.rows >= n);
   arena_.reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1));
-  kc::launch_hc_head(md(streams), d, md(y), stream_);
+  float* dots = arena_.alloc_n<float>(streams.rows * (n + 1));
+  kc::launch_hc_head(md(streams), d, md(y), dots, stream_);
 }
 
 void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,

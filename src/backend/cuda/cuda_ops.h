@@ -22,9 +22,12 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "backend/cuda/device.h"
 #include "backend/ops.h"
+#include "kernels/cuda/launch.h"
 
 namespace deepinfer::backend::cuda {
 
@@ -93,9 +96,20 @@ class CudaOps : public Ops {
   void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
+  // moe_experts for shapes the grouped kernels do not take (cuda_ops_moe.cc).
+  void moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, int top_k,
+                             std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out);
+  // Device copy of the experts' weight descriptors, made once per expert list (the model's
+  // weights never move while it is loaded).
+  const kernels::cuda::GroupedExpert* expert_table(std::span<const ExpertWeights> experts);
 
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
+  struct ExpertTable {
+    std::vector<char> host;  // the descriptors uploaded, to detect a stale entry
+    DeviceBuffer device;
+  };
+  std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;
 };
 
 }  // namespace deepinfer::backend::cuda

@@ -1,13 +1,17 @@
-// CudaOps::moe_experts: the grouped MoE composed from kernels, grouped by expert on the host.
+// CudaOps::moe_experts: the grouped MoE.
 //
-// The token -> expert layout is computed on the host from the ids (copied back when they are
-// device memory), the way the plan/run split will compute it before a step. Experts run in
-// ascending id; each gathers its tokens, runs w1/w3 (GEMV for <= 16 tokens), SwiGLU, the gate
-// weight, w2, and adds its rows into an FP32 accumulator. A token's contributions therefore
-// arrive in ascending expert id, the reference's order, and the result does not depend on the
-// batch. A token listing one expert twice gets a second pass, so one scatter never sees a row
-// twice. The fused grouped kernel (one launch for all experts) is the planned replacement.
+// Main path (moe/grouped.cu): the token -> expert layout is built on the device and all experts
+// run in four launches (layout, gate_up, down, combine); nothing waits for the host, so the
+// step stays graph-capturable. A token's expert outputs are summed in ascending expert id, the
+// reference's order, so the result is deterministic and batch-invariant.
+//
+// Fallback (moe_experts_by_expert, for shapes the grouped kernels do not take: K not a multiple
+// of 8, unaligned weights, mixed act-quant): grouped on the host (ids copied back, one
+// synchronisation), then per expert gather, w1/w3, SwiGLU, gate, w2 and scatter-add in
+// ascending expert id.
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -18,9 +22,99 @@ namespace deepinfer::backend::cuda {
 
 namespace kc = kernels::cuda;
 
+namespace {
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// What the grouped kernels need: K of every matrix a multiple of 8 (8-value loads), rows
+// 16-byte aligned, block scales no finer than 8 columns, w1 and w3 alike.
+bool grouped_supported(CMat x, std::span<const ExpertWeights> experts, const MoeOpts& opts) {
+  if (x.cols % 8 != 0 || x.ld % 4 != 0 || !aligned16(x.data)) return false;
+  for (const ExpertWeights& e : experts) {
+    for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
+      if (w->k % 8 != 0 || !aligned16(w->weight.data)) return false;
+      if (w->quantized() && w->block_k % 8 != 0) return false;
+    }
+    if (e.w1.format != e.w3.format || e.w1.n != e.w3.n || e.w1.k != x.cols || e.w2.k != e.w1.n)
+      return false;
+    if (opts.act_quant && e.w1.quantized() != experts[0].w1.quantized()) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> experts) {
+  std::vector<kc::GroupedExpert> t(experts.size());
+  for (size_t i = 0; i < experts.size(); ++i)
+    t[i] = {wd(experts[i].w1), wd(experts[i].w3), wd(experts[i].w2)};
+  const size_t bytes = t.size() * sizeof(kc::GroupedExpert);
+  // Keyed by the list's address, checked against the descriptors themselves: a later model may
+  // reuse the address of a freed list.
+  ExpertTable& slot = expert_tables_[experts.data()];
+  if (slot.host.size() != bytes || std::memcmp(slot.host.data(), t.data(), bytes) != 0) {
+    auto buf = DeviceBuffer::allocate(bytes);
+    DI_CHECK(buf.ok());
+    DI_CUDA_CHECK(cudaMemcpy(buf->data(), t.data(), bytes, cudaMemcpyHostToDevice));
+    slot.device = std::move(*buf);
+    slot.host.assign(reinterpret_cast<const char*>(t.data()),
+                     reinterpret_cast<const char*>(t.data()) + bytes);
+  }
+  return slot.device.as<const kc::GroupedExpert>();
+}
+
 void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
                           std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) {
   DI_CHECK(out.rows == x.rows && weights.cols == top_k);
+  if (!grouped_supported(x, experts, opts)) {
+    moe_experts_by_expert(x, ids, weights, top_k, experts, opts, out);
+    return;
+  }
+  arena_.reset();
+  const int64_t M = x.rows, D = out.cols, P = M * top_k;
+  if (P == 0) return;
+  const int E = static_cast<int>(experts.size());
+  const int64_t I = experts[0].w1.n;
+  for (const ExpertWeights& e : experts) DI_CHECK(e.w1.n == I && e.w2.n == D);
+  const kc::GroupedExpert* table = expert_table(experts);
+  const int32_t* dids = on_device(ids, P);
+  kc::MoeLayout l;
+  l.counts = arena_.alloc_n<int32_t>(E);
+  l.offsets = arena_.alloc_n<int32_t>(E);
+  l.cursor = arena_.alloc_n<int32_t>(E);
+  l.active = arena_.alloc_n<int32_t>(E);
+  l.n_active = arena_.alloc_n<int32_t>(1);
+  l.pair_row = arena_.alloc_n<int32_t>(P);
+  l.row_pair = arena_.alloc_n<int32_t>(P);
+  kc::launch_moe_layout(dids, P, E, l, stream_);
+
+  CMat xin = x;
+  if (opts.act_quant && experts[0].w1.quantized()) {
+    Mat xq(arena_.alloc_n<float>(M * x.cols), M, x.cols);
+    kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
+    kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
+    xin = xq;
+  }
+  kc::MoeEpilogue ep;
+  ep.swiglu_limit = opts.swiglu_limit;
+  ep.bf16_rounding = opts.bf16_rounding;
+  ep.weight_before_w2 = opts.weight_before_w2;
+  const int max_active = static_cast<int>(std::min<int64_t>(E, P));
+  Mat h(arena_.alloc_n<float>(P * I), P, I);
+  kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
+                         h.data, h.ld, stream_);
+  if (opts.act_quant && experts[0].w2.quantized()) {
+    kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
+  }
+  Mat y(arena_.alloc_n<float>(P * D), P, D);
+  kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
+                      y.data, y.ld, stream_);
+  kc::launch_moe_combine(y.data, y.ld, dids, l, top_k, opts.accumulate, md(out), stream_);
+}
+
+void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, int top_k,
+                                    std::span<const ExpertWeights> experts, const MoeOpts& opts,
+                                    Mat out) {
   arena_.reset();
   const int64_t M = x.rows, D = out.cols;
   std::vector<int32_t> hid(static_cast<size_t>(M * top_k));

@@ -83,11 +83,13 @@ struct HcDesc {
   int sinkhorn_iters = 20;
 };
 inline constexpr int kMaxHcStreams = 8;
+// scratch: device, rows · ((2+n)n + 1) floats (hc_head: rows · (n + 1)).
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc y, MatDesc post, MatDesc comb,
-                   cudaStream_t stream);
+                   float* scratch, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     cudaStream_t stream);
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, cudaStream_t stream);
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
+                    cudaStream_t stream);
 
 // ---- attention/ ---------------------------------------------------------------------------
 // Shared memory holds one query's L scores; L up to kMaxSparseKeys.
@@ -117,6 +119,37 @@ void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_
 // Same weights for given ids [M, k] (hash routing).
 void launch_moe_route_weights(MatDesc z, const int32_t* ids, int k, float route_scale,
                               MatDesc weights, cudaStream_t stream);
+// Grouped experts (moe/grouped.cu): the layout on the device, then one launch per stage.
+struct GroupedExpert {
+  WeightDesc w1, w3, w2;  // w1/w3 [I, D], w2 [D, I]
+};
+struct MoeLayout {            // device scratch
+  int32_t* counts = nullptr;  // [E] pairs per expert
+  int32_t* offsets = nullptr; // [E] first grouped row of each expert
+  int32_t* cursor = nullptr;  // [E]
+  int32_t* pair_row = nullptr;  // [M·k] grouped row of pair t·k + j (-1: skipped id)
+  int32_t* row_pair = nullptr;  // [M·k] pair of each grouped row
+  int32_t* active = nullptr;    // [E] experts with pairs, ascending; n_active of them
+  int32_t* n_active = nullptr;  // [1]
+};
+struct MoeEpilogue {
+  float swiglu_limit = 10.0f;
+  bool bf16_rounding = false;
+  bool weight_before_w2 = true;
+};
+void launch_moe_layout(const int32_t* ids, int64_t pairs, int experts, MoeLayout l,
+                       cudaStream_t stream);
+// h[row] = epilogue(x[token]·w1ᵀ, x[token]·w3ᵀ) for every grouped row; max_active bounds the
+// number of active experts (min(E, pairs)). K % 8 == 0, rows 16-byte aligned.
+void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,
+                        int max_active, const float* gates, int64_t gates_ld, int top_k,
+                        MoeEpilogue ep, float* h, int64_t h_ld, cudaStream_t stream);
+void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
+                     MoeLayout l, int max_active, const float* gates, int64_t gates_ld, int top_k,
+                     MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream);
+// out[t] (=|+=) Σ over t's pairs in ascending (expert, slot) of y[pair_row].
+void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
+                        bool accumulate, MatDesc out, cudaStream_t stream);
 // ids[t, j] = tid2eid[token_ids[t], j] (I32 or I64 table [V, k]).
 void launch_moe_hash_ids(const int32_t* token_ids, int64_t m, const void* tid2eid, bool tid2eid_i64,
                          int k, int32_t* ids, cudaStream_t stream);

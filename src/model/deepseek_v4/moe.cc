@@ -12,7 +12,7 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   const int k =
       w.kind == io::MoeKind::kHash ? static_cast<int>(w.tid2eid.dim(1)) : cfg.num_experts_per_tok;
   const float route_scale = static_cast<float>(cfg.routed_scaling_factor);
-  int32_t* ids = fit_n(s.ids, M * k);
+  int32_t* ids = static_cast<int32_t*>(s.ids.fit_bytes(static_cast<size_t>(M * k) * sizeof(int32_t)));
   backend::Mat g(fit(s.weights, M * k), M, k);
   if (w.kind == io::MoeKind::kHash) {
     ops.moe_route_hash(v, token_ids, w.tid2eid, w.gate, route_scale, ids, g);

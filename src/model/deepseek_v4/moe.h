@@ -18,8 +18,10 @@
 namespace deepinfer::model::deepseek_v4 {
 
 struct MoeScratch {
-  explicit MoeScratch(backend::Ops& ops) : weights(ops), shared_weights(ops) {}
-  std::vector<int32_t> ids, shared_ids;
+  explicit MoeScratch(backend::Ops& ops) : ids(ops), weights(ops), shared_weights(ops) {}
+  // Routed ids stay in the backend's memory (router -> experts without a host round trip).
+  backend::Buffer ids;
+  std::vector<int32_t> shared_ids;
   backend::Buffer weights, shared_weights;  // shared_weights: all ones, grown on demand
   int64_t shared_ones = 0;                  // rows of shared_weights set to 1
 };

@@ -1,0 +1,274 @@
+// Grouped MoE experts in four launches, with the token -> expert layout built on the device (no
+// host round trip, so the step stays graph-capturable):
+//
+//   layout    one block: per-expert pair counts, their offsets, each (token, slot) pair's row in
+//             the grouped order, and the list of experts that got any pair;
+//   gate_up   block per (active expert, 8 rows of w1/w3), a warp per row: for every pair of the
+//             expert, a = x·w1ᵀ, b = x·w3ᵀ (weights decoded 8 at a time, read once per 8 pairs),
+//             then the epilogue (BF16 points, SwiGLU with the clamp, routing weight) -> h;
+//   down      the same warp-per-row shape over w2 -> y, one row per pair;
+//   combine   thread per (token, channel): the token's expert outputs summed in ascending expert
+//             id (the reference's order), into out (= or +=).
+// A pair's numbers do not depend on which row of the group it lands in (each dot is one warp's
+// fixed-order sum), and the combine order is fixed per token, so the result is deterministic
+// and independent of the batch even though the layout uses atomics.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+constexpr int kRowsPerBlock = 8;  // warps per block, one weight row each
+constexpr int kPairTile = 8;      // pairs accumulated per pass over a weight row
+
+// w[row, k0 .. k0+8) dequantized (k0 % 8 == 0, row-major, 16-byte-aligned rows).
+__device__ __forceinline__ void load8(const WeightDesc& w, int64_t row, int64_t k0, float* v) {
+  switch (w.fmt) {
+    case WFmt::kFp4: {
+      const uint32_t b = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.w) +
+                                                          row * (w.k / 2) + k0 / 2);
+      const float s = scale_at(w, row, k0 / w.block_k);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v[i] = fp4_e2m1_to_f((b >> (4 * i)) & 0xfu) * s;
+      return;
+    }
+    case WFmt::kFp8: {
+      const uint2 b =
+          *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.w) + row * w.k + k0);
+      const float s = scale_at(w, row / w.block_n, k0 / w.block_k);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        v[i] = fp8_e4m3_to_f((b.x >> (8 * i)) & 0xffu) * s;
+        v[4 + i] = fp8_e4m3_to_f((b.y >> (8 * i)) & 0xffu) * s;
+      }
+      return;
+    }
+    case WFmt::kBf16:
+    case WFmt::kF16: {
+      const uint4 b = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.w) +
+                                                      row * w.k + k0);
+      const uint32_t words[4] = {b.x, b.y, b.z, b.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t lo = static_cast<uint16_t>(words[i] & 0xffffu);
+        const uint16_t hi = static_cast<uint16_t>(words[i] >> 16);
+        v[2 * i] = w.fmt == WFmt::kBf16 ? bf16_bits_to_f(lo) : f16_bits_to_f(lo);
+        v[2 * i + 1] = w.fmt == WFmt::kBf16 ? bf16_bits_to_f(hi) : f16_bits_to_f(hi);
+      }
+      return;
+    }
+    case WFmt::kF32: {
+      const float4* p =
+          reinterpret_cast<const float4*>(static_cast<const float*>(w.w) + row * w.k + k0);
+      const float4 a = p[0], b = p[1];
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+      v[7] = b.w;
+      return;
+    }
+  }
+}
+
+__global__ void layout_kernel(const int32_t* ids, int64_t pairs, int experts, int32_t* counts,
+                              int32_t* offsets, int32_t* cursor, int32_t* pair_row,
+                              int32_t* row_pair, int32_t* active, int32_t* n_active) {
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) counts[e] = cursor[e] = 0;
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int32_t e = ids[p];
+    if (e >= 0 && e < experts) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // E <= a few hundred: a serial scan is cheaper than a block scan
+    int32_t run = 0, na = 0;
+    for (int e = 0; e < experts; ++e) {
+      offsets[e] = run;
+      run += counts[e];
+      if (counts[e] > 0) active[na++] = e;
+    }
+    *n_active = na;
+  }
+  __syncthreads();
+  for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
+    const int32_t e = ids[p];
+    int32_t r = -1;
+    if (e >= 0 && e < experts) {
+      r = offsets[e] + atomicAdd(&cursor[e], 1);
+      row_pair[r] = static_cast<int32_t>(p);
+    }
+    pair_row[p] = r;
+  }
+}
+
+// One warp computes rows `row` of up to two weights over the pairs [p0, p0 + n) of an expert.
+// in_rows[i] = the input row of pair i (a token of x, or the pair's own row of h).
+template <bool kTwo>
+__device__ void warp_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t row,
+                          const float* in, int64_t in_ld, const int32_t* in_rows, int n,
+                          float* acc_a, float* acc_b) {
+  const int lane = threadIdx.x & 31;
+  const int64_t K = wa.k;
+#pragma unroll
+  for (int t = 0; t < kPairTile; ++t) acc_a[t] = acc_b[t] = 0.0f;
+  for (int64_t k0 = static_cast<int64_t>(lane) * 8; k0 < K; k0 += 256) {
+    float va[8], vb[8];
+    load8(wa, row, k0, va);
+    if constexpr (kTwo) load8(wb, row, k0, vb);
+#pragma unroll
+    for (int t = 0; t < kPairTile; ++t) {
+      if (t < n) {
+        const float4* xp = reinterpret_cast<const float4*>(in + in_rows[t] * in_ld + k0);
+        const float4 x0 = xp[0], x1 = xp[1];
+        const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          acc_a[t] = fmaf(va[i], xs[i], acc_a[t]);
+          if constexpr (kTwo) acc_b[t] = fmaf(vb[i], xs[i], acc_b[t]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kPairTile; ++t) {
+    acc_a[t] = warp_sum(acc_a[t]);
+    if constexpr (kTwo) acc_b[t] = warp_sum(acc_b[t]);
+  }
+}
+
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    gate_up_kernel(MatDesc x, const GroupedExpert* experts, const int32_t* counts,
+                   const int32_t* offsets, const int32_t* active, const int32_t* n_active,
+                   const int32_t* row_pair, const float* gates, int64_t gates_ld, int top_k,
+                   MoeEpilogue ep, float* h, int64_t h_ld) {
+  if (static_cast<int>(blockIdx.x) >= *n_active) return;
+  const int e = active[blockIdx.x];
+  const GroupedExpert& ex = experts[e];
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= ex.w1.n) return;
+  const int32_t begin = offsets[e], count = counts[e];
+  for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
+    const int n = min(kPairTile, count - p0);
+    int32_t in_rows[kPairTile];
+#pragma unroll
+    for (int t = 0; t < kPairTile; ++t)
+      in_rows[t] = t < n ? row_pair[begin + p0 + t] / top_k : 0;
+    float a[kPairTile], b[kPairTile];
+    warp_dots<true>(ex.w1, ex.w3, row, x.data, x.ld, in_rows, n, a, b);
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+      for (int t = 0; t < kPairTile; ++t) {
+        if (t >= n) break;
+        float u = a[t], v = b[t];
+        if (ep.bf16_rounding) u = bf16_round_d(u), v = bf16_round_d(v);
+        if (ep.swiglu_limit > 0.0f) {
+          u = fminf(u, ep.swiglu_limit);
+          v = fminf(fmaxf(v, -ep.swiglu_limit), ep.swiglu_limit);
+        }
+        float r = u * (1.0f / (1.0f + expf(-u))) * v;
+        if (ep.weight_before_w2) r *= gates[row_pair[begin + p0 + t] / top_k * gates_ld +
+                                            row_pair[begin + p0 + t] % top_k];
+        if (ep.bf16_rounding) r = bf16_round_d(r);
+        h[static_cast<int64_t>(begin + p0 + t) * h_ld + row] = r;
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kRowsPerBlock * 32)
+    down_kernel(const float* h, int64_t h_ld, const GroupedExpert* experts, const int32_t* counts,
+                const int32_t* offsets, const int32_t* active, const int32_t* n_active,
+                const int32_t* row_pair, const float* gates, int64_t gates_ld, int top_k,
+                MoeEpilogue ep, float* y, int64_t y_ld) {
+  if (static_cast<int>(blockIdx.x) >= *n_active) return;
+  const int e = active[blockIdx.x];
+  const GroupedExpert& ex = experts[e];
+  const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
+  if (row >= ex.w2.n) return;
+  const int32_t begin = offsets[e], count = counts[e];
+  for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
+    const int n = min(kPairTile, count - p0);
+    int32_t in_rows[kPairTile];
+#pragma unroll
+    for (int t = 0; t < kPairTile; ++t) in_rows[t] = begin + p0 + (t < n ? t : 0);
+    float a[kPairTile], unused[kPairTile];
+    warp_dots<false>(ex.w2, ex.w2, row, h, h_ld, in_rows, n, a, unused);
+    if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+      for (int t = 0; t < kPairTile; ++t) {
+        if (t >= n) break;
+        float r = a[t];
+        if (ep.bf16_rounding) r = bf16_round_d(r);
+        if (!ep.weight_before_w2) {
+          const int32_t pr = row_pair[begin + p0 + t];
+          r *= gates[pr / top_k * gates_ld + pr % top_k];
+          if (ep.bf16_rounding) r = bf16_round_d(r);
+        }
+        y[static_cast<int64_t>(begin + p0 + t) * y_ld + row] = r;
+      }
+    }
+  }
+}
+
+__global__ void combine_kernel(const float* y, int64_t y_ld, const int32_t* ids,
+                               const int32_t* pair_row, int top_k, bool accumulate, MatDesc out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= out.rows * out.cols) return;
+  const int64_t m = i / out.cols, c = i % out.cols;
+  // The token's pairs in ascending (expert, slot) order: top_k <= 32, a selection per step.
+  float sum = 0.0f;
+  int32_t last_e = -1, last_j = -1;
+  for (int step = 0; step < top_k; ++step) {
+    int32_t best_e = 0x7fffffff, best_j = -1;
+    for (int j = 0; j < top_k; ++j) {
+      const int32_t e = ids[m * top_k + j];
+      if (e < 0 || pair_row[m * top_k + j] < 0) continue;
+      const bool after_last = e > last_e || (e == last_e && j > last_j);
+      if (after_last && (e < best_e || (e == best_e && j < best_j))) best_e = e, best_j = j;
+    }
+    if (best_j < 0) break;
+    sum += y[static_cast<int64_t>(pair_row[m * top_k + best_j]) * y_ld + c];
+    last_e = best_e;
+    last_j = best_j;
+  }
+  float* o = out.data + m * out.ld + c;
+  *o = accumulate ? *o + sum : sum;
+}
+
+}  // namespace
+
+void launch_moe_layout(const int32_t* ids, int64_t pairs, int experts, MoeLayout l,
+                       cudaStream_t stream) {
+  layout_kernel<<<1, 1024, 0, stream>>>(ids, pairs, experts, l.counts, l.offsets, l.cursor,
+                                        l.pair_row, l.row_pair, l.active, l.n_active);
+}
+
+void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,
+                        int max_active, const float* gates, int64_t gates_ld, int top_k,
+                        MoeEpilogue ep, float* h, int64_t h_ld, cudaStream_t stream) {
+  if (max_active <= 0) return;
+  const dim3 grid(static_cast<unsigned>(max_active),
+                  static_cast<unsigned>((inter + kRowsPerBlock - 1) / kRowsPerBlock));
+  gate_up_kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(x, experts, l.counts, l.offsets,
+                                                          l.active, l.n_active, l.row_pair, gates,
+                                                          gates_ld, top_k, ep, h, h_ld);
+}
+
+void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
+                     MoeLayout l, int max_active, const float* gates, int64_t gates_ld, int top_k,
+                     MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream) {
+  if (max_active <= 0) return;
+  const dim3 grid(static_cast<unsigned>(max_active),
+                  static_cast<unsigned>((dim + kRowsPerBlock - 1) / kRowsPerBlock));
+  down_kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(h, h_ld, experts, l.counts, l.offsets,
+                                                       l.active, l.n_active, l.row_pair, gates,
+                                                       gates_ld, top_k, ep, y, y_ld);
+}
+
+void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
+                        bool accumulate, MatDesc out, cudaStream_t stream) {
+  const int64_t work = out.rows * out.cols;
+  if (work == 0) return;
+  combine_kernel<<<grid_for(work, 256), 256, 0, stream>>>(y, y_ld, ids, l.pair_row, top_k,
+                                                          accumulate, out);
+}
+
+}  // namespace deepinfer::kernels::cuda
