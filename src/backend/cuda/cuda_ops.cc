@@ -51,9 +51,10 @@ kc::WeightDesc wd(const WeightRef& w) {
   return d;
 }
 
-CudaOps::CudaOps(cudaStream_t stream) : stream_(stream), arena_(stream) {}
+CudaOps::CudaOps(cudaStream_t stream) : stream_(stream), arena_(stream) { init_cublas(); }
 
 CudaOps::~CudaOps() {
+  destroy_cublas();
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
@@ -145,10 +146,10 @@ void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int
     Mat xq(arena_.alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
     kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
     kc::launch_fake_quant_fp8(md(xq), xq.cols, act_block, stream_);
-    kc::launch_linear(md(CMat(xq)), wd(w), md(y), stream_);
+    matmul(xq, w, y, true);
     return;
   }
-  kc::launch_linear(md(x), wd(w), md(y), stream_);
+  matmul(x, w, y, false);
 }
 
 void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {

@@ -29,6 +29,8 @@
 #include "backend/ops.h"
 #include "kernels/cuda/launch.h"
 
+struct cublasContext;  // cuBLAS' handle type, kept out of this header
+
 namespace deepinfer::backend::cuda {
 
 class CudaOps : public Ops {
@@ -96,6 +98,14 @@ class CudaOps : public Ops {
   void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
+  // y = x · Wᵀ on already-device operands: cuBLAS BF16 tensor cores when exact (cuda_gemm.cc),
+  // else the kernels. x_act_quantized: x holds act_quant_fp8 values. wb / xb: BF16 scratch of
+  // w.n·w.k / x.rows·w.k elements for the tensor-core path (null: taken from the arena).
+  void matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb = nullptr,
+              uint16_t* xb = nullptr);
+  bool tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const;
+  void init_cublas();
+  void destroy_cublas();
   // moe_experts for shapes the grouped kernels do not take (cuda_ops_moe.cc).
   void moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, int top_k,
                              std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out);
@@ -105,6 +115,7 @@ class CudaOps : public Ops {
 
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
+  cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
   struct ExpertTable {
     std::vector<char> host;  // the descriptors uploaded, to detect a stale entry
     DeviceBuffer device;

@@ -26,14 +26,14 @@ namespace {
 
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// What the grouped kernels need: K of every matrix a multiple of 8 (8-value loads), rows
-// 16-byte aligned, block scales no finer than 8 columns, w1 and w3 alike.
+// What the grouped kernels need: K of every matrix a multiple of 32 (32-value loads), rows
+// 16-byte aligned, block scales no finer than 32 columns, w1 and w3 alike.
 bool grouped_supported(CMat x, std::span<const ExpertWeights> experts, const MoeOpts& opts) {
-  if (x.cols % 8 != 0 || x.ld % 4 != 0 || !aligned16(x.data)) return false;
+  if (x.cols % 32 != 0 || x.ld % 4 != 0 || !aligned16(x.data)) return false;
   for (const ExpertWeights& e : experts) {
     for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
-      if (w->k % 8 != 0 || !aligned16(w->weight.data)) return false;
-      if (w->quantized() && w->block_k % 8 != 0) return false;
+      if (w->k % 32 != 0 || !aligned16(w->weight.data)) return false;
+      if (w->quantized() && w->block_k % 32 != 0) return false;
     }
     if (e.w1.format != e.w3.format || e.w1.n != e.w3.n || e.w1.k != x.cols || e.w2.k != e.w1.n)
       return false;
@@ -66,7 +66,12 @@ const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> ex
 void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
                           std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) {
   DI_CHECK(out.rows == x.rows && weights.cols == top_k);
-  if (!grouped_supported(x, experts, opts)) {
+  // Many pairs per expert (prefill, or the shared expert of a big step) with tensor-core-exact
+  // weights: per-expert GEMMs on the tensor cores beat the grouped SIMT kernels by far.
+  const bool per_expert_gemm =
+      !experts.empty() && x.rows * top_k >= 32 * static_cast<int64_t>(experts.size()) &&
+      opts.act_quant && tensor_core_eligible(x.rows, experts[0].w1, true);
+  if (per_expert_gemm || !grouped_supported(x, experts, opts)) {
     moe_experts_by_expert(x, ids, weights, top_k, experts, opts, out);
     return;
   }
@@ -118,10 +123,12 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
   arena_.reset();
   const int64_t M = x.rows, D = out.cols;
   std::vector<int32_t> hid(static_cast<size_t>(M * top_k));
-  if (!hid.empty()) {
+  if (!hid.empty() && is_device_pointer(ids)) {
     DI_CUDA_CHECK(
         cudaMemcpyAsync(hid.data(), ids, hid.size() * sizeof(int32_t), cudaMemcpyDefault, stream_));
     synchronize();
+  } else if (!hid.empty()) {
+    std::copy(ids, ids + hid.size(), hid.begin());
   }
   // Groups: (expert, occurrence) ascending; each holds (token, slot j) pairs in token order.
   struct Group {
@@ -180,6 +187,17 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
   float* a_buf = arena_.alloc_n<float>(max_rows * max_i);
   float* b_buf = arena_.alloc_n<float>(max_rows * max_i);
   float* y_buf = arena_.alloc_n<float>(max_rows * D);
+  // BF16 scratch of the tensor-core path, reused by every expert (stream order keeps it safe).
+  int64_t max_w = 0;
+  for (const Group& g : groups) {
+    const ExpertWeights& ew = experts[static_cast<size_t>(g.expert)];
+    max_w = std::max({max_w, ew.w1.n * ew.w1.k, ew.w3.n * ew.w3.k, ew.w2.n * ew.w2.k});
+  }
+  const bool tc = !groups.empty() && opts.act_quant &&
+                  tensor_core_eligible(max_rows, experts[static_cast<size_t>(groups[0].expert)].w1,
+                                       true);
+  uint16_t* wb = tc ? arena_.alloc_n<uint16_t>(max_w) : nullptr;
+  uint16_t* xb = tc ? arena_.alloc_n<uint16_t>(max_rows * std::max(x.cols, max_i)) : nullptr;
 
   for (const Group& g : groups) {
     const ExpertWeights& ew = experts[static_cast<size_t>(g.expert)];
@@ -195,8 +213,8 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
       kc::launch_copy_rows(md(CMat(xg)), nullptr, md(xq), stream_);
       kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
     }
-    kc::launch_linear(md(CMat(q1 ? xq : xg)), wd(ew.w1), md(a), stream_);
-    kc::launch_linear(md(CMat(q3 ? xq : xg)), wd(ew.w3), md(b), stream_);
+    matmul(q1 ? xq : xg, ew.w1, a, q1, wb, xb);
+    matmul(q3 ? xq : xg, ew.w3, b, q3, wb, xb);
     if (opts.bf16_rounding) {
       kc::launch_round_bf16(md(a), stream_);
       kc::launch_round_bf16(md(b), stream_);
@@ -206,10 +224,9 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
       kc::launch_scale_rows(md(a), weights.data, weights.ld, gt, gs, stream_);
     }
     if (opts.bf16_rounding) kc::launch_round_bf16(md(a), stream_);
-    if (opts.act_quant && ew.w2.quantized()) {
-      kc::launch_fake_quant_fp8(md(a), a.cols, opts.act_block, stream_);
-    }
-    kc::launch_linear(md(CMat(a)), wd(ew.w2), md(y), stream_);
+    const bool q2 = opts.act_quant && ew.w2.quantized();
+    if (q2) kc::launch_fake_quant_fp8(md(a), a.cols, opts.act_block, stream_);
+    matmul(a, ew.w2, y, q2, wb, xb);
     if (opts.bf16_rounding) kc::launch_round_bf16(md(y), stream_);
     if (!opts.weight_before_w2) {
       kc::launch_scale_rows(md(y), weights.data, weights.ld, gt, gs, stream_);

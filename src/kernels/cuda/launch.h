@@ -41,6 +41,11 @@ cudaError_t launch_probe();
 // decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
 void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 
+// BF16 copies for the tensor-core path (gemm/to_bf16.cu): w dequantized to a dense row-major
+// [n, k] BF16 matrix; x [rows, cols] (any ld) to a dense [rows, cols] BF16 matrix.
+void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream);
+void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream);
+
 // ---- norm/ (row-wise and element-wise glue) ----------------------------------------------
 // w: FP32/BF16/F16 dense per-channel weight of `group` (or cols) elements, or null.
 void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
@@ -140,7 +145,7 @@ struct MoeEpilogue {
 void launch_moe_layout(const int32_t* ids, int64_t pairs, int experts, MoeLayout l,
                        cudaStream_t stream);
 // h[row] = epilogue(x[token]·w1ᵀ, x[token]·w3ᵀ) for every grouped row; max_active bounds the
-// number of active experts (min(E, pairs)). K % 8 == 0, rows 16-byte aligned.
+// number of active experts (min(E, pairs)). K % 32 == 0, rows 16-byte aligned.
 void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,
                         int max_active, const float* gates, int64_t gates_ld, int top_k,
                         MoeEpilogue ep, float* h, int64_t h_ld, cudaStream_t stream);

@@ -353,9 +353,10 @@ CUDA_CASE(moe_experts) {
       dx.push_back({own[b]->dev.ref, own[b + 1]->dev.ref, own[b + 2]->dev.ref});
     }
     // pad 2: x.ld % 4 != 0, the per-expert fallback; pad 4: the grouped kernels. M = 40 puts
-    // more pairs on an expert than one pass of the grouped kernels takes (8).
+    // more pairs on an expert than one pass of the grouped kernels takes (8); M = 100 gives
+    // >= 32 pairs per expert: per-expert GEMMs, on the tensor cores where exact (act quant).
     for (int64_t pad : {2, 4})
-    for (int64_t M : {1, 5, 20, 40}) {
+    for (int64_t M : {1, 5, 20, 40, 100}) {
       const Buf x = random_buf(ctx.rng, M, D);
       const Buf g = random_buf(ctx.rng, M, top_k, 0.1f, 0.6f);
       std::vector<int32_t> ids;
@@ -380,7 +381,10 @@ CUDA_CASE(moe_experts) {
                               " variant=" + std::to_string(variant);
         const std::vector<float> got = dout.download();
         close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-        if (M == 40) {  // batch invariance: row 7 alone gives the same bits as inside the batch
+        // Batch invariance of the grouped kernels (pad 4): row 7 alone gives the same bits as
+        // inside the batch. The per-expert fallback switches GEMV kernels with the number of
+        // rows an expert gets, so it does not promise this (docs/cuda_backend.md).
+        if (M == 40 && pad == 4) {
           Buf x1(1, D), g1(1, top_k), prev1(1, D);
           for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
           for (int64_t c = 0; c < D; ++c) prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];

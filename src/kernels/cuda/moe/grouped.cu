@@ -4,7 +4,8 @@
 //   layout    one block: per-expert pair counts, their offsets, each (token, slot) pair's row in
 //             the grouped order, and the list of experts that got any pair;
 //   gate_up   block per (active expert, 8 rows of w1/w3), a warp per row: for every pair of the
-//             expert, a = x·w1ᵀ, b = x·w3ᵀ (weights decoded 8 at a time, read once per 8 pairs),
+//             expert, a = x·w1ᵀ, b = x·w3ᵀ (each lane decodes 32 weights per 16-byte-load step,
+//             read once per 8 pairs),
 //             then the epilogue (BF16 points, SwiGLU with the clamp, routing weight) -> h;
 //   down      the same warp-per-row shape over w2 -> y, one row per pair;
 //   combine   thread per (token, channel): the token's expert outputs summed in ascending expert
@@ -21,48 +22,63 @@ namespace {
 constexpr int kRowsPerBlock = 8;  // warps per block, one weight row each
 constexpr int kPairTile = 8;      // pairs accumulated per pass over a weight row
 
-// w[row, k0 .. k0+8) dequantized (k0 % 8 == 0, row-major, 16-byte-aligned rows).
-__device__ __forceinline__ void load8(const WeightDesc& w, int64_t row, int64_t k0, float* v) {
+// w[row, k0 .. k0+32) dequantized (k0 % 32 == 0, row-major, 16-byte-aligned rows): 16-byte
+// loads only (one for FP4, two for FP8, four for BF16/F16, eight for F32), all issued before
+// the first use.
+__device__ __forceinline__ void load32(const WeightDesc& w, int64_t row, int64_t k0, float* v) {
   switch (w.fmt) {
     case WFmt::kFp4: {
-      const uint32_t b = *reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(w.w) +
-                                                          row * (w.k / 2) + k0 / 2);
+      const uint4 b = *reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.w) +
+                                                      row * (w.k / 2) + k0 / 2);
       const float s = scale_at(w, row, k0 / w.block_k);
+      const uint32_t words[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-      for (int i = 0; i < 8; ++i) v[i] = fp4_e2m1_to_f((b >> (4 * i)) & 0xfu) * s;
+      for (int q = 0; q < 4; ++q)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) v[8 * q + i] = fp4_e2m1_to_f((words[q] >> (4 * i)) & 0xfu) * s;
       return;
     }
     case WFmt::kFp8: {
-      const uint2 b =
-          *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(w.w) + row * w.k + k0);
+      const uint4* p =
+          reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.w) + row * w.k + k0);
+      const uint4 b0 = p[0], b1 = p[1];
       const float s = scale_at(w, row / w.block_n, k0 / w.block_k);
+      const uint32_t words[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        v[i] = fp8_e4m3_to_f((b.x >> (8 * i)) & 0xffu) * s;
-        v[4 + i] = fp8_e4m3_to_f((b.y >> (8 * i)) & 0xffu) * s;
-      }
+      for (int q = 0; q < 8; ++q)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) v[4 * q + i] = fp8_e4m3_to_f((words[q] >> (8 * i)) & 0xffu) * s;
       return;
     }
     case WFmt::kBf16:
     case WFmt::kF16: {
-      const uint4 b = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.w) +
-                                                      row * w.k + k0);
-      const uint32_t words[4] = {b.x, b.y, b.z, b.w};
+      const uint4* p =
+          reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(w.w) + row * w.k + k0);
+      uint4 b[4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const uint16_t lo = static_cast<uint16_t>(words[i] & 0xffffu);
-        const uint16_t hi = static_cast<uint16_t>(words[i] >> 16);
-        v[2 * i] = w.fmt == WFmt::kBf16 ? bf16_bits_to_f(lo) : f16_bits_to_f(lo);
-        v[2 * i + 1] = w.fmt == WFmt::kBf16 ? bf16_bits_to_f(hi) : f16_bits_to_f(hi);
+      for (int q = 0; q < 4; ++q) b[q] = p[q];
+      const bool bf = w.fmt == WFmt::kBf16;
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const uint32_t words[4] = {b[q].x, b[q].y, b[q].z, b[q].w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const uint16_t lo = static_cast<uint16_t>(words[i] & 0xffffu);
+          const uint16_t hi = static_cast<uint16_t>(words[i] >> 16);
+          v[8 * q + 2 * i] = bf ? bf16_bits_to_f(lo) : f16_bits_to_f(lo);
+          v[8 * q + 2 * i + 1] = bf ? bf16_bits_to_f(hi) : f16_bits_to_f(hi);
+        }
       }
       return;
     }
     case WFmt::kF32: {
       const float4* p =
           reinterpret_cast<const float4*>(static_cast<const float*>(w.w) + row * w.k + k0);
-      const float4 a = p[0], b = p[1];
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-      v[7] = b.w;
+#pragma unroll
+      for (int q = 0; q < 8; ++q) {
+        const float4 a = p[q];
+        v[4 * q] = a.x, v[4 * q + 1] = a.y, v[4 * q + 2] = a.z, v[4 * q + 3] = a.w;
+      }
       return;
     }
   }
@@ -109,20 +125,23 @@ __device__ void warp_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t ro
   const int64_t K = wa.k;
 #pragma unroll
   for (int t = 0; t < kPairTile; ++t) acc_a[t] = acc_b[t] = 0.0f;
-  for (int64_t k0 = static_cast<int64_t>(lane) * 8; k0 < K; k0 += 256) {
-    float va[8], vb[8];
-    load8(wa, row, k0, va);
-    if constexpr (kTwo) load8(wb, row, k0, vb);
+  for (int64_t k0 = static_cast<int64_t>(lane) * 32; k0 < K; k0 += 1024) {
+    float va[32], vb[32];
+    load32(wa, row, k0, va);
+    if constexpr (kTwo) load32(wb, row, k0, vb);
 #pragma unroll
     for (int t = 0; t < kPairTile; ++t) {
       if (t < n) {
         const float4* xp = reinterpret_cast<const float4*>(in + in_rows[t] * in_ld + k0);
-        const float4 x0 = xp[0], x1 = xp[1];
-        const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          acc_a[t] = fmaf(va[i], xs[i], acc_a[t]);
-          if constexpr (kTwo) acc_b[t] = fmaf(vb[i], xs[i], acc_b[t]);
+        for (int q = 0; q < 8; ++q) {
+          const float4 xv = xp[q];
+          const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            acc_a[t] = fmaf(va[4 * q + i], xs[i], acc_a[t]);
+            if constexpr (kTwo) acc_b[t] = fmaf(vb[4 * q + i], xs[i], acc_b[t]);
+          }
         }
       }
     }

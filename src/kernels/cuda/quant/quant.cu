@@ -69,17 +69,21 @@ __global__ void hadamard_kernel(MatDesc x, int64_t chunks_per_row, float scale) 
   p[i] = v[i] * scale;
 }
 
-// The official per-head q norm in BF16 arithmetic (ops.h rms_norm_bf16): one thread per
-// (row, group), summing in channel order like the host loop, so the bits agree.
+// The official per-head q norm in BF16 arithmetic (ops.h rms_norm_bf16): one warp per
+// (row, group); lane j sums the rounded squares of channels j, j + 32, ... and a fixed xor tree
+// combines the lanes, so a row's result never depends on the batch (the host sums in channel
+// order; the two may differ by one BF16 rounding).
 __global__ void rms_norm_bf16_kernel(MatDesc x, int64_t group, int64_t groups_per_row, float eps) {
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t >= x.rows * groups_per_row) return;
+  const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (t >= x.rows * groups_per_row) return;  // whole warps exit together
   float* p = x.data + (t / groups_per_row) * x.ld + (t % groups_per_row) * group;
   float ss = 0.0f;
-  for (int64_t c = 0; c < group; ++c) ss += bf16_round_d(p[c] * p[c]);
+  for (int64_t c = lane; c < group; c += 32) ss += bf16_round_d(p[c] * p[c]);
+  ss = warp_sum(ss);
   const float ms = bf16_round_d(ss / static_cast<float>(group));
   const float r = bf16_round_d(1.0f / sqrtf(bf16_round_d(ms + eps)));
-  for (int64_t c = 0; c < group; ++c) p[c] = bf16_round_d(p[c] * r);
+  for (int64_t c = lane; c < group; c += 32) p[c] = bf16_round_d(p[c] * r);
 }
 
 template <bool kFp4>
@@ -105,9 +109,9 @@ void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream) {
                     static_cast<size_t>(n) * sizeof(float), stream>>>(x, chunks, scale);
 }
 void launch_rms_norm_bf16(MatDesc x, int64_t group, float eps, cudaStream_t stream) {
-  const int64_t groups = x.cols / group, threads = x.rows * groups;
+  const int64_t groups = x.cols / group, threads = x.rows * groups * 32;
   if (threads == 0) return;
-  rms_norm_bf16_kernel<<<grid_for(threads, 128), 128, 0, stream>>>(x, group, groups, eps);
+  rms_norm_bf16_kernel<<<grid_for(threads, 256), 256, 0, stream>>>(x, group, groups, eps);
 }
 void launch_hadamard128(MatDesc x, cudaStream_t stream) {
   const int64_t chunks = x.cols / 128;

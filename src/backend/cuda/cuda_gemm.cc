@@ -1,0 +1,71 @@
+// CudaOps' matrix products: the kernel GEMV/GEMM of kernels/cuda, and the tensor-core path.
+//
+// Tensor cores (cuBLAS, BF16 operands, FP32 accumulation) are used for M > 16 when the product
+// is exact in BF16: activations act-quantized to FP8 (E4M3 values times a power of two) and an
+// FP8/FP4 weight with E8M0 block scales (again E4M3/E2M1 values times powers of two). That is
+// the official semantics of quantized checkpoints, i.e. every production checkpoint. The weight
+// is dequantized into scratch per call (no second resident copy of the model), which costs
+// 2 bytes written and read per weight element: cheap next to the FLOPs at M > 16. Everything
+// else (HF semantics with FP32 activations, F32/BF16 scales, M <= 16) stays on the kernels.
+#include <cublas_v2.h>
+
+#include <string>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/cuda_ops_internal.h"
+#include "base/check.h"
+
+namespace deepinfer::backend::cuda {
+
+namespace kc = kernels::cuda;
+
+namespace {
+constexpr int64_t kTensorCoreMinRows = 17;
+
+void cublas_check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  std::fprintf(stderr, "deepinfer: cuBLAS error in %s: status %d\n", what, static_cast<int>(s));
+  std::abort();
+}
+}  // namespace
+
+void CudaOps::init_cublas() {
+  cublasHandle_t h = nullptr;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return;  // the kernels still cover every case
+  cublas_check(cublasSetStream(h, stream_), "cublasSetStream");
+  cublas_ = h;
+}
+
+void CudaOps::destroy_cublas() {
+  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  cublas_ = nullptr;
+}
+
+bool CudaOps::tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const {
+  return cublas_ != nullptr && rows >= kTensorCoreMinRows && x_act_quantized && w.quantized() &&
+         w.scale.dtype == DType::kF8E8M0;
+}
+
+void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb,
+                     uint16_t* xb) {
+  DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
+  if (!tensor_core_eligible(x.rows, w, x_act_quantized)) {
+    kc::launch_linear(md(x), wd(w), md(y), stream_);
+    return;
+  }
+  const int64_t M = x.rows, N = w.n, K = w.k;
+  if (wb == nullptr) wb = arena_.alloc_n<uint16_t>(N * K);
+  if (xb == nullptr) xb = arena_.alloc_n<uint16_t>(M * K);
+  kc::launch_weight_to_bf16(wd(w), wb, stream_);
+  kc::launch_mat_to_bf16(md(x), xb, stream_);
+  // Row-major y[M, N] = x[M, K] · W[N, K]ᵀ is column-major yᵀ[N, M] = Wᵀᵀ · xᵀ.
+  const float alpha = 1.0f, beta = 0.0f;
+  cublas_check(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N),
+                            static_cast<int>(M), static_cast<int>(K), &alpha, wb, CUDA_R_16BF,
+                            static_cast<int>(K), xb, CUDA_R_16BF, static_cast<int>(K), &beta,
+                            y.data, CUDA_R_32F, static_cast<int>(y.ld), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+}
+
+}  // namespace deepinfer::backend::cuda

@@ -1,0 +1,40 @@
+// Conversions feeding the tensor-core (cuBLAS BF16) path of linear for M > 16: a quantized
+// weight dequantized to BF16, and FP32 activations to BF16. The path is taken only where both
+// conversions are exact (docs/cuda_backend.md): act-quantized activations (FP8 E4M3 values
+// times a power of two) and FP8/FP4 weights with E8M0 scales are BF16 values, so the product
+// summed in FP32 is the same function as the FP32 SIMT GEMM, up to summation order.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.h"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+__device__ __forceinline__ uint16_t to_bf16_bits(float v) {
+  return static_cast<uint16_t>(f2u(bf16_round_d(v)) >> 16);
+}
+
+__global__ void weight_to_bf16_kernel(WeightDesc w, uint16_t* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= w.n * w.k) return;
+  out[i] = to_bf16_bits(weight_at_d(w, i / w.k, i % w.k));
+}
+
+__global__ void mat_to_bf16_kernel(MatDesc x, uint16_t* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= x.rows * x.cols) return;
+  out[i] = to_bf16_bits(x.data[(i / x.cols) * x.ld + i % x.cols]);
+}
+
+}  // namespace
+
+void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream) {
+  const int64_t n = w.n * w.k;
+  if (n) weight_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(w, out);
+}
+
+void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream) {
+  const int64_t n = x.rows * x.cols;
+  if (n) mat_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, out);
+}
+
+}  // namespace deepinfer::kernels::cuda
