@@ -145,6 +145,14 @@ void Ops::hadamard(Mat x, int64_t n) {
   }
 }
 
+void Ops::gather_rows(std::span<const float* const> rows, Mat dst) {
+  DI_CHECK(static_cast<int64_t>(rows.size()) == dst.rows);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::memcpy(dst.row(static_cast<int64_t>(i)), rows[i],
+                static_cast<size_t>(dst.cols) * sizeof(float));
+  }
+}
+
 void* Ops::allocate(size_t bytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);

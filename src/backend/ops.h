@@ -237,6 +237,11 @@ class Ops {
   // real model); other widths serve small configs. The default is the host loop.
   virtual void hadamard(Mat x, int64_t n);
 
+  // dst row i <- the dst.cols floats at rows[i], a row of any matrix in this backend's memory
+  // (`rows` itself is a host array). One call gathers rows of many matrices, e.g. the cached
+  // keys of every sequence of a step. The default is host copies.
+  virtual void gather_rows(std::span<const float* const> rows, Mat dst);
+
   // ---- Memory (see the banner). Defaults: host memory. ---------------------------------------
   // True when data pointers of this backend are host-readable (the CPU backends).
   virtual bool host_memory() const { return true; }

@@ -66,6 +66,7 @@ class ProfilingOps final : public Ops {
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
   void rms_norm_bf16(Mat x, int64_t group, float eps) override;
   void hadamard(Mat x, int64_t n) override;
+  void gather_rows(std::span<const float* const> rows, Mat dst) override;
 
   bool host_memory() const override { return inner_.host_memory(); }
   DeviceKind device_kind() const override { return inner_.device_kind(); }

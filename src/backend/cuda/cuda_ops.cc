@@ -262,6 +262,16 @@ void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_ro
   kc::launch_softmax_pool(dev, slots_per_row, md(out), stream_);
 }
 
+void CudaOps::gather_rows(std::span<const float* const> rows, Mat dst) {
+  DI_CHECK(static_cast<int64_t>(rows.size()) == dst.rows);
+  if (rows.empty()) return;
+  arena_.reset();
+  auto* d = arena_.alloc_n<const float*>(static_cast<int64_t>(rows.size()));
+  DI_CUDA_CHECK(cudaMemcpyAsync(d, rows.data(), rows.size() * sizeof(const float*),
+                                cudaMemcpyHostToDevice, stream_));
+  kc::launch_gather_rows(d, md(dst), stream_);
+}
+
 void CudaOps::rms_norm_bf16(Mat x, int64_t group, float eps) {
   DI_CHECK(group > 0 && x.cols % group == 0);
   kc::launch_rms_norm_bf16(md(x), group, eps, stream_);

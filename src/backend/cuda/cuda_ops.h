@@ -77,6 +77,7 @@ class CudaOps : public Ops {
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
   void rms_norm_bf16(Mat x, int64_t group, float eps) override;
   void hadamard(Mat x, int64_t n) override;
+  void gather_rows(std::span<const float* const> rows, Mat dst) override;
 
   // Memory: device memory (cudaMalloc, zero-filled). upload/download are cudaMemcpy on the
   // legacy stream, which the blocking op stream orders with; copy is async on the op stream.

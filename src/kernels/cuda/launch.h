@@ -45,6 +45,8 @@ void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t strea
 // [n, k] BF16 matrix; x [rows, cols] (any ld) to a dense [rows, cols] BF16 matrix.
 void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream);
 void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream);
+// x = hi + lo to 2^-16 relative, both dense [rows, cols] BF16.
+void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* lo, cudaStream_t stream);
 
 // ---- norm/ (row-wise and element-wise glue) ----------------------------------------------
 // w: FP32/BF16/F16 dense per-channel weight of `group` (or cols) elements, or null.
@@ -55,6 +57,8 @@ void launch_add(MatDesc a, MatDesc b, MatDesc out, cudaStream_t stream);
 void launch_scale(MatDesc x, float s, cudaStream_t stream);
 // dst[i] = src[rows[i]] (rows null = identity); rows is a device array.
 void launch_copy_rows(MatDesc src, const int32_t* rows, MatDesc dst, cudaStream_t stream);
+// dst[i] = the dst.cols floats at rows[i] (rows: a device array of device row pointers).
+void launch_gather_rows(const float* const* rows, MatDesc dst, cudaStream_t stream);
 // out[i] = table[ids[i]] (dense table); ids device array.
 void launch_embed(const int32_t* ids, const WeightDesc& table, MatDesc out, cudaStream_t stream);
 void launch_swiglu(MatDesc a, MatDesc b, float limit, MatDesc out, cudaStream_t stream);

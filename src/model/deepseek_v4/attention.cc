@@ -118,16 +118,16 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   }
   int32_t* idx = fit_n(s.idx, M * width);
   std::fill(idx, idx + M * width, -1);
-  // Every query's keys are gathered into one matrix, one backend copy per source run (cached
-  // window slots, this step's rows, compressed rows), so one sparse_attention call serves all.
-  Mat keys(fit(s.keys, key_rows * d), key_rows, d);
+  // Every query's keys are gathered into one matrix by one gather_rows call over the rows of
+  // every sequence (cached window slots, this step's rows, compressed rows), so one
+  // sparse_attention call serves all sequences.
+  std::vector<const float*>& key_src = s.key_src;
+  key_src.clear();
   int64_t n_keys = 0;
-  auto gather = [&](CMat src, const int32_t* rows, int64_t count) {
-    if (count == 0) return;
-    ops.copy_rows(src, rows, keys.rows_slice(n_keys, count));
-    n_keys += count;
+  auto push_key = [&](const float* row) {
+    key_src.push_back(row);
+    return static_cast<int32_t>(n_keys++);
   };
-
   for (const SequenceSpan& sq : in.sequences) {
     if (sq.count == 0) continue;
     LayerCache& lc = mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
@@ -166,30 +166,22 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
     // Window keys: cached rows [L - nw_old, L), then this step's rows.
     const int64_t nw_old = std::min(L, W - 1);
     const int64_t win_base = n_keys;
-    int32_t* slots = fit_n(s.gather_rows, nw_old);
-    for (int64_t p = L - nw_old; p < L; ++p) slots[p - (L - nw_old)] = lc.window.slot(p);
-    gather(lc.window.storage(), slots, nw_old);
-    gather(kv.rows_slice(b, c), nullptr, c);
+    for (int64_t p = L - nw_old; p < L; ++p) push_key(lc.window.row(p));
+    for (int64_t i = 0; i < c; ++i) push_key(kv.row(b + i));
     const int64_t origin = L - nw_old;  // position of key row win_base
 
     // Compressed keys.
     int64_t comp_base = n_keys;
     int32_t* remap = nullptr;
     if (has_comp && !has_idx) {
-      gather(lc.comp.rows.view(), nullptr, lc.comp.rows.size());
+      for (int64_t r = 0; r < lc.comp.rows.size(); ++r) push_key(lc.comp.rows.row(r));
     } else if (has_idx && K > 0) {
       remap = fit_n(s.remap, lc.comp.rows.size());
       std::fill(remap, remap + lc.comp.rows.size(), -1);
-      int32_t* picked = fit_n(s.gather_rows, c * K);
-      int64_t n_picked = 0;
       for (int64_t j = 0; j < c * K; ++j) {
         const int32_t r = sel[j];
-        if (r >= 0 && remap[r] < 0) {
-          remap[r] = static_cast<int32_t>(n_keys + n_picked);
-          picked[n_picked++] = r;
-        }
+        if (r >= 0 && remap[r] < 0) remap[r] = push_key(lc.comp.rows.row(r));
       }
-      gather(lc.comp.rows.view(), picked, n_picked);
     }
 
     for (int64_t i = 0; i < c; ++i) {
@@ -210,9 +202,17 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
       }
       DI_CHECK(j <= width);
     }
-    lc.window.append(kv.rows_slice(b, c));
   }
   DI_CHECK(n_keys <= key_rows);
+  Mat keys(fit(s.keys, key_rows * d), key_rows, d);
+  ops.gather_rows(key_src, keys.rows_slice(0, n_keys));
+  // Only now may the window rings take this step's rows: the gather above reads slots a long
+  // chunk would overwrite.
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    LayerCache& lc = mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
+    lc.window.append(kv.rows_slice(sq.begin, sq.count));
+  }
 
   Mat o(fit(s.o, M * H * d), M, H * d);
   ops.sparse_attention(q, H, CMat(keys).rows_slice(0, n_keys), idx, width, w.sink,

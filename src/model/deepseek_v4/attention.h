@@ -43,7 +43,8 @@ struct AttentionScratch {
   backend::Buffer comp_kv, comp_gate, idx_kv, idx_gate;  // compressor projections
   backend::Buffer iq, iw, scores;                        // indexer
   backend::Buffer keys;                                  // gathered key/value rows
-  std::vector<int32_t> idx, sel, visible, remap, gather_rows;
+  std::vector<int32_t> idx, sel, visible, remap;
+  std::vector<const float*> key_src;  // gathered key rows, in key order
   CompressorScratch comp;
 };
 

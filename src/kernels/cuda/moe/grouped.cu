@@ -4,8 +4,9 @@
 //   layout    one block: per-expert pair counts, their offsets, each (token, slot) pair's row in
 //             the grouped order, and the list of experts that got any pair;
 //   gate_up   block per (active expert, 8 rows of w1/w3), a warp per row: for every pair of the
-//             expert, a = x·w1ᵀ, b = x·w3ᵀ (each lane decodes 32 weights per 16-byte-load step,
-//             read once per 8 pairs),
+//             expert, a = x·w1ᵀ, b = x·w3ᵀ (the tile's 8 input rows staged in shared memory by
+//             K chunks; each lane decodes 32 weights per 16-byte load; weights read once per 8
+//             pairs),
 //             then the epilogue (BF16 points, SwiGLU with the clamp, routing weight) -> h;
 //   down      the same warp-per-row shape over w2 -> y, one row per pair;
 //   combine   thread per (token, channel): the token's expert outputs summed in ascending expert
@@ -115,32 +116,53 @@ __global__ void layout_kernel(const int32_t* ids, int64_t pairs, int experts, in
   }
 }
 
-// One warp computes rows `row` of up to two weights over the pairs [p0, p0 + n) of an expert.
-// in_rows[i] = the input row of pair i (a token of x, or the pair's own row of h).
+// Inputs of the block's pair tile, one K chunk at a time, shared by its 8 warps (each warp
+// would otherwise re-read every pair's whole input row from L2 for its one weight row). Lane l
+// reads values [32l, 32l + 32) of a chunk; rows are padded by 4 floats per 32 so the float4
+// reads of 8 consecutive lanes fall in distinct banks.
+constexpr int kChunk = 1024;
+constexpr int kChunkPadded = kChunk / 32 * 36;
+
+// The block computes, for its warps' weight rows `row` (valid: row < N), the dots of up to two
+// weights with the inputs of pairs [0, n) of the tile (in_rows: each pair's input row), summing
+// each lane's 32-value pieces in ascending k and the lanes in a fixed tree: a pair's value does
+// not depend on the tile or the batch. Every thread of the block must call it.
 template <bool kTwo>
-__device__ void warp_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t row,
-                          const float* in, int64_t in_ld, const int32_t* in_rows, int n,
-                          float* acc_a, float* acc_b) {
+__device__ void block_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t row, bool valid,
+                           const float* in, int64_t in_ld, const int32_t* in_rows, int n,
+                           float (*xs)[kChunkPadded], float* acc_a, float* acc_b) {
   const int lane = threadIdx.x & 31;
   const int64_t K = wa.k;
 #pragma unroll
   for (int t = 0; t < kPairTile; ++t) acc_a[t] = acc_b[t] = 0.0f;
-  for (int64_t k0 = static_cast<int64_t>(lane) * 32; k0 < K; k0 += 1024) {
-    float va[32], vb[32];
-    load32(wa, row, k0, va);
-    if constexpr (kTwo) load32(wb, row, k0, vb);
+  for (int64_t kc = 0; kc < K; kc += kChunk) {
+    const int64_t len = K - kc < kChunk ? K - kc : kChunk;
+    __syncthreads();  // the previous chunk's reads are done
+    for (int64_t i = threadIdx.x; i < n * (len / 4); i += blockDim.x) {
+      const int t = static_cast<int>(i / (len / 4));
+      const int64_t k = (i % (len / 4)) * 4;
+      const float4 v = *reinterpret_cast<const float4*>(in + in_rows[t] * in_ld + kc + k);
+      *reinterpret_cast<float4*>(&xs[t][k + k / 32 * 4]) = v;
+    }
+    __syncthreads();
+    const int64_t k = static_cast<int64_t>(lane) * 32;
+    if (valid && k < len) {
+      float va[32], vb[32];
+      load32(wa, row, kc + k, va);
+      if constexpr (kTwo) load32(wb, row, kc + k, vb);
 #pragma unroll
-    for (int t = 0; t < kPairTile; ++t) {
-      if (t < n) {
-        const float4* xp = reinterpret_cast<const float4*>(in + in_rows[t] * in_ld + k0);
+      for (int t = 0; t < kPairTile; ++t) {
+        if (t < n) {
+          const float* xr = &xs[t][lane * 36];
 #pragma unroll
-        for (int q = 0; q < 8; ++q) {
-          const float4 xv = xp[q];
-          const float xs[4] = {xv.x, xv.y, xv.z, xv.w};
+          for (int q = 0; q < 8; ++q) {
+            const float4 xv = *reinterpret_cast<const float4*>(xr + 4 * q);
+            const float x4[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            acc_a[t] = fmaf(va[4 * q + i], xs[i], acc_a[t]);
-            if constexpr (kTwo) acc_b[t] = fmaf(vb[4 * q + i], xs[i], acc_b[t]);
+            for (int i = 0; i < 4; ++i) {
+              acc_a[t] = fmaf(va[4 * q + i], x4[i], acc_a[t]);
+              if constexpr (kTwo) acc_b[t] = fmaf(vb[4 * q + i], x4[i], acc_b[t]);
+            }
           }
         }
       }
@@ -162,17 +184,19 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   const int e = active[blockIdx.x];
   const GroupedExpert& ex = experts[e];
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
-  if (row >= ex.w1.n) return;
+  const bool valid = row < ex.w1.n;
+  __shared__ __align__(16) float xs[kPairTile][kChunkPadded];
+  __shared__ int32_t in_rows[kPairTile];
   const int32_t begin = offsets[e], count = counts[e];
   for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
     const int n = min(kPairTile, count - p0);
-    int32_t in_rows[kPairTile];
-#pragma unroll
-    for (int t = 0; t < kPairTile; ++t)
-      in_rows[t] = t < n ? row_pair[begin + p0 + t] / top_k : 0;
+    __syncthreads();
+    if (threadIdx.x < kPairTile)
+      in_rows[threadIdx.x] = threadIdx.x < n ? row_pair[begin + p0 + threadIdx.x] / top_k : 0;
+    __syncthreads();
     float a[kPairTile], b[kPairTile];
-    warp_dots<true>(ex.w1, ex.w3, row, x.data, x.ld, in_rows, n, a, b);
-    if ((threadIdx.x & 31) == 0) {
+    block_dots<true>(ex.w1, ex.w3, row, valid, x.data, x.ld, in_rows, n, xs, a, b);
+    if (valid && (threadIdx.x & 31) == 0) {
 #pragma unroll
       for (int t = 0; t < kPairTile; ++t) {
         if (t >= n) break;
@@ -201,16 +225,18 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
   const int e = active[blockIdx.x];
   const GroupedExpert& ex = experts[e];
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
-  if (row >= ex.w2.n) return;
+  const bool valid = row < ex.w2.n;
+  __shared__ __align__(16) float xs[kPairTile][kChunkPadded];
+  __shared__ int32_t in_rows[kPairTile];
   const int32_t begin = offsets[e], count = counts[e];
   for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
     const int n = min(kPairTile, count - p0);
-    int32_t in_rows[kPairTile];
-#pragma unroll
-    for (int t = 0; t < kPairTile; ++t) in_rows[t] = begin + p0 + (t < n ? t : 0);
+    __syncthreads();
+    if (threadIdx.x < kPairTile) in_rows[threadIdx.x] = begin + p0 + (threadIdx.x < n ? threadIdx.x : 0);
+    __syncthreads();
     float a[kPairTile], unused[kPairTile];
-    warp_dots<false>(ex.w2, ex.w2, row, h, h_ld, in_rows, n, a, unused);
-    if ((threadIdx.x & 31) == 0) {
+    block_dots<false>(ex.w2, ex.w2, row, valid, h, h_ld, in_rows, n, xs, a, unused);
+    if (valid && (threadIdx.x & 31) == 0) {
 #pragma unroll
       for (int t = 0; t < kPairTile; ++t) {
         if (t >= n) break;

@@ -94,7 +94,15 @@ __global__ void scatter_add_rows_kernel(MatDesc src, const int32_t* rows, MatDes
   }
 }
 
+__global__ void gather_rows_kernel(const float* const* rows, MatDesc dst) {
+  DI_EW_LOOP(dst) { dst.data[r * dst.ld + c] = rows[r][c]; }
+}
+
 }  // namespace
+
+void launch_gather_rows(const float* const* rows, MatDesc dst, cudaStream_t stream) {
+  if (dst.rows && dst.cols) gather_rows_kernel<<<ew_grid(dst), kEw, 0, stream>>>(rows, dst);
+}
 
 void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
                      cudaStream_t stream) {
