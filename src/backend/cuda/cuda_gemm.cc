@@ -7,11 +7,11 @@
 // is dequantized into scratch per call (no second resident copy of the model), which costs
 // 2 bytes written and read per weight element: cheap next to the FLOPs at M > 16.
 //
-// Dense BF16 weights with FP32 activations (the head, compressor and router projections, HF
-// BF16 checkpoints) take the split path: x = hi + lo in BF16 (exact to 2^-16 relative), y =
-// W·hi + W·lo, two GEMMs reading the weight in place: not bit-identical to FP32 FMAs, but as
-// accurate (the model tests hold it to the same 1e-4 bound). Everything else (F32 weights,
-// F32/BF16 scales, M <= 16) stays on the kernels.
+// FP32 activations (the head, compressor and router projections, wo_a, HF checkpoints) with a
+// dense BF16 weight, or an E8M0-scaled FP8/FP4 one dequantized as above, take the split path:
+// x = hi + lo in BF16 (exact to 2^-16 relative), y = W·hi + W·lo, two GEMMs: not bit-identical
+// to FP32 FMAs, but as accurate (the model tests hold it to the same 1e-4 bound). Everything else
+// (F32 weights, F32/BF16 scales, M <= 16) stays on the kernels.
 #include <cublas_v2.h>
 
 #include <string>
@@ -73,23 +73,31 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
                      uint16_t* xb) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   const int64_t M = x.rows, N = w.n, K = w.k;
-  if (split_eligible(cublas_, M, w)) {
-    uint16_t* hi = arena_.alloc_n<uint16_t>(M * K);
-    uint16_t* lo = arena_.alloc_n<uint16_t>(M * K);
-    kc::launch_mat_split_bf16(md(x), hi, lo, stream_);
-    gemm_bf16(cublas_, w.weight.data, hi, M, N, K, y, 0.0f);
-    gemm_bf16(cublas_, w.weight.data, lo, M, N, K, y, 1.0f);
-    return;
-  }
-  if (!tensor_core_eligible(M, w, x_act_quantized)) {
+  const bool dense_bf16 = split_eligible(cublas_, M, w);
+  const bool quantized = cublas_ != nullptr && M >= kTensorCoreMinRows && w.quantized() &&
+                         w.scale.dtype == DType::kF8E8M0;
+  if (!dense_bf16 && !quantized) {
     kc::launch_linear(md(x), wd(w), md(y), stream_);
     return;
   }
-  if (wb == nullptr) wb = arena_.alloc_n<uint16_t>(N * K);
-  if (xb == nullptr) xb = arena_.alloc_n<uint16_t>(M * K);
-  kc::launch_weight_to_bf16(wd(w), wb, stream_);
-  kc::launch_mat_to_bf16(md(x), xb, stream_);
-  gemm_bf16(cublas_, wb, xb, M, N, K, y, 0.0f);
+  const void* wmat = w.weight.data;
+  if (quantized) {  // E4M3/E2M1 times a power of two: exact in BF16
+    if (wb == nullptr) wb = arena_.alloc_n<uint16_t>(N * K);
+    kc::launch_weight_to_bf16(wd(w), wb, stream_);
+    wmat = wb;
+  }
+  if (quantized && x_act_quantized) {  // x is BF16-exact too: one exact product
+    if (xb == nullptr) xb = arena_.alloc_n<uint16_t>(M * K);
+    kc::launch_mat_to_bf16(md(x), xb, stream_);
+    gemm_bf16(cublas_, wmat, xb, M, N, K, y, 0.0f);
+    return;
+  }
+  // FP32 activations: x = hi + lo, y = W·hi + W·lo (lo is 0 where x is BF16-exact already).
+  uint16_t* hi = arena_.alloc_n<uint16_t>(M * K);
+  uint16_t* lo = arena_.alloc_n<uint16_t>(M * K);
+  kc::launch_mat_split_bf16(md(x), hi, lo, stream_);
+  gemm_bf16(cublas_, wmat, hi, M, N, K, y, 0.0f);
+  gemm_bf16(cublas_, wmat, lo, M, N, K, y, 1.0f);
 }
 
 }  // namespace deepinfer::backend::cuda
