@@ -54,6 +54,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -94,6 +95,13 @@ class EngineCore {
   bool async_scheduling() const { return executor_->threaded(); }
   bool batch_invariant() const { return batch_invariant_; }
   std::string describe() const;
+
+  // Benchmark seam (bench/engine/step_host_time): replaces Model::forward with `forward`, which
+  // must fill out.logits with one vocabulary-sized row per span asking for logits. The model's
+  // caches are then neither created nor checked. Call before the first step.
+  using ForwardFn = std::function<Status(const model::deepseek_v4::StepInputs& in,
+                                         model::deepseek_v4::StepOutputs& out)>;
+  void replace_forward_for_benchmark(ForwardFn forward) { stand_in_forward_ = std::move(forward); }
 
  private:
   // What sampling one sample needs, owned by the executor while a job holding it runs.
@@ -194,6 +202,8 @@ class EngineCore {
   std::unique_ptr<StepJob> in_flight_;
   std::vector<std::shared_ptr<SeqExec>> pending_drops_;
   std::optional<std::chrono::steady_clock::time_point> last_finished_;
+
+  ForwardFn stand_in_forward_;  // benchmarks only
 
   // Executor-only scratch, reused.
   sample::Sampler sampler_;

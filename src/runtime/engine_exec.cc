@@ -111,8 +111,10 @@ void EngineCore::execute(StepJob& job) {
     const sched::ScheduledRequest& sr = plan.requests[i];
     SeqExec* e = job.seqs[i].get();
     if (e == nullptr) continue;
-    if (sr.first_chunk || !e->cache) e->cache.emplace(model_.new_sequence());
-    if (e->cache->length() != sr.start_pos) {
+    if (!stand_in_forward_ && (sr.first_chunk || !e->cache)) {
+      e->cache.emplace(model_.new_sequence());
+    }
+    if (!stand_in_forward_ && e->cache->length() != sr.start_pos) {
       // Only possible with a prefix hit (disabled) or a bookkeeping bug: never feed the model
       // positions that do not continue its cache.
       Sampled& s = job.sampled.emplace_back();
@@ -122,7 +124,7 @@ void EngineCore::execute(StepJob& job) {
       continue;
     }
     model::deepseek_v4::SequenceSpan span;
-    span.cache = &*e->cache;
+    span.cache = e->cache ? &*e->cache : nullptr;
     span.begin = sr.token_offset;
     span.count = sr.num_tokens;
     span.logits = sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
@@ -155,7 +157,8 @@ void EngineCore::execute(StepJob& job) {
   in.positions = pos_view;
   in.sequences = spans_;
   const auto t0 = Clock::now();
-  const Status st = model_.forward(in, step_out_);
+  const Status st =
+      stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_.forward(in, step_out_);
   job.forward_seconds = seconds_since(t0);
   if (!st.ok()) {
     for (const size_t i : order_) {
