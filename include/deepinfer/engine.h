@@ -6,9 +6,12 @@
 //   DI_ASSIGN_OR_RETURN(RequestHandle h, engine->submit_text("Hello", p));
 //   for (const RequestOutput& out : engine->run_until_done()) ...
 //
-// Synchronous: step() runs one scheduler step (plan, one model forward over every scheduled
-// request, sampling, stop checks, detokenization, bookkeeping) on the calling thread. Not
-// thread-safe; one thread drives it. Every submitted request ends exactly once, as an output
+// step() advances by one scheduler step: plan, one model forward over every scheduled request,
+// sampling, stop checks, detokenization, bookkeeping. With EngineOptions::async_scheduling
+// (the default) the forward and sampling run on a worker thread while step() plans the next
+// step, so a step() call returns the outputs of the step before the one it launched; outputs
+// are identical to the synchronous engine's. Not thread-safe; one thread drives it, and stream
+// callbacks run on that thread. Every submitted request ends exactly once, as an output
 // from step()/run_until_done(): finished, aborted, or failed with an error message; a failure
 // of one request never ends another.
 #pragma once
@@ -34,8 +37,15 @@ struct EngineStats {
   int64_t prompt_tokens = 0;     // prefill tokens computed (recomputation included)
   int64_t generated_tokens = 0;  // tokens sampled
   int64_t preemptions = 0;
-  double forward_seconds = 0;  // model forward
-  double host_seconds = 0;     // schedule + prepare + sample + detokenize + update
+  double forward_seconds = 0;  // model forward (on the executor)
+  double sample_seconds = 0;   // sampling + structured-output masks (on the executor)
+  // The engine thread's own work: schedule + prepare inputs + stop checks + detokenize +
+  // callbacks + update (waiting for the executor excluded).
+  double host_seconds = 0;
+  // Time the executor sat idle between two steps waiting for the host (the "gap"). With
+  // asynchronous scheduling it is only what cannot overlap: filling the previous step's
+  // tokens into the next plan. It includes the caller's time between step() calls.
+  double gap_seconds = 0;
 };
 
 class Engine {

@@ -34,6 +34,14 @@ struct EngineOptions {
   int32_t kv_block_size = 0;     // 0: 128 x the largest compression ratio's lcm, at least 128
   int num_threads = -1;          // CPU worker threads; -1: DEEPINFER_NUM_THREADS (0 = all cores)
   bool use_ref_backend = false;  // the fp32 reference ops (slow; tests only)
+  // Plan step N+1 on the calling thread while step N's forward and sampling run on a worker
+  // thread (vLLM v1 / SGLang "zero-overhead" scheduling). Outputs are identical either way;
+  // off: every step runs start to end on the calling thread.
+  bool async_scheduling = true;
+  // Bitwise identical results for a request whatever else shares its batches. Unset:
+  // DEEPINFER_BATCH_INVARIANT. The CPU backends are batch-invariant by construction; a device
+  // backend picks batch-invariant kernels when this is on.
+  std::optional<bool> batch_invariant;
 };
 
 struct TokenLogprobs {

@@ -207,7 +207,8 @@ void bind_engine(nb::module_& m) {
           "__init__",
           [](PyEngine* self, const std::string& model_dir, const std::string& tokenizer_path,
              int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
-             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads) {
+             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads,
+             bool async_scheduling, std::optional<bool> batch_invariant) {
             EngineOptions o;
             o.model_dir = model_dir;
             o.tokenizer_path = tokenizer_path;
@@ -217,6 +218,8 @@ void bind_engine(nb::module_& m) {
             o.num_kv_blocks = num_kv_blocks;
             o.kv_block_size = kv_block_size;
             o.num_threads = num_threads;
+            o.async_scheduling = async_scheduling;
+            o.batch_invariant = batch_invariant;  // None: DEEPINFER_BATCH_INVARIANT
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -227,7 +230,8 @@ void bind_engine(nb::module_& m) {
           },
           nb::arg("model_dir"), nb::arg("tokenizer_path") = "", nb::arg("max_num_seqs") = 64,
           nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
-          nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1)
+          nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
+          nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none())
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,
@@ -274,6 +278,8 @@ void bind_engine(nb::module_& m) {
         d["preemptions"] = s.preemptions;
         d["forward_seconds"] = s.forward_seconds;
         d["host_seconds"] = s.host_seconds;
+        d["sample_seconds"] = s.sample_seconds;
+        d["gap_seconds"] = s.gap_seconds;
         return d;
       });
 }

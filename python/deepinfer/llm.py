@@ -169,12 +169,16 @@ class LLM:
         num_kv_blocks: int | None = None,
         kv_block_size: int | None = None,
         num_threads: int | None = None,
+        async_scheduling: bool = True,
+        batch_invariant: bool | None = None,
     ):
+        # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
+        # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
         self.model_dir = resolve_model_dir(model)
         self._engine = _core.Engine(
             self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
-            -1 if num_threads is None else num_threads)
+            -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant)
 
     # -- information ------------------------------------------------------------------------
     @property

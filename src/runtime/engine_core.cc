@@ -1,8 +1,9 @@
-// EngineCore: the engine loop (see engine_core.h for the design choices).
+// EngineCore, the engine thread's side: create, submit, abort, and step() = plan, launch on
+// the executor, process the finished step (see engine_core.h for the design; the executor's
+// side, forward + sampling, is engine_exec.cc).
 #include "runtime/engine_core.h"
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <filesystem>
 #include <utility>
@@ -39,23 +40,6 @@ std::string reason_text(const sched::FinishedRequest& f, const std::string& erro
     default:
       return "error";
   }
-}
-
-// True when the mask allows at least one token and every allowed token is an EOS id: the
-// grammar is complete and cannot continue, so the sample ends here.
-bool only_eos_allowed(std::span<const uint32_t> mask, const std::vector<int32_t>& eos) {
-  bool any = false;
-  for (size_t w = 0; w < mask.size(); ++w) {
-    uint32_t word = mask[w];
-    while (word != 0) {
-      const int bit = std::countr_zero(word);
-      word &= word - 1;
-      const auto id = static_cast<int32_t>(w * 32 + static_cast<size_t>(bit));
-      if (std::find(eos.begin(), eos.end(), id) == eos.end()) return false;
-      any = true;
-    }
-  }
-  return any;
 }
 
 }  // namespace
@@ -122,6 +106,17 @@ EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Mo
   sched_.emplace(std::move(sched));
   for (int64_t e : model_.config().eos_token_ids) eos_.push_back(static_cast<int32_t>(e));
   engine_seed_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
+  if (options.batch_invariant) {
+    batch_invariant_ = *options.batch_invariant;
+  } else {
+    const auto& env = env_options();
+    batch_invariant_ = env.ok() && env->batch_invariant;
+  }
+  executor_ = std::make_unique<StepExecutor>(options.async_scheduling);
+}
+
+EngineCore::~EngineCore() {
+  executor_->wait();  // the outstanding job uses the model and the sequences' states
 }
 
 std::string EngineCore::describe() const {
@@ -133,7 +128,8 @@ std::string EngineCore::describe() const {
          std::to_string(sched_->config().max_num_seqs) + ", token budget " +
          std::to_string(sched_->config().max_num_batched_tokens) + ", KV " +
          std::to_string(kv.pool().num_blocks()) + " blocks of " + std::to_string(kv.block_size()) +
-         " tokens, prefix caching off";
+         " tokens, prefix caching off, scheduling " + (async_scheduling() ? "async" : "sync") +
+         ", batch-invariant " + (batch_invariant_ ? "on" : "off");
 }
 
 Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(
@@ -156,18 +152,6 @@ Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile
   return std::move(*cg);
 }
 
-void EngineCore::fill_mask(Seq& s) {
-  const int32_t words = s.matcher->grammar().tokenizer().mask_words();
-  // The tokenizer may know fewer ids than the model (extra ids stay disallowed) or more (ids
-  // past the model's vocabulary cannot be sampled anyway).
-  const size_t model_words = static_cast<size_t>((vocab_size() + 31) / 32);
-  const size_t n = std::max(model_words, static_cast<size_t>(words));
-  s.mask.assign(n, 0u);
-  s.matcher->fill_next_token_bitmask(
-      std::span<uint32_t>(s.mask.data(), static_cast<size_t>(words)));
-  s.mask_ready = true;
-}
-
 Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
                                            std::string prompt_text, const SamplingParams& params,
                                            Engine::StreamCallback on_delta) {
@@ -183,7 +167,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
   }
   const RequestHandle handle = next_handle_++;
   Parent& p = parents_[handle];
-  p.params = params;
+  p.params = std::make_shared<const SamplingParams>(params);
   p.grammar = grammar;
   p.on_delta = std::move(on_delta);
   p.out.id = handle;
@@ -204,12 +188,16 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     Seq& s = seqs_[sid];
     s.parent = handle;
     s.index = i;
-    s.seed = seed;
     s.out.index = i;
-    s.stop.emplace(p.params, eos_);
+    s.stop.emplace(*p.params, eos_);
     if (tok_) s.detok.emplace(*tok_, /*skip_special=*/true);
-    if (params.has_penalties()) s.history.add_prompt(prompt_ids);
-    if (grammar) s.matcher.emplace(grammar);
+    s.exec = std::make_shared<SeqExec>();
+    SeqExec& e = *s.exec;
+    e.params = p.params;
+    e.seed = seed;
+    e.index = i;
+    if (params.has_penalties()) e.history.add_prompt(prompt_ids);
+    if (grammar) e.matcher.emplace(grammar);
     p.seqs.push_back(sid);
     if (!bad.empty()) {
       s.error = bad;
@@ -221,8 +209,10 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
       early_failures_.push_back(std::move(f));
       continue;
     }
+    // max_tokens lets the scheduler skip planning past a request's last token.
     const Status st =
-        sched_->submit(sid, std::vector<int32_t>(prompt_ids.begin(), prompt_ids.end()));
+        sched_->submit(sid, std::vector<int32_t>(prompt_ids.begin(), prompt_ids.end()),
+                       params.max_tokens.value_or(0));
     DI_CHECK(st.ok());  // ids are fresh, so a duplicate is our bug
   }
   return handle;
@@ -257,139 +247,6 @@ void EngineCore::emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> 
   p.on_delta(d);
 }
 
-void EngineCore::sample_one(sched::RequestId id, Seq& s, std::span<const float> row,
-                            sched::StepResult& result) {
-  Parent& p = parents_.at(s.parent);
-  sample::SampleContext ctx;
-  ctx.params = &p.params;
-  ctx.key.seed = s.seed;
-  ctx.key.position = static_cast<uint64_t>(s.out.token_ids.size());
-  ctx.key.sample_index = static_cast<uint32_t>(s.index);
-  ctx.history = p.params.has_penalties() ? &s.history : nullptr;
-  ctx.eos_token_ids = eos_;
-  if (s.matcher) {
-    if (!s.mask_ready) fill_mask(s);
-    ctx.allowed_bitmask =
-        std::span<const int32_t>(reinterpret_cast<const int32_t*>(s.mask.data()), s.mask.size());
-  }
-  auto r = sampler_.sample(row, ctx);
-  if (!r.ok()) {
-    fail_seq(id, s, "sampling failed: " + r.status().message());
-    return;
-  }
-  const int32_t token = r->token;
-  bool grammar_done = false;
-  if (s.matcher) {
-    s.mask_ready = false;
-    if (!s.matcher->accept_token(token)) {
-      // The sampler drew from the matcher's own mask, so a refusal is our bug.
-      fail_seq(id, s,
-               "internal: structured output refused token " + std::to_string(token) +
-                   " that its mask allowed");
-      return;
-    }
-    if (s.matcher->is_terminated()) {
-      grammar_done = true;
-    } else if (s.matcher->can_terminate()) {
-      fill_mask(s);
-      grammar_done = only_eos_allowed(s.mask, s.matcher->grammar().tokenizer().eos_ids());
-    }
-  }
-  std::string delta = s.detok ? s.detok->add(token) : std::string();
-  sample::StopUpdate up = s.stop->append(token, delta);
-  s.out.token_ids.push_back(token);
-  if (p.params.has_penalties()) s.history.add_output(token);
-  if (r->has_logprobs) {
-    TokenLogprobs lp;
-    lp.token = token;
-    lp.logprob = r->logprob;
-    lp.rank = r->rank;
-    for (const auto& t : r->top) lp.top.emplace_back(t.token, t.logprob);
-    s.out.logprobs.push_back(std::move(lp));
-  }
-  s.out.text += up.text;
-  if (up.stop_token) s.out.stop_reason = *up.stop_token;
-  sched::RequestResult rr;
-  rr.id = id;
-  rr.tokens.push_back(token);
-  if (up.finish == sample::FinishReason::kStop) rr.finish = sched::FinishReason::kStop;
-  if (up.finish == sample::FinishReason::kLength) rr.finish = sched::FinishReason::kLength;
-  // A complete grammar match is a stop even when it lands on the last allowed token.
-  if (grammar_done) rr.finish = sched::FinishReason::kStop;
-  result.requests.push_back(std::move(rr));
-  ++stats_.generated_tokens;
-  emit(p, s, std::move(up.text), {token}, false);
-}
-
-void EngineCore::run_plan(const sched::StepPlan& plan, sched::StepResult& result) {
-  using model::deepseek_v4::LogitsWanted;
-  spans_.clear();
-  std::vector<sched::RequestId> order;
-  for (const sched::ScheduledRequest& sr : plan.requests) {
-    Seq& s = seqs_.at(sr.id);
-    if (sr.first_chunk || !s.cache) {
-      s.cache.emplace(model_.new_sequence());
-    }
-    if (s.cache->length() != sr.start_pos) {
-      // Only possible with a prefix hit (disabled) or a bookkeeping bug: never feed the model
-      // positions that do not continue its cache.
-      fail_seq(sr.id, s,
-               "internal: request cache holds " + std::to_string(s.cache->length()) +
-                   " tokens but the plan starts at " + std::to_string(sr.start_pos));
-      continue;
-    }
-    if (!sr.is_decode) stats_.prompt_tokens += sr.num_tokens;
-    model::deepseek_v4::SequenceSpan span;
-    span.cache = &*s.cache;
-    span.begin = sr.token_offset;
-    span.count = sr.num_tokens;
-    span.logits = sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
-    spans_.push_back(span);
-    order.push_back(sr.id);
-  }
-  if (spans_.empty()) return;
-  // A request dropped above leaves a gap in the rows; the model requires contiguous spans that
-  // cover the step, so feed only the kept requests' rows (rare path: copy).
-  std::vector<int32_t> ids, pos;
-  std::span<const int32_t> ids_view = plan.token_ids, pos_view = plan.positions;
-  if (order.size() != plan.requests.size()) {
-    int64_t at = 0;
-    for (auto& span : spans_) {
-      ids.insert(ids.end(), plan.token_ids.begin() + span.begin,
-                 plan.token_ids.begin() + span.begin + span.count);
-      pos.insert(pos.end(), plan.positions.begin() + span.begin,
-                 plan.positions.begin() + span.begin + span.count);
-      span.begin = at;
-      at += span.count;
-    }
-    ids_view = ids;
-    pos_view = pos;
-  }
-  model::deepseek_v4::StepInputs in;
-  in.token_ids = ids_view;
-  in.positions = pos_view;
-  in.sequences = spans_;
-  const auto t0 = Clock::now();
-  const Status st = model_.forward(in, step_out_);
-  stats_.forward_seconds += seconds_since(t0);
-  if (!st.ok()) {
-    for (sched::RequestId id : order) {
-      Seq& s = seqs_.at(id);
-      s.cache.reset();
-      fail_seq(id, s, "model forward failed: " + st.message());
-    }
-    return;
-  }
-  const int64_t V = model_.vocab_size();
-  int64_t row = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    if (spans_[i].logits == LogitsWanted::kNone) continue;
-    const std::span<const float> logits(step_out_.logits.data() + row * V, static_cast<size_t>(V));
-    ++row;
-    sample_one(order[i], seqs_.at(order[i]), logits, result);
-  }
-}
-
 void EngineCore::end_seq(const sched::FinishedRequest& f, std::vector<RequestOutput>& done) {
   const auto sit = seqs_.find(f.id);
   DI_CHECK(sit != seqs_.end());
@@ -409,37 +266,140 @@ void EngineCore::end_seq(const sched::FinishedRequest& f, std::vector<RequestOut
   s.out.num_preemptions = f.num_preemptions;
   emit(p, s, std::move(tail), {}, true);
   p.out.outputs[static_cast<size_t>(s.index)] = std::move(s.out);
-  seqs_.erase(sit);
+  seqs_.erase(sit);  // a job still holding its SeqExec keeps that alive
   if (++p.num_ended < static_cast<int32_t>(p.seqs.size())) return;
   p.out.finished = true;
   for (const CompletionOutput& o : p.out.outputs) {
     if (!o.error.empty() && p.out.error.empty()) p.out.error = o.error;
   }
+  const RequestHandle handle = s.parent;
   done.push_back(std::move(p.out));
-  parents_.erase(s.parent);
+  parents_.erase(handle);
+}
+
+std::unique_ptr<EngineCore::StepJob> EngineCore::plan_job() {
+  auto job = std::make_unique<StepJob>();
+  job->plan = sched_->schedule();
+  // Preempted caches are dropped by the next job to run, after the outstanding one is done.
+  for (sched::RequestId id : job->plan.preempted) {
+    const auto it = seqs_.find(id);
+    if (it != seqs_.end()) pending_drops_.push_back(it->second.exec);
+  }
+  if (job->plan.empty()) return nullptr;
+  job->seqs.reserve(job->plan.requests.size());
+  for (const sched::ScheduledRequest& sr : job->plan.requests) {
+    job->seqs.push_back(seqs_.at(sr.id).exec);
+    if (!sr.is_decode) stats_.prompt_tokens += sr.num_tokens;
+  }
+  return job;
+}
+
+void EngineCore::launch(StepJob& job) {
+  job.drop_caches = std::exchange(pending_drops_, {});
+  ++stats_.steps;
+  StepJob* j = &job;
+  executor_->launch([this, j] { execute(*j); });
+}
+
+void EngineCore::process(StepJob& job) {
+  stats_.forward_seconds += job.forward_seconds;
+  stats_.sample_seconds += job.sample_seconds;
+  if (last_finished_) {
+    stats_.gap_seconds +=
+        std::max(0.0, std::chrono::duration<double>(job.started - *last_finished_).count());
+  }
+  last_finished_ = job.finished;
+  sched::StepResult result;
+  result.requests.reserve(job.sampled.size());
+  for (Sampled& sm : job.sampled) {
+    const auto it = seqs_.find(sm.id);
+    if (it == seqs_.end()) continue;  // ended while this step ran: its work is dropped
+    Seq& s = it->second;
+    const sched::Request* r = sched_->find(sm.id);
+    // Aborted while in flight: the output stays what had been streamed (as when synchronous).
+    if (r == nullptr || r->abort_requested) continue;
+    if (!sm.error.empty()) {
+      fail_seq(sm.id, s, sm.error);
+      continue;
+    }
+    if (!sm.has_token) continue;
+    Parent& p = parents_.at(s.parent);
+    const int32_t token = sm.token;
+    std::string delta = s.detok ? s.detok->add(token) : std::string();
+    sample::StopUpdate up = s.stop->append(token, delta);
+    s.out.token_ids.push_back(token);
+    if (sm.logprobs) s.out.logprobs.push_back(std::move(*sm.logprobs));
+    s.out.text += up.text;
+    if (up.stop_token) s.out.stop_reason = *up.stop_token;
+    sched::RequestResult& rr = result.requests.emplace_back();
+    rr.id = sm.id;
+    rr.tokens.push_back(token);
+    if (up.finish == sample::FinishReason::kStop) rr.finish = sched::FinishReason::kStop;
+    if (up.finish == sample::FinishReason::kLength) rr.finish = sched::FinishReason::kLength;
+    // A complete grammar match is a stop even when it lands on the last allowed token.
+    if (sm.grammar_done) rr.finish = sched::FinishReason::kStop;
+    ++stats_.generated_tokens;
+    emit(p, s, std::move(up.text), {token}, false);
+  }
+  const Status st = sched_->update(job.plan, result);
+  DI_CHECK(st.ok());  // results are built from the plan; a mismatch is our bug
 }
 
 std::vector<RequestOutput> EngineCore::step() {
   std::vector<RequestOutput> done;
   const auto t0 = Clock::now();
-  const double fwd0 = stats_.forward_seconds;
+  double waited = 0;
   for (const sched::FinishedRequest& f : std::exchange(early_failures_, {})) end_seq(f, done);
 
-  const sched::StepPlan plan = sched_->schedule();
-  for (sched::RequestId id : plan.preempted) {
-    const auto it = seqs_.find(id);
-    if (it != seqs_.end()) it->second.cache.reset();  // recomputed from prompt + outputs
+  if (!executor_->threaded()) {
+    // Synchronous: plan, run inline, process.
+    if (std::unique_ptr<StepJob> job = plan_job()) {
+      launch(*job);
+      waited = job->forward_seconds + job->sample_seconds;
+      process(*job);
+    }
+  } else {
+    if (!in_flight_) {
+      // Nothing outstanding (start, or the previous plan was empty): prime the pipeline.
+      in_flight_ = plan_job();
+      if (in_flight_) launch(*in_flight_);
+    }
+    if (in_flight_) {
+      // Plan N+1 while N runs; then N's tokens go into N+1's placeholders and N+1 starts
+      // before N's outputs are processed.
+      std::unique_ptr<StepJob> next = plan_job();
+      const auto w0 = Clock::now();
+      executor_->wait();
+      waited = seconds_since(w0);
+      if (next) {
+        sched::StepResult sampled;
+        sampled.requests.reserve(in_flight_->sampled.size());
+        for (const Sampled& sm : in_flight_->sampled) {
+          if (!sm.has_token) continue;
+          sched::RequestResult& rr = sampled.requests.emplace_back();
+          rr.id = sm.id;
+          rr.tokens.push_back(sm.token);
+        }
+        // Requests without a token (their sampling failed, or they were not run) and those
+        // aborted meanwhile are ending: not run.
+        for (sched::RequestId id : sched::fill_placeholders(next->plan, sampled)) {
+          for (size_t i = 0; i < next->plan.requests.size(); ++i) {
+            if (next->plan.requests[i].id == id) next->seqs[i].reset();
+          }
+        }
+        for (size_t i = 0; i < next->plan.requests.size(); ++i) {
+          const sched::Request* r = sched_->find(next->plan.requests[i].id);
+          if (r == nullptr || r->abort_requested) next->seqs[i].reset();
+        }
+        launch(*next);
+      }
+      process(*in_flight_);
+      in_flight_ = std::move(next);
+    }
   }
-  sched::StepResult result;
-  if (!plan.empty()) {
-    run_plan(plan, result);
-    ++stats_.steps;
-  }
-  const Status st = sched_->update(plan, result);
-  DI_CHECK(st.ok());  // results are built from the plan; a mismatch is our bug
   for (const sched::FinishedRequest& f : sched_->take_finished()) end_seq(f, done);
   stats_.preemptions = sched_->stats().preemptions;
-  stats_.host_seconds += seconds_since(t0) - (stats_.forward_seconds - fwd0);
+  stats_.host_seconds += std::max(0.0, seconds_since(t0) - waited);
   return done;
 }
 

@@ -1,11 +1,31 @@
-// EngineCore: the synchronous engine loop behind deepinfer::Engine (include/deepinfer/engine.h).
+// EngineCore: the engine loop behind deepinfer::Engine (include/deepinfer/engine.h).
 //
 // One step: Scheduler::schedule() -> one Model::forward over every scheduled request (decodes
 // and prefill chunks together, each request continuing its own host SequenceCache) -> the
 // Sampler for the requests whose step reached their last known token -> StopChecker fed with
 // the IncrementalDetokenizer's delta -> Scheduler::update() -> outputs of the ended requests.
+// Forward + sampling form a StepJob run by the StepExecutor (engine_exec.cc); everything else
+// runs on the engine thread (engine_core.cc).
+//
+// Asynchronous scheduling (EngineOptions::async_scheduling, default on), one step() call:
+//   plan N+1 (optimistic: every request sampled in N gets one placeholder token)
+//   -> wait for job N -> write N's sampled ids into N+1's placeholders -> launch job N+1
+//   -> process N (stop checks, detokenize, callbacks, Scheduler::update) -> end requests.
+// The executor then only waits for the host during the placeholder fill. A request that N
+// ends is still in N+1 (wasted, as in vLLM; length finishes are not planned: the scheduler
+// knows max_tokens); its N+1 token is dropped. Results of a request aborted while in flight
+// are dropped too, so its output is what had been streamed when abort() was called, exactly
+// as in the synchronous engine.
 //
 // Choices, and why:
+//   * Sampling state lives with the executor (SeqExec: RNG position, penalty history, grammar
+//     matcher and mask, the model cache). Step N+1's sampling needs step N's token already
+//     accepted by the matcher and counted by the penalties; the executor advances that state
+//     itself right after each sample, so it never waits for the engine thread's processing.
+//     The engine thread never touches a SeqExec while a job holding it is outstanding (jobs
+//     hold shared_ptrs, so a request ending on the engine thread does not free state the
+//     executor is using). Sampling is keyed by (seq_seed, output position, sample index), so
+//     tokens are bitwise identical with asynchronous scheduling on and off.
 //   * n > 1 runs n scheduler requests over the same prompt, sample i drawing from RNG stream i
 //     (SampleKey::sample_index). Forking a prefilled cache would save n - 1 prefills, but the
 //     host cache has no copy-on-write and prefix caching is off (below), so n requests is the
@@ -13,23 +33,28 @@
 //   * Prefix caching is OFF: the model's host caches cannot yet be restored from shared KV
 //     blocks, so a hit would skip tokens the model never saw. KvConfig::enable_prefix_caching
 //     is forced false until the paged cache lands.
-//   * Preemption by recompute: the scheduler frees a preempted request's blocks; we drop its
-//     SequenceCache and rebuild it from prompt + outputs when the request's first chunk is
-//     planned again. Sampling stays deterministic because the RNG is keyed by (seq_seed,
-//     output position, sample index) and the stop checker / detokenizer state is kept.
+//   * Preemption by recompute: the scheduler frees a preempted request's blocks; the next job
+//     drops its SequenceCache (not earlier: the job in flight may still be extending it) and
+//     rebuilds it from prompt + outputs when the request's first chunk is planned again. The
+//     stop checker / detokenizer / matcher state is kept, so outputs do not change.
 //   * Structured outputs: the engine owns one GrammarCompiler (built on first use from its
 //     tokenizer; it caches compiled grammars by schema), a request's grammar is compiled at
 //     submit (an error refuses that request only), and each sample keeps its own
-//     GrammarMatcher. The matcher advances exactly when a token is appended to the sample's
-//     outputs, which preemption keeps, so after recompute it still matches the outputs. The
-//     next mask is filled right after accepting a token, both to end the sample ("stop") as soon
-//     as the grammar allows nothing but EOS and to be reused by the next step.
+//     GrammarMatcher. The matcher advances exactly when a token is sampled, which preemption
+//     keeps, so after recompute it still matches the outputs. The next mask is filled right
+//     after accepting a token, both to end the sample ("stop") as soon as the grammar allows
+//     nothing but EOS and to be reused by the next step.
+//   * Batch invariance (EngineOptions::batch_invariant / DEEPINFER_BATCH_INVARIANT) is
+//     recorded and reported; the CPU opt backend is batch-invariant by construction, a device
+//     backend would pick its kernels from it.
 //   * Failures are per request: bad sampling values are refused at submit; a bad prompt or a
 //     sampling error ends only that request (scheduler abort + an error message); a failed
 //     forward ends the requests of that step with its message and the engine keeps serving.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -41,6 +66,7 @@
 #include "backend/ops.h"
 #include "deepinfer/engine.h"
 #include "model/deepseek_v4/model.h"
+#include "runtime/step_executor.h"
 #include "sample/sampler.h"
 #include "sample/stop_checker.h"
 #include "sample/token_counts.h"
@@ -54,6 +80,7 @@ namespace deepinfer::runtime {
 class EngineCore {
  public:
   static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options);
+  ~EngineCore();
 
   Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,
                                  const SamplingParams& params, Engine::StreamCallback on_delta);
@@ -65,59 +92,102 @@ class EngineCore {
   int64_t max_model_len() const { return sched_->config().max_model_len; }
   const tokenizer::Tokenizer* tokenizer() const { return tok_ ? &*tok_ : nullptr; }
   const EngineStats& stats() const { return stats_; }
+  bool async_scheduling() const { return executor_->threaded(); }
+  bool batch_invariant() const { return batch_invariant_; }
   std::string describe() const;
 
+  // Benchmark seam (bench/engine/step_host_time): replaces Model::forward with `forward`, which
+  // must fill out.logits with one vocabulary-sized row per span asking for logits. The model's
+  // caches are then neither created nor checked. Call before the first step.
+  using ForwardFn = std::function<Status(const model::deepseek_v4::StepInputs& in,
+                                         model::deepseek_v4::StepOutputs& out)>;
+  void replace_forward_for_benchmark(ForwardFn forward) { stand_in_forward_ = std::move(forward); }
+
  private:
-  // One sample of one request = one scheduler request.
-  struct Seq {
-    RequestHandle parent = 0;
-    int32_t index = 0;
+  // What sampling one sample needs, owned by the executor while a job holding it runs.
+  struct SeqExec {
+    std::shared_ptr<const SamplingParams> params;
     uint64_t seed = 0;
+    int32_t index = 0;
+    int64_t num_sampled = 0;  // output position of the next sample (RNG key)
     std::optional<model::deepseek_v4::SequenceCache> cache;
-    std::optional<sample::StopChecker> stop;
-    std::optional<tokenizer::IncrementalDetokenizer> detok;
     sample::TokenCounts history;  // only filled when the params have penalties
     std::optional<structured::GrammarMatcher> matcher;  // structured outputs only
     std::vector<uint32_t> mask;  // the matcher's next-token mask, model-vocabulary sized
     bool mask_ready = false;     // `mask` is already filled for the matcher's current state
+    bool grammar_done = false;   // the grammar completed: nothing more to sample
+  };
+  // One sample of one request = one scheduler request; engine-thread state.
+  struct Seq {
+    RequestHandle parent = 0;
+    int32_t index = 0;
+    std::shared_ptr<SeqExec> exec;
+    std::optional<sample::StopChecker> stop;
+    std::optional<tokenizer::IncrementalDetokenizer> detok;
     CompletionOutput out;
     std::string error;  // set when this sample failed (ends as finish_reason "error")
   };
   struct Parent {
-    SamplingParams params;
+    std::shared_ptr<const SamplingParams> params;
     std::shared_ptr<const structured::CompiledGrammar> grammar;  // structured outputs only
     Engine::StreamCallback on_delta;
     RequestOutput out;
     std::vector<sched::RequestId> seqs;
     int32_t num_ended = 0;
   };
+  // The executor's outcome for one request of a job.
+  struct Sampled {
+    sched::RequestId id = 0;
+    bool has_token = false;
+    int32_t token = -1;
+    bool grammar_done = false;
+    std::string error;  // the forward or sampling failed for this request
+    std::optional<TokenLogprobs> logprobs;
+  };
+  // One step for the executor. Written by the engine thread before launch, by the executor
+  // while it runs, read by the engine thread after StepExecutor::wait().
+  struct StepJob {
+    sched::StepPlan plan;
+    std::vector<std::shared_ptr<SeqExec>> seqs;         // per plan request; null: not run (ending)
+    std::vector<std::shared_ptr<SeqExec>> drop_caches;  // preempted: free their caches first
+    std::vector<Sampled> sampled;  // per run request that needed logits or failed
+    double forward_seconds = 0;
+    double sample_seconds = 0;
+    std::chrono::steady_clock::time_point started, finished;
+  };
 
   EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Model model,
              std::optional<tokenizer::Tokenizer> tok, sched::Scheduler sched,
              const EngineOptions& options);
 
-  // Runs the model over the plan and samples; fills `result`. Per-request failures abort.
-  void run_plan(const sched::StepPlan& plan, sched::StepResult& result);
-  void sample_one(sched::RequestId id, Seq& s, std::span<const float> row,
-                  sched::StepResult& result);
+  // Engine thread (engine_core.cc).
+  // Schedules and wraps the plan in a job; null when the plan is empty.
+  std::unique_ptr<StepJob> plan_job();
+  void launch(StepJob& job);
+  // Stop checks, detokenization, callbacks and Scheduler::update for a finished job.
+  void process(StepJob& job);
   void fail_seq(sched::RequestId id, Seq& s, const std::string& message);
   // Compiles params.structured (cached); InvalidArgument with the compiler's message.
   Expected<std::shared_ptr<const structured::CompiledGrammar>> compile_structured(
       const SamplingParams& params);
-  // Fills s.mask from s.matcher for the matcher's current state.
-  void fill_mask(Seq& s);
   // A scheduler request ended: finalize its sample, and its parent when every sample ended.
   void end_seq(const sched::FinishedRequest& f, std::vector<RequestOutput>& done);
   void emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> tokens, bool finished);
+
+  // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
+  void execute(StepJob& job);
+  void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row, Sampled& out);
+  // Fills e.mask from e.matcher for the matcher's current state.
+  void fill_mask(SeqExec& e);
 
   std::unique_ptr<backend::Ops> ops_;  // outlives model_ (declared first, destroyed last)
   model::deepseek_v4::Model model_;
   std::optional<tokenizer::Tokenizer> tok_;
   std::optional<sched::Scheduler> sched_;
-  sample::Sampler sampler_;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // made on first use
   std::vector<int32_t> eos_;
   EngineOptions options_;
+  bool batch_invariant_ = false;
   EngineStats stats_;
 
   std::unordered_map<RequestHandle, Parent> parents_;
@@ -127,9 +197,22 @@ class EngineCore {
   sched::RequestId next_seq_ = 1;
   uint64_t engine_seed_ = 0;
 
-  // Step scratch, reused.
+  // Engine thread: the launched job not yet processed, caches to drop with the next launch,
+  // when the previous job finished (for the gap).
+  std::unique_ptr<StepJob> in_flight_;
+  std::vector<std::shared_ptr<SeqExec>> pending_drops_;
+  std::optional<std::chrono::steady_clock::time_point> last_finished_;
+
+  ForwardFn stand_in_forward_;  // benchmarks only
+
+  // Executor-only scratch, reused.
+  sample::Sampler sampler_;
   std::vector<model::deepseek_v4::SequenceSpan> spans_;
+  std::vector<size_t> order_;
   model::deepseek_v4::StepOutputs step_out_;
+
+  // Last: destroyed first, so an outstanding job finishes before anything it uses goes away.
+  std::unique_ptr<StepExecutor> executor_;
 };
 
 }  // namespace deepinfer::runtime

@@ -32,8 +32,11 @@ bool can_transition(RequestState from, RequestState to) {
   using S = RequestState;
   switch (from) {
     case S::kWaiting:
-    case S::kPreempted:
       return to == S::kRunning || to == S::kAborted || to == S::kFailed;
+    case S::kPreempted:
+      // kFinished: with asynchronous scheduling a request can be preempted while its last
+      // step is still in flight; that step's token may end it.
+      return to == S::kRunning || to == S::kAborted || to == S::kFailed || to == S::kFinished;
     case S::kRunning:
       return to == S::kFinished || to == S::kAborted || to == S::kPreempted || to == S::kFailed;
     case S::kFinished:

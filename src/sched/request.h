@@ -4,6 +4,8 @@
 //      ▲                  │ └──────abort───▶ aborted      (abort is allowed in every live state)
 //      └──── preempted ◀──┘ (blocks ran out: KV freed, recomputed later; outputs kept)
 //   waiting/preempted ──cannot ever fit──▶ failed (with a Status saying why)
+//   preempted ──finish──▶ finished  (asynchronous scheduling only: the step that was in flight
+//                                    when it was preempted brought its last token)
 //
 // A request's tokens are prompt then outputs in one vector, because after a preemption the
 // outputs are recomputed exactly like prompt tokens (they become part of what is prefilled).
@@ -39,12 +41,18 @@ struct Request {
   FinishReason finish = FinishReason::kNone;
   Status error;  // set when state == kFailed
   int32_t num_preemptions = 0;
-  int64_t num_prefix_hit = 0;    // tokens reused at the latest (re)start
-  bool in_flight = false;        // scheduled in the plan awaiting update()
+  int64_t num_prefix_hit = 0;  // tokens reused at the latest (re)start
+  int64_t max_output = 0;      // the caller's output limit (0: none); see Scheduler::submit
+  int32_t in_flight = 0;       // plans awaiting update() that schedule this request (<= 2)
+  // Tokens a planned step will sample but whose ids are not known yet (asynchronous
+  // scheduling): they follow `tokens`, and a later plan may already feed them as placeholders.
+  int32_t num_placeholders = 0;
   bool abort_requested = false;  // abort() arrived while in flight; applied in update()
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - num_prompt; }
+  // Known tokens plus placeholders: the length the next plan continues from.
+  int64_t num_planned() const { return num_tokens() + num_placeholders; }
   // Moves to `to`; a transition the diagram does not allow is a scheduler bug (DI_CHECK).
   void transition(RequestState to);
 };

@@ -41,7 +41,7 @@ const Request* Scheduler::find(RequestId id) const {
   return it == requests_.end() ? nullptr : &it->second;
 }
 
-Status Scheduler::submit(RequestId id, std::vector<int32_t> prompt) {
+Status Scheduler::submit(RequestId id, std::vector<int32_t> prompt, int64_t max_output) {
   if (requests_.count(id) != 0) {
     return invalid_argument("request id " + std::to_string(id) +
                             " is already in use by a live request; ids must be unique");
@@ -51,6 +51,7 @@ Status Scheduler::submit(RequestId id, std::vector<int32_t> prompt) {
   fresh.num_prompt = static_cast<int64_t>(prompt.size());
   fresh.tokens = std::move(prompt);
   fresh.arrival = next_arrival_++;
+  fresh.max_output = std::max<int64_t>(0, max_output);
   Request& r = requests_.emplace(id, std::move(fresh)).first->second;
   const std::string who = "request " + std::to_string(id) + ": ";
   if (r.tokens.empty()) {
@@ -82,7 +83,7 @@ Status Scheduler::submit(RequestId id, std::vector<int32_t> prompt) {
 }
 
 int64_t Scheduler::chunk_for(const Request& r, int64_t budget) const {
-  int64_t n = std::min(r.num_tokens() - r.num_computed, budget);
+  int64_t n = std::min(r.num_planned() - r.num_computed, budget);
   if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
   return n;
 }
@@ -102,6 +103,10 @@ void Scheduler::end(Request& r, RequestState state, FinishReason reason, Status 
   f.num_prompt = r.num_prompt;
   f.num_preemptions = r.num_preemptions;
   if (r.state == RequestState::kRunning) remove_running(r.id);
+  if (r.state == RequestState::kWaiting || r.state == RequestState::kPreempted) {
+    const auto w = std::find(waiting_.begin(), waiting_.end(), r.id);
+    if (w != waiting_.end()) waiting_.erase(w);
+  }
   kv_.free(r.id);
   r.transition(state);
   if (state == RequestState::kFailed) ++stats_.failed;
@@ -133,7 +138,8 @@ void Scheduler::preempt_newest(std::vector<Pick>& picks, int64_t& budget, StepPl
 }
 
 StepPlan Scheduler::schedule() {
-  DI_CHECK(awaiting_step_ < 0);  // the engine loop calls update() before the next schedule()
+  // Synchronous loops update before scheduling again; asynchronous ones plan one step ahead.
+  DI_CHECK(awaiting_.size() <= 1);
   StepPlan plan;
   plan.step = next_step_++;
   plan.ended = std::move(ended_since_plan_);
@@ -144,15 +150,24 @@ StepPlan Scheduler::schedule() {
   picks.reserve(running_.size() + 8);
 
   // Running requests: decodes first (one token each, latency-critical), then prefill chunks.
+  // Not planned: aborts waiting for their update, and requests whose in-flight step brings
+  // their last token (the model length or the caller's output limit), which would be a wasted
+  // step.
+  auto plannable = [&](const Request& r) {
+    if (r.abort_requested) return false;
+    if (r.num_placeholders == 0) return true;
+    if (r.num_planned() >= config_.max_model_len) return false;
+    return r.max_output == 0 || r.num_planned() - r.num_prompt < r.max_output;
+  };
   std::vector<RequestId> order;
   order.reserve(running_.size());
   for (const RequestId id : running_) {
     const Request& r = requests_.at(id);
-    if (r.num_tokens() - r.num_computed == 1) order.push_back(id);
+    if (r.num_planned() - r.num_computed == 1 && plannable(r)) order.push_back(id);
   }
   for (const RequestId id : running_) {
     const Request& r = requests_.at(id);
-    if (r.num_tokens() - r.num_computed > 1) order.push_back(id);
+    if (r.num_planned() - r.num_computed > 1 && plannable(r)) order.push_back(id);
   }
   bool preempted = false;
   for (const RequestId id : order) {
@@ -190,6 +205,9 @@ StepPlan Scheduler::schedule() {
          static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     const RequestId id = waiting_.front();
     Request& r = requests_.at(id);
+    // A request preempted while its step was in flight restarts once that step's token is
+    // known (FCFS: the queue waits behind it; that is at most one step).
+    if (r.in_flight > 0) break;
     const int64_t hit = kv_.find_prefix_hit(r.tokens);
     int64_t n = std::min(r.num_tokens() - hit, budget);
     if (config_.max_prefill_chunk > 0) n = std::min(n, config_.max_prefill_chunk);
@@ -227,7 +245,7 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
   auto is_decode = [&](const Pick& p) {
     const Request& r = requests_.at(p.id);
     const int64_t start = r.num_computed - p.num_tokens;
-    return !p.first_chunk && p.num_tokens == 1 && start == r.num_tokens() - 1 &&
+    return !p.first_chunk && p.num_tokens == 1 && start == r.num_planned() - 1 &&
            start >= r.num_prompt;
   };
   std::vector<Pick> sorted = picks;
@@ -246,7 +264,11 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
     sr.num_tokens = static_cast<int32_t>(p.num_tokens);
     sr.token_offset = static_cast<int32_t>(plan.token_ids.size());
     sr.is_decode = is_decode(p);
-    sr.needs_logits = r.num_computed == r.num_tokens();
+    sr.needs_logits = r.num_computed == r.num_planned();
+    // Fed positions at or past the known tokens are placeholders (at most the last one).
+    const int64_t known_end = std::min<int64_t>(r.num_tokens(), sr.start_pos + p.num_tokens);
+    sr.num_placeholders = static_cast<int32_t>(sr.start_pos + p.num_tokens - known_end);
+    DI_CHECK(sr.num_placeholders <= 1 && known_end >= sr.start_pos);
     sr.first_chunk = p.first_chunk;
     if (p.first_chunk) {
       sr.num_prefix_hit = r.num_prefix_hit;
@@ -254,7 +276,9 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
     }
     kv_.append_tables(p.id, sr.tables);
     const auto begin = r.tokens.begin() + sr.start_pos;
-    plan.token_ids.insert(plan.token_ids.end(), begin, begin + p.num_tokens);
+    plan.token_ids.insert(plan.token_ids.end(), begin, r.tokens.begin() + known_end);
+    plan.token_ids.insert(plan.token_ids.end(), static_cast<size_t>(sr.num_placeholders),
+                          kPlaceholderToken);
     for (int64_t k = 0; k < p.num_tokens; ++k) {
       plan.positions.push_back(static_cast<int32_t>(sr.start_pos + k));
     }
@@ -264,17 +288,21 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
     } else {
       stats_.prefill_tokens += p.num_tokens;
     }
-    r.in_flight = true;
+    ++r.in_flight;
+    if (sr.needs_logits) ++r.num_placeholders;  // this step samples one more token
   }
-  awaiting_step_ = plan.empty() ? -1 : plan.step;
+  if (!plan.empty()) awaiting_.push_back(plan.step);
 }
 
 Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
-  if (plan.empty() && awaiting_step_ < 0) return Status::ok_status();
-  if (plan.step != awaiting_step_) {
+  if (plan.empty()) return Status::ok_status();  // never awaited
+  if (awaiting_.empty() || plan.step != awaiting_.front()) {
     return failed_precondition("update: step " + std::to_string(plan.step) +
-                               " is not the plan awaiting its result (step " +
-                               std::to_string(awaiting_step_) + ")");
+                               " is not the oldest plan awaiting its " + "result (" +
+                               (awaiting_.empty()
+                                    ? std::string("none is")
+                                    : "step " + std::to_string(awaiting_.front()) + " is") +
+                               ")");
   }
   std::unordered_map<RequestId, const RequestResult*> by_id;
   for (const RequestResult& rr : result.requests) {
@@ -288,7 +316,8 @@ Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
     const size_t got = it == by_id.end() ? 0 : it->second->tokens.size();
     matched += it == by_id.end() ? 0 : 1;
     const Request* r = find(sr.id);
-    if (r != nullptr && r->abort_requested) continue;  // whatever came back is dropped
+    // Ended since it was planned, or aborted: whatever came back is dropped.
+    if (r == nullptr || r->abort_requested) continue;
     const size_t want = sr.needs_logits ? 1 : 0;
     if (got != want) {
       return invalid_argument("update: request " + std::to_string(sr.id) + " in step " +
@@ -301,12 +330,14 @@ Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
                             std::to_string(plan.step));
   }
 
-  awaiting_step_ = -1;
+  awaiting_.pop_front();
   for (const ScheduledRequest& sr : plan.requests) {
     const auto it = requests_.find(sr.id);
     if (it == requests_.end()) continue;
     Request& r = it->second;
-    r.in_flight = false;
+    --r.in_flight;
+    if (sr.needs_logits) --r.num_placeholders;
+    DI_CHECK(r.in_flight >= 0 && r.num_placeholders >= 0);
     if (r.abort_requested) {
       end(r, RequestState::kAborted, FinishReason::kAborted);
       continue;
@@ -334,16 +365,31 @@ Status Scheduler::abort(RequestId id) {
     return not_found("abort: request " + std::to_string(id) + " is unknown or has already ended");
   }
   Request& r = it->second;
-  if (r.in_flight) {
+  if (r.in_flight > 0) {
     r.abort_requested = true;
     return Status::ok_status();
   }
-  if (r.state == RequestState::kWaiting || r.state == RequestState::kPreempted) {
-    const auto w = std::find(waiting_.begin(), waiting_.end(), id);
-    if (w != waiting_.end()) waiting_.erase(w);
-  }
   end(r, RequestState::kAborted, FinishReason::kAborted);
   return Status::ok_status();
+}
+
+std::vector<RequestId> fill_placeholders(StepPlan& next, const StepResult& prev) {
+  std::vector<RequestId> unfilled;
+  std::unordered_map<RequestId, int32_t> sampled;
+  sampled.reserve(prev.requests.size());
+  for (const RequestResult& rr : prev.requests) {
+    if (!rr.tokens.empty()) sampled.emplace(rr.id, rr.tokens.back());
+  }
+  for (const ScheduledRequest& sr : next.requests) {
+    if (sr.num_placeholders == 0) continue;
+    const auto it = sampled.find(sr.id);
+    if (it == sampled.end()) {
+      unfilled.push_back(sr.id);
+      continue;
+    }
+    next.token_ids[static_cast<size_t>(sr.token_offset + sr.num_tokens - 1)] = it->second;
+  }
+  return unfilled;
 }
 
 std::vector<FinishedRequest> Scheduler::take_finished() {

@@ -13,9 +13,19 @@
 //     error instead of waiting forever, so the loop never deadlocks.
 // update() applies the step's sampled tokens and the stop checker's finish decisions.
 //
-// Synchronous protocol: schedule(), run the plan, update(plan, result), repeat. abort() may be
-// called at any point; for a request inside the plan being run it takes effect in update(), so
-// the KV blocks it was writing are never handed to anyone before that step is over.
+// Protocol, synchronous: schedule(), run the plan, update(plan, result), repeat.
+// Asynchronous (plan step N+1 while step N runs): schedule() may be called once more before
+// update() of the previous plan, so at most two plans await their update, and updates come in
+// plan order. A request whose step N samples a token is then planned optimistically: its one
+// more token is fed in N+1 as kPlaceholderToken at ScheduledRequest::num_placeholders, and the
+// runner writes the id sampled in N there before N+1 runs. Requests that step N ends are still
+// in N+1 (one wasted step, as in vLLM); their N+1 results are dropped. Requests are not planned
+// past their known end (max_model_len, Request::max_output), so a length finish wastes nothing.
+// Requirement on the runner: steps execute in plan order on one executor (a worker thread, one
+// CUDA stream). KV blocks freed while a step that writes them is in flight (preemption in
+// schedule(N+1), an end in update(N)) are then only written again by later steps.
+// abort() may be called at any point; for a request inside a plan being run it takes effect in
+// the next update() of a plan holding it, and it is not planned again meanwhile.
 #pragma once
 
 #include <cstdint>
@@ -63,12 +73,18 @@ class Scheduler {
 
   // Queues a request. Errors only for a duplicate id. A request that can never run (empty
   // prompt, longer than max_model_len, more KV than the pool) is accepted and ends at once as
-  // kFailed with a message saying why; take_finished() reports it.
-  Status submit(RequestId id, std::vector<int32_t> prompt);
+  // kFailed with a message saying why; take_finished() reports it. `max_output` (0: none) is
+  // the caller's output limit; the caller still decides kLength, the scheduler only uses it
+  // not to plan a step past it while an earlier step is in flight.
+  Status submit(RequestId id, std::vector<int32_t> prompt, int64_t max_output = 0);
+  // At most one earlier plan may still await its update (asynchronous scheduling).
   StepPlan schedule();
-  // Errors (nothing applied) when the result does not match the plan: a missing token for a
-  // request that needed logits, a token for one that did not, an unknown id.
+  // Plans are updated in the order they were made. Errors (nothing applied) when the result
+  // does not match the plan: a missing token for a live request that needed logits, a token
+  // for one that did not, an id not in the plan. Results of requests that ended meanwhile
+  // (aborted, stopped by an earlier step) are dropped.
   Status update(const StepPlan& plan, const StepResult& result);
+  size_t num_awaiting_update() const { return awaiting_.size(); }
   // Any live state; kNotFound for unknown or already ended ids.
   Status abort(RequestId id);
   // Requests ended since the last call, in the order they ended.
@@ -106,8 +122,14 @@ class Scheduler {
   std::vector<RequestId> ended_since_plan_;
   int64_t next_arrival_ = 0;
   int64_t next_step_ = 0;
-  int64_t awaiting_step_ = -1;  // step of the plan not yet updated, -1 when none
+  std::deque<int64_t> awaiting_;  // steps of the plans not yet updated, oldest first
   SchedulerStats stats_;
 };
+
+// Asynchronous scheduling: writes the token `prev` sampled for each request into `next`'s
+// placeholder for it (`next` was planned while `prev` ran). Returns the requests of `next`
+// whose placeholder got no token (their step in `prev` failed or was dropped): the runner must
+// not run them; they are ending (aborted or failed), and update() drops their results.
+std::vector<RequestId> fill_placeholders(StepPlan& next, const StepResult& prev);
 
 }  // namespace deepinfer::sched

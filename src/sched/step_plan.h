@@ -14,6 +14,9 @@
 
 namespace deepinfer::sched {
 
+// Stands in StepPlan::token_ids for a token sampled by a step that has not finished yet.
+inline constexpr int32_t kPlaceholderToken = -1;
+
 struct ScheduledRequest {
   RequestId id = 0;
   int64_t start_pos = 0;      // position of the first token fed = tokens already in the KV
@@ -21,6 +24,10 @@ struct ScheduledRequest {
   int32_t token_offset = 0;   // into StepPlan::token_ids / positions
   bool is_decode = false;     // one token: the last sampled one
   bool needs_logits = false;  // the step reaches the request's last known token: sample after it
+  // Asynchronous scheduling: the last num_placeholders (0 or 1) tokens of this request's span
+  // are kPlaceholderToken, the token the previous, still running, step samples for it. The
+  // runner writes that id in before this step runs.
+  int32_t num_placeholders = 0;
   // The sequence's KV was (re)started this step: the runner resets its live compressor-state
   // slot, or, after a prefix hit (start_pos == num_prefix_hit > 0), first copies the snapshot
   // block state_restore into it.

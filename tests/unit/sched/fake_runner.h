@@ -21,14 +21,17 @@ struct FakeRunner {
   std::map<RequestId, std::vector<int32_t>> prompts;
   std::map<RequestId, int64_t> max_out;  // kLength once this many outputs exist
 
-  Status submit(Scheduler& s, RequestId id, std::vector<int32_t> prompt, int64_t outputs) {
+  // `tell_limit`: pass the output limit to the scheduler (which then never plans past it);
+  // without it a request whose last token is in flight is planned once more, in vain.
+  Status submit(Scheduler& s, RequestId id, std::vector<int32_t> prompt, int64_t outputs,
+                bool tell_limit = true) {
     prompts[id] = prompt;
     max_out[id] = outputs;
-    return s.submit(id, std::move(prompt));
+    return s.submit(id, std::move(prompt), tell_limit ? outputs : 0);
   }
 
   // Checks what the plan feeds against the request's true token stream, then "samples".
-  StepResult run(const Scheduler& s, const StepPlan& plan) {
+  StepResult run(const Scheduler& /*s*/, const StepPlan& plan) {
     StepResult out;
     for (const ScheduledRequest& sr : plan.requests) {
       const auto& prompt = prompts.at(sr.id);
@@ -46,10 +49,11 @@ struct FakeRunner {
       if (sr.needs_logits) {
         const int64_t next = sr.start_pos + sr.num_tokens;
         rr.tokens.push_back(fake_token(sr.id, next));
-        const Request* r = s.find(sr.id);
-        if (r != nullptr && r->num_output() + 1 >= max_out.at(sr.id)) {
-          rr.finish = FinishReason::kLength;
-        }
+        // The sampled token is output number next - prompt + 1. Counted from the position, not
+        // from the scheduler's request, whose outputs lag one step behind when planning is
+        // asynchronous.
+        const auto num_prompt = static_cast<int64_t>(prompt.size());
+        if (next - num_prompt + 1 >= max_out.at(sr.id)) rr.finish = FinishReason::kLength;
       }
       out.requests.push_back(std::move(rr));
     }

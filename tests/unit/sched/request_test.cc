@@ -13,13 +13,14 @@ TEST(RequestState, AllowedTransitionsMatchTheDiagram) {
   for (const S from : all) {
     for (const S to : all) allowed += can_transition(from, to) ? 1 : 0;
   }
-  EXPECT_EQ(allowed, 10);
+  EXPECT_EQ(allowed, 11);
   EXPECT_TRUE(can_transition(S::kWaiting, S::kRunning));
   EXPECT_TRUE(can_transition(S::kRunning, S::kPreempted));
   EXPECT_TRUE(can_transition(S::kPreempted, S::kRunning));
   EXPECT_TRUE(can_transition(S::kRunning, S::kFinished));
   EXPECT_TRUE(can_transition(S::kWaiting, S::kAborted));
   EXPECT_TRUE(can_transition(S::kPreempted, S::kAborted));
+  EXPECT_TRUE(can_transition(S::kPreempted, S::kFinished));  // async: its in-flight step ended it
   EXPECT_TRUE(can_transition(S::kWaiting, S::kFailed));
   EXPECT_FALSE(can_transition(S::kWaiting, S::kFinished));   // must run first
   EXPECT_FALSE(can_transition(S::kWaiting, S::kPreempted));  // holds no KV

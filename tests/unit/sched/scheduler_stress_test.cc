@@ -3,10 +3,12 @@
 // preemptions. Every step is checked (token budget, running cap, decodes first, chunks that
 // continue exactly where the KV ends, the right token at every position) and at the end every
 // request has ended exactly once with the output it must have, within a bounded number of
-// steps, and the pool is entirely free.
+// steps, and the pool is entirely free. Every case runs twice: the synchronous loop, and the
+// asynchronous one (plan N+1 before N's update, placeholders filled from N's tokens).
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -30,7 +32,8 @@ struct StressCase {
   uint32_t seed;
 };
 
-void run_stress(const StressCase& c, bool expect_preemption) {
+void run_stress(const StressCase& c, bool expect_preemption, bool async) {
+  SCOPED_TRACE(async ? "asynchronous scheduling" : "synchronous scheduling");
   kv::KvConfig kc;
   kc.block_size = c.block_size;
   kc.num_blocks = c.num_blocks;
@@ -55,8 +58,21 @@ void run_stress(const StressCase& c, bool expect_preemption) {
   std::set<RequestId> aborted_by_us;
   std::map<RequestId, FinishedRequest> ended;
   int64_t steps = 0;
+  int64_t placeholders_fed = 0;
   const int64_t step_limit = 200000;
-  while ((next_id < c.num_requests || s.has_unfinished()) && steps < step_limit) {
+  // Asynchronous loop: the plan whose result is computed but not yet applied by update().
+  std::optional<StepPlan> in_flight;
+  StepResult in_flight_result;
+  auto apply = [&](const StepPlan& plan, const StepResult& res) {
+    const Status st = s.update(plan, res);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    for (auto& f : s.take_finished()) {
+      next_start.erase(f.id);
+      ASSERT_TRUE(ended.emplace(f.id, std::move(f)).second) << "request ended twice";
+    }
+    ASSERT_TRUE(s.kv().check_consistency().ok());
+  };
+  while ((next_id < c.num_requests || s.has_unfinished() || in_flight) && steps < step_limit) {
     // Arrivals: a few per step until all are submitted.
     for (int64_t k = uni(0, 2); k > 0 && next_id < c.num_requests; --k) {
       std::vector<int32_t> prompt;
@@ -65,7 +81,8 @@ void run_stress(const StressCase& c, bool expect_preemption) {
       while (static_cast<int64_t>(prompt.size()) < len) {
         prompt.push_back(static_cast<int32_t>(uni(0, 999)));
       }
-      ASSERT_TRUE(fr.submit(s, next_id, prompt, uni(1, c.max_output)).ok());
+      const int64_t outputs = uni(1, c.max_output);
+      ASSERT_TRUE(fr.submit(s, next_id, prompt, outputs, /*tell_limit=*/uni(0, 1) == 1).ok());
       ++next_id;
     }
     StepPlan plan = s.schedule();
@@ -92,20 +109,32 @@ void run_stress(const StressCase& c, bool expect_preemption) {
       const int64_t want_blocks = (sr.start_pos + sr.num_tokens + c.block_size - 1) / c.block_size;
       ASSERT_EQ(static_cast<int64_t>(sr.tables.groups[1].ids.size()), want_blocks);
     }
-    StepResult res = fr.run(s, plan);
+    for (const ScheduledRequest& sr : plan.requests) placeholders_fed += sr.num_placeholders;
+    if (in_flight) {
+      // The previous step has "run": its tokens go into this plan's placeholders. The fake
+      // runner samples for every request, so none may be left unfilled.
+      EXPECT_TRUE(fill_placeholders(plan, in_flight_result).empty());
+    } else {
+      for (const ScheduledRequest& sr : plan.requests) ASSERT_EQ(sr.num_placeholders, 0);
+    }
+    StepResult res = fr.run(s, plan);  // checks every fed token, placeholders included
     // Random aborts, some while the request is in flight.
     if (c.abort_rate > 0 && !plan.requests.empty() &&
         std::uniform_real_distribution<double>(0, 1)(rng) < c.abort_rate) {
       const RequestId victim = uni(0, next_id - 1);
       if (s.abort(victim).ok()) aborted_by_us.insert(victim);
     }
-    const Status st = s.update(plan, res);
-    ASSERT_TRUE(st.ok()) << st.to_string();
-    for (auto& f : s.take_finished()) {
-      next_start.erase(f.id);
-      ASSERT_TRUE(ended.emplace(f.id, std::move(f)).second) << "request ended twice";
+    if (!async) {
+      apply(plan, res);
+      continue;
     }
-    ASSERT_TRUE(s.kv().check_consistency().ok());
+    if (in_flight) apply(*in_flight, in_flight_result);
+    if (plan.empty()) {
+      in_flight.reset();
+    } else {
+      in_flight = std::move(plan);
+      in_flight_result = std::move(res);
+    }
   }
   ASSERT_LT(steps, step_limit) << "no progress: scheduler deadlocked or livelocked";
   ASSERT_EQ(static_cast<int64_t>(ended.size()), c.num_requests);  // none lost
@@ -126,6 +155,8 @@ void run_stress(const StressCase& c, bool expect_preemption) {
     EXPECT_GT(s.stats().preemptions, 0);
   }
   EXPECT_GT(s.kv().prefix_stats().hit_tokens, 0);
+  // The asynchronous loop really planned ahead: decodes fed a token not sampled yet.
+  EXPECT_EQ(placeholders_fed > 0, async);
   std::printf("  steps %lld, preemptions %lld, prefix hit rate %.3f, saved prefill tokens %lld\n",
               static_cast<long long>(steps), static_cast<long long>(s.stats().preemptions),
               s.kv().prefix_stats().hit_rate(),
@@ -134,19 +165,28 @@ void run_stress(const StressCase& c, bool expect_preemption) {
 
 TEST(SchedulerStress, StarvedPoolTinyModelEveryRequestEnds) {
   // 40 blocks hold about two 60-token requests; 60 requests of up to 60 + 40 tokens.
-  run_stress({testing_models::tiny(8), 8, 40, 16, 8, 60, 60, 40, 0.0, 11u}, true);
+  for (const bool async : {false, true}) {
+    run_stress({testing_models::tiny(8), 8, 40, 16, 8, 60, 60, 40, 0.0, 11u}, true, async);
+  }
 }
 
 TEST(SchedulerStress, StarvedPoolWithAbortsAnywhere) {
-  run_stress({testing_models::tiny(8), 8, 48, 24, 6, 80, 50, 30, 0.15, 5u}, true);
+  for (const bool async : {false, true}) {
+    run_stress({testing_models::tiny(8), 8, 48, 24, 6, 80, 50, 30, 0.15, 5u}, true, async);
+  }
 }
 
 TEST(SchedulerStress, RoomyPoolBigBatch) {
-  run_stress({testing_models::tiny(16), 16, 2000, 256, 64, 200, 120, 30, 0.02, 3u}, false);
+  for (const bool async : {false, true}) {
+    run_stress({testing_models::tiny(16), 16, 2000, 256, 64, 200, 120, 30, 0.02, 3u}, false, async);
+  }
 }
 
 TEST(SchedulerStress, V4FlashShapedStarved) {
-  run_stress({testing_models::v4_flash_shaped(), 256, 90, 512, 16, 40, 3000, 60, 0.05, 17u}, true);
+  for (const bool async : {false, true}) {
+    run_stress({testing_models::v4_flash_shaped(), 256, 90, 512, 16, 40, 3000, 60, 0.05, 17u}, true,
+               async);
+  }
 }
 
 }  // namespace
