@@ -13,6 +13,10 @@
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
 #          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it
 #   hf     the same shapes in Hugging Face transformers (bench/model_cuda/hf_peer.py)
+#   engine the full tree (CLI, engine; needs ICU headers on the machine, CLI11 / nlohmann_json
+#          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
+#          embedded default model: sampled text through the engine and greedy token ids through
+#          the model, on the CPU and on the GPU (DEEPINFER_ACCELERATOR=nvidia / --backend cuda)
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u
@@ -79,5 +83,41 @@ if has hf; then
     --batches "$HF_BATCHES" --prefill "${PREFILL:-4096}" --out "$OUT/hf.json" > "$OUT/hf.log" 2>&1
   say "hf_peer exit $?"
   grep -v '^{' "$OUT/hf.log" | tail -8 | tee -a "$OUT/summary.txt"
+fi
+if has engine; then
+  if [ ! -f /usr/include/unicode/utypes.h ]; then
+    say "engine: skipped, no ICU headers on this machine"
+  else
+    FULL="${FULL_BUILD_DIR:-build/gpu-full}"
+    timeout 120 cmake -S . -B "$FULL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF \
+      -DDEEPINFER_BUILD_PYTHON=OFF "-DCMAKE_PREFIX_PATH=${DEPS_CMAKE:-$PWD/.deps/cmake}" \
+      > "$OUT/engine_configure.log" 2>&1 &&
+    timeout 300 cmake --build "$FULL" --target deepinfer_bin -j "${JOBS:-16}" > "$OUT/engine_build.log" 2>&1
+    if [ $? -ne 0 ]; then
+      say "engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" "$OUT/engine_configure.log" | tee -a "$OUT/summary.txt"
+    else
+      BIN="$FULL/tools/cli/deepinfer"
+      for acc in cpu nvidia; do
+        DEEPINFER_ACCELERATOR=$acc timeout 120 "$BIN" generate --model models/default \
+          --prompt "In the beginning" --prompt "And God said" --prompt "The word" \
+          --max-tokens 48 --temperature 0.7 --seed 1 --json > "$OUT/engine_$acc.json" 2>&1
+        say "engine $acc exit $?"
+      done
+      for b in opt cuda; do
+        timeout 120 "$BIN" generate --model models/default --prompt-ids 5,17,42,99,123 \
+          --max-tokens 64 --temperature 0 --ignore-eos --json --backend $b > "$OUT/greedy_$b.json" 2>&1
+      done
+      cmp -s "$OUT/engine_cpu.json" "$OUT/engine_nvidia.json" && say "engine: sampled outputs identical cpu vs gpu" || say "engine: sampled outputs DIFFER cpu vs gpu"
+      python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
+import json, sys
+o = sys.argv[1]
+a = json.load(open(o + "/greedy_opt.json"))["token_ids"]
+b = json.load(open(o + "/greedy_cuda.json"))["token_ids"]
+same = sum(x == y for x, y in zip(a, b))
+print(f"greedy direct path: {same}/{len(a)} token ids equal cpu vs gpu")
+PY
+    fi
+  fi
 fi
 say "done"
