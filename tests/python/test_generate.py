@@ -3,6 +3,7 @@ made by tests/reference/model/make_goldens.py): JSON output, agreement with the 
 determinism, EOS handling and error messages."""
 
 import json
+import shutil
 
 import pytest
 
@@ -76,12 +77,26 @@ def test_zero_max_tokens(cli, repo_dir):
     (["--prompt-ids", "5,x"], 2, "'x' is not a token id"),
     (["--prompt-ids", "5", "--temperature", "0.7", "--top-p", "1.5"], 2, "top_p = 1.5 is invalid"),
     (["--max-tokens", "3"], 2, "no prompt: give --prompt TEXT"),
-    (["--prompt-ids", "5", "--backend", "gpu"], 2, "expected opt or ref"),
+    (["--prompt-ids", "5", "--backend", "gpu"], 2, "backend 'gpu' is unknown: use opt, ref or cuda"),
 ])
 def test_usage_errors(cli, repo_dir, args, code, message):
     r = cli("generate", "--model", repo_dir / MODEL_A, *args)
     assert r.returncode == code, (r.stdout, r.stderr)
     assert "deepinfer generate: error:" in r.stderr and message in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_cuda_without_a_gpu_is_a_clear_error(cli, repo_dir, how, monkeypatch):
+    # Either this build has no CUDA backend or the machine has no GPU: both say how to run on
+    # the CPU instead, and nothing is printed on stdout.
+    args = ["--backend", "cuda"] if how == "flag" else []
+    if how == "env":
+        monkeypatch.setenv("DEEPINFER_ACCELERATOR", "nvidia")
+    r = cli("generate", "--model", repo_dir / MODEL_A, "--prompt-ids", "5", *args)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "DEEPINFER_ACCELERATOR=cpu" in r.stderr, r.stderr
     assert r.stdout == ""
 
 
