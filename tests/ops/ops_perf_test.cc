@@ -215,5 +215,33 @@ TEST(OpsPerf, DISABLED_V4FlashShapes) {
   }
 }
 
+
+// The 0.3B bench model's GEMM shapes (bench/model_cpu), opt backend at 1 and 2 threads, every
+// weight format: GMAC/s against this machine's FMA peak and numpy/torch sgemm on the same shapes
+// (bench/model_cpu/gemm_vs_torch.py prints those). Wall and process CPU time, best of the runs.
+TEST(OpsPerf, DISABLED_PrefillGemm) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{512, 2048, 512}, {512, 512, 768}, {96, 512, 768}, {96, 768, 512},
+                          {512, 16384, 768}, {1, 2048, 512}, {1, 16384, 768}};
+  std::mt19937 rng(3);
+  for (const char* name : {"opt1", "opt2"}) {
+    auto ops = cpu::make_opt_ops(name[3] - '0');
+    for (WKind kind : {WKind::kF32, WKind::kBf16, WKind::kFp8E8m0, WKind::kFp4}) {
+      for (const Shape& s : shapes) {
+        OwnedWeight w = random_weight(rng, kind, s.n, s.k);
+        Buf x = random_buf(rng, s.m, s.k), y(s.m, s.n);
+        const Timing t = time_it([&] { ops->linear(x.cmat(), w.ref, y.mat(), {}); }, 0.2);
+        const double macs = static_cast<double>(s.m * s.n * s.k);
+        std::printf("gemm %-5s %-4s M=%-4lld N=%-5lld K=%-4lld %8.3f ms %8.3f cpu-ms %6.2f GMAC/s\n",
+                    wkind_name(kind), name, static_cast<long long>(s.m),
+                    static_cast<long long>(s.n), static_cast<long long>(s.k), t.wall * 1e3,
+                    t.cpu * 1e3, macs / t.wall * 1e-9);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::backend::testing

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "backend/cpu/opt/opt_ops.h"
 #include "backend/quant.h"
@@ -226,6 +227,27 @@ float softplus_sqrt(float z) {
 void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   const int64_t K = w.k, M = x.rows;
+  // Small calls (the tiny models' decode steps) run on the caller: a pool wake-up costs 10-100 us
+  // on an idle VM, more than the work; the split never changes the results.
+  const bool inline_call = M * w.n * K < kInlineMacs;
+#ifdef DI_GEMM_AVX512
+  const bool avx512 = have_avx512();
+#else
+  const bool avx512 = false;
+#endif
+  if (!avx512 && opt::have_avx2_fma()) {
+    // AVX2 + FMA machines (opt_gemm_avx2.cc): register- and cache-blocked, any weight format.
+    const int64_t tiles2 = (w.n + opt::kAvx2TileN - 1) / opt::kAvx2TileN;
+    const auto body2 = [&](int64_t t0, int64_t t1) {
+      opt::gemm_avx2(x, w, y, t0 * opt::kAvx2TileN, std::min(w.n, t1 * opt::kAvx2TileN));
+    };
+    if (inline_call) {
+      body2(0, tiles2);
+    } else {
+      pool_.parallel_for(tiles2, body2, 1);
+    }
+    return;
+  }
   // K chunk: ~512 columns, a whole number of scale blocks, so four decoded weight rows (8 KiB)
   // stay in L1 while every activation row passes over them.
   const int64_t bk = w.quantized() ? w.block_k : 1;
@@ -313,9 +335,7 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
           }
         }
   };
-  // Small calls (the tiny models' decode steps) run on the caller: a pool wake-up costs 10-100 us
-  // on an idle VM, more than the work; the split never changes the results.
-  if (M * w.n * K < kInlineMacs) {
+  if (inline_call) {
     body(0, tiles);
   } else {
     pool_.parallel_for(tiles, body, 1);
