@@ -6,11 +6,20 @@
 // dynamic loader (target_clones / ifunc): the binary runs everywhere and uses FMA where present.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/weight_ref.h"
 
 namespace deepinfer::backend::cpu::opt {
+
+// parallel_for grain for items of `work` elementary operations each: at least ~16K operations
+// per chunk, so an op too small to repay a hand-off (a tiny model's row ops, any decode step)
+// runs on the calling thread (ThreadPool runs inline when one chunk covers the loop).
+inline int64_t grain_for(int64_t work) {
+  constexpr int64_t kMinChunkWork = int64_t{1} << 14;
+  return std::max<int64_t>(1, kMinChunkWork / std::max<int64_t>(1, work));
+}
 
 // Σ a[i]·b[i].
 float dot(const float* a, const float* b, int64_t n);

@@ -92,41 +92,44 @@ void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* i
           for (int64_t h = 0; h < nh; ++h) opt::scale_to(o0 + h * d, inv_den[h], o0 + h * d, d);
         }
       },
-      1);
+      opt::grain_for(4 * std::min(kHeads, n_heads) * L * d));
 }
 
 void OptOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {
   DI_CHECK(slots_per_row > 0 && static_cast<int64_t>(slots.size()) == out.rows * slots_per_row);
   const int64_t W = out.cols;
-  pool_.parallel_for(out.rows, [&](int64_t r0, int64_t r1) {
-    std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W));
-    for (int64_t r = r0; r < r1; ++r) {
-      const PoolSlot* s = slots.data() + r * slots_per_row;
-      float* o = out.row(r);
-      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
-      std::fill(den.begin(), den.end(), 0.0f);
-      std::fill(o, o + W, 0.0f);
-      bool any = false;
-      for (int64_t j = 0; j < slots_per_row; ++j) {
-        if (!s[j].value) continue;
-        any = true;
-        for (int64_t c = 0; c < W; ++c)
-          mx[static_cast<size_t>(c)] = std::max(mx[static_cast<size_t>(c)], s[j].gate[c]);
-      }
-      if (!any) continue;
-      for (int64_t j = 0; j < slots_per_row; ++j) {
-        if (!s[j].value) continue;
-        const float* g = s[j].gate;
-        const float* v = s[j].value;
-        for (int64_t c = 0; c < W; ++c) {
-          const float e = std::exp(g[c] - mx[static_cast<size_t>(c)]);
-          den[static_cast<size_t>(c)] += e;
-          o[c] += e * v[c];
+  pool_.parallel_for(
+      out.rows,
+      [&](int64_t r0, int64_t r1) {
+        std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W));
+        for (int64_t r = r0; r < r1; ++r) {
+          const PoolSlot* s = slots.data() + r * slots_per_row;
+          float* o = out.row(r);
+          std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+          std::fill(den.begin(), den.end(), 0.0f);
+          std::fill(o, o + W, 0.0f);
+          bool any = false;
+          for (int64_t j = 0; j < slots_per_row; ++j) {
+            if (!s[j].value) continue;
+            any = true;
+            for (int64_t c = 0; c < W; ++c)
+              mx[static_cast<size_t>(c)] = std::max(mx[static_cast<size_t>(c)], s[j].gate[c]);
+          }
+          if (!any) continue;
+          for (int64_t j = 0; j < slots_per_row; ++j) {
+            if (!s[j].value) continue;
+            const float* g = s[j].gate;
+            const float* v = s[j].value;
+            for (int64_t c = 0; c < W; ++c) {
+              const float e = std::exp(g[c] - mx[static_cast<size_t>(c)]);
+              den[static_cast<size_t>(c)] += e;
+              o[c] += e * v[c];
+            }
+          }
+          for (int64_t c = 0; c < W; ++c) o[c] /= den[static_cast<size_t>(c)];
         }
-      }
-      for (int64_t c = 0; c < W; ++c) o[c] /= den[static_cast<size_t>(c)];
-    }
-  });
+      },
+      opt::grain_for(4 * slots_per_row * W));
 }
 
 void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
@@ -147,10 +150,13 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
           const int64_t vis = std::min<int64_t>(visible[t], R);
           const float* qt = q.row(t);
           const float* om = weights.row(t);
-          for (int64_t w = w0; w < w1; w += 2) {
+          // Keys at or past `vis` score -inf without their dots (half of a causal prefill's).
+          const int64_t wv = std::clamp(vis, w0, w1);
+          for (int64_t w = wv; w < w1; ++w) scores.at(t, w) = neg_inf;
+          for (int64_t w = w0; w < wv; w += 2) {
             // Two keys x four heads per kernel call; the per-head dots are the same bits as
             // one key at a time (dot4x2 == dot4, checked by OptBatchInvariance).
-            const bool pair = w + 1 < w1;
+            const bool pair = w + 1 < wv;
             const float* k0 = keys.row(w);
             const float* k1 = pair ? keys.row(w + 1) : k0;
             float* d0 = dots.data();
@@ -180,24 +186,28 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
           }
         }
       },
-      1);
+      opt::grain_for(2 * std::min(kChunk, R) * n_heads * di));
 }
 
 void OptOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {
-  pool_.parallel_for(scores.rows, [&](int64_t t0, int64_t t1) {
-    std::vector<int32_t> order;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t vis = std::clamp<int64_t>(visible[t], 0, scores.cols);
-      const int64_t kk = std::min(k, vis);
-      order.resize(static_cast<size_t>(vis));
-      std::iota(order.begin(), order.end(), 0);
-      const float* s = scores.row(t);
-      std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](int32_t a, int32_t b) {
-        return s[a] > s[b] || (s[a] == s[b] && a < b);
-      });
-      for (int64_t j = 0; j < k; ++j) out[t * k + j] = j < kk ? order[static_cast<size_t>(j)] : -1;
-    }
-  });
+  pool_.parallel_for(
+      scores.rows,
+      [&](int64_t t0, int64_t t1) {
+        std::vector<int32_t> order;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t vis = std::clamp<int64_t>(visible[t], 0, scores.cols);
+          const int64_t kk = std::min(k, vis);
+          order.resize(static_cast<size_t>(vis));
+          std::iota(order.begin(), order.end(), 0);
+          const float* s = scores.row(t);
+          std::partial_sort(
+              order.begin(), order.begin() + kk, order.end(),
+              [&](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+          for (int64_t j = 0; j < k; ++j)
+            out[t * k + j] = j < kk ? order[static_cast<size_t>(j)] : -1;
+        }
+      },
+      opt::grain_for(8 * scores.cols));
 }
 
 }  // namespace deepinfer::backend::cpu

@@ -37,8 +37,8 @@
 namespace deepinfer::backend::cpu {
 namespace {
 
-constexpr int64_t kTileN = 16;    // weight rows per task
-constexpr int64_t kChunkK = 512;  // columns decoded at a time
+constexpr int64_t kTileN = 16;                     // weight rows per task
+constexpr int64_t kChunkK = 512;                   // columns decoded at a time
 constexpr int64_t kInlineMacs = int64_t{1} << 16;  // below this, no fan-out (see gemm)
 // Up to this many activation rows, dense BF16/FP16 weights are widened inside the AVX-512 dot
 // instead of decoded into scratch (see gemm).
@@ -254,86 +254,84 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
   const int64_t kc = bk * std::max<int64_t>(1, kChunkK / bk);
   const int64_t tiles = (w.n + kTileN - 1) / kTileN;
   const auto body = [&](int64_t t0, int64_t t1) {
-        std::vector<float>& buf = scratch(static_cast<size_t>(4 * kc));
-        const bool in_place = w.format == WeightFormat::kDense && w.weight.dtype == DType::kF32;
+    std::vector<float>& buf = scratch(static_cast<size_t>(4 * kc));
+    const bool in_place = w.format == WeightFormat::kDense && w.weight.dtype == DType::kF32;
 #ifdef DI_GEMM_AVX512
-        // Decode (few rows): the scratch decode's store + reload cost as much as the dot, so
-        // BF16/FP16 rows are widened in the kernel's loads; the values (hence the bits) are those
-        // the scratch would hold. Many rows amortise one decode per chunk, so they keep scratch.
-        const bool dense16 = w.format == WeightFormat::kDense &&
-                             (w.weight.dtype == DType::kBF16 || w.weight.dtype == DType::kF16);
-        const bool fused = dense16 && M <= kFusedMaxRows && have_avx512();
+    // Decode (few rows): the scratch decode's store + reload cost as much as the dot, so
+    // BF16/FP16 rows are widened in the kernel's loads; the values (hence the bits) are those
+    // the scratch would hold. Many rows amortise one decode per chunk, so they keep scratch.
+    const bool dense16 = w.format == WeightFormat::kDense &&
+                         (w.weight.dtype == DType::kBF16 || w.weight.dtype == DType::kF16);
+    const bool fused = dense16 && M <= kFusedMaxRows && have_avx512();
 #endif
-        float p0[4], p1[4];
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t n0 = t * kTileN, nn = std::min(kTileN, w.n - n0);
-          for (int64_t r0 = 0; r0 < nn; r0 += 4) {
-            const int64_t g = std::min<int64_t>(4, nn - r0);
-            for (int64_t k0 = 0; k0 < K; k0 += kc) {
-              const int64_t len = std::min(kc, K - k0);
-              // Four weight rows of the chunk: in place for FP32, else decoded into `buf`.
+    float p0[4], p1[4];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kTileN, nn = std::min(kTileN, w.n - n0);
+      for (int64_t r0 = 0; r0 < nn; r0 += 4) {
+        const int64_t g = std::min<int64_t>(4, nn - r0);
+        for (int64_t k0 = 0; k0 < K; k0 += kc) {
+          const int64_t len = std::min(kc, K - k0);
+          // Four weight rows of the chunk: in place for FP32, else decoded into `buf`.
 #ifdef DI_GEMM_AVX512
-              if (fused) {
-                const uint16_t* w16 = w.weight.ptr<uint16_t>() + (n0 + r0) * K + k0;
-                const void* wr[4] = {w16, w16 + K, w16 + 2 * K, w16 + 3 * K};
-                if (w.weight.dtype == DType::kBF16) {
-                  chunk_avx512<WLoad::kBf16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0,
-                                             k0 == 0);
-                } else {
-                  chunk_avx512<WLoad::kF16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0,
-                                            k0 == 0);
-                }
-                continue;
-              }
+          if (fused) {
+            const uint16_t* w16 = w.weight.ptr<uint16_t>() + (n0 + r0) * K + k0;
+            const void* wr[4] = {w16, w16 + K, w16 + 2 * K, w16 + 3 * K};
+            if (w.weight.dtype == DType::kBF16) {
+              chunk_avx512<WLoad::kBf16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+            } else {
+              chunk_avx512<WLoad::kF16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+            }
+            continue;
+          }
 #endif
-              const float* wt = buf.data();
-              int64_t ldw = kc;
-              if (in_place) {
-                wt = w.weight.ptr<float>() + (n0 + r0) * K + k0;
-                ldw = K;
-              } else {
-                for (int64_t r = 0; r < g; ++r)
-                  opt::dequant_range(w, n0 + r0 + r, k0, len, buf.data() + r * kc);
-              }
+          const float* wt = buf.data();
+          int64_t ldw = kc;
+          if (in_place) {
+            wt = w.weight.ptr<float>() + (n0 + r0) * K + k0;
+            ldw = K;
+          } else {
+            for (int64_t r = 0; r < g; ++r)
+              opt::dequant_range(w, n0 + r0 + r, k0, len, buf.data() + r * kc);
+          }
 #ifdef DI_GEMM_AVX512
-              if (have_avx512()) {
-                const void* wr[4] = {wt, wt + ldw, wt + 2 * ldw, wt + 3 * ldw};
-                chunk_avx512<WLoad::kF32>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
-                continue;
-              }
+          if (have_avx512()) {
+            const void* wr[4] = {wt, wt + ldw, wt + 2 * ldw, wt + 3 * ldw};
+            chunk_avx512<WLoad::kF32>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+            continue;
+          }
 #endif
-              // y[m, n] = Σ over chunks of the chunk dots, in chunk order, the same for every M
-              // (batch invariance): the first chunk assigns, the others add.
-              auto put = [&](float* yr, const float* p) {
-                for (int64_t r = 0; r < g; ++r) yr[r] = k0 == 0 ? p[r] : yr[r] + p[r];
-              };
-              int64_t m = 0;
-              for (; m + 2 <= M; m += 2) {
-                const float* x0 = x.row(m) + k0;
-                const float* x1 = x.row(m + 1) + k0;
-                if (g == 4) {
-                  opt::dot4x2(x0, x1, wt, ldw, len, p0, p1);
-                } else {
-                  for (int64_t r = 0; r < g; ++r) {
-                    p0[r] = opt::dot(x0, wt + r * ldw, len);
-                    p1[r] = opt::dot(x1, wt + r * ldw, len);
-                  }
-                }
-                put(y.row(m) + n0 + r0, p0);
-                put(y.row(m + 1) + n0 + r0, p1);
-              }
-              for (; m < M; ++m) {
-                const float* xr = x.row(m) + k0;
-                if (g == 4) {
-                  opt::dot4(xr, wt, ldw, len, p0);
-                } else {
-                  for (int64_t r = 0; r < g; ++r) p0[r] = opt::dot(xr, wt + r * ldw, len);
-                }
-                put(y.row(m) + n0 + r0, p0);
+          // y[m, n] = Σ over chunks of the chunk dots, in chunk order, the same for every M
+          // (batch invariance): the first chunk assigns, the others add.
+          auto put = [&](float* yr, const float* p) {
+            for (int64_t r = 0; r < g; ++r) yr[r] = k0 == 0 ? p[r] : yr[r] + p[r];
+          };
+          int64_t m = 0;
+          for (; m + 2 <= M; m += 2) {
+            const float* x0 = x.row(m) + k0;
+            const float* x1 = x.row(m + 1) + k0;
+            if (g == 4) {
+              opt::dot4x2(x0, x1, wt, ldw, len, p0, p1);
+            } else {
+              for (int64_t r = 0; r < g; ++r) {
+                p0[r] = opt::dot(x0, wt + r * ldw, len);
+                p1[r] = opt::dot(x1, wt + r * ldw, len);
               }
             }
+            put(y.row(m) + n0 + r0, p0);
+            put(y.row(m + 1) + n0 + r0, p1);
+          }
+          for (; m < M; ++m) {
+            const float* xr = x.row(m) + k0;
+            if (g == 4) {
+              opt::dot4(xr, wt, ldw, len, p0);
+            } else {
+              for (int64_t r = 0; r < g; ++r) p0[r] = opt::dot(xr, wt + r * ldw, len);
+            }
+            put(y.row(m) + n0 + r0, p0);
           }
         }
+      }
+    }
   };
   if (inline_call) {
     body(0, tiles);
@@ -345,17 +343,22 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
 void OptOps::quantized_input(CMat x, const WeightRef& w, bool act_quant, int act_block,
                              float* buf) {
   const int64_t K = x.cols;
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* dst = buf + m * K;
-      std::copy(x.row(m), x.row(m) + K, dst);
-      if (act_quant && w.quantized()) {
-        for (int64_t b = 0; b < K; b += act_block) {
-          opt::fake_quant_fp8_block(dst + b, std::min<int64_t>(act_block, K - b));
+  const int64_t grain = opt::grain_for(act_quant && w.quantized() ? 4 * K : K);
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          float* dst = buf + m * K;
+          std::copy(x.row(m), x.row(m) + K, dst);
+          if (act_quant && w.quantized()) {
+            for (int64_t b = 0; b < K; b += act_block) {
+              opt::fake_quant_fp8_block(dst + b, std::min<int64_t>(act_block, K - b));
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      grain);
+  ;
 }
 
 void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
@@ -375,12 +378,15 @@ void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
 
 void OptOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {
   DI_CHECK(!table.quantized() && out.rows == n && out.cols == table.k);
-  pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      DI_CHECK(ids[i] >= 0 && ids[i] < table.n);
-      opt::dequant_row(table, ids[i], out.row(i));
-    }
-  });
+  pool_.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          DI_CHECK(ids[i] >= 0 && ids[i] < table.n);
+          opt::dequant_row(table, ids[i], out.row(i));
+        }
+      },
+      opt::grain_for(2 * table.k));
 }
 
 void OptOps::route_weights(CMat x, const WeightRef& gate, Mat p) {
@@ -507,13 +513,16 @@ void OptOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
       for (int64_t c = 0; c < out.cols; ++c) ar[c] += yr[c];
     }
   }
-  pool_.parallel_for(M, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* o = out.row(m);
-      const float* ar = acc.data() + m * out.cols;
-      for (int64_t c = 0; c < out.cols; ++c) o[c] = (opts.accumulate ? o[c] : 0.0f) + ar[c];
-    }
-  });
+  pool_.parallel_for(
+      M,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          float* o = out.row(m);
+          const float* ar = acc.data() + m * out.cols;
+          for (int64_t c = 0; c < out.cols; ++c) o[c] = (opts.accumulate ? o[c] : 0.0f) + ar[c];
+        }
+      },
+      opt::grain_for(out.cols));
 }
 
 std::unique_ptr<Ops> make_opt_ops(int num_threads) { return std::make_unique<OptOps>(num_threads); }
