@@ -10,7 +10,7 @@
 namespace deepinfer::backend::cpu::opt {
 
 // Weight rows per gemm task on this path (a multiple of both block widths, 3 and 4).
-inline constexpr int64_t kAvx2TileN = 24;
+inline constexpr int64_t kAvx2TileN = 48;
 
 // True when the CPU has AVX2, FMA and F16C (checked once).
 bool have_avx2_fma();

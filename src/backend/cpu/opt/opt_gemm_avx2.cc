@@ -45,6 +45,7 @@ bool have_avx2_fma() {
 namespace {
 
 constexpr int64_t kChunkK = 512;
+constexpr int64_t kMaxOneChunkK = 1024;
 // Up to this many x rows, dense BF16/FP16 weights are widened in the kernel's loads (no scratch
 // round trip: decode reads half the bytes of FP32); more rows amortise one decode per chunk.
 constexpr int64_t kFusedMaxRows = 4;
@@ -211,7 +212,10 @@ void gemm_avx2(CMat x, const WeightRef& w, Mat y, int64_t n0, int64_t n1) {
   DI_CHECK(n0 % kAvx2TileN == 0 && n1 <= w.n);
   const int64_t K = w.k, M = x.rows;
   const int64_t bk = w.quantized() ? w.block_k : 1;
-  const int64_t kc = bk * std::max<int64_t>(1, kChunkK / bk);
+  // One chunk when K is short enough for the tile's weights to stay in L2 (one reduction per
+  // pair instead of two at K = 768); else whole scale blocks of ~kChunkK columns. A function of
+  // K and the format only, never of M, so every batch size sums in the same order.
+  const int64_t kc = K <= kMaxOneChunkK ? K : bk * std::max<int64_t>(1, kChunkK / bk);
   const bool dense = w.format == WeightFormat::kDense;
   const bool f32 = dense && w.weight.dtype == DType::kF32;
   const bool bf16 = dense && w.weight.dtype == DType::kBF16;
