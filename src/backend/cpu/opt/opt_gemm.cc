@@ -1,4 +1,5 @@
-// OptOps, weight-bound ops: embedding, linear (any weight format), routing, grouped MoE.
+// OptOps, weight-bound ops: embedding, linear (any weight format), routing (the grouped MoE
+// experts are in opt_moe.cc).
 //
 // GEMM scheme: split the N weight rows into tasks of kTileN; within a task, four weight rows at
 // a time are decoded chunk by chunk (kChunkK columns) into an L1-sized FP32 scratch, and every
@@ -442,87 +443,6 @@ void OptOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& 
     }
     for (int j = 0; j < k; ++j) weights.at(m, j) = p.at(m, ids[m * k + j]) / sum * route_scale;
   }
-}
-
-void OptOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
-                         std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) {
-  DI_CHECK(out.rows == x.rows && weights.cols == top_k);
-  const int64_t M = x.rows, D = x.cols;
-  // Token lists per expert, in token order; experts then run in ascending id, so each token's
-  // FP32 sum adds experts in the same order as the reference.
-  std::vector<std::vector<std::pair<int64_t, int>>> by_expert(experts.size());
-  for (int64_t m = 0; m < M; ++m) {
-    for (int j = 0; j < top_k; ++j) {
-      const int32_t e = ids[m * top_k + j];
-      if (e < 0) continue;
-      DI_CHECK(static_cast<size_t>(e) < experts.size());
-      by_expert[static_cast<size_t>(e)].push_back({m, j});
-    }
-  }
-  std::vector<float> acc(static_cast<size_t>(M * out.cols), 0.0f);
-  std::vector<float> xg, xq, a, b, y;
-  auto round_all = [&](std::vector<float>& v, size_t n) {
-    if (opts.bf16_rounding)
-      for (size_t i = 0; i < n; ++i) v[i] = bf16_round(v[i]);
-  };
-  for (size_t e = 0; e < experts.size(); ++e) {
-    const auto& list = by_expert[e];
-    if (list.empty()) continue;
-    const ExpertWeights& ew = experts[e];
-    const int64_t T = static_cast<int64_t>(list.size()), I = ew.w1.n;
-    DI_CHECK(ew.w1.k == D && ew.w3.k == D && ew.w3.n == I && ew.w2.k == I && ew.w2.n == out.cols);
-    xg.resize(static_cast<size_t>(T * D));
-    for (int64_t i = 0; i < T; ++i)
-      std::copy(x.row(list[static_cast<size_t>(i)].first),
-                x.row(list[static_cast<size_t>(i)].first) + D, xg.data() + i * D);
-    xq.resize(xg.size());
-    quantized_input(CMat(xg.data(), T, D), ew.w1, opts.act_quant, opts.act_block, xq.data());
-    a.resize(static_cast<size_t>(T * I));
-    b.resize(static_cast<size_t>(T * I));
-    gemm(CMat(xq.data(), T, D), ew.w1, Mat(a.data(), T, I));
-    if (ew.w3.quantized() != ew.w1.quantized()) {
-      quantized_input(CMat(xg.data(), T, D), ew.w3, opts.act_quant, opts.act_block, xq.data());
-    }
-    gemm(CMat(xq.data(), T, D), ew.w3, Mat(b.data(), T, I));
-    round_all(a, a.size());
-    round_all(b, b.size());
-    swiglu(CMat(a.data(), T, I), CMat(b.data(), T, I), opts.swiglu_limit, Mat(a.data(), T, I));
-    if (opts.weight_before_w2) {
-      for (int64_t i = 0; i < T; ++i) {
-        const auto [m, j] = list[static_cast<size_t>(i)];
-        opt::scale_to(a.data() + i * I, weights.at(m, j), a.data() + i * I, I);
-      }
-    }
-    round_all(a, a.size());
-    xq.resize(a.size());
-    quantized_input(CMat(a.data(), T, I), ew.w2, opts.act_quant, opts.act_block, xq.data());
-    y.resize(static_cast<size_t>(T * out.cols));
-    gemm(CMat(xq.data(), T, I), ew.w2, Mat(y.data(), T, out.cols));
-    round_all(y, y.size());
-    for (int64_t i = 0; i < T; ++i) {
-      const auto [m, j] = list[static_cast<size_t>(i)];
-      float* yr = y.data() + i * out.cols;
-      if (!opts.weight_before_w2) {
-        const float g = weights.at(m, j);
-        for (int64_t c = 0; c < out.cols; ++c) {
-          yr[c] *= g;
-          if (opts.bf16_rounding) yr[c] = bf16_round(yr[c]);
-        }
-      }
-      float* ar = acc.data() + m * out.cols;
-      for (int64_t c = 0; c < out.cols; ++c) ar[c] += yr[c];
-    }
-  }
-  pool_.parallel_for(
-      M,
-      [&](int64_t m0, int64_t m1) {
-        for (int64_t m = m0; m < m1; ++m) {
-          float* o = out.row(m);
-          const float* ar = acc.data() + m * out.cols;
-          for (int64_t c = 0; c < out.cols; ++c) o[c] = (opts.accumulate ? o[c] : 0.0f) + ar[c];
-        }
-      },
-      opt::grain_for(out.cols));
 }
 
 std::unique_ptr<Ops> make_opt_ops(int num_threads) { return std::make_unique<OptOps>(num_threads); }
