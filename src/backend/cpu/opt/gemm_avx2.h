@@ -19,4 +19,9 @@ bool have_avx2_fma();
 // (row, weight row) value is computed the same way whatever M, n0, n1 (batch invariance).
 void gemm_avx2(CMat x, const WeightRef& w, Mat y, int64_t n0, int64_t n1);
 
+// y = x · wᵀ for FP32 matrices (any ld), on the calling thread: the same kernel and per-pair
+// summation order as gemm_avx2 over FP32 weights, for the attention-side products (indexer
+// scores, mHC mixes) whose "weights" are activations.
+void gemm_f32_avx2(CMat x, CMat w, Mat y);
+
 }  // namespace deepinfer::backend::cpu::opt

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "backend/cpu/opt/opt_ops.h"
 #include "backend/quant.h"
@@ -145,6 +146,7 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
       q.rows * chunks,
       [&](int64_t i0, int64_t i1) {
         std::vector<float> dots(static_cast<size_t>(2 * n_heads));
+        std::vector<float> kdots(static_cast<size_t>(kChunk * n_heads));
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t t = i / chunks, w0 = (i % chunks) * kChunk, w1 = std::min(R, w0 + kChunk);
           const int64_t vis = std::min<int64_t>(visible[t], R);
@@ -153,6 +155,25 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
           // Keys at or past `vis` score -inf without their dots (half of a causal prefill's).
           const int64_t wv = std::clamp(vis, w0, w1);
           for (int64_t w = wv; w < w1; ++w) scores.at(t, w) = neg_inf;
+          if (opt::have_avx2_fma() && wv > w0) {
+            // All (visible key, head) dots of the chunk as one small GEMM (keys x heads), the
+            // blocked kernel's fixed per-pair order: the di = 32..128 dots were reduction-bound.
+            const int64_t nk = wv - w0;
+            Mat dk(kdots.data(), nk, n_heads);
+            opt::gemm_f32_avx2(keys.rows_slice(w0, nk), CMat(qt, n_heads, di), dk);
+            for (int64_t u = 0; u < nk; ++u) {
+              const float* dv = dk.row(u);
+              float sum = 0.0f;
+              for (int64_t h = 0; h < n_heads; ++h) {
+                float d = bf16_rounding ? bf16_round(dv[h]) : dv[h];
+                float prod = std::max(d, 0.0f) * om[h];
+                if (bf16_rounding) prod = bf16_round(prod);
+                sum += prod;
+              }
+              scores.at(t, w0 + u) = bf16_rounding ? bf16_round(sum) : sum;
+            }
+            continue;
+          }
           for (int64_t w = w0; w < wv; w += 2) {
             // Two keys x four heads per kernel call; the per-head dots are the same bits as
             // one key at a time (dot4x2 == dot4, checked by OptBatchInvariance).

@@ -4,9 +4,9 @@
 // Why a dot-product (not an outer-product, packed-panel) kernel: decode (M = 1) must stream the
 // weights as stored, and batch invariance needs every row's value computed the same way for every
 // M. Here each (x row, weight row) pair is, in every block shape, one 8-lane FMA accumulator over
-// the columns of a K chunk in order (masked tail), reduced by one fixed tree (hsum4), the chunk sums
-// added in chunk order (the first assigns). So prefill, decode and chunked prefill give the same
-// bits, for any thread split, and the block shape is free to follow the register budget:
+// the columns of a K chunk in order (masked tail), reduced by one fixed tree (hsum4), the chunk
+// sums added in chunk order (the first assigns). So prefill, decode and chunked prefill give the
+// same bits, for any thread split, and the block shape is free to follow the register budget:
 //   * 4 x rows x 3 weight rows = 12 accumulators + 3 weight vectors + 1 x vector = the 16 YMM
 //     registers; 7 loads per 12 FMAs keep Zen's two FMA pipes, not its load ports, the limit
 //     (the previous 2 x 4 `omp simd` kernel needed 6 loads per 8 FMAs and was load-bound);
@@ -15,11 +15,10 @@
 // blocks) the tile's weight chunk (48 KiB FP32: L2) is decoded once (FP8/FP4, and BF16/FP16 when
 // M > kFusedMaxRows) or read in place (FP32; BF16/FP16 widened in the loads for few rows), then
 // every 4-row block of x (8 KiB: L1) passes over it, so each weight byte is decoded once per call.
-#include "backend/cpu/opt/gemm_avx2.h"
-
 #include <algorithm>
 #include <vector>
 
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "base/check.h"
 
@@ -34,6 +33,7 @@ namespace deepinfer::backend::cpu::opt {
 #ifndef DI_HAVE_AVX2_GEMM
 bool have_avx2_fma() { return false; }
 void gemm_avx2(CMat, const WeightRef&, Mat, int64_t, int64_t) { DI_CHECK(false && "no AVX2"); }
+void gemm_f32_avx2(CMat, CMat, Mat) { DI_CHECK(false && "no AVX2"); }
 #else
 
 bool have_avx2_fma() {
@@ -247,6 +247,20 @@ void gemm_avx2(CMat x, const WeightRef& w, Mat y, int64_t n0, int64_t n1) {
         }
         chunk<WLoad::kF32>(x, k0, wr, nn, len, y, n, first);
       }
+    }
+  }
+}
+
+void gemm_f32_avx2(CMat x, CMat w, Mat y) {
+  DI_CHECK(x.cols == w.cols && y.rows == x.rows && y.cols == w.rows);
+  const int64_t K = x.cols;
+  const int64_t kc = K <= kMaxOneChunkK ? K : kChunkK;
+  const char* wr[kAvx2TileN];
+  for (int64_t n = 0; n < w.rows; n += kAvx2TileN) {
+    const int64_t nn = std::min(kAvx2TileN, w.rows - n);
+    for (int64_t k0 = 0; k0 < K; k0 += kc) {
+      for (int64_t j = 0; j < nn; ++j) wr[j] = reinterpret_cast<const char*>(w.row(n + j) + k0);
+      chunk<WLoad::kF32>(x, k0, wr, nn, std::min(kc, K - k0), y, n, k0 == 0);
     }
   }
 }

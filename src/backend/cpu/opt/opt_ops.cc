@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "backend/quant.h"
 #include "base/check.h"
@@ -210,10 +212,24 @@ void OptOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) 
   pool_.parallel_for(
       streams.rows,
       [&](int64_t m0, int64_t m1) {
-        std::vector<float> mu(static_cast<size_t>((2 + n) * n)), pre(static_cast<size_t>(n));
+        const int64_t R = (2 + n) * n;
+        std::vector<float> mus(static_cast<size_t>((m1 - m0) * R)), pre(static_cast<size_t>(n));
+        const bool blocked = opt::have_avx2_fma();
+        if (blocked) {  // every row's fn dots as one GEMM (the same per-row bits for any split)
+          opt::gemm_f32_avx2(streams.rows_slice(m0, m1 - m0), p.fn.rows_slice(0, R),
+                             Mat(mus.data(), m1 - m0, R));
+        }
         for (int64_t m = m0; m < m1; ++m) {
           const float* x = streams.row(m);
-          hc_mu(x, n * D, p, (2 + n) * n, mu.data());
+          float* mu_row = mus.data() + (m - m0) * R;
+          if (blocked) {
+            const float rho =
+                1.0f / std::sqrt(opt::sumsq(x, n * D) / static_cast<float>(n * D) + p.norm_eps);
+            for (int64_t r = 0; r < R; ++r) mu_row[r] *= rho;
+          } else {
+            hc_mu(x, n * D, p, R, mu_row);
+          }
+          const std::span<const float> mu(mu_row, static_cast<size_t>(R));
           for (int i = 0; i < n; ++i) {
             pre[static_cast<size_t>(i)] =
                 sigmoid(mu[static_cast<size_t>(i)] * p.scale[0] + p.base[i]) + eps;
