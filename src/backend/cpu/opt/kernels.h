@@ -37,6 +37,13 @@ float sumsq(const float* x, int64_t n);
 // y[i] = x[i]·s.
 void scale_to(const float* x, float s, float* y, int64_t n);
 
+// y[i] = e^x[i] (x == y allowed): an AVX2 polynomial within ~2 ulp of libm where the CPU has
+// AVX2 + FMA (opt_math.cc), else std::exp.
+void exp_to(const float* x, float* y, int64_t n);
+// out[i] = u / (1 + e^-u) · v with u = min(a[i], limit), v = clamp(b[i], ±limit) (no clamp when
+// limit <= 0); out may alias a or b.
+void swiglu_row(const float* a, const float* b, float limit, float* out, int64_t n);
+
 // In-place FP8 E4M3 quantize->dequantize of one block (same bits as quant.h's
 // fake_quant_block_fp8; tests/ops checks it against the ref backend exactly).
 void fake_quant_fp8_block(float* x, int64_t n);

@@ -73,8 +73,9 @@ void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* i
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < nr; ++j) mx = std::max(mx, zh[j] *= scale);
             float den = sink ? std::exp(sink[h0 + h] - mx) : 0.0f;
+            for (int64_t j = 0; j < nr; ++j) zh[j] -= mx;
+            opt::exp_to(zh, zh, nr);
             for (int64_t j = 0; j < nr; ++j) {
-              zh[j] = std::exp(zh[j] - mx);
               den += zh[j];
               if (bf16_probs) zh[j] = bf16_round(zh[j]);  // P·V uses the rounded weights
             }
@@ -102,7 +103,8 @@ void OptOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row
   pool_.parallel_for(
       out.rows,
       [&](int64_t r0, int64_t r1) {
-        std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W));
+        std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W)),
+            e(static_cast<size_t>(W));
         for (int64_t r = r0; r < r1; ++r) {
           const PoolSlot* s = slots.data() + r * slots_per_row;
           float* o = out.row(r);
@@ -121,10 +123,12 @@ void OptOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row
             if (!s[j].value) continue;
             const float* g = s[j].gate;
             const float* v = s[j].value;
+            for (int64_t c = 0; c < W; ++c)
+              e[static_cast<size_t>(c)] = g[c] - mx[static_cast<size_t>(c)];
+            opt::exp_to(e.data(), e.data(), W);
             for (int64_t c = 0; c < W; ++c) {
-              const float e = std::exp(g[c] - mx[static_cast<size_t>(c)]);
-              den[static_cast<size_t>(c)] += e;
-              o[c] += e * v[c];
+              den[static_cast<size_t>(c)] += e[static_cast<size_t>(c)];
+              o[c] += e[static_cast<size_t>(c)] * v[c];
             }
           }
           for (int64_t c = 0; c < W; ++c) o[c] /= den[static_cast<size_t>(c)];

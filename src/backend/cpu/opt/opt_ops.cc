@@ -347,7 +347,6 @@ void OptOps::fake_quant_fp4(Mat x, int64_t block) {
 
 void OptOps::swiglu(CMat a, CMat b, float limit, Mat out) {
   DI_CHECK(a.rows == b.rows && a.cols == b.cols && out.rows == a.rows && out.cols == a.cols);
-  const bool clamp = limit > 0.0f;
   pool_.parallel_for(
       a.rows,
       [&](int64_t m0, int64_t m1) {
@@ -355,11 +354,7 @@ void OptOps::swiglu(CMat a, CMat b, float limit, Mat out) {
           const float* ar = a.row(m);
           const float* br = b.row(m);
           float* o = out.row(m);
-          for (int64_t c = 0; c < a.cols; ++c) {
-            const float u = clamp ? std::min(ar[c], limit) : ar[c];
-            const float v = clamp ? std::clamp(br[c], -limit, limit) : br[c];
-            o[c] = u / (1.0f + std::exp(-u)) * v;
-          }
+          opt::swiglu_row(ar, br, limit, o, a.cols);
         }
       },
       opt::grain_for(10 * a.cols));
