@@ -52,7 +52,8 @@ Timing time_it(F&& fn, double min_s = 0.3) {
 void report(const char* op, const char* backend, const std::string& shape, Timing t, double flops,
             double bytes) {
   std::printf("%-17s %-5s %-30s %9.3f ms %9.3f cpu-ms %7.2f GFLOP/s %7.2f GB/s\n", op, backend,
-              shape.c_str(), t.wall * 1e3, t.cpu * 1e3, flops / t.wall * 1e-9, bytes / t.wall * 1e-9);
+              shape.c_str(), t.wall * 1e3, t.cpu * 1e3, flops / t.wall * 1e-9,
+              bytes / t.wall * 1e-9);
 }
 
 struct Ceilings {
@@ -215,7 +216,6 @@ TEST(OpsPerf, DISABLED_V4FlashShapes) {
   }
 }
 
-
 // The 0.3B bench model's GEMM shapes (bench/model_cpu), opt backend at 1 and 2 threads, every
 // weight format: GMAC/s against this machine's FMA peak and numpy/torch sgemm on the same shapes
 // (bench/model_cpu/gemm_vs_torch.py prints those). Wall and process CPU time, best of the runs.
@@ -223,8 +223,17 @@ TEST(OpsPerf, DISABLED_PrefillGemm) {
   struct Shape {
     int64_t m, n, k;
   };
-  const Shape shapes[] = {{512, 2048, 512}, {512, 512, 768}, {96, 512, 768}, {96, 768, 512},
-                          {512, 16384, 768}, {1, 2048, 512}, {1, 16384, 768}};
+  const Shape shapes[] = {{512, 2048, 512},
+                          {512, 512, 768},
+                          {96, 512, 768},
+                          {96, 768, 512},
+                          {512, 16384, 768},
+                          {1, 2048, 512},
+                          {1, 16384, 768},
+                          // the tiny model's (hidden 64): K = 64, 32, 160
+                          {512, 64, 64},
+                          {512, 320, 32},
+                          {512, 64, 160}};
   std::mt19937 rng(3);
   for (const char* name : {"opt1", "opt2"}) {
     auto ops = cpu::make_opt_ops(name[3] - '0');
@@ -234,10 +243,10 @@ TEST(OpsPerf, DISABLED_PrefillGemm) {
         Buf x = random_buf(rng, s.m, s.k), y(s.m, s.n);
         const Timing t = time_it([&] { ops->linear(x.cmat(), w.ref, y.mat(), {}); }, 0.2);
         const double macs = static_cast<double>(s.m * s.n * s.k);
-        std::printf("gemm %-5s %-4s M=%-4lld N=%-5lld K=%-4lld %8.3f ms %8.3f cpu-ms %6.2f GMAC/s\n",
-                    wkind_name(kind), name, static_cast<long long>(s.m),
-                    static_cast<long long>(s.n), static_cast<long long>(s.k), t.wall * 1e3,
-                    t.cpu * 1e3, macs / t.wall * 1e-9);
+        std::printf(
+            "gemm %-5s %-4s M=%-4lld N=%-5lld K=%-4lld %8.3f ms %8.3f cpu-ms %6.2f GMAC/s\n",
+            wkind_name(kind), name, static_cast<long long>(s.m), static_cast<long long>(s.n),
+            static_cast<long long>(s.k), t.wall * 1e3, t.cpu * 1e3, macs / t.wall * 1e-9);
       }
     }
   }

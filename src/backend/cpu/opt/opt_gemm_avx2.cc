@@ -92,17 +92,21 @@ DI_AVX2 inline __m256 load_w8_tail(const char* p, int64_t n, __m256i mask) {
 // out[j] = ((v0 + v1) + (v2 + v3)) + ((v4 + v5) + (v6 + v7)) of each of four vectors: the one
 // reduction tree of this path (lanes of different vectors never mix, so which vectors share a
 // call does not change any result).
-DI_AVX2 inline void hsum4(__m256 a, __m256 b, __m256 c, __m256 d, float* out) {
+DI_AVX2 inline __m128 hsum4(__m256 a, __m256 b, __m256 c, __m256 d) {
   const __m256 ab = _mm256_hadd_ps(a, b);  // a01 a23 b01 b23 | a45 a67 b45 b67
   const __m256 cd = _mm256_hadd_ps(c, d);
   const __m256 t = _mm256_hadd_ps(ab, cd);  // a0-3 b0-3 c0-3 d0-3 | a4-7 b4-7 c4-7 d4-7
-  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
 }
 
-// out[r * 4 + g] = x_r · w_g over [0, len) for R x rows and G weight rows of kind L.
+// The first G of four lanes.
+alignas(16) constexpr int32_t kRowMask[8] = {-1, -1, -1, -1, 0, 0, 0, 0};
+
+// y[r][g] = (first ? 0 : y[r][g]) + x_r · w_g over [0, len) for R x rows and G weight rows of
+// kind L.
 template <int R, int G, WLoad L>
 DI_AVX2 inline void dot_block(const float* const* x, const char* const* w, int64_t len,
-                              float* out) {
+                              float* const* y, bool first) {
   __m256 acc[R * G];
 #pragma GCC unroll 16
   for (int i = 0; i < R * G; ++i) acc[i] = _mm256_setzero_ps();
@@ -130,36 +134,38 @@ DI_AVX2 inline void dot_block(const float* const* x, const char* const* w, int64
       for (int g = 0; g < G; ++g) acc[r * G + g] = _mm256_fmadd_ps(xv, wv[g], acc[r * G + g]);
     }
   }
-  constexpr int kGroups = (R * G + 3) / 4;
-  float s[kGroups * 4];
+  // Row r's G sums in one hsum4 (unused lanes get zero vectors), stored straight into y:
+  // y = sum (first chunk) or y + sum, G floats per row (masked when G < 4).
+  const __m256 z = _mm256_setzero_ps();
+  const __m128i mask = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kRowMask + 4 - G));
 #pragma GCC unroll 4
-  for (int i = 0; i < kGroups; ++i) {
-    const int b = 4 * i;
-    const __m256 z = _mm256_setzero_ps();
-    hsum4(acc[b], b + 1 < R * G ? acc[b + 1] : z, b + 2 < R * G ? acc[b + 2] : z,
-          b + 3 < R * G ? acc[b + 3] : z, s + b);
+  for (int r = 0; r < R; ++r) {
+    __m128 sum = hsum4(acc[r * G], G > 1 ? acc[r * G + 1] : z, G > 2 ? acc[r * G + 2] : z,
+                       G > 3 ? acc[r * G + 3] : z);
+    if (!first) sum = _mm_add_ps(_mm_maskload_ps(y[r], mask), sum);
+    if constexpr (G == 4) {
+      _mm_storeu_ps(y[r], sum);
+    } else {
+      _mm_maskstore_ps(y[r], mask, sum);
+    }
   }
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-    for (int g = 0; g < G; ++g) out[r * 4 + g] = s[r * G + g];
 }
 
 template <int R, WLoad L>
 DI_AVX2 inline void dot_rows(const float* const* x, const char* const* w, int g, int64_t len,
-                             float* out) {
+                             float* const* y, bool first) {
   switch (g) {
     case 1:
-      dot_block<R, 1, L>(x, w, len, out);
+      dot_block<R, 1, L>(x, w, len, y, first);
       break;
     case 2:
-      dot_block<R, 2, L>(x, w, len, out);
+      dot_block<R, 2, L>(x, w, len, y, first);
       break;
     case 3:
-      dot_block<R, 3, L>(x, w, len, out);
+      dot_block<R, 3, L>(x, w, len, y, first);
       break;
     default:
-      if constexpr (R <= 2) dot_block<R, 4, L>(x, w, len, out);
+      if constexpr (R <= 2) dot_block<R, 4, L>(x, w, len, y, first);
       break;
   }
 }
@@ -170,7 +176,6 @@ template <WLoad L>
 DI_AVX2 void chunk(CMat x, int64_t k0, const char* const* w, int64_t nn, int64_t len, Mat y,
                    int64_t n, bool first) {
   const int64_t M = x.rows;
-  float p[16];
   for (int64_t m = 0; m < M; m += 4) {
     const int rows = static_cast<int>(std::min<int64_t>(4, M - m));
     const float* xr[4];
@@ -178,23 +183,21 @@ DI_AVX2 void chunk(CMat x, int64_t k0, const char* const* w, int64_t nn, int64_t
     const int64_t G = rows >= 3 ? 3 : 4;
     for (int64_t j = 0; j < nn; j += G) {
       const int g = static_cast<int>(std::min(G, nn - j));
+      float* yr[4];
+      for (int r = 0; r < rows; ++r) yr[r] = y.row(m + r) + n + j;
       switch (rows) {
         case 4:
-          dot_rows<4, L>(xr, w + j, g, len, p);
+          dot_rows<4, L>(xr, w + j, g, len, yr, first);
           break;
         case 3:
-          dot_rows<3, L>(xr, w + j, g, len, p);
+          dot_rows<3, L>(xr, w + j, g, len, yr, first);
           break;
         case 2:
-          dot_rows<2, L>(xr, w + j, g, len, p);
+          dot_rows<2, L>(xr, w + j, g, len, yr, first);
           break;
         default:
-          dot_rows<1, L>(xr, w + j, g, len, p);
+          dot_rows<1, L>(xr, w + j, g, len, yr, first);
           break;
-      }
-      for (int r = 0; r < rows; ++r) {
-        float* yr = y.row(m + r) + n + j;
-        for (int c = 0; c < g; ++c) yr[c] = first ? p[r * 4 + c] : yr[c] + p[r * 4 + c];
       }
     }
   }
