@@ -288,10 +288,11 @@ TEST(OptBatchInvariance, RowResultsDoNotDependOnBatch) {
   // DEEPINFER_BATCH_INVARIANT: a token's outputs must be the same bits alone or in a batch.
   std::mt19937 rng(11);
   auto ops = cpu::make_opt_ops(2);
-  // K = 1100: two full chunks and a tail; M = 9: 4-row blocks, a 1-row tail, and (BF16/FP16)
+  // K = 64, 256, 258, 512: one chunk (short, with and without a vector tail); 1100: two full
+  // chunks and a tail. M = 9: 4-row blocks, a 1-row tail, and (BF16/FP16)
   // the scratch-decode path where M = 1 widens in the loads.
   for (WKind kind : {WKind::kFp8E8m0, WKind::kFp4, WKind::kBf16, WKind::kF16, WKind::kF32}) {
-    for (int64_t K : {512, 1100}) {
+    for (int64_t K : {64, 256, 258, 512, 1100}) {
       const int64_t M = 9;
       OwnedWeight w = random_weight(rng, kind, 70, K);
       Buf x = random_buf(rng, M, K), all(M, 70);
