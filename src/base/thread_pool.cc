@@ -1,11 +1,39 @@
-// ThreadPool implementation: generation-counted wake-up, atomic chunk counter.
+// ThreadPool implementation: generation-counted wake-up with a bounded spin, join-counted
+// completion, atomic chunk counter (see thread_pool.h for why).
 #include "base/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DI_CPU_RELAX() _mm_pause()
+#elif defined(__aarch64__)
+#define DI_CPU_RELAX() asm volatile("yield")
+#else
+#define DI_CPU_RELAX() ((void)0)
+#endif
 
 namespace deepinfer {
 namespace {
 thread_local bool t_inside_pool = false;
+
+// How long a waiting thread spins before it sleeps: longer than the gap between two loops of a
+// model step (a few us of serial work), short enough that an idle pool costs nothing measurable.
+constexpr auto kSpin = std::chrono::microseconds(100);
+
+// Spins until pred() or kSpin elapsed; true when pred() held.
+template <typename Pred>
+bool spin_until(Pred pred) {
+  const auto t_end = std::chrono::steady_clock::now() + kSpin;
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (pred()) return true;
+      DI_CPU_RELAX();
+    }
+    if (std::chrono::steady_clock::now() >= t_end) return pred();
+  }
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -19,6 +47,7 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
@@ -38,16 +67,21 @@ void ThreadPool::run_chunks() {
 void ThreadPool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
+    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
       if (stop_) return;
-      seen = generation_;
+      seen = generation_.load();
+      if (!open_) continue;  // the caller already finished this loop without us
+      joined_.fetch_add(1);
     }
     run_chunks();
-    {
+    if (joined_.fetch_sub(1) == 1) {
+      // The caller may be asleep on done_: take the mutex so the notify cannot fall between
+      // its predicate check and its wait.
       std::lock_guard<std::mutex> lock(mutex_);
-      if (--busy_ == 0) done_.notify_one();
+      done_.notify_one();
     }
   }
 }
@@ -68,13 +102,20 @@ void ThreadPool::parallel_for(int64_t n, const std::function<void(int64_t, int64
     n_ = n;
     chunk_ = chunk;
     next_.store(0);
-    busy_ = static_cast<int>(workers_.size());
-    ++generation_;
+    open_ = true;
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.notify_all();  // no system call when every worker is still spinning
   run_chunks();
-  std::unique_lock<std::mutex> lock(mutex_);
-  done_.wait(lock, [&] { return busy_ == 0; });
+  {
+    // Every chunk is claimed: close the loop, then wait for the workers that joined it.
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = false;
+  }
+  if (!spin_until([&] { return joined_.load(std::memory_order_acquire) == 0; })) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [&] { return joined_.load() == 0; });
+  }
   fn_ = nullptr;
 }
 

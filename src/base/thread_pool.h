@@ -7,6 +7,13 @@
 // keeps outputs identical for every thread count. A parallel_for issued from inside a chunk runs
 // inline (no nested parallelism, no deadlock). One loop at a time per pool: concurrent callers
 // are serialised.
+//
+// Hand-offs: a model step issues hundreds of short loops, and waking a sleeping thread costs
+// 10-100 us on a VM (more than a tiny model's whole op), so an idle worker spins briefly on the
+// loop generation before it sleeps on the condition variable, and the caller spins briefly on
+// the joined count before it sleeps. The caller waits only for workers that joined the loop:
+// a worker that wakes after the caller has done every chunk finds the loop closed and goes
+// back to waiting, so a descheduled worker never delays a loop it took no part in.
 #pragma once
 
 #include <atomic>
@@ -38,11 +45,12 @@ class ThreadPool {
 
   std::vector<std::thread> workers_;
   std::mutex call_mutex_;  // serialises parallel_for callers
-  std::mutex mutex_;
+  std::mutex mutex_;       // guards the loop fields and open_/joined_ transitions
   std::condition_variable wake_;
   std::condition_variable done_;
-  uint64_t generation_ = 0;
-  int busy_ = 0;
+  std::atomic<uint64_t> generation_{0};  // bumped (under mutex_) when a loop opens
+  std::atomic<int> joined_{0};           // workers inside the current loop
+  bool open_ = false;                    // workers may still join the current loop
   bool stop_ = false;
 
   // The current loop.

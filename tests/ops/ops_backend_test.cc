@@ -56,6 +56,31 @@ TEST_P(BackendVsRef, Linear) {
   EXPECT_TRUE(close(y.v, want.v, 1e-5));
 }
 
+// The GEMM's block edges (opt_gemm_avx2.cc: 4 x 3 and 1-2 x 4 register blocks, 24-row tasks,
+// 512-column chunks, 8-lane masked tails): every row count mod 4, weight-row counts around the
+// block and task widths, K below one vector, odd, and past a chunk; an unaligned, strided x.
+TEST_P(BackendVsRef, LinearBlockEdges) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{3, 25, 77},  {5, 50, 13},  {6, 23, 1100}, {9, 7, 5},
+                          {4, 49, 520}, {2, 3, 129}, {13, 48, 64}};
+  for (WKind kind :
+       {WKind::kBf16, WKind::kF16, WKind::kF32, WKind::kFp8E8m0, WKind::kFp8F32, WKind::kFp4}) {
+    for (const Shape& s : shapes) {
+      const int64_t k = kind == WKind::kFp4 ? (s.k + 1) / 2 * 2 : s.k;
+      OwnedWeight w = random_weight(rng_, kind, s.n, k);
+      Buf big = random_buf(rng_, s.m, k + 7);
+      const CMat x = big.cmat().cols_slice(3, k);  // ld = k + 7, rows start unaligned
+      Buf y(s.m, s.n), want(s.m, s.n);
+      ref_->linear(x, w.ref, want.mat());
+      ops_->linear(x, w.ref, y.mat());
+      EXPECT_TRUE(close(y.v, want.v, 1e-5))
+          << wkind_name(kind) << " m" << s.m << " n" << s.n << " k" << k;
+    }
+  }
+}
+
 TEST_P(BackendVsRef, RowOps) {
   for (int64_t M : {1, 7, 300}) {
     Buf x = random_buf(rng_, M, 256, -3.0f, 3.0f);
@@ -263,16 +288,25 @@ TEST(OptBatchInvariance, RowResultsDoNotDependOnBatch) {
   // DEEPINFER_BATCH_INVARIANT: a token's outputs must be the same bits alone or in a batch.
   std::mt19937 rng(11);
   auto ops = cpu::make_opt_ops(2);
-  for (WKind kind : {WKind::kFp8E8m0, WKind::kFp4, WKind::kBf16}) {
-    OwnedWeight w = random_weight(rng, kind, 70, 512);
-    Buf x = random_buf(rng, 5, 512), all(5, 70);
-    ops->linear(x.cmat(), w.ref, all.mat(), {.act_quant = true});
-    for (int64_t m = 0; m < 5; ++m) {
-      Buf one(1, 70);
-      ops->linear(x.cmat().rows_slice(m, 1), w.ref, one.mat(), {.act_quant = true});
-      for (int64_t n = 0; n < 70; ++n) {
-        ASSERT_EQ(std::bit_cast<uint32_t>(one.at(0, n)), std::bit_cast<uint32_t>(all.at(m, n)))
-            << wkind_name(kind) << " row " << m << " col " << n;
+  // K = 64, 256, 258, 512: one chunk (short, with and without a vector tail); 1100: two full
+  // chunks and a tail. M = 9: 4-row blocks, a 1-row tail, and (BF16/FP16)
+  // the scratch-decode path where M = 1 widens in the loads.
+  for (WKind kind : {WKind::kFp8E8m0, WKind::kFp4, WKind::kBf16, WKind::kF16, WKind::kF32}) {
+    for (int64_t K : {64, 256, 258, 512, 1100}) {
+      const int64_t M = 9;
+      OwnedWeight w = random_weight(rng, kind, 70, K);
+      Buf x = random_buf(rng, M, K), all(M, 70);
+      ops->linear(x.cmat(), w.ref, all.mat(), {.act_quant = true});
+      for (int64_t m = 0; m < M; ++m) {
+        for (int64_t rows : {1, 2, 3}) {
+          if (m + rows > M) continue;
+          Buf part(rows, 70);
+          ops->linear(x.cmat().rows_slice(m, rows), w.ref, part.mat(), {.act_quant = true});
+          for (int64_t n = 0; n < 70; ++n) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(part.at(0, n)), std::bit_cast<uint32_t>(all.at(m, n)))
+                << wkind_name(kind) << " K " << K << " row " << m << "+" << rows << " col " << n;
+          }
+        }
       }
     }
   }

@@ -52,7 +52,8 @@ Timing time_it(F&& fn, double min_s = 0.3) {
 void report(const char* op, const char* backend, const std::string& shape, Timing t, double flops,
             double bytes) {
   std::printf("%-17s %-5s %-30s %9.3f ms %9.3f cpu-ms %7.2f GFLOP/s %7.2f GB/s\n", op, backend,
-              shape.c_str(), t.wall * 1e3, t.cpu * 1e3, flops / t.wall * 1e-9, bytes / t.wall * 1e-9);
+              shape.c_str(), t.wall * 1e3, t.cpu * 1e3, flops / t.wall * 1e-9,
+              bytes / t.wall * 1e-9);
 }
 
 struct Ceilings {
@@ -212,6 +213,58 @@ TEST(OpsPerf, DISABLED_V4FlashShapes) {
       report("hadamard128", bn, "64x4096", time_it([&] { ops->hadamard128(x.mat()); }), 7.0 * M * D,
              8.0 * M * D);
     }
+  }
+}
+
+// The 0.3B bench model's GEMM shapes (bench/model_cpu), opt backend at 1 and 2 threads, every
+// weight format: GMAC/s against this machine's FMA peak and numpy/torch sgemm on the same shapes
+// (bench/model_cpu/gemm_vs_torch.py prints those). Wall and process CPU time, best of the runs.
+TEST(OpsPerf, DISABLED_PrefillGemm) {
+  struct Shape {
+    int64_t m, n, k;
+  };
+  const Shape shapes[] = {{512, 2048, 512},
+                          {512, 512, 768},
+                          {96, 512, 768},
+                          {96, 768, 512},
+                          {512, 16384, 768},
+                          {1, 2048, 512},
+                          {1, 16384, 768},
+                          // the tiny model's (hidden 64): K = 64, 32, 160
+                          {512, 64, 64},
+                          {512, 320, 32},
+                          {512, 64, 160}};
+  std::mt19937 rng(3);
+  for (const char* name : {"opt1", "opt2"}) {
+    auto ops = cpu::make_opt_ops(name[3] - '0');
+    for (WKind kind : {WKind::kF32, WKind::kBf16, WKind::kFp8E8m0, WKind::kFp4}) {
+      for (const Shape& s : shapes) {
+        OwnedWeight w = random_weight(rng, kind, s.n, s.k);
+        Buf x = random_buf(rng, s.m, s.k), y(s.m, s.n);
+        const Timing t = time_it([&] { ops->linear(x.cmat(), w.ref, y.mat(), {}); }, 0.2);
+        const double macs = static_cast<double>(s.m * s.n * s.k);
+        std::printf(
+            "gemm %-5s %-4s M=%-4lld N=%-5lld K=%-4lld %8.3f ms %8.3f cpu-ms %6.2f GMAC/s\n",
+            wkind_name(kind), name, static_cast<long long>(s.m), static_cast<long long>(s.n),
+            static_cast<long long>(s.k), t.wall * 1e3, t.cpu * 1e3, macs / t.wall * 1e-9);
+      }
+    }
+  }
+}
+
+// Expert-sized GEMMs with cold weights (a 0.3B prefill streams 1.4 GB of them): 64 different
+// [512, 768] FP32 matrices in turn, M = 96, so every call reads its weights from DRAM.
+TEST(OpsPerf, DISABLED_ColdWeightGemm) {
+  std::mt19937 rng(4);
+  std::vector<OwnedWeight> ws;
+  for (int i = 0; i < 64; ++i) ws.push_back(random_weight(rng, WKind::kF32, 512, 768));
+  Buf x = random_buf(rng, 96, 768), y(96, 512);
+  for (const char* name : {"opt1", "opt2"}) {
+    auto ops = cpu::make_opt_ops(name[3] - '0');
+    size_t i = 0;
+    const Timing t = time_it([&] { ops->linear(x.cmat(), ws[i++ % ws.size()].ref, y.mat(), {}); });
+    std::printf("cold gemm f32 %s M=96 N=512 K=768 %8.3f ms %6.2f GMAC/s\n", name, t.wall * 1e3,
+                96.0 * 512 * 768 / t.wall * 1e-9);
   }
 }
 

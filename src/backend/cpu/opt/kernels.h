@@ -6,11 +6,20 @@
 // dynamic loader (target_clones / ifunc): the binary runs everywhere and uses FMA where present.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/weight_ref.h"
 
 namespace deepinfer::backend::cpu::opt {
+
+// parallel_for grain for items of `work` elementary operations each: at least ~16K operations
+// per chunk, so an op too small to repay a hand-off (a tiny model's row ops, any decode step)
+// runs on the calling thread (ThreadPool runs inline when one chunk covers the loop).
+inline int64_t grain_for(int64_t work) {
+  constexpr int64_t kMinChunkWork = int64_t{1} << 14;
+  return std::max<int64_t>(1, kMinChunkWork / std::max<int64_t>(1, work));
+}
 
 // Σ a[i]·b[i].
 float dot(const float* a, const float* b, int64_t n);
@@ -27,6 +36,13 @@ void axpy2(float a0, const float* x0, float a1, const float* x1, float* y, int64
 float sumsq(const float* x, int64_t n);
 // y[i] = x[i]·s.
 void scale_to(const float* x, float s, float* y, int64_t n);
+
+// y[i] = e^x[i] (x == y allowed): an AVX2 polynomial within ~2 ulp of libm where the CPU has
+// AVX2 + FMA (opt_math.cc), else std::exp.
+void exp_to(const float* x, float* y, int64_t n);
+// out[i] = u / (1 + e^-u) · v with u = min(a[i], limit), v = clamp(b[i], ±limit) (no clamp when
+// limit <= 0); out may alias a or b.
+void swiglu_row(const float* a, const float* b, float limit, float* out, int64_t n);
 
 // In-place FP8 E4M3 quantize->dequantize of one block (same bits as quant.h's
 // fake_quant_block_fp8; tests/ops checks it against the ref backend exactly).

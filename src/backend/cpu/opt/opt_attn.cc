@@ -7,6 +7,7 @@
 #include <numeric>
 #include <vector>
 
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "backend/cpu/opt/opt_ops.h"
 #include "backend/quant.h"
@@ -72,8 +73,9 @@ void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* i
             float mx = -std::numeric_limits<float>::infinity();
             for (int64_t j = 0; j < nr; ++j) mx = std::max(mx, zh[j] *= scale);
             float den = sink ? std::exp(sink[h0 + h] - mx) : 0.0f;
+            for (int64_t j = 0; j < nr; ++j) zh[j] -= mx;
+            opt::exp_to(zh, zh, nr);
             for (int64_t j = 0; j < nr; ++j) {
-              zh[j] = std::exp(zh[j] - mx);
               den += zh[j];
               if (bf16_probs) zh[j] = bf16_round(zh[j]);  // P·V uses the rounded weights
             }
@@ -92,41 +94,47 @@ void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* i
           for (int64_t h = 0; h < nh; ++h) opt::scale_to(o0 + h * d, inv_den[h], o0 + h * d, d);
         }
       },
-      1);
+      opt::grain_for(4 * std::min(kHeads, n_heads) * L * d));
 }
 
 void OptOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {
   DI_CHECK(slots_per_row > 0 && static_cast<int64_t>(slots.size()) == out.rows * slots_per_row);
   const int64_t W = out.cols;
-  pool_.parallel_for(out.rows, [&](int64_t r0, int64_t r1) {
-    std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W));
-    for (int64_t r = r0; r < r1; ++r) {
-      const PoolSlot* s = slots.data() + r * slots_per_row;
-      float* o = out.row(r);
-      std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
-      std::fill(den.begin(), den.end(), 0.0f);
-      std::fill(o, o + W, 0.0f);
-      bool any = false;
-      for (int64_t j = 0; j < slots_per_row; ++j) {
-        if (!s[j].value) continue;
-        any = true;
-        for (int64_t c = 0; c < W; ++c)
-          mx[static_cast<size_t>(c)] = std::max(mx[static_cast<size_t>(c)], s[j].gate[c]);
-      }
-      if (!any) continue;
-      for (int64_t j = 0; j < slots_per_row; ++j) {
-        if (!s[j].value) continue;
-        const float* g = s[j].gate;
-        const float* v = s[j].value;
-        for (int64_t c = 0; c < W; ++c) {
-          const float e = std::exp(g[c] - mx[static_cast<size_t>(c)]);
-          den[static_cast<size_t>(c)] += e;
-          o[c] += e * v[c];
+  pool_.parallel_for(
+      out.rows,
+      [&](int64_t r0, int64_t r1) {
+        std::vector<float> mx(static_cast<size_t>(W)), den(static_cast<size_t>(W)),
+            e(static_cast<size_t>(W));
+        for (int64_t r = r0; r < r1; ++r) {
+          const PoolSlot* s = slots.data() + r * slots_per_row;
+          float* o = out.row(r);
+          std::fill(mx.begin(), mx.end(), -std::numeric_limits<float>::infinity());
+          std::fill(den.begin(), den.end(), 0.0f);
+          std::fill(o, o + W, 0.0f);
+          bool any = false;
+          for (int64_t j = 0; j < slots_per_row; ++j) {
+            if (!s[j].value) continue;
+            any = true;
+            for (int64_t c = 0; c < W; ++c)
+              mx[static_cast<size_t>(c)] = std::max(mx[static_cast<size_t>(c)], s[j].gate[c]);
+          }
+          if (!any) continue;
+          for (int64_t j = 0; j < slots_per_row; ++j) {
+            if (!s[j].value) continue;
+            const float* g = s[j].gate;
+            const float* v = s[j].value;
+            for (int64_t c = 0; c < W; ++c)
+              e[static_cast<size_t>(c)] = g[c] - mx[static_cast<size_t>(c)];
+            opt::exp_to(e.data(), e.data(), W);
+            for (int64_t c = 0; c < W; ++c) {
+              den[static_cast<size_t>(c)] += e[static_cast<size_t>(c)];
+              o[c] += e[static_cast<size_t>(c)] * v[c];
+            }
+          }
+          for (int64_t c = 0; c < W; ++c) o[c] /= den[static_cast<size_t>(c)];
         }
-      }
-      for (int64_t c = 0; c < W; ++c) o[c] /= den[static_cast<size_t>(c)];
-    }
-  });
+      },
+      opt::grain_for(4 * slots_per_row * W));
 }
 
 void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
@@ -142,15 +150,38 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
       q.rows * chunks,
       [&](int64_t i0, int64_t i1) {
         std::vector<float> dots(static_cast<size_t>(2 * n_heads));
+        std::vector<float> kdots(static_cast<size_t>(kChunk * n_heads));
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t t = i / chunks, w0 = (i % chunks) * kChunk, w1 = std::min(R, w0 + kChunk);
           const int64_t vis = std::min<int64_t>(visible[t], R);
           const float* qt = q.row(t);
           const float* om = weights.row(t);
-          for (int64_t w = w0; w < w1; w += 2) {
+          // Keys at or past `vis` score -inf without their dots (half of a causal prefill's).
+          const int64_t wv = std::clamp(vis, w0, w1);
+          for (int64_t w = wv; w < w1; ++w) scores.at(t, w) = neg_inf;
+          if (opt::have_avx2_fma() && wv > w0) {
+            // All (visible key, head) dots of the chunk as one small GEMM (keys x heads), the
+            // blocked kernel's fixed per-pair order: the di = 32..128 dots were reduction-bound.
+            const int64_t nk = wv - w0;
+            Mat dk(kdots.data(), nk, n_heads);
+            opt::gemm_f32_avx2(keys.rows_slice(w0, nk), CMat(qt, n_heads, di), dk);
+            for (int64_t u = 0; u < nk; ++u) {
+              const float* dv = dk.row(u);
+              float sum = 0.0f;
+              for (int64_t h = 0; h < n_heads; ++h) {
+                float d = bf16_rounding ? bf16_round(dv[h]) : dv[h];
+                float prod = std::max(d, 0.0f) * om[h];
+                if (bf16_rounding) prod = bf16_round(prod);
+                sum += prod;
+              }
+              scores.at(t, w0 + u) = bf16_rounding ? bf16_round(sum) : sum;
+            }
+            continue;
+          }
+          for (int64_t w = w0; w < wv; w += 2) {
             // Two keys x four heads per kernel call; the per-head dots are the same bits as
             // one key at a time (dot4x2 == dot4, checked by OptBatchInvariance).
-            const bool pair = w + 1 < w1;
+            const bool pair = w + 1 < wv;
             const float* k0 = keys.row(w);
             const float* k1 = pair ? keys.row(w + 1) : k0;
             float* d0 = dots.data();
@@ -180,24 +211,28 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
           }
         }
       },
-      1);
+      opt::grain_for(2 * std::min(kChunk, R) * n_heads * di));
 }
 
 void OptOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {
-  pool_.parallel_for(scores.rows, [&](int64_t t0, int64_t t1) {
-    std::vector<int32_t> order;
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t vis = std::clamp<int64_t>(visible[t], 0, scores.cols);
-      const int64_t kk = std::min(k, vis);
-      order.resize(static_cast<size_t>(vis));
-      std::iota(order.begin(), order.end(), 0);
-      const float* s = scores.row(t);
-      std::partial_sort(order.begin(), order.begin() + kk, order.end(), [&](int32_t a, int32_t b) {
-        return s[a] > s[b] || (s[a] == s[b] && a < b);
-      });
-      for (int64_t j = 0; j < k; ++j) out[t * k + j] = j < kk ? order[static_cast<size_t>(j)] : -1;
-    }
-  });
+  pool_.parallel_for(
+      scores.rows,
+      [&](int64_t t0, int64_t t1) {
+        std::vector<int32_t> order;
+        for (int64_t t = t0; t < t1; ++t) {
+          const int64_t vis = std::clamp<int64_t>(visible[t], 0, scores.cols);
+          const int64_t kk = std::min(k, vis);
+          order.resize(static_cast<size_t>(vis));
+          std::iota(order.begin(), order.end(), 0);
+          const float* s = scores.row(t);
+          std::partial_sort(
+              order.begin(), order.begin() + kk, order.end(),
+              [&](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
+          for (int64_t j = 0; j < k; ++j)
+            out[t * k + j] = j < kk ? order[static_cast<size_t>(j)] : -1;
+        }
+      },
+      opt::grain_for(8 * scores.cols));
 }
 
 }  // namespace deepinfer::backend::cpu

@@ -1,4 +1,5 @@
-// OptOps, weight-bound ops: embedding, linear (any weight format), routing, grouped MoE.
+// OptOps, weight-bound ops: embedding, linear (any weight format), routing (the grouped MoE
+// experts are in opt_moe.cc).
 //
 // GEMM scheme: split the N weight rows into tasks of kTileN; within a task, four weight rows at
 // a time are decoded chunk by chunk (kChunkK columns) into an L1-sized FP32 scratch, and every
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "backend/cpu/opt/opt_ops.h"
 #include "backend/quant.h"
@@ -36,8 +38,8 @@
 namespace deepinfer::backend::cpu {
 namespace {
 
-constexpr int64_t kTileN = 16;    // weight rows per task
-constexpr int64_t kChunkK = 512;  // columns decoded at a time
+constexpr int64_t kTileN = 16;                     // weight rows per task
+constexpr int64_t kChunkK = 512;                   // columns decoded at a time
 constexpr int64_t kInlineMacs = int64_t{1} << 16;  // below this, no fan-out (see gemm)
 // Up to this many activation rows, dense BF16/FP16 weights are widened inside the AVX-512 dot
 // instead of decoded into scratch (see gemm).
@@ -226,96 +228,113 @@ float softplus_sqrt(float z) {
 void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   const int64_t K = w.k, M = x.rows;
+  // Small calls (the tiny models' decode steps) run on the caller: a pool wake-up costs 10-100 us
+  // on an idle VM, more than the work; the split never changes the results.
+  const bool inline_call = M * w.n * K < kInlineMacs;
+#ifdef DI_GEMM_AVX512
+  const bool avx512 = have_avx512();
+#else
+  const bool avx512 = false;
+#endif
+  if (!avx512 && opt::have_avx2_fma()) {
+    // AVX2 + FMA machines (opt_gemm_avx2.cc): register- and cache-blocked, any weight format.
+    const int64_t tiles2 = (w.n + opt::kAvx2TileN - 1) / opt::kAvx2TileN;
+    const auto body2 = [&](int64_t t0, int64_t t1) {
+      opt::gemm_avx2(x, w, y, t0 * opt::kAvx2TileN, std::min(w.n, t1 * opt::kAvx2TileN));
+    };
+    if (inline_call) {
+      body2(0, tiles2);
+    } else {
+      pool_.parallel_for(tiles2, body2, 1);
+    }
+    return;
+  }
   // K chunk: ~512 columns, a whole number of scale blocks, so four decoded weight rows (8 KiB)
   // stay in L1 while every activation row passes over them.
   const int64_t bk = w.quantized() ? w.block_k : 1;
   const int64_t kc = bk * std::max<int64_t>(1, kChunkK / bk);
   const int64_t tiles = (w.n + kTileN - 1) / kTileN;
   const auto body = [&](int64_t t0, int64_t t1) {
-        std::vector<float>& buf = scratch(static_cast<size_t>(4 * kc));
-        const bool in_place = w.format == WeightFormat::kDense && w.weight.dtype == DType::kF32;
+    std::vector<float>& buf = scratch(static_cast<size_t>(4 * kc));
+    const bool in_place = w.format == WeightFormat::kDense && w.weight.dtype == DType::kF32;
 #ifdef DI_GEMM_AVX512
-        // Decode (few rows): the scratch decode's store + reload cost as much as the dot, so
-        // BF16/FP16 rows are widened in the kernel's loads; the values (hence the bits) are those
-        // the scratch would hold. Many rows amortise one decode per chunk, so they keep scratch.
-        const bool dense16 = w.format == WeightFormat::kDense &&
-                             (w.weight.dtype == DType::kBF16 || w.weight.dtype == DType::kF16);
-        const bool fused = dense16 && M <= kFusedMaxRows && have_avx512();
+    // Decode (few rows): the scratch decode's store + reload cost as much as the dot, so
+    // BF16/FP16 rows are widened in the kernel's loads; the values (hence the bits) are those
+    // the scratch would hold. Many rows amortise one decode per chunk, so they keep scratch.
+    const bool dense16 = w.format == WeightFormat::kDense &&
+                         (w.weight.dtype == DType::kBF16 || w.weight.dtype == DType::kF16);
+    const bool fused = dense16 && M <= kFusedMaxRows && have_avx512();
 #endif
-        float p0[4], p1[4];
-        for (int64_t t = t0; t < t1; ++t) {
-          const int64_t n0 = t * kTileN, nn = std::min(kTileN, w.n - n0);
-          for (int64_t r0 = 0; r0 < nn; r0 += 4) {
-            const int64_t g = std::min<int64_t>(4, nn - r0);
-            for (int64_t k0 = 0; k0 < K; k0 += kc) {
-              const int64_t len = std::min(kc, K - k0);
-              // Four weight rows of the chunk: in place for FP32, else decoded into `buf`.
+    float p0[4], p1[4];
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n0 = t * kTileN, nn = std::min(kTileN, w.n - n0);
+      for (int64_t r0 = 0; r0 < nn; r0 += 4) {
+        const int64_t g = std::min<int64_t>(4, nn - r0);
+        for (int64_t k0 = 0; k0 < K; k0 += kc) {
+          const int64_t len = std::min(kc, K - k0);
+          // Four weight rows of the chunk: in place for FP32, else decoded into `buf`.
 #ifdef DI_GEMM_AVX512
-              if (fused) {
-                const uint16_t* w16 = w.weight.ptr<uint16_t>() + (n0 + r0) * K + k0;
-                const void* wr[4] = {w16, w16 + K, w16 + 2 * K, w16 + 3 * K};
-                if (w.weight.dtype == DType::kBF16) {
-                  chunk_avx512<WLoad::kBf16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0,
-                                             k0 == 0);
-                } else {
-                  chunk_avx512<WLoad::kF16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0,
-                                            k0 == 0);
-                }
-                continue;
-              }
+          if (fused) {
+            const uint16_t* w16 = w.weight.ptr<uint16_t>() + (n0 + r0) * K + k0;
+            const void* wr[4] = {w16, w16 + K, w16 + 2 * K, w16 + 3 * K};
+            if (w.weight.dtype == DType::kBF16) {
+              chunk_avx512<WLoad::kBf16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+            } else {
+              chunk_avx512<WLoad::kF16>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+            }
+            continue;
+          }
 #endif
-              const float* wt = buf.data();
-              int64_t ldw = kc;
-              if (in_place) {
-                wt = w.weight.ptr<float>() + (n0 + r0) * K + k0;
-                ldw = K;
-              } else {
-                for (int64_t r = 0; r < g; ++r)
-                  opt::dequant_range(w, n0 + r0 + r, k0, len, buf.data() + r * kc);
-              }
+          const float* wt = buf.data();
+          int64_t ldw = kc;
+          if (in_place) {
+            wt = w.weight.ptr<float>() + (n0 + r0) * K + k0;
+            ldw = K;
+          } else {
+            for (int64_t r = 0; r < g; ++r)
+              opt::dequant_range(w, n0 + r0 + r, k0, len, buf.data() + r * kc);
+          }
 #ifdef DI_GEMM_AVX512
-              if (have_avx512()) {
-                const void* wr[4] = {wt, wt + ldw, wt + 2 * ldw, wt + 3 * ldw};
-                chunk_avx512<WLoad::kF32>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
-                continue;
-              }
+          if (have_avx512()) {
+            const void* wr[4] = {wt, wt + ldw, wt + 2 * ldw, wt + 3 * ldw};
+            chunk_avx512<WLoad::kF32>(x, k0, wr, static_cast<int>(g), len, y, n0 + r0, k0 == 0);
+            continue;
+          }
 #endif
-              // y[m, n] = Σ over chunks of the chunk dots, in chunk order, the same for every M
-              // (batch invariance): the first chunk assigns, the others add.
-              auto put = [&](float* yr, const float* p) {
-                for (int64_t r = 0; r < g; ++r) yr[r] = k0 == 0 ? p[r] : yr[r] + p[r];
-              };
-              int64_t m = 0;
-              for (; m + 2 <= M; m += 2) {
-                const float* x0 = x.row(m) + k0;
-                const float* x1 = x.row(m + 1) + k0;
-                if (g == 4) {
-                  opt::dot4x2(x0, x1, wt, ldw, len, p0, p1);
-                } else {
-                  for (int64_t r = 0; r < g; ++r) {
-                    p0[r] = opt::dot(x0, wt + r * ldw, len);
-                    p1[r] = opt::dot(x1, wt + r * ldw, len);
-                  }
-                }
-                put(y.row(m) + n0 + r0, p0);
-                put(y.row(m + 1) + n0 + r0, p1);
-              }
-              for (; m < M; ++m) {
-                const float* xr = x.row(m) + k0;
-                if (g == 4) {
-                  opt::dot4(xr, wt, ldw, len, p0);
-                } else {
-                  for (int64_t r = 0; r < g; ++r) p0[r] = opt::dot(xr, wt + r * ldw, len);
-                }
-                put(y.row(m) + n0 + r0, p0);
+          // y[m, n] = Σ over chunks of the chunk dots, in chunk order, the same for every M
+          // (batch invariance): the first chunk assigns, the others add.
+          auto put = [&](float* yr, const float* p) {
+            for (int64_t r = 0; r < g; ++r) yr[r] = k0 == 0 ? p[r] : yr[r] + p[r];
+          };
+          int64_t m = 0;
+          for (; m + 2 <= M; m += 2) {
+            const float* x0 = x.row(m) + k0;
+            const float* x1 = x.row(m + 1) + k0;
+            if (g == 4) {
+              opt::dot4x2(x0, x1, wt, ldw, len, p0, p1);
+            } else {
+              for (int64_t r = 0; r < g; ++r) {
+                p0[r] = opt::dot(x0, wt + r * ldw, len);
+                p1[r] = opt::dot(x1, wt + r * ldw, len);
               }
             }
+            put(y.row(m) + n0 + r0, p0);
+            put(y.row(m + 1) + n0 + r0, p1);
+          }
+          for (; m < M; ++m) {
+            const float* xr = x.row(m) + k0;
+            if (g == 4) {
+              opt::dot4(xr, wt, ldw, len, p0);
+            } else {
+              for (int64_t r = 0; r < g; ++r) p0[r] = opt::dot(xr, wt + r * ldw, len);
+            }
+            put(y.row(m) + n0 + r0, p0);
           }
         }
+      }
+    }
   };
-  // Small calls (the tiny models' decode steps) run on the caller: a pool wake-up costs 10-100 us
-  // on an idle VM, more than the work; the split never changes the results.
-  if (M * w.n * K < kInlineMacs) {
+  if (inline_call) {
     body(0, tiles);
   } else {
     pool_.parallel_for(tiles, body, 1);
@@ -325,17 +344,22 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
 void OptOps::quantized_input(CMat x, const WeightRef& w, bool act_quant, int act_block,
                              float* buf) {
   const int64_t K = x.cols;
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* dst = buf + m * K;
-      std::copy(x.row(m), x.row(m) + K, dst);
-      if (act_quant && w.quantized()) {
-        for (int64_t b = 0; b < K; b += act_block) {
-          opt::fake_quant_fp8_block(dst + b, std::min<int64_t>(act_block, K - b));
+  const int64_t grain = opt::grain_for(act_quant && w.quantized() ? 4 * K : K);
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          float* dst = buf + m * K;
+          std::copy(x.row(m), x.row(m) + K, dst);
+          if (act_quant && w.quantized()) {
+            for (int64_t b = 0; b < K; b += act_block) {
+              opt::fake_quant_fp8_block(dst + b, std::min<int64_t>(act_block, K - b));
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      grain);
+  ;
 }
 
 void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
@@ -355,12 +379,15 @@ void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
 
 void OptOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {
   DI_CHECK(!table.quantized() && out.rows == n && out.cols == table.k);
-  pool_.parallel_for(n, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      DI_CHECK(ids[i] >= 0 && ids[i] < table.n);
-      opt::dequant_row(table, ids[i], out.row(i));
-    }
-  });
+  pool_.parallel_for(
+      n,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          DI_CHECK(ids[i] >= 0 && ids[i] < table.n);
+          opt::dequant_row(table, ids[i], out.row(i));
+        }
+      },
+      opt::grain_for(2 * table.k));
 }
 
 void OptOps::route_weights(CMat x, const WeightRef& gate, Mat p) {
@@ -416,84 +443,6 @@ void OptOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& 
     }
     for (int j = 0; j < k; ++j) weights.at(m, j) = p.at(m, ids[m * k + j]) / sum * route_scale;
   }
-}
-
-void OptOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
-                         std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) {
-  DI_CHECK(out.rows == x.rows && weights.cols == top_k);
-  const int64_t M = x.rows, D = x.cols;
-  // Token lists per expert, in token order; experts then run in ascending id, so each token's
-  // FP32 sum adds experts in the same order as the reference.
-  std::vector<std::vector<std::pair<int64_t, int>>> by_expert(experts.size());
-  for (int64_t m = 0; m < M; ++m) {
-    for (int j = 0; j < top_k; ++j) {
-      const int32_t e = ids[m * top_k + j];
-      if (e < 0) continue;
-      DI_CHECK(static_cast<size_t>(e) < experts.size());
-      by_expert[static_cast<size_t>(e)].push_back({m, j});
-    }
-  }
-  std::vector<float> acc(static_cast<size_t>(M * out.cols), 0.0f);
-  std::vector<float> xg, xq, a, b, y;
-  auto round_all = [&](std::vector<float>& v, size_t n) {
-    if (opts.bf16_rounding)
-      for (size_t i = 0; i < n; ++i) v[i] = bf16_round(v[i]);
-  };
-  for (size_t e = 0; e < experts.size(); ++e) {
-    const auto& list = by_expert[e];
-    if (list.empty()) continue;
-    const ExpertWeights& ew = experts[e];
-    const int64_t T = static_cast<int64_t>(list.size()), I = ew.w1.n;
-    DI_CHECK(ew.w1.k == D && ew.w3.k == D && ew.w3.n == I && ew.w2.k == I && ew.w2.n == out.cols);
-    xg.resize(static_cast<size_t>(T * D));
-    for (int64_t i = 0; i < T; ++i)
-      std::copy(x.row(list[static_cast<size_t>(i)].first),
-                x.row(list[static_cast<size_t>(i)].first) + D, xg.data() + i * D);
-    xq.resize(xg.size());
-    quantized_input(CMat(xg.data(), T, D), ew.w1, opts.act_quant, opts.act_block, xq.data());
-    a.resize(static_cast<size_t>(T * I));
-    b.resize(static_cast<size_t>(T * I));
-    gemm(CMat(xq.data(), T, D), ew.w1, Mat(a.data(), T, I));
-    if (ew.w3.quantized() != ew.w1.quantized()) {
-      quantized_input(CMat(xg.data(), T, D), ew.w3, opts.act_quant, opts.act_block, xq.data());
-    }
-    gemm(CMat(xq.data(), T, D), ew.w3, Mat(b.data(), T, I));
-    round_all(a, a.size());
-    round_all(b, b.size());
-    swiglu(CMat(a.data(), T, I), CMat(b.data(), T, I), opts.swiglu_limit, Mat(a.data(), T, I));
-    if (opts.weight_before_w2) {
-      for (int64_t i = 0; i < T; ++i) {
-        const auto [m, j] = list[static_cast<size_t>(i)];
-        opt::scale_to(a.data() + i * I, weights.at(m, j), a.data() + i * I, I);
-      }
-    }
-    round_all(a, a.size());
-    xq.resize(a.size());
-    quantized_input(CMat(a.data(), T, I), ew.w2, opts.act_quant, opts.act_block, xq.data());
-    y.resize(static_cast<size_t>(T * out.cols));
-    gemm(CMat(xq.data(), T, I), ew.w2, Mat(y.data(), T, out.cols));
-    round_all(y, y.size());
-    for (int64_t i = 0; i < T; ++i) {
-      const auto [m, j] = list[static_cast<size_t>(i)];
-      float* yr = y.data() + i * out.cols;
-      if (!opts.weight_before_w2) {
-        const float g = weights.at(m, j);
-        for (int64_t c = 0; c < out.cols; ++c) {
-          yr[c] *= g;
-          if (opts.bf16_rounding) yr[c] = bf16_round(yr[c]);
-        }
-      }
-      float* ar = acc.data() + m * out.cols;
-      for (int64_t c = 0; c < out.cols; ++c) ar[c] += yr[c];
-    }
-  }
-  pool_.parallel_for(M, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* o = out.row(m);
-      const float* ar = acc.data() + m * out.cols;
-      for (int64_t c = 0; c < out.cols; ++c) o[c] = (opts.accumulate ? o[c] : 0.0f) + ar[c];
-    }
-  });
 }
 
 std::unique_ptr<Ops> make_opt_ops(int num_threads) { return std::make_unique<OptOps>(num_threads); }

@@ -4,11 +4,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
+#include "backend/cpu/opt/gemm_avx2.h"
 #include "backend/cpu/opt/kernels.h"
 #include "backend/quant.h"
 #include "base/check.h"
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
 
 namespace deepinfer::backend::cpu {
 namespace {
@@ -27,84 +33,103 @@ void OptOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat 
     flat.k = g;
     opt::dequant_row(flat, 0, wf.data());
   }
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      for (int64_t c0 = 0; c0 < x.cols; c0 += g) {
-        const float* xr = x.row(m) + c0;
-        float* yr = y.row(m) + c0;
-        const float r = 1.0f / std::sqrt(opt::sumsq(xr, g) / static_cast<float>(g) + eps);
-        if (w) {
-          for (int64_t c = 0; c < g; ++c) yr[c] = xr[c] * r * wf[static_cast<size_t>(c)];
-        } else {
-          opt::scale_to(xr, r, yr, g);
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          for (int64_t c0 = 0; c0 < x.cols; c0 += g) {
+            const float* xr = x.row(m) + c0;
+            float* yr = y.row(m) + c0;
+            const float r = 1.0f / std::sqrt(opt::sumsq(xr, g) / static_cast<float>(g) + eps);
+            if (w) {
+              for (int64_t c = 0; c < g; ++c) yr[c] = xr[c] * r * wf[static_cast<size_t>(c)];
+            } else {
+              opt::scale_to(xr, r, yr, g);
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      opt::grain_for(3 * x.cols));
 }
 
 void OptOps::round_bf16(Mat x) {
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      float* r = x.row(m);
-      for (int64_t c = 0; c < x.cols; ++c) r[c] = bf16_round(r[c]);
-    }
-  });
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          float* r = x.row(m);
+          for (int64_t c = 0; c < x.cols; ++c) r[c] = bf16_round(r[c]);
+        }
+      },
+      opt::grain_for(x.cols));
 }
 
 void OptOps::add(CMat a, CMat b, Mat out) {
   DI_CHECK(b.cols == a.cols && (b.rows == a.rows || b.rows == 1) && out.rows == a.rows &&
            out.cols == a.cols);
-  pool_.parallel_for(a.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* ar = a.row(m);
-      const float* br = b.row(b.rows == 1 ? 0 : m);
-      float* o = out.row(m);
-      for (int64_t c = 0; c < a.cols; ++c) o[c] = ar[c] + br[c];
-    }
-  });
+  pool_.parallel_for(
+      a.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          const float* ar = a.row(m);
+          const float* br = b.row(b.rows == 1 ? 0 : m);
+          float* o = out.row(m);
+          for (int64_t c = 0; c < a.cols; ++c) o[c] = ar[c] + br[c];
+        }
+      },
+      opt::grain_for(a.cols));
 }
 
 void OptOps::scale(Mat x, float s) {
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) opt::scale_to(x.row(m), s, x.row(m), x.cols);
-  });
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) opt::scale_to(x.row(m), s, x.row(m), x.cols);
+      },
+      opt::grain_for(x.cols));
 }
 
 void OptOps::copy_rows(CMat src, const int32_t* rows, Mat dst) {
   DI_CHECK(src.cols == dst.cols);
-  pool_.parallel_for(dst.rows, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t r = rows ? rows[i] : i;
-      DI_CHECK(r >= 0 && r < src.rows);
-      std::copy(src.row(r), src.row(r) + dst.cols, dst.row(i));
-    }
-  });
+  pool_.parallel_for(
+      dst.rows,
+      [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t r = rows ? rows[i] : i;
+          DI_CHECK(r >= 0 && r < src.rows);
+          std::copy(src.row(r), src.row(r) + dst.cols, dst.row(i));
+        }
+      },
+      opt::grain_for(dst.cols));
 }
 
 void OptOps::rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                   std::span<const float> freqs, bool inverse) {
   const int64_t half = static_cast<int64_t>(freqs.size());
   DI_CHECK(x.cols == n_heads * head_dim && 2 * half <= head_dim);
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    std::vector<float> cs(static_cast<size_t>(2 * half));
-    for (int64_t m = m0; m < m1; ++m) {
-      for (int64_t j = 0; j < half; ++j) {  // one table per row, shared by all heads
-        const float angle = static_cast<float>(positions[m]) * freqs[static_cast<size_t>(j)];
-        cs[static_cast<size_t>(2 * j)] = std::cos(angle);
-        cs[static_cast<size_t>(2 * j + 1)] = inverse ? -std::sin(angle) : std::sin(angle);
-      }
-      for (int64_t h = 0; h < n_heads; ++h) {
-        float* r = x.row(m) + h * head_dim + (head_dim - 2 * half);
-        for (int64_t j = 0; j < half; ++j) {
-          const float c = cs[static_cast<size_t>(2 * j)], s = cs[static_cast<size_t>(2 * j + 1)];
-          const float a = r[2 * j], b = r[2 * j + 1];
-          r[2 * j] = a * c - b * s;
-          r[2 * j + 1] = a * s + b * c;
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        std::vector<float> cs(static_cast<size_t>(2 * half));
+        for (int64_t m = m0; m < m1; ++m) {
+          for (int64_t j = 0; j < half; ++j) {  // one table per row, shared by all heads
+            const float angle = static_cast<float>(positions[m]) * freqs[static_cast<size_t>(j)];
+            cs[static_cast<size_t>(2 * j)] = std::cos(angle);
+            cs[static_cast<size_t>(2 * j + 1)] = inverse ? -std::sin(angle) : std::sin(angle);
+          }
+          for (int64_t h = 0; h < n_heads; ++h) {
+            float* r = x.row(m) + h * head_dim + (head_dim - 2 * half);
+            for (int64_t j = 0; j < half; ++j) {
+              const float c = cs[static_cast<size_t>(2 * j)],
+                          s = cs[static_cast<size_t>(2 * j + 1)];
+              const float a = r[2 * j], b = r[2 * j + 1];
+              r[2 * j] = a * c - b * s;
+              r[2 * j + 1] = a * s + b * c;
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      opt::grain_for(2 * x.cols));
 }
 
 namespace {
@@ -117,6 +142,58 @@ void hc_mu(const float* x, int64_t len, const HcParams& p, int64_t rows, float* 
   }
   for (; r < rows; ++r) mu[r] = opt::dot(x, p.fn.row(r), len);
   for (r = 0; r < rows; ++r) mu[r] *= rho;
+}
+
+// Sinkhorn normalisation of the n x n matrix C (row-major): `iters` column passes, each after
+// the first preceded by a row pass; every sum runs in index order from 0, then one division per
+// element. For n = 4 (every V4 config) the same operations run four lanes at a time in SSE
+// (rows as vectors: column sums are vertical adds; row sums after a transpose), so the results
+// are the scalar loop's bits with a quarter of the divisions (their latency dominated hc_pre).
+void sinkhorn(float* C, int n, int iters, float eps) {
+#if defined(__SSE2__)
+  if (n == 4) {
+    __m128 r0 = _mm_loadu_ps(C), r1 = _mm_loadu_ps(C + 4), r2 = _mm_loadu_ps(C + 8),
+           r3 = _mm_loadu_ps(C + 12);
+    const __m128 ve = _mm_set1_ps(eps), zero = _mm_setzero_ps();
+    for (int it = 0; it < iters; ++it) {
+      if (it > 0) {
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_j = column j; lane i = row i
+        const __m128 d =
+            _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(zero, r0), r1), r2), r3), ve);
+        r0 = _mm_div_ps(r0, d);
+        r1 = _mm_div_ps(r1, d);
+        r2 = _mm_div_ps(r2, d);
+        r3 = _mm_div_ps(r3, d);
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      }
+      const __m128 d =
+          _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(zero, r0), r1), r2), r3), ve);
+      r0 = _mm_div_ps(r0, d);
+      r1 = _mm_div_ps(r1, d);
+      r2 = _mm_div_ps(r2, d);
+      r3 = _mm_div_ps(r3, d);
+    }
+    _mm_storeu_ps(C, r0);
+    _mm_storeu_ps(C + 4, r1);
+    _mm_storeu_ps(C + 8, r2);
+    _mm_storeu_ps(C + 12, r3);
+    return;
+  }
+#endif
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+      for (int i = 0; i < n; ++i) {
+        float s = 0.0f;
+        for (int j = 0; j < n; ++j) s += C[i * n + j];
+        for (int j = 0; j < n; ++j) C[i * n + j] /= s + eps;
+      }
+    }
+    for (int j = 0; j < n; ++j) {
+      float s = 0.0f;
+      for (int i = 0; i < n; ++i) s += C[i * n + j];
+      for (int i = 0; i < n; ++i) C[i * n + j] /= s + eps;
+    }
+  }
 }
 
 // y = Σ_i pre_i · X_i.
@@ -132,137 +209,155 @@ void OptOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) 
   DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
   DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
   const float eps = p.hc_eps;
-  pool_.parallel_for(streams.rows, [&](int64_t m0, int64_t m1) {
-    std::vector<float> mu(static_cast<size_t>((2 + n) * n)), pre(static_cast<size_t>(n));
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* x = streams.row(m);
-      hc_mu(x, n * D, p, (2 + n) * n, mu.data());
-      for (int i = 0; i < n; ++i) {
-        pre[static_cast<size_t>(i)] =
-            sigmoid(mu[static_cast<size_t>(i)] * p.scale[0] + p.base[i]) + eps;
-        post.at(m, i) = 2.0f * sigmoid(mu[static_cast<size_t>(n + i)] * p.scale[1] + p.base[n + i]);
-      }
-      float* C = comb.row(m);
-      for (int i = 0; i < n * n; ++i)
-        C[i] = mu[static_cast<size_t>(2 * n + i)] * p.scale[2] + p.base[2 * n + i];
-      for (int i = 0; i < n; ++i) {
-        float* ci = C + i * n;
-        const float mx = *std::max_element(ci, ci + n);
-        float s = 0.0f;
-        for (int j = 0; j < n; ++j) s += (ci[j] = std::exp(ci[j] - mx));
-        for (int j = 0; j < n; ++j) ci[j] = ci[j] / s + eps;
-      }
-      for (int it = 0; it < p.sinkhorn_iters; ++it) {
-        if (it > 0) {
-          for (int i = 0; i < n; ++i) {
-            float s = 0.0f;
-            for (int j = 0; j < n; ++j) s += C[i * n + j];
-            for (int j = 0; j < n; ++j) C[i * n + j] /= s + eps;
+  pool_.parallel_for(
+      streams.rows,
+      [&](int64_t m0, int64_t m1) {
+        const int64_t R = (2 + n) * n;
+        std::vector<float> mus(static_cast<size_t>((m1 - m0) * R)), pre(static_cast<size_t>(n));
+        const bool blocked = opt::have_avx2_fma();
+        if (blocked) {  // every row's fn dots as one GEMM (the same per-row bits for any split)
+          opt::gemm_f32_avx2(streams.rows_slice(m0, m1 - m0), p.fn.rows_slice(0, R),
+                             Mat(mus.data(), m1 - m0, R));
+        }
+        for (int64_t m = m0; m < m1; ++m) {
+          const float* x = streams.row(m);
+          float* mu_row = mus.data() + (m - m0) * R;
+          if (blocked) {
+            const float rho =
+                1.0f / std::sqrt(opt::sumsq(x, n * D) / static_cast<float>(n * D) + p.norm_eps);
+            for (int64_t r = 0; r < R; ++r) mu_row[r] *= rho;
+          } else {
+            hc_mu(x, n * D, p, R, mu_row);
           }
+          const std::span<const float> mu(mu_row, static_cast<size_t>(R));
+          for (int i = 0; i < n; ++i) {
+            pre[static_cast<size_t>(i)] =
+                sigmoid(mu[static_cast<size_t>(i)] * p.scale[0] + p.base[i]) + eps;
+            post.at(m, i) =
+                2.0f * sigmoid(mu[static_cast<size_t>(n + i)] * p.scale[1] + p.base[n + i]);
+          }
+          float* C = comb.row(m);
+          for (int i = 0; i < n * n; ++i)
+            C[i] = mu[static_cast<size_t>(2 * n + i)] * p.scale[2] + p.base[2 * n + i];
+          for (int i = 0; i < n; ++i) {
+            float* ci = C + i * n;
+            const float mx = *std::max_element(ci, ci + n);
+            float s = 0.0f;
+            for (int j = 0; j < n; ++j) s += (ci[j] = std::exp(ci[j] - mx));
+            for (int j = 0; j < n; ++j) ci[j] = ci[j] / s + eps;
+          }
+          sinkhorn(C, n, p.sinkhorn_iters, eps);
+          collapse(x, pre.data(), n, D, y.row(m));
         }
-        for (int j = 0; j < n; ++j) {
-          float s = 0.0f;
-          for (int i = 0; i < n; ++i) s += C[i * n + j];
-          for (int i = 0; i < n; ++i) C[i * n + j] /= s + eps;
-        }
-      }
-      collapse(x, pre.data(), n, D, y.row(m));
-    }
-  });
+      },
+      opt::grain_for(n * D * (n * n + 3 * n) + 40 * n * n));
 }
 
 void OptOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
   const int64_t D = o.cols;
   DI_CHECK(streams.cols == n * D && out.cols == n * D && post.cols == n && comb.cols == n * n);
-  pool_.parallel_for(streams.rows, [&](int64_t m0, int64_t m1) {
-    std::vector<float> tmp(static_cast<size_t>(n * D));
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* x = streams.row(m);
-      for (int k = 0; k < n; ++k) {
-        float* t = tmp.data() + k * D;
-        opt::scale_to(o.row(m), post.at(m, k), t, D);
-        for (int j = 0; j < n; ++j) opt::axpy(comb.at(m, j * n + k), x + j * D, t, D);
-      }
-      std::copy(tmp.begin(), tmp.end(), out.row(m));
-    }
-  });
+  pool_.parallel_for(
+      streams.rows,
+      [&](int64_t m0, int64_t m1) {
+        std::vector<float> tmp(static_cast<size_t>(n * D));
+        for (int64_t m = m0; m < m1; ++m) {
+          const float* x = streams.row(m);
+          for (int k = 0; k < n; ++k) {
+            float* t = tmp.data() + k * D;
+            opt::scale_to(o.row(m), post.at(m, k), t, D);
+            for (int j = 0; j < n; ++j) opt::axpy(comb.at(m, j * n + k), x + j * D, t, D);
+          }
+          std::copy(tmp.begin(), tmp.end(), out.row(m));
+        }
+      },
+      opt::grain_for(n * D * (n + 1)));
 }
 
 void OptOps::hc_head(CMat streams, const HcParams& p, Mat y) {
   const int n = p.n;
   const int64_t D = streams.cols / n;
   DI_CHECK(y.cols == D && p.fn.cols == n * D && p.fn.rows >= n);
-  pool_.parallel_for(streams.rows, [&](int64_t m0, int64_t m1) {
-    std::vector<float> mu(static_cast<size_t>(n));
-    for (int64_t m = m0; m < m1; ++m) {
-      hc_mu(streams.row(m), n * D, p, n, mu.data());
-      for (int i = 0; i < n; ++i)
-        mu[static_cast<size_t>(i)] =
-            sigmoid(mu[static_cast<size_t>(i)] * p.scale[0] + p.base[i]) + p.hc_eps;
-      collapse(streams.row(m), mu.data(), n, D, y.row(m));
-    }
-  });
+  pool_.parallel_for(
+      streams.rows,
+      [&](int64_t m0, int64_t m1) {
+        std::vector<float> mu(static_cast<size_t>(n));
+        for (int64_t m = m0; m < m1; ++m) {
+          hc_mu(streams.row(m), n * D, p, n, mu.data());
+          for (int i = 0; i < n; ++i)
+            mu[static_cast<size_t>(i)] =
+                sigmoid(mu[static_cast<size_t>(i)] * p.scale[0] + p.base[i]) + p.hc_eps;
+          collapse(streams.row(m), mu.data(), n, D, y.row(m));
+        }
+      },
+      opt::grain_for(n * D * (n + 1)));
 }
 
 void OptOps::hadamard128(Mat x) {
   DI_CHECK(x.cols % 128 == 0);
   const float s = 1.0f / std::sqrt(128.0f);
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      for (int64_t c0 = 0; c0 < x.cols; c0 += 128) {
-        float* v = x.row(m) + c0;
-        for (int h = 1; h < 128; h *= 2) {  // in-place butterflies, Sylvester order
-          for (int i = 0; i < 128; i += 2 * h) {
-            for (int j = i; j < i + h; ++j) {
-              const float a = v[j], b = v[j + h];
-              v[j] = a + b;
-              v[j + h] = a - b;
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          for (int64_t c0 = 0; c0 < x.cols; c0 += 128) {
+            float* v = x.row(m) + c0;
+            for (int h = 1; h < 128; h *= 2) {  // in-place butterflies, Sylvester order
+              for (int i = 0; i < 128; i += 2 * h) {
+                for (int j = i; j < i + h; ++j) {
+                  const float a = v[j], b = v[j + h];
+                  v[j] = a + b;
+                  v[j + h] = a - b;
+                }
+              }
             }
+            for (int i = 0; i < 128; ++i) v[i] *= s;
           }
         }
-        for (int i = 0; i < 128; ++i) v[i] *= s;
-      }
-    }
-  });
+      },
+      opt::grain_for(7 * x.cols));
 }
 
 void OptOps::fake_quant_fp8(Mat x, int64_t n, int64_t block) {
   DI_CHECK(n <= x.cols && block > 0);
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      for (int64_t b = 0; b < n; b += block)
-        opt::fake_quant_fp8_block(x.row(m) + b, std::min(block, n - b));
-    }
-  });
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          for (int64_t b = 0; b < n; b += block)
+            opt::fake_quant_fp8_block(x.row(m) + b, std::min(block, n - b));
+        }
+      },
+      opt::grain_for(4 * n));
 }
 
 void OptOps::act_quant_fp8(Mat x, int64_t block) { fake_quant_fp8(x, x.cols, block); }
 
 void OptOps::fake_quant_fp4(Mat x, int64_t block) {
   DI_CHECK(block > 0);
-  pool_.parallel_for(x.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      for (int64_t b = 0; b < x.cols; b += block)
-        fake_quant_block_fp4(x.row(m) + b, std::min(block, x.cols - b));
-    }
-  });
+  pool_.parallel_for(
+      x.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          for (int64_t b = 0; b < x.cols; b += block)
+            fake_quant_block_fp4(x.row(m) + b, std::min(block, x.cols - b));
+        }
+      },
+      opt::grain_for(4 * x.cols));
 }
 
 void OptOps::swiglu(CMat a, CMat b, float limit, Mat out) {
   DI_CHECK(a.rows == b.rows && a.cols == b.cols && out.rows == a.rows && out.cols == a.cols);
-  const bool clamp = limit > 0.0f;
-  pool_.parallel_for(a.rows, [&](int64_t m0, int64_t m1) {
-    for (int64_t m = m0; m < m1; ++m) {
-      const float* ar = a.row(m);
-      const float* br = b.row(m);
-      float* o = out.row(m);
-      for (int64_t c = 0; c < a.cols; ++c) {
-        const float u = clamp ? std::min(ar[c], limit) : ar[c];
-        const float v = clamp ? std::clamp(br[c], -limit, limit) : br[c];
-        o[c] = u / (1.0f + std::exp(-u)) * v;
-      }
-    }
-  });
+  pool_.parallel_for(
+      a.rows,
+      [&](int64_t m0, int64_t m1) {
+        for (int64_t m = m0; m < m1; ++m) {
+          const float* ar = a.row(m);
+          const float* br = b.row(m);
+          float* o = out.row(m);
+          opt::swiglu_row(ar, br, limit, o, a.cols);
+        }
+      },
+      opt::grain_for(10 * a.cols));
 }
 
 }  // namespace deepinfer::backend::cpu
