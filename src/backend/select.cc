@@ -38,7 +38,7 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads) 
   if (choice == "ref") return std::unique_ptr<Ops>(cpu::make_ref_ops());
   if (choice == "cuda" || choice == "nvidia") {
 #if DEEPINFER_WITH_CUDA
-    DI_ASSIGN_OR_RETURN(auto ops, cuda::CudaOps::create(0));
+    DI_ASSIGN_OR_RETURN(auto ops, cuda::CudaOps::create(0, env->batch_invariant));
     return std::unique_ptr<Ops>(std::move(ops));
 #else
     return failed_precondition(

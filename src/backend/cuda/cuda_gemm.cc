@@ -47,7 +47,7 @@ void CudaOps::destroy_cublas() {
 }
 
 bool CudaOps::tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const {
-  return cublas_ != nullptr && rows >= kTensorCoreMinRows && x_act_quantized && w.quantized() &&
+  return cublas_ != nullptr && !batch_invariant_ && rows >= kTensorCoreMinRows && x_act_quantized && w.quantized() &&
          w.scale.dtype == DType::kF8E8M0;
 }
 
@@ -73,6 +73,10 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
                      uint16_t* xb) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   const int64_t M = x.rows, N = w.n, K = w.k;
+  if (batch_invariant_) {  // one kernel for every M: the tiled GEMM's per-row sums ignore M
+    kc::launch_linear_invariant(md(x), wd(w), md(y), stream_);
+    return;
+  }
   const bool dense_bf16 = split_eligible(cublas_, M, w);
   const bool quantized = cublas_ != nullptr && M >= kTensorCoreMinRows && w.quantized() &&
                          w.scale.dtype == DType::kF8E8M0;

@@ -61,14 +61,16 @@ CudaOps::~CudaOps() {
   }
 }
 
-Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device) {
+Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invariant) {
   DI_TRY(cuda_available(device));
   cudaStream_t s = nullptr;
   const cudaError_t e = cudaStreamCreate(&s);  // blocking: legacy-stream copies order after it
   if (e != cudaSuccess) {
     return internal_error(std::string("cudaStreamCreate failed: ") + cudaGetErrorString(e));
   }
-  return std::unique_ptr<CudaOps>(new CudaOps(s));
+  std::unique_ptr<CudaOps> ops(new CudaOps(s));
+  ops->batch_invariant_ = batch_invariant;
+  return ops;
 }
 
 bool CudaOps::supports(Feature f) const {

@@ -40,7 +40,11 @@ class CudaOps : public Ops {
   CudaOps& operator=(const CudaOps&) = delete;
 
   // Fails (never aborts) when there is no usable GPU: see cuda_available().
-  static Expected<std::unique_ptr<CudaOps>> create(int device = 0);
+  // batch_invariant (DEEPINFER_BATCH_INVARIANT): every op computes a row the same way whatever
+  // the number of rows, so a request's bits never depend on its batch: linear always on the
+  // tiled kernel (no GEMV / cuBLAS switch by M), MoE always grouped. Slower at small M.
+  static Expected<std::unique_ptr<CudaOps>> create(int device = 0, bool batch_invariant = false);
+  bool batch_invariant() const { return batch_invariant_; }
 
   const char* name() const override { return "cuda"; }
   bool supports(Feature f) const override;
@@ -117,6 +121,7 @@ class CudaOps : public Ops {
   cudaStream_t stream_ = nullptr;
   DeviceArena arena_;
   cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
+  bool batch_invariant_ = false;
   struct ExpertTable {
     std::vector<char> host;  // the descriptors uploaded, to detect a stale entry
     DeviceBuffer device;

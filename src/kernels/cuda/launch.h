@@ -40,6 +40,9 @@ cudaError_t launch_probe();
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
 // decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
 void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
+// The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
+// how many rows there are (batch-invariant mode).
+void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 
 // BF16 copies for the tensor-core path (gemm/to_bf16.cu): w dequantized to a dense row-major
 // [n, k] BF16 matrix; x [rows, cols] (any ld) to a dense [rows, cols] BF16 matrix.

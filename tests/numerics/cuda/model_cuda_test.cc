@@ -7,7 +7,9 @@
 //   * on the GPU: one prefill == token-by-token decode == chunked prefill (odd chunk sizes,
 //     crossing window and compression boundaries), and rollback == recomputation;
 //   * several sequences in one step (a prefill chunk beside decodes) == each alone;
-//   * MTP draft logits, GPU vs CPU.
+//   * MTP draft logits, GPU vs CPU;
+//   * with batch invariance on (CudaOps::create(0, true), what DEEPINFER_BATCH_INVARIANT=1
+//     selects): a request's logits are the same bits alone and beside other requests.
 //
 // Tolerances (normalised error max|gpu - cpu| / max(max|cpu| over the row, 1)):
 //   HF semantics (FP32 math between ops): 1e-4 — different FP32 summation orders only.
@@ -237,6 +239,64 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
   }
 }
 
+// DEEPINFER_BATCH_INVARIANT on the GPU: a request's logits are the same bits alone and inside
+// steps of other sizes and companions (its own prefill chunk beside a long prefill and a
+// decode; its decode beside 0, 1 and 5 other decodes).
+void check_batch_invariance(const std::string& root, const std::string& config,
+                            const std::string& variant, deepinfer::backend::Ops& gpu_bi) {
+  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  auto m = Model::load(dir, gpu_bi);
+  if (!m.ok()) {
+    check(false, "load " + dir + ": " + m.status().message());
+    return;
+  }
+  const int64_t V = m->vocab_size();
+  const std::string tag = config + "/" + variant + " batch-invariant ";
+  const auto pa = random_ids(13, V, 21), pb = random_ids(40, V, 22);
+  // Alone: prefill 12 tokens, then decode the 13th.
+  SequenceCache a0 = m->new_sequence();
+  auto alone_pre = m->extend(a0, {pa.data(), 12}, LogitsWanted::kAll);
+  auto alone_dec = m->extend(a0, {pa.data() + 12, 1}, LogitsWanted::kAll);
+  if (!alone_pre.ok() || !alone_dec.ok()) {
+    check(false, tag + "alone runs");
+    return;
+  }
+  // With companions: b prefills 40 tokens in the same step as a's 12; then a decodes beside k
+  // others that each decode one token after a 3-token prompt.
+  SequenceCache a1 = m->new_sequence(), b = m->new_sequence();
+  std::vector<int32_t> tok(pa.begin(), pa.begin() + 12), pos;
+  tok.insert(tok.end(), pb.begin(), pb.end());
+  for (int i = 0; i < 12; ++i) pos.push_back(i);
+  for (int i = 0; i < 40; ++i) pos.push_back(i);
+  const SequenceSpan sp[2] = {{&a1, 0, 12, LogitsWanted::kAll}, {&b, 12, 40, LogitsWanted::kLast}};
+  StepOutputs out;
+  const bool ok = m->forward(StepInputs{tok, pos, sp, false}, out).ok();
+  std::vector<float> mine(out.logits.begin(), out.logits.begin() + 12 * V);
+  check(ok && mine == alone_pre->logits, tag + "prefill chunk beside a 40-token prefill");
+  for (int k : {0, 1, 5}) {
+    SequenceCache a2 = m->new_sequence();
+    (void)m->extend(a2, {pa.data(), 12});
+    std::vector<SequenceCache> others;
+    for (int i = 0; i < k; ++i) {
+      others.push_back(m->new_sequence());
+      (void)m->extend(others.back(), random_ids(3, V, static_cast<uint32_t>(30 + i)));
+    }
+    std::vector<int32_t> t2 = {pa[12]}, p2 = {12};
+    std::vector<SequenceSpan> s2 = {{&a2, 0, 1, LogitsWanted::kAll}};
+    for (int i = 0; i < k; ++i) {
+      t2.push_back(static_cast<int32_t>(i + 1));
+      p2.push_back(3);
+      s2.push_back({&others[static_cast<size_t>(i)], i + 1, 1, LogitsWanted::kLast});
+    }
+    StepOutputs o2;
+    const bool ok2 = m->forward(StepInputs{t2, p2, s2, false}, o2).ok();
+    std::vector<float> first(o2.logits.begin(), o2.logits.begin() + V);
+    check(ok2 && first == alone_dec->logits,
+          tag + "decode beside " + std::to_string(k) + " other decodes");
+  }
+  std::printf("  %-44s checked\n", (tag + "alone vs in batches").c_str());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -256,6 +316,16 @@ int main(int argc, char** argv) {
   for (const char* config : {"v4_tiny_a", "v4_tiny_b"}) {
     for (const char* variant : {"hf_fp32", "hf_bf16", "official_fp32", "official_quant"}) {
       run_checkpoint(root, config, variant, *cpu, **gpu);
+    }
+  }
+  auto gpu_bi = deepinfer::backend::cuda::CudaOps::create(0, /*batch_invariant=*/true);
+  if (!gpu_bi.ok()) {
+    std::printf("FAIL: %s\n", gpu_bi.status().message().c_str());
+    return 1;
+  }
+  for (const char* config : {"v4_tiny_a", "v4_tiny_b"}) {
+    for (const char* variant : {"hf_fp32", "official_quant"}) {
+      check_batch_invariance(root, config, variant, **gpu_bi);
     }
   }
   std::printf("%d passed, %d failed\n", g_checks - g_failures, g_failures);
