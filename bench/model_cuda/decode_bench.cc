@@ -2,8 +2,10 @@
 // each figure next to its floor on this card (not a test; never fails on time).
 //
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
-//                [--prefill 4096] [--out results.json] [--profile]
+//                [--prefill 4096] [--out results.json] [--profile] [--batch-invariant]
 //
+// --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
+// selects), to show what it costs.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 //
@@ -143,7 +145,7 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
 int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,128,256";
   int context = 64, steps = 8, prefill = 4096;
-  bool profile = false;
+  bool profile = false, batch_invariant = false;
   double matmul_tflops = 780;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -164,6 +166,8 @@ int main(int argc, char** argv) {
       matmul_tflops = std::stod(next());
     else if (a == "--profile")
       profile = true;
+    else if (a == "--batch-invariant")
+      batch_invariant = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -189,7 +193,7 @@ int main(int argc, char** argv) {
       "%.1f MB\n",
       copy_gbps, wb.dense / 1e9, wb.moe_layers, wb.experts, wb.per_expert / 1e6);
 
-  auto gpu = deepinfer::backend::cuda::CudaOps::create();
+  auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant);
   if (!gpu.ok()) return 1;
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
