@@ -37,13 +37,17 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads) 
   }
   if (choice == "ref") return std::unique_ptr<Ops>(cpu::make_ref_ops());
   if (choice == "cuda" || choice == "nvidia") {
+    // Say what asked for the GPU: the flag, or the knob.
+    const std::string who = name.empty() ? "DEEPINFER_ACCELERATOR=nvidia" : "backend 'cuda'";
 #if DEEPINFER_WITH_CUDA
-    DI_ASSIGN_OR_RETURN(auto ops, cuda::CudaOps::create(0, env->batch_invariant));
-    return std::unique_ptr<Ops>(std::move(ops));
+    auto ops = cuda::CudaOps::create(0, env->batch_invariant);
+    if (!ops.ok()) return ops.status().with_context(who);
+    return std::unique_ptr<Ops>(std::move(*ops));
 #else
     return failed_precondition(
-        "this DeepInfer build has no CUDA backend (nvcc was not found when it was built); "
-        "rebuild on a machine with the CUDA toolkit, or use the CPU (DEEPINFER_ACCELERATOR=cpu)");
+        who + ": this DeepInfer build has no CUDA backend (nvcc was not found when it was "
+        "built); rebuild on a machine with the CUDA toolkit, or use the CPU "
+        "(DEEPINFER_ACCELERATOR=cpu)");
 #endif
   }
   return invalid_argument("backend '" + choice + "' is unknown: use opt, ref or cuda");

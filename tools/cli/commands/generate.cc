@@ -133,10 +133,7 @@ int run(GenerateArgs args) {
   int threads = env.ok() ? env->num_threads : 0;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto made = backend::make_ops(args.backend, env.ok() ? env->num_threads : 0);
-  if (!made.ok())
-    return fail(2, (args.backend.empty() ? std::string("DEEPINFER_ACCELERATOR")
-                                         : "--backend " + args.backend) +
-                       ": " + made.status().message());
+  if (!made.ok()) return fail(2, made.status().message());
   std::unique_ptr<backend::Ops> ops = std::move(*made);
   if (std::string_view(ops->name()) != "cpu-opt") threads = 1;
 

@@ -185,10 +185,7 @@ int run(const PerplexityArgs& args) {
 
   const auto& env = env_options();
   auto made = backend::make_ops(args.backend, env.ok() ? env->num_threads : 0);
-  if (!made.ok())
-    return fail(2, (args.backend.empty() ? std::string("DEEPINFER_ACCELERATOR")
-                                         : "--backend " + args.backend) +
-                       ": " + made.status().message());
+  if (!made.ok()) return fail(2, made.status().message());
   std::unique_ptr<backend::Ops> ops = std::move(*made);
 
   // Cheap input checks before the model load.
