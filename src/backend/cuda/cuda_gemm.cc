@@ -12,8 +12,15 @@
 // x = hi + lo in BF16 (exact to 2^-16 relative), y = W·hi + W·lo, two GEMMs: not bit-identical
 // to FP32 FMAs, but as accurate (the model tests hold it to the same 1e-4 bound). Everything else
 // (F32 weights, F32/BF16 scales, M <= 16) stays on the kernels.
+//
+// cuBLAS is opened with dlopen when the first CudaOps is made, not linked: a CPU-only user of a
+// CUDA-enabled build must not need (or map: ~200 MB of RSS) libcublas, and a machine without it
+// still runs everything on the kernels.
 #include <cublas_v2.h>
+#include <dlfcn.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda_ops.h"
@@ -34,21 +41,58 @@ void cublas_check(cublasStatus_t s, const char* what) {
 }
 }  // namespace
 
+namespace {
+// The four cuBLAS entry points used, resolved once.
+struct CublasApi {
+  cublasStatus_t (*create)(cublasHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasHandle_t) = nullptr;
+  cublasStatus_t (*set_stream)(cublasHandle_t, cudaStream_t) = nullptr;
+  cublasStatus_t (*gemm_ex)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                            const void*, const void*, cudaDataType, int, const void*, cudaDataType,
+                            int, const void*, void*, cudaDataType, int, cublasComputeType_t,
+                            cublasGemmAlgo_t) = nullptr;
+  bool ok() const { return create && destroy && set_stream && gemm_ex; }
+};
+
+const CublasApi& cublas_api() {
+  static const CublasApi api = [] {
+    CublasApi a;
+    void* lib = nullptr;
+    for (const char* name : {"libcublas.so.13", "libcublas.so"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (lib == nullptr) {
+      std::fprintf(stderr,
+                   "deepinfer: cuBLAS (libcublas.so.13) not found: the GPU runs every product "
+                   "on its own kernels, without tensor cores\n");
+      return a;
+    }
+    a.create = reinterpret_cast<decltype(a.create)>(dlsym(lib, "cublasCreate_v2"));
+    a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(lib, "cublasDestroy_v2"));
+    a.set_stream = reinterpret_cast<decltype(a.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
+    a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(dlsym(lib, "cublasGemmEx"));
+    return a;
+  }();
+  return api;
+}
+}  // namespace
+
 void CudaOps::init_cublas() {
+  const CublasApi& api = cublas_api();
   cublasHandle_t h = nullptr;
-  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) return;  // the kernels still cover every case
-  cublas_check(cublasSetStream(h, stream_), "cublasSetStream");
+  if (!api.ok() || api.create(&h) != CUBLAS_STATUS_SUCCESS) return;  // kernels cover every case
+  cublas_check(api.set_stream(h, stream_), "cublasSetStream");
   cublas_ = h;
 }
 
 void CudaOps::destroy_cublas() {
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) cublas_api().destroy(cublas_);
   cublas_ = nullptr;
 }
 
 bool CudaOps::tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const {
-  return cublas_ != nullptr && !batch_invariant_ && rows >= kTensorCoreMinRows && x_act_quantized && w.quantized() &&
-         w.scale.dtype == DType::kF8E8M0;
+  return cublas_ != nullptr && !batch_invariant_ && rows >= kTensorCoreMinRows && x_act_quantized &&
+         w.quantized() && w.scale.dtype == DType::kF8E8M0;
 }
 
 namespace {
@@ -61,11 +105,12 @@ void gemm_bf16(cublasHandle_t h, const void* w, const void* x, int64_t M, int64_
                Mat y, float beta) {
   // Row-major y[M, N] = x[M, K] · W[N, K]ᵀ is column-major yᵀ[N, M] = Wᵀᵀ · xᵀ.
   const float alpha = 1.0f;
-  cublas_check(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                            static_cast<int>(K), &alpha, w, CUDA_R_16BF, static_cast<int>(K), x,
-                            CUDA_R_16BF, static_cast<int>(K), &beta, y.data, CUDA_R_32F,
-                            static_cast<int>(y.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
+  cublas_check(
+      cublas_api().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                           static_cast<int>(K), &alpha, w, CUDA_R_16BF, static_cast<int>(K), x,
+                           CUDA_R_16BF, static_cast<int>(K), &beta, y.data, CUDA_R_32F,
+                           static_cast<int>(y.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
 }
 }  // namespace
 

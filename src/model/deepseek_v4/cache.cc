@@ -56,6 +56,34 @@ void RowRing::append(backend::CMat rows) {
   oldest_ = std::max(oldest_, size_ - capacity_);
 }
 
+RowRing RowRing::clone() const {
+  RowRing r;
+  r.capacity_ = capacity_;
+  r.width_ = width_;
+  r.size_ = size_;
+  r.oldest_ = oldest_;
+  if (data_.ops() != nullptr) {
+    r.data_ = backend::Buffer(*data_.ops(), data_.bytes());
+    data_.ops()->copy(r.data_.data(), data_.data(), data_.bytes());
+  }
+  return r;
+}
+
+RowList RowList::clone() const {
+  RowList l;
+  l.width_ = width_;
+  l.size_ = size_;
+  if (data_.ops() != nullptr) {
+    l.data_ = backend::Buffer(*data_.ops());
+    const size_t bytes = static_cast<size_t>(size_ * width_) * sizeof(float);
+    if (bytes > 0) {
+      l.data_.fit_bytes(bytes);
+      data_.ops()->copy(l.data_.data(), data_.data(), bytes);
+    }
+  }
+  return l;
+}
+
 void RowRing::truncate(int64_t new_size) {
   DI_CHECK(new_size <= size_);
   size_ = new_size;
@@ -141,6 +169,28 @@ Status SequenceCache::rollback(int64_t k) {
   mtp_length_ = std::min(mtp_length_, std::max<int64_t>(0, length_ - 1));
   for (auto& l : mtp_layers_) truncate_layer(l, mtp_length_);
   return {};
+}
+
+SequenceCache SequenceCache::clone() const {
+  SequenceCache s;
+  s.length_ = length_;
+  s.mtp_length_ = mtp_length_;
+  s.max_rollback_ = max_rollback_;
+  auto copy_layer = [](const LayerCache& l) {
+    LayerCache c;
+    c.kind = l.kind;
+    c.window = l.window.clone();
+    for (auto [dst, src] : {std::pair{&c.comp, &l.comp}, std::pair{&c.idx, &l.idx}}) {
+      dst->kv = src->kv.clone();
+      dst->gate = src->gate.clone();
+      dst->rows = src->rows.clone();
+      dst->ratio = src->ratio;
+    }
+    return c;
+  };
+  for (const auto& l : layers_) s.layers_.push_back(copy_layer(l));
+  for (const auto& l : mtp_layers_) s.mtp_layers_.push_back(copy_layer(l));
+  return s;
 }
 
 int64_t SequenceCache::footprint_bytes() const {

@@ -43,6 +43,8 @@ class RowRing {
   backend::CMat storage() const { return {data_.as<const float>(), capacity_, width_}; }
   // Appends rows (only the newest `capacity` of them are kept when there are more).
   void append(backend::CMat rows);
+  // A deep copy (backend copies of the storage).
+  RowRing clone() const;
   // Forgets rows >= new_size. Rows below new_size stay readable when they were kept.
   void truncate(int64_t new_size);
 
@@ -65,6 +67,7 @@ class RowList {
   backend::CMat view() const { return {data_.as<const float>(), size_, width_}; }
   void append(backend::CMat rows);
   void truncate(int64_t new_size) { size_ = std::min(size_, new_size); }
+  RowList clone() const;  // a deep copy of the rows held
 
  private:
   backend::Buffer data_;
@@ -111,6 +114,10 @@ class SequenceCache {
 
   // Bytes of FP32 state held now (for logs and tests).
   int64_t footprint_bytes() const;
+
+  // A deep copy in the same backend memory: the engine's prefix cache keeps one per cached
+  // block boundary and restores a sequence from it (bitwise the state it would recompute).
+  SequenceCache clone() const;
 
  private:
   static void truncate_layer(LayerCache& c, int64_t new_len);
