@@ -46,6 +46,11 @@ struct EngineStats {
   // asynchronous scheduling it is only what cannot overlap: filling the previous step's
   // tokens into the next plan. It includes the caller's time between step() calls.
   double gap_seconds = 0;
+  // Prefix caching: prompt tokens not computed thanks to a hit, and how hits were served (a
+  // snapshot of the sequence state, or a recompute when the snapshot had been evicted).
+  int64_t prefix_hit_tokens = 0;
+  int64_t prefix_restores = 0;
+  int64_t prefix_recomputes = 0;
 };
 
 class Engine {

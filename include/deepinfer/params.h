@@ -42,6 +42,11 @@ struct EngineOptions {
   // DEEPINFER_BATCH_INVARIANT. The CPU backends are batch-invariant by construction; a device
   // backend picks batch-invariant kernels when this is on.
   std::optional<bool> batch_invariant;
+  // Reuse the computed state of a repeated prompt prefix (system prompt, multi-turn chat) at KV
+  // block granularity; outputs are identical with and without a hit. prefix_cache_bytes bounds
+  // the sequence-state snapshots kept for it (0: 1 GiB); an evicted one is recomputed on a hit.
+  bool enable_prefix_caching = true;
+  int64_t prefix_cache_bytes = 0;
 };
 
 struct TokenLogprobs {

@@ -202,13 +202,15 @@ void bind_engine(nb::module_& m) {
       },
       "DEEPINFER_HF_MODEL_DIR as parsed by the typed options (None when unset).");
 
-  nb::class_<PyEngine>(m, "Engine", "The C++ engine (continuous batching on the CPU backend).")
+  nb::class_<PyEngine>(m, "Engine",
+                       "The C++ engine (continuous batching; backend from DEEPINFER_ACCELERATOR).")
       .def(
           "__init__",
           [](PyEngine* self, const std::string& model_dir, const std::string& tokenizer_path,
              int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
-             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads,
-             bool async_scheduling, std::optional<bool> batch_invariant) {
+             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
+             std::optional<bool> batch_invariant, bool enable_prefix_caching,
+             int64_t prefix_cache_bytes) {
             EngineOptions o;
             o.model_dir = model_dir;
             o.tokenizer_path = tokenizer_path;
@@ -220,6 +222,8 @@ void bind_engine(nb::module_& m) {
             o.num_threads = num_threads;
             o.async_scheduling = async_scheduling;
             o.batch_invariant = batch_invariant;  // None: DEEPINFER_BATCH_INVARIANT
+            o.enable_prefix_caching = enable_prefix_caching;
+            o.prefix_cache_bytes = prefix_cache_bytes;
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -231,7 +235,8 @@ void bind_engine(nb::module_& m) {
           nb::arg("model_dir"), nb::arg("tokenizer_path") = "", nb::arg("max_num_seqs") = 64,
           nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
           nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
-          nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none())
+          nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
+          nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0)
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,
@@ -280,6 +285,9 @@ void bind_engine(nb::module_& m) {
         d["host_seconds"] = s.host_seconds;
         d["sample_seconds"] = s.sample_seconds;
         d["gap_seconds"] = s.gap_seconds;
+        d["prefix_hit_tokens"] = s.prefix_hit_tokens;
+        d["prefix_restores"] = s.prefix_restores;
+        d["prefix_recomputes"] = s.prefix_recomputes;
         return d;
       });
 }

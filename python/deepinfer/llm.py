@@ -171,14 +171,19 @@ class LLM:
         num_threads: int | None = None,
         async_scheduling: bool = True,
         batch_invariant: bool | None = None,
+        enable_prefix_caching: bool = True,
+        prefix_cache_bytes: int | None = None,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
+        # enable_prefix_caching: reuse repeated prompt prefixes (identical outputs);
+        # prefix_cache_bytes bounds the state snapshots kept for it (None: 1 GiB).
         self.model_dir = resolve_model_dir(model)
         self._engine = _core.Engine(
             self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
-            -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant)
+            -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
+            bool(enable_prefix_caching), prefix_cache_bytes or 0)
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -83,7 +83,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
                          : std::min<int64_t>(cfg.max_position_embeddings, 8192);
   kv::KvConfig kc;
   if (options.kv_block_size > 0) kc.block_size = options.kv_block_size;
-  kc.enable_prefix_caching = false;  // the host SequenceCache cannot restore from blocks yet
+  kc.enable_prefix_caching = options.enable_prefix_caching;
   kc.max_rollback_tokens = model::deepseek_v4::CacheOptions{}.max_rollback;
   if (options.num_kv_blocks > 0) {
     kc.num_blocks = options.num_kv_blocks;
@@ -112,6 +112,10 @@ EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Mo
     const auto& env = env_options();
     batch_invariant_ = env.ok() && env->batch_invariant;
   }
+  if (sched_->kv().config().enable_prefix_caching) {
+    block_size_ = sched_->kv().block_size();
+    snapshot_cap_ = options.prefix_cache_bytes > 0 ? options.prefix_cache_bytes : int64_t{1} << 30;
+  }
   executor_ = std::make_unique<StepExecutor>(options.async_scheduling);
 }
 
@@ -128,8 +132,9 @@ std::string EngineCore::describe() const {
          std::to_string(sched_->config().max_num_seqs) + ", token budget " +
          std::to_string(sched_->config().max_num_batched_tokens) + ", KV " +
          std::to_string(kv.pool().num_blocks()) + " blocks of " + std::to_string(kv.block_size()) +
-         " tokens, prefix caching off, scheduling " + (async_scheduling() ? "async" : "sync") +
-         ", batch-invariant " + (batch_invariant_ ? "on" : "off");
+         " tokens, prefix caching " + (block_size_ > 0 ? "on" : "off") + ", scheduling " +
+         (async_scheduling() ? "async" : "sync") + ", batch-invariant " +
+         (batch_invariant_ ? "on" : "off");
 }
 
 Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(
@@ -197,6 +202,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     e.seed = seed;
     e.index = i;
     if (params.has_penalties()) e.history.add_prompt(prompt_ids);
+    e.known.assign(prompt_ids.begin(), prompt_ids.end());
     if (grammar) e.matcher.emplace(grammar);
     p.seqs.push_back(sid);
     if (!bad.empty()) {
@@ -304,6 +310,11 @@ void EngineCore::launch(StepJob& job) {
 void EngineCore::process(StepJob& job) {
   stats_.forward_seconds += job.forward_seconds;
   stats_.sample_seconds += job.sample_seconds;
+  stats_.prefix_restores += job.prefix_restores;
+  stats_.prefix_recomputes += job.prefix_recomputes;
+  for (const sched::ScheduledRequest& sr : job.plan.requests) {
+    if (sr.first_chunk) stats_.prefix_hit_tokens += sr.num_prefix_hit;
+  }
   if (last_finished_) {
     stats_.gap_seconds +=
         std::max(0.0, std::chrono::duration<double>(job.started - *last_finished_).count());

@@ -28,11 +28,15 @@
 //     tokens are bitwise identical with asynchronous scheduling on and off.
 //   * n > 1 runs n scheduler requests over the same prompt, sample i drawing from RNG stream i
 //     (SampleKey::sample_index). Forking a prefilled cache would save n - 1 prefills, but the
-//     host cache has no copy-on-write and prefix caching is off (below), so n requests is the
-//     simple correct form; the KV accounting then sees each sample's real cost.
-//   * Prefix caching is OFF: the model's host caches cannot yet be restored from shared KV
-//     blocks, so a hit would skip tokens the model never saw. KvConfig::enable_prefix_caching
-//     is forced false until the paged cache lands.
+//     per-sequence cache has no copy-on-write, so n requests is the simple correct form (with
+//     prefix caching the n - 1 later samples restore the prompt's shared blocks); the KV
+//     accounting then sees each sample's real cost.
+//   * Prefix caching (EngineOptions::enable_prefix_caching, on): the scheduler's coordinator
+//     finds hits over chained block hashes; the executor restores the sequence state at the
+//     hit boundary from a snapshot it saved when some request crossed that boundary (keyed by
+//     the window block ending there; chunks are split at boundaries so the state there exists),
+//     or recomputes the prefix when the snapshot was evicted (engine_exec.cc). Outputs are
+//     identical with and without hits.
 //   * Preemption by recompute: the scheduler frees a preempted request's blocks; the next job
 //     drops its SequenceCache (not earlier: the job in flight may still be extending it) and
 //     rebuilds it from prompt + outputs when the request's first chunk is planned again. The
@@ -116,6 +120,8 @@ class EngineCore {
     std::vector<uint32_t> mask;  // the matcher's next-token mask, model-vocabulary sized
     bool mask_ready = false;     // `mask` is already filled for the matcher's current state
     bool grammar_done = false;   // the grammar completed: nothing more to sample
+    std::vector<int32_t> known;  // prompt + sampled tokens (a prefix hit without a snapshot
+                                 // recomputes from them)
   };
   // One sample of one request = one scheduler request; engine-thread state.
   struct Seq {
@@ -153,7 +159,14 @@ class EngineCore {
     std::vector<Sampled> sampled;  // per run request that needed logits or failed
     double forward_seconds = 0;
     double sample_seconds = 0;
+    int64_t prefix_restores = 0, prefix_recomputes = 0;  // prefix hits served this step
     std::chrono::steady_clock::time_point started, finished;
+  };
+  // A sequence state at a cached block boundary (prefix caching, engine_exec.cc).
+  struct PrefixSnapshot {
+    std::shared_ptr<const model::deepseek_v4::SequenceCache> cache;
+    int64_t bytes = 0;
+    uint64_t used = 0;  // LRU clock
   };
 
   EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Model model,
@@ -179,6 +192,9 @@ class EngineCore {
   void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row, Sampled& out);
   // Fills e.mask from e.matcher for the matcher's current state.
   void fill_mask(SeqExec& e);
+  // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
+  Status restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job);
+  void save_snapshot(kv::BlockId block, const model::deepseek_v4::SequenceCache& c);
 
   std::unique_ptr<backend::Ops> ops_;  // outlives model_ (declared first, destroyed last)
   model::deepseek_v4::Model model_;
@@ -204,6 +220,13 @@ class EngineCore {
   std::optional<std::chrono::steady_clock::time_point> last_finished_;
 
   ForwardFn stand_in_forward_;  // benchmarks only
+
+  // Executor-only: prefix snapshots by the window block that ends at their boundary.
+  int64_t block_size_ = 0;  // KV block size when prefix caching is on, else 0
+  int64_t snapshot_cap_ = 0;
+  int64_t snapshot_bytes_ = 0;
+  uint64_t snapshot_clock_ = 0;
+  std::unordered_map<kv::BlockId, PrefixSnapshot> snapshots_;
 
   // Executor-only scratch, reused.
   sample::Sampler sampler_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdint>
 
 #include "runtime/engine_core.h"
 
@@ -86,6 +87,7 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
     }
   }
   if (params.has_penalties()) e.history.add_output(token);
+  e.known.push_back(token);
   ++e.num_sampled;
   out.has_token = true;
   out.token = token;
@@ -100,87 +102,185 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
   }
 }
 
+// Prefix caching, the executor's half (docs/engine.md "Prefix caching in the runtime"). The
+// scheduler's KV coordinator decides hits at block granularity (B tokens) over chained block
+// hashes; what a hit must restore is the model's whole sequence state at the boundary h = kB.
+// The executor keeps that state as a SequenceCache clone per cached boundary, keyed by the
+// window-group block that ends at h (group 0 is always the window, and the coordinator keeps
+// that block resident for every hit): every request whose known tokens reach a boundary saves
+// one, so every published block has its snapshot. A prefill chunk that crosses boundaries runs
+// in pieces ending at them (the model's state is only observable between forwards); the pieces
+// of all requests still share forwards. The store is LRU-bounded in bytes; a hit whose
+// snapshot was evicted recomputes the prefix from the request's known tokens. A restored state
+// is bitwise the state the prefix computes (prefill == chunked == decode bit for bit on the CPU,
+// and on the GPU under DEEPINFER_BATCH_INVARIANT).
+
+void EngineCore::save_snapshot(kv::BlockId block, const model::deepseek_v4::SequenceCache& c) {
+  if (block == kv::kNullBlock) return;
+  auto snap = std::make_shared<const model::deepseek_v4::SequenceCache>(c.clone());
+  const int64_t bytes = snap->footprint_bytes();
+  PrefixSnapshot& slot = snapshots_[block];
+  snapshot_bytes_ += bytes - slot.bytes;
+  slot = {std::move(snap), bytes, ++snapshot_clock_};
+  while (snapshot_bytes_ > snapshot_cap_ && !snapshots_.empty()) {  // evict least recent first
+    kv::BlockId victim = kv::kNullBlock;
+    uint64_t oldest = UINT64_MAX;
+    int64_t victim_bytes = 0;
+    for (const auto& [b, snap_at] : snapshots_) {
+      if (snap_at.used < oldest) {
+        oldest = snap_at.used;
+        victim = b;
+        victim_bytes = snap_at.bytes;
+      }
+    }
+    snapshot_bytes_ -= victim_bytes;
+    snapshots_.erase(victim);
+  }
+}
+
+Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job) {
+  const int64_t h = sr.num_prefix_hit;
+  const kv::BlockTable& win = sr.tables.groups.at(0);
+  const int64_t j = h / block_size_ - 1 - win.first_block;
+  const kv::BlockId key = j >= 0 && j < static_cast<int64_t>(win.ids.size())
+                              ? win.ids[static_cast<size_t>(j)]
+                              : kv::kNullBlock;
+  if (const auto it = snapshots_.find(key); it != snapshots_.end()) {
+    PrefixSnapshot& snap = it->second;
+    if (snap.cache != nullptr && snap.cache->length() == h) {
+      snap.used = ++snapshot_clock_;
+      e.cache.emplace(snap.cache->clone());
+      ++job.prefix_restores;
+      return {};
+    }
+  }
+  // Evicted from the store (or never saved): recompute the prefix from the known tokens.
+  if (static_cast<int64_t>(e.known.size()) < h) {
+    return internal_error("prefix hit of " + std::to_string(h) + " tokens but the request knows " +
+                          std::to_string(e.known.size()));
+  }
+  e.cache.emplace(model_.new_sequence());
+  auto out = model_.extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
+                           model::deepseek_v4::LogitsWanted::kNone);
+  if (!out.ok()) return out.status();
+  ++job.prefix_recomputes;
+  return {};
+}
+
 void EngineCore::execute(StepJob& job) {
   using model::deepseek_v4::LogitsWanted;
   job.started = Clock::now();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;
-  spans_.clear();
-  order_.clear();
+  // What is left of each request's span: [pos, end) at plan offset `offset`.
+  struct Piece {
+    size_t i;
+    int64_t pos, end, offset;
+  };
+  std::vector<Piece> left;
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const sched::ScheduledRequest& sr = plan.requests[i];
     SeqExec* e = job.seqs[i].get();
     if (e == nullptr) continue;
     if (!stand_in_forward_ && (sr.first_chunk || !e->cache)) {
-      e->cache.emplace(model_.new_sequence());
+      if (sr.first_chunk && sr.num_prefix_hit > 0 && sr.num_prefix_hit == sr.start_pos &&
+          block_size_ > 0) {
+        if (const Status st = restore_prefix(sr, *e, job); !st.ok()) {
+          e->cache.reset();
+          Sampled& s = job.sampled.emplace_back();
+          s.id = sr.id;
+          s.error = "prefix cache restore failed: " + st.message();
+          continue;
+        }
+      } else {
+        e->cache.emplace(model_.new_sequence());
+      }
     }
     if (!stand_in_forward_ && e->cache->length() != sr.start_pos) {
-      // Only possible with a prefix hit (disabled) or a bookkeeping bug: never feed the model
-      // positions that do not continue its cache.
+      // A bookkeeping bug: never feed the model positions that do not continue its cache.
       Sampled& s = job.sampled.emplace_back();
       s.id = sr.id;
       s.error = "internal: request cache holds " + std::to_string(e->cache->length()) +
                 " tokens but the plan starts at " + std::to_string(sr.start_pos);
       continue;
     }
-    model::deepseek_v4::SequenceSpan span;
-    span.cache = e->cache ? &*e->cache : nullptr;
-    span.begin = sr.token_offset;
-    span.count = sr.num_tokens;
-    span.logits = sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
-    spans_.push_back(span);
-    order_.push_back(i);
+    left.push_back({i, sr.start_pos, sr.start_pos + sr.num_tokens, sr.token_offset});
   }
-  if (spans_.empty()) {
-    job.finished = Clock::now();
-    return;
-  }
-  // A request left out above leaves a gap in the rows; the model requires contiguous spans
-  // that cover the step, so feed only the kept requests' rows (rare path: copy).
-  std::vector<int32_t> ids, pos;
-  std::span<const int32_t> ids_view = plan.token_ids, pos_view = plan.positions;
-  if (order_.size() != plan.requests.size()) {
-    int64_t at = 0;
-    for (auto& span : spans_) {
-      ids.insert(ids.end(), plan.token_ids.begin() + span.begin,
-                 plan.token_ids.begin() + span.begin + span.count);
-      pos.insert(pos.end(), plan.positions.begin() + span.begin,
-                 plan.positions.begin() + span.begin + span.count);
-      span.begin = at;
-      at += span.count;
-    }
-    ids_view = ids;
-    pos_view = pos;
-  }
-  model::deepseek_v4::StepInputs in;
-  in.token_ids = ids_view;
-  in.positions = pos_view;
-  in.sequences = spans_;
-  const auto t0 = Clock::now();
-  const Status st =
-      stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_.forward(in, step_out_);
-  job.forward_seconds = seconds_since(t0);
-  if (!st.ok()) {
-    for (const size_t i : order_) {
-      job.seqs[i]->cache.reset();
-      Sampled& s = job.sampled.emplace_back();
-      s.id = plan.requests[i].id;
-      s.error = "model forward failed: " + st.message();
-    }
-    job.finished = Clock::now();
-    return;
-  }
-  const auto t1 = Clock::now();
+  const bool snapshots = block_size_ > 0 && !stand_in_forward_;
   const int64_t V = model_.vocab_size();
-  int64_t row = 0;
-  for (size_t k = 0; k < order_.size(); ++k) {
-    if (spans_[k].logits == LogitsWanted::kNone) continue;
-    const std::span<const float> logits(step_out_.logits.data() + row * V, static_cast<size_t>(V));
-    ++row;
-    const size_t i = order_[k];
-    sample_one(plan.requests[i].id, *job.seqs[i], logits, job.sampled.emplace_back());
+  std::vector<int32_t> ids, pos;
+  std::vector<int64_t> piece_end;
+  while (!left.empty()) {
+    // One forward over every request's next piece: up to its next block boundary when it
+    // crosses one, else to the end of its span (the usual case: one round).
+    spans_.clear();
+    order_.clear();
+    ids.clear();
+    pos.clear();
+    piece_end.clear();
+    for (const Piece& p : left) {
+      const sched::ScheduledRequest& sr = plan.requests[p.i];
+      int64_t end = p.end;
+      if (snapshots) end = std::min(end, (p.pos / block_size_ + 1) * block_size_);
+      model::deepseek_v4::SequenceSpan span;
+      span.cache = job.seqs[p.i]->cache ? &*job.seqs[p.i]->cache : nullptr;
+      span.begin = static_cast<int64_t>(ids.size());
+      span.count = end - p.pos;
+      span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+      const int64_t from = p.offset + (p.pos - sr.start_pos);
+      ids.insert(ids.end(), plan.token_ids.begin() + from,
+                 plan.token_ids.begin() + from + span.count);
+      pos.insert(pos.end(), plan.positions.begin() + from,
+                 plan.positions.begin() + from + span.count);
+      spans_.push_back(span);
+      order_.push_back(p.i);
+      piece_end.push_back(end);
+    }
+    model::deepseek_v4::StepInputs in;
+    in.token_ids = ids;
+    in.positions = pos;
+    in.sequences = spans_;
+    const auto t0 = Clock::now();
+    const Status st =
+        stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_.forward(in, step_out_);
+    job.forward_seconds += seconds_since(t0);
+    if (!st.ok()) {
+      for (const Piece& p : left) {
+        job.seqs[p.i]->cache.reset();
+        Sampled& s = job.sampled.emplace_back();
+        s.id = plan.requests[p.i].id;
+        s.error = "model forward failed: " + st.message();
+      }
+      break;
+    }
+    const auto t1 = Clock::now();
+    int64_t row = 0;
+    std::vector<Piece> next;
+    for (size_t k = 0; k < order_.size(); ++k) {
+      const size_t i = order_[k];
+      const sched::ScheduledRequest& sr = plan.requests[i];
+      SeqExec& e = *job.seqs[i];
+      Piece p = left[k];
+      p.pos = piece_end[k];
+      if (snapshots && p.pos % block_size_ == 0) {
+        // The state at a boundary, saved under the window block that ends there.
+        const kv::BlockTable& win = sr.tables.groups.at(0);
+        const int64_t j = p.pos / block_size_ - 1 - win.first_block;
+        if (j >= 0 && j < static_cast<int64_t>(win.ids.size())) {
+          save_snapshot(win.ids[static_cast<size_t>(j)], *e.cache);
+        }
+      }
+      if (spans_[k].logits != LogitsWanted::kNone) {
+        const std::span<const float> logits(step_out_.logits.data() + row * V,
+                                            static_cast<size_t>(V));
+        ++row;
+        sample_one(sr.id, e, logits, job.sampled.emplace_back());
+      }
+      if (p.pos < p.end) next.push_back(p);
+    }
+    job.sample_seconds += seconds_since(t1);
+    left = std::move(next);
   }
-  job.sample_seconds = seconds_since(t1);
   job.finished = Clock::now();
 }
 

@@ -190,3 +190,25 @@ def test_chat_returns_text(default_llm):
                              [{"role": "user", "content": "Bye"}]],
                             SamplingParams(temperature=0.0, max_tokens=4), use_tqdm=False)
     assert len(both) == 2
+
+
+def test_prefix_caching_reuses_a_shared_prompt_and_changes_nothing(repo_dir):
+    # A system prompt shared by several requests and a later turn that extends one of them:
+    # with caching the shared blocks are restored, not recomputed, and every token and logprob
+    # is what the same requests give without it.
+    system = [(7 * i + 3) % 250 + 2 for i in range(40)]
+    prompts = [system + [11, 12], system + [13], system + [11, 12, 99, 98, 97]]
+    params = [SamplingParams(temperature=0.9, max_tokens=8, ignore_eos=True, seq_seed=5 + i,
+                             logprobs=1) for i in range(3)]
+    runs = {}
+    for cached in (False, True):
+        llm = LLM(str(repo_dir / TINY), kv_block_size=16, max_num_seqs=1, num_threads=1,
+                  enable_prefix_caching=cached)
+        outs = llm.generate(prompts, params, use_tqdm=False)
+        runs[cached] = ([o.outputs[0].token_ids for o in outs],
+                        [[lp for lp in o.outputs[0].logprobs] for o in outs], llm.stats())
+    assert runs[True][0] == runs[False][0]
+    assert runs[True][1] == runs[False][1]
+    assert runs[False][2]["prefix_hit_tokens"] == 0
+    assert runs[True][2]["prefix_hit_tokens"] >= 64  # 2 requests x 2 blocks of 16 at least
+    assert runs[True][2]["prompt_tokens"] < runs[False][2]["prompt_tokens"]
