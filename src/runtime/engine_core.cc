@@ -272,13 +272,13 @@ void EngineCore::end_seq(const sched::FinishedRequest& f, std::vector<RequestOut
   s.out.num_preemptions = f.num_preemptions;
   emit(p, s, std::move(tail), {}, true);
   p.out.outputs[static_cast<size_t>(s.index)] = std::move(s.out);
-  seqs_.erase(sit);  // a job still holding its SeqExec keeps that alive
+  const RequestHandle handle = s.parent;  // read before the erase below frees `s`
+  seqs_.erase(sit);                       // a job still holding its SeqExec keeps that alive
   if (++p.num_ended < static_cast<int32_t>(p.seqs.size())) return;
   p.out.finished = true;
   for (const CompletionOutput& o : p.out.outputs) {
     if (!o.error.empty() && p.out.error.empty()) p.out.error = o.error;
   }
-  const RequestHandle handle = s.parent;
   done.push_back(std::move(p.out));
   parents_.erase(handle);
 }

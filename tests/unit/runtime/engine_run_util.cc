@@ -45,6 +45,7 @@ EngineRun run_requests(EngineOptions o, const std::vector<Req>& reqs) {
       EXPECT_TRUE(r.outputs.emplace(h, std::move(out)).second) << "request " << h << " ended twice";
     }
   }
+  EXPECT_FALSE(e.has_unfinished()) << "every request returned, but the engine still has work";
   r.stats = e.stats();
   r.describe = e.describe();
   return r;

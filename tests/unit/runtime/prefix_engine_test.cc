@@ -109,5 +109,27 @@ TEST(PrefixCacheEngine, ConcurrentSharersAndAStarvedPool) {
   expect_cached_equals_uncached(o, reqs, 32);
 }
 
+// More requests than max_num_seqs, several samples each: every request ends once and the engine
+// is idle afterwards (a freed sample's parent handle was once read after its erase, leaving a
+// parent behind and has_unfinished() true forever).
+TEST(PrefixCacheEngine, ManyMoreRequestsThanSequencesAllEnd) {
+  // The case that showed it: the embedded default model, 8 sampled requests, 4 at a time.
+  std::vector<Req> reqs;
+  for (int i = 0; i < 8; ++i) {
+    Req r;
+    r.ids = prompt(268, 70 + i);
+    r.params = seeded(200 + static_cast<uint64_t>(i), 16);
+    if (i % 3 == 0) r.params.n = 2;
+    reqs.push_back(r);
+  }
+  EngineOptions o;
+  o.model_dir = default_dir();
+  o.kv_block_size = 64;
+  o.max_model_len = 768;
+  o.max_num_seqs = 4;
+  const EngineRun run = run_requests(o, reqs);
+  EXPECT_EQ(run.outputs.size(), reqs.size());
+}
+
 }  // namespace
 }  // namespace deepinfer
