@@ -37,10 +37,8 @@ class RowRing {
   int64_t oldest() const { return oldest_; }  // smallest index still readable
   int64_t width() const { return width_; }
   const float* row(int64_t index) const;
-  // Slot of row `index` in storage() (readable indices only).
+  // Slot of row `index` in the ring storage (readable indices only).
   int32_t slot(int64_t index) const;
-  // All capacity slots as one matrix (for gathers by slot).
-  backend::CMat storage() const { return {data_.as<const float>(), capacity_, width_}; }
   // Appends rows (only the newest `capacity` of them are kept when there are more).
   void append(backend::CMat rows);
   // A deep copy (backend copies of the storage).
