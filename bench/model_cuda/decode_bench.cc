@@ -112,7 +112,7 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
   w.moe_layers = static_cast<int>(c.layers.size());
   w.experts = c.n_routed_experts;
   w.top_k = c.num_experts_per_tok;
-  double expert_total = 0, expert_params = 0, embed = 0;
+  double expert_total = 0, expert_params = 0;
   for (const auto& e : ck.expected()) {
     const std::string& name = e.name;
     const deepinfer::io::Weight* t = ck.find(name);
@@ -127,13 +127,12 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
       expert_total += b;
       expert_params += params;
     } else if (name == "embed.weight") {
-      embed = params;  // one row per token is read; not counted in the step's bytes
+      continue;  // one row per token is read: not a step's weight traffic
     } else {
       w.dense += b;
       w.active_params += params;
     }
   }
-  (void)embed;
   const double n_experts = static_cast<double>(w.moe_layers) * w.experts;
   w.per_expert = expert_total / n_experts;
   w.active_params += expert_params / n_experts * w.moe_layers * w.top_k;

@@ -13,7 +13,8 @@ namespace deepinfer::backend {
 
 bool built_with_cuda() { return DEEPINFER_WITH_CUDA != 0; }
 
-Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads) {
+Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
+                                        std::optional<bool> batch_invariant) {
   const auto& env = env_options();
   if (!env.ok()) return env.status();
   std::string choice(name);
@@ -40,12 +41,14 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads) 
     // Say what asked for the GPU: the flag, or the knob.
     const std::string who = name.empty() ? "DEEPINFER_ACCELERATOR=nvidia" : "backend 'cuda'";
 #if DEEPINFER_WITH_CUDA
-    auto ops = cuda::CudaOps::create(0, env->batch_invariant);
+    auto ops = cuda::CudaOps::create(0, batch_invariant.value_or(env->batch_invariant));
     if (!ops.ok()) return ops.status().with_context(who);
     return std::unique_ptr<Ops>(std::move(*ops));
 #else
+    (void)batch_invariant;
     return failed_precondition(
-        who + ": this DeepInfer build has no CUDA backend (nvcc was not found when it was "
+        who +
+        ": this DeepInfer build has no CUDA backend (nvcc was not found when it was "
         "built); rebuild on a machine with the CUDA toolkit, or use the CPU "
         "(DEEPINFER_ACCELERATOR=cpu)");
 #endif

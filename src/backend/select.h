@@ -11,6 +11,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string_view>
 
 #include "backend/ops.h"
@@ -18,7 +19,10 @@
 
 namespace deepinfer::backend {
 
-Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads = 0);
+// batch_invariant: unset = DEEPINFER_BATCH_INVARIANT (the CPU backends are invariant anyway; the
+// CUDA backend then picks its invariant kernels).
+Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads = 0,
+                                        std::optional<bool> batch_invariant = std::nullopt);
 
 // True when this build contains the CUDA backend.
 bool built_with_cuda();

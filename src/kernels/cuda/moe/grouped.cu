@@ -175,80 +175,59 @@ __device__ void block_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t r
   }
 }
 
+// One kernel for both grouped stages (kGateUp: w1/w3 + SwiGLU epilogue over the pairs' tokens of
+// x; else w2 over the pairs' own rows of h). Block = (active expert, 8 weight rows).
+template <bool kGateUp>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    gate_up_kernel(MatDesc x, const GroupedExpert* experts, const int32_t* counts,
-                   const int32_t* offsets, const int32_t* active, const int32_t* n_active,
-                   const int32_t* row_pair, const float* gates, int64_t gates_ld, int top_k,
-                   MoeEpilogue ep, float* h, int64_t h_ld) {
+    grouped_kernel(const float* in, int64_t in_ld, const GroupedExpert* experts,
+                   const int32_t* counts, const int32_t* offsets, const int32_t* active,
+                   const int32_t* n_active, const int32_t* row_pair, const float* gates,
+                   int64_t gates_ld, int top_k, MoeEpilogue ep, float* out, int64_t out_ld) {
   if (static_cast<int>(blockIdx.x) >= *n_active) return;
   const int e = active[blockIdx.x];
   const GroupedExpert& ex = experts[e];
+  const WeightDesc& wa = kGateUp ? ex.w1 : ex.w2;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
-  const bool valid = row < ex.w1.n;
+  const bool valid = row < wa.n;
   __shared__ __align__(16) float xs[kPairTile][kChunkPadded];
   __shared__ int32_t in_rows[kPairTile];
   const int32_t begin = offsets[e], count = counts[e];
   for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
     const int n = min(kPairTile, count - p0);
     __syncthreads();
-    if (threadIdx.x < kPairTile)
-      in_rows[threadIdx.x] = threadIdx.x < n ? row_pair[begin + p0 + threadIdx.x] / top_k : 0;
+    if (threadIdx.x < kPairTile) {
+      const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
+      in_rows[threadIdx.x] = kGateUp ? row_pair[r] / top_k : r;  // the pair's token, or its row
+    }
     __syncthreads();
     float a[kPairTile], b[kPairTile];
-    block_dots<true>(ex.w1, ex.w3, row, valid, x.data, x.ld, in_rows, n, xs, a, b);
-    if (valid && (threadIdx.x & 31) == 0) {
+    block_dots<kGateUp>(wa, ex.w3, row, valid, in, in_ld, in_rows, n, xs, a, b);
+    if (!valid || (threadIdx.x & 31) != 0) continue;
 #pragma unroll
-      for (int t = 0; t < kPairTile; ++t) {
-        if (t >= n) break;
+    for (int t = 0; t < kPairTile; ++t) {
+      if (t >= n) break;
+      const int32_t pr = row_pair[begin + p0 + t];
+      auto gate = [&] { return gates[pr / top_k * gates_ld + pr % top_k]; };  // read if used
+      float r;
+      if constexpr (kGateUp) {
         float u = a[t], v = b[t];
         if (ep.bf16_rounding) u = bf16_round_d(u), v = bf16_round_d(v);
         if (ep.swiglu_limit > 0.0f) {
           u = fminf(u, ep.swiglu_limit);
           v = fminf(fmaxf(v, -ep.swiglu_limit), ep.swiglu_limit);
         }
-        float r = u * (1.0f / (1.0f + expf(-u))) * v;
-        if (ep.weight_before_w2) r *= gates[row_pair[begin + p0 + t] / top_k * gates_ld +
-                                            row_pair[begin + p0 + t] % top_k];
+        r = u * (1.0f / (1.0f + expf(-u))) * v;
+        if (ep.weight_before_w2) r *= gate();
         if (ep.bf16_rounding) r = bf16_round_d(r);
-        h[static_cast<int64_t>(begin + p0 + t) * h_ld + row] = r;
-      }
-    }
-  }
-}
-
-__global__ void __launch_bounds__(kRowsPerBlock * 32)
-    down_kernel(const float* h, int64_t h_ld, const GroupedExpert* experts, const int32_t* counts,
-                const int32_t* offsets, const int32_t* active, const int32_t* n_active,
-                const int32_t* row_pair, const float* gates, int64_t gates_ld, int top_k,
-                MoeEpilogue ep, float* y, int64_t y_ld) {
-  if (static_cast<int>(blockIdx.x) >= *n_active) return;
-  const int e = active[blockIdx.x];
-  const GroupedExpert& ex = experts[e];
-  const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
-  const bool valid = row < ex.w2.n;
-  __shared__ __align__(16) float xs[kPairTile][kChunkPadded];
-  __shared__ int32_t in_rows[kPairTile];
-  const int32_t begin = offsets[e], count = counts[e];
-  for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
-    const int n = min(kPairTile, count - p0);
-    __syncthreads();
-    if (threadIdx.x < kPairTile) in_rows[threadIdx.x] = begin + p0 + (threadIdx.x < n ? threadIdx.x : 0);
-    __syncthreads();
-    float a[kPairTile], unused[kPairTile];
-    block_dots<false>(ex.w2, ex.w2, row, valid, h, h_ld, in_rows, n, xs, a, unused);
-    if (valid && (threadIdx.x & 31) == 0) {
-#pragma unroll
-      for (int t = 0; t < kPairTile; ++t) {
-        if (t >= n) break;
-        float r = a[t];
+      } else {
+        r = a[t];
         if (ep.bf16_rounding) r = bf16_round_d(r);
         if (!ep.weight_before_w2) {
-          const int32_t pr = row_pair[begin + p0 + t];
-          r *= gates[pr / top_k * gates_ld + pr % top_k];
+          r *= gate();
           if (ep.bf16_rounding) r = bf16_round_d(r);
         }
-        y[static_cast<int64_t>(begin + p0 + t) * y_ld + row] = r;
       }
+      out[static_cast<int64_t>(begin + p0 + t) * out_ld + row] = r;
     }
   }
 }
@@ -292,9 +271,9 @@ void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, 
   if (max_active <= 0) return;
   const dim3 grid(static_cast<unsigned>(max_active),
                   static_cast<unsigned>((inter + kRowsPerBlock - 1) / kRowsPerBlock));
-  gate_up_kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(x, experts, l.counts, l.offsets,
-                                                          l.active, l.n_active, l.row_pair, gates,
-                                                          gates_ld, top_k, ep, h, h_ld);
+  grouped_kernel<true><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+      x.data, x.ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
+      top_k, ep, h, h_ld);
 }
 
 void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
@@ -303,9 +282,9 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
   if (max_active <= 0) return;
   const dim3 grid(static_cast<unsigned>(max_active),
                   static_cast<unsigned>((dim + kRowsPerBlock - 1) / kRowsPerBlock));
-  down_kernel<<<grid, kRowsPerBlock * 32, 0, stream>>>(h, h_ld, experts, l.counts, l.offsets,
-                                                       l.active, l.n_active, l.row_pair, gates,
-                                                       gates_ld, top_k, ep, y, y_ld);
+  grouped_kernel<false><<<grid, kRowsPerBlock * 32, 0, stream>>>(
+      h, h_ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
+      top_k, ep, y, y_ld);
 }
 
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
