@@ -153,6 +153,24 @@ void Ops::gather_rows(std::span<const float* const> rows, Mat dst) {
   }
 }
 
+void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
+                               const int32_t* visible, bool bf16_rounding, Mat scores) {
+  DI_CHECK(static_cast<int64_t>(keys.size()) == q.rows && weights.rows == q.rows &&
+           scores.rows == q.rows);
+  int64_t t0 = 0;
+  while (t0 < q.rows) {
+    const CMat k = keys[static_cast<size_t>(t0)];
+    int64_t t1 = t0 + 1;
+    while (t1 < q.rows && keys[static_cast<size_t>(t1)].data == k.data) ++t1;
+    DI_CHECK(k.rows <= scores.cols);
+    if (k.rows > 0) {
+      indexer_scores(q.rows_slice(t0, t1 - t0), n_heads, weights.rows_slice(t0, t1 - t0), k,
+                     visible + t0, bf16_rounding, scores.rows_slice(t0, t1 - t0).cols_slice(0, k.rows));
+    }
+    t0 = t1;
+  }
+}
+
 void* Ops::allocate(size_t bytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);

@@ -242,6 +242,18 @@ class Ops {
   // keys of every sequence of a step. The default is host copies.
   virtual void gather_rows(std::span<const float* const> rows, Mat dst);
 
+  // indexer_scores over rows that read different key matrices (the sequences of one step, so
+  // one call scores every CSA query of the step): row t scores keys[t] (a matrix of this
+  // backend's memory with at least visible[t] rows of q.cols / n_heads floats; `keys` itself is
+  // a host array of M views). scores[t, w] for w < visible[t] is indexer_scores' value; the
+  // rest of the row is unspecified (topk reads only the visible part), so scores.cols only has
+  // to cover the largest visible[t]. Each row's value is computed as by indexer_scores, whatever
+  // its companions (batch invariance). The default runs indexer_scores on every run of
+  // consecutive rows sharing a key matrix.
+  virtual void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
+                                    std::span<const CMat> keys, const int32_t* visible,
+                                    bool bf16_rounding, Mat scores);
+
   // ---- Memory (see the banner). Defaults: host memory. ---------------------------------------
   // True when data pointers of this backend are host-readable (the CPU backends).
   virtual bool host_memory() const { return true; }

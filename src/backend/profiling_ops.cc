@@ -105,6 +105,10 @@ void ProfilingOps::indexer_scores(CMat q, int64_t h, CMat w, CMat k, const int32
                                   Mat s) {
   timed("indexer_scores", [&] { inner_.indexer_scores(q, h, w, k, vis, bf, s); });
 }
+void ProfilingOps::indexer_scores_multi(CMat q, int64_t h, CMat w, std::span<const CMat> k,
+                                        const int32_t* vis, bool bf, Mat s) {
+  timed("indexer_scores", [&] { inner_.indexer_scores_multi(q, h, w, k, vis, bf, s); });
+}
 void ProfilingOps::topk(CMat s, const int32_t* vis, int64_t k, int32_t* out) {
   timed("topk", [&] { inner_.topk(s, vis, k, out); });
 }

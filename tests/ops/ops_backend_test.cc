@@ -214,6 +214,33 @@ TEST_P(BackendVsRef, AttentionPoolIndexer) {
       ops_->topk(sa.cmat(), vis.data(), 50, tb.data());
       EXPECT_EQ(ta, tb);
     }
+    // The multi form: rows of three "sequences" (the middle one without keys) reading their
+    // own key matrices; only the visible part of each row is specified.
+    const Buf keys_b = random_buf(rng_, 37, di);
+    const int64_t split = M / 3;
+    std::vector<CMat> row_keys;
+    std::vector<int32_t> vis_m(static_cast<size_t>(M));
+    for (int64_t t = 0; t < M; ++t) {
+      const bool first = t < split, empty = !first && t < 2 * split;
+      const CMat k = first ? keys.cmat() : empty ? CMat{nullptr, 0, di} : keys_b.cmat();
+      row_keys.push_back(k);
+      vis_m[static_cast<size_t>(t)] = static_cast<int32_t>(k.rows == 0 ? 0 : rng_() % (k.rows + 1));
+    }
+    for (bool bf16 : {false, true}) {
+      Buf sa(M, Rk), sb(M, Rk);
+      ops_->indexer_scores_multi(qi.cmat(), Hi, wi.cmat(), row_keys, vis_m.data(), bf16, sb.mat());
+      for (int64_t t = 0; t < M; ++t) {
+        const CMat k = row_keys[static_cast<size_t>(t)];
+        if (k.rows == 0) continue;
+        Buf one(1, k.rows);
+        ref_->indexer_scores(qi.cmat().rows_slice(t, 1), Hi, wi.cmat().rows_slice(t, 1), k,
+                             vis_m.data() + t, bf16, one.mat());
+        const int64_t v = vis_m[static_cast<size_t>(t)];
+        const std::vector<float> got(sb.v.begin() + t * Rk, sb.v.begin() + t * Rk + v);
+        const std::vector<float> want(one.v.begin(), one.v.begin() + v);
+        EXPECT_TRUE(close(got, want, bf16 ? 1e-2 : 1e-5)) << "indexer multi row " << t;
+      }
+    }
   }
 }
 

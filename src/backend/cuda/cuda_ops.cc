@@ -316,6 +316,29 @@ void CudaOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
                             bf16_rounding, md(scores), stream_);
 }
 
+void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
+                                   std::span<const CMat> keys, const int32_t* visible,
+                                   bool bf16_rounding, Mat scores) {
+  DI_CHECK(static_cast<int64_t>(keys.size()) == q.rows && weights.rows == q.rows &&
+           scores.rows == q.rows && weights.cols == n_heads && q.cols % n_heads == 0);
+  const int64_t di = q.cols / n_heads;
+  DI_CHECK(di <= 256 && (n_heads * di + n_heads) * 4 <= 160 * 1024);
+  if (q.rows == 0) return;
+  arena_.reset();
+  std::vector<kc::MatDesc>& table = row_key_table_;
+  table.resize(keys.size());
+  for (size_t t = 0; t < keys.size(); ++t) {
+    DI_CHECK(keys[t].rows == 0 || keys[t].cols == di);
+    DI_CHECK(keys[t].rows <= scores.cols || keys[t].rows == 0);
+    table[t] = md(keys[t]);
+  }
+  auto* d = arena_.alloc_n<kc::MatDesc>(q.rows);
+  DI_CUDA_CHECK(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(kc::MatDesc),
+                                cudaMemcpyHostToDevice, stream_));
+  kc::launch_indexer_scores_multi(md(q), n_heads, md(weights), d, di, on_device(visible, q.rows),
+                                  bf16_rounding, md(scores), stream_);
+}
+
 void CudaOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {
   arena_.reset();
   const int32_t* vis = on_device(visible, scores.rows);

@@ -71,6 +71,8 @@ class CudaOps : public Ops {
   void fake_quant_fp4(Mat x, int64_t block) override;
   void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
                       bool bf16_rounding, Mat scores) override;
+  void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
+                            const int32_t* visible, bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
   void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
                        float route_scale, int32_t* ids, Mat weights) override;
@@ -127,6 +129,7 @@ class CudaOps : public Ops {
     DeviceBuffer device;
   };
   std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;
+  std::vector<kernels::cuda::MatDesc> row_key_table_;  // indexer_scores_multi's staging
 };
 
 }  // namespace deepinfer::backend::cuda

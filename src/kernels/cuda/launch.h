@@ -120,6 +120,11 @@ void launch_softmax_pool(const PoolSlotDev* slots, int64_t slots_per_row, MatDes
 void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
                            const int32_t* visible, bool bf16_rounding, MatDesc scores,
                            cudaStream_t stream);
+// The same scores with row t reading its own key matrix row_keys[t] (a device table of q.rows
+// descriptors, all di wide); only the visible keys of each row are written.
+void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
+                                 const MatDesc* row_keys, int64_t di, const int32_t* visible,
+                                 bool bf16_rounding, MatDesc scores, cudaStream_t stream);
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                  cudaStream_t stream);
 

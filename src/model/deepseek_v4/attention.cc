@@ -16,6 +16,7 @@ using backend::Mat;
 namespace {
 
 constexpr int64_t kIndexerQueryBlock = 256;
+constexpr int64_t kIndexerScoreFloats = int64_t{1} << 24;  // 64 MiB of scores per block at most
 
 // Query path, shared K=V latent (spec §2.3) for all rows. qr is kept for the indexer.
 void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const float> freqs,
@@ -102,6 +103,68 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
     project_indexer(env, *w.indexer, cfreqs, u, qr, pos, iq, iw);
   }
 
+  // Every sequence's compressors take this step's rows first: the selection below scores all
+  // sequences' index keys at once.
+  auto layer_cache = [&](const SequenceSpan& sq) -> LayerCache& {
+    return mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
+  };
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    LayerCache& lc = layer_cache(sq);
+    const int64_t b = sq.begin, c = sq.count, L = pos[b];
+    DI_CHECK(lc.window.size() == L);
+    if (has_comp) {
+      compressor_advance(ops, num, *w.compressor, CompressedRowKind::kAttention, cfreqs,
+                         ckv.rows_slice(b, c), cg.rows_slice(b, c), L, lc.comp, s.comp);
+    }
+    if (has_idx) {
+      compressor_advance(ops, num, w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs,
+                         ikv.rows_slice(b, c), ig.rows_slice(b, c), L, lc.idx, s.comp);
+    }
+  }
+  // Indexer selection (CSA): top-k of the visible index keys per query, over every sequence of
+  // the step in one indexer_scores_multi + topk per block of rows, so a device backend
+  // synchronises once per layer (for the host-built key lists below), not once per sequence.
+  // sel [M, K] (row stride K = the largest per-sequence k); a row's entries past its visible
+  // count are -1, so each sequence reads exactly its own top-min(index_topk, rows) set.
+  int64_t K = 0;
+  const int32_t* sel = nullptr;
+  if (has_idx) {
+    int64_t max_rows = 0;
+    for (const SequenceSpan& sq : in.sequences) {
+      if (sq.count > 0) max_rows = std::max(max_rows, layer_cache(sq).idx.rows.size());
+    }
+    K = std::min<int64_t>(cfg.index_topk, max_rows);
+    if (K > 0) {
+      int32_t* vis = fit_n(s.visible, M);
+      std::fill(vis, vis + M, 0);
+      s.row_keys.assign(static_cast<size_t>(M), backend::CMat{nullptr, 0, di});
+      for (const SequenceSpan& sq : in.sequences) {
+        if (sq.count == 0) continue;
+        const backend::CMat keys = layer_cache(sq).idx.rows.view();
+        if (keys.rows == 0) continue;
+        for (int64_t i = 0; i < sq.count; ++i) {
+          vis[sq.begin + i] = static_cast<int32_t>((pos[sq.begin] + i + 1) / spec.compress_ratio);
+          s.row_keys[static_cast<size_t>(sq.begin + i)] = keys;
+        }
+      }
+      int32_t* out_sel = fit_n(s.sel, M * K);
+      // Query blocks bound the score matrix ([block, max_rows] floats) for long prompts.
+      const int64_t block =
+          std::clamp<int64_t>(kIndexerScoreFloats / max_rows, 1, kIndexerQueryBlock);
+      for (int64_t i0 = 0; i0 < M; i0 += block) {
+        const int64_t nb = std::min(block, M - i0);
+        Mat scores(fit(s.scores, nb * max_rows), nb, max_rows);
+        ops.indexer_scores_multi(iq.rows_slice(i0, nb), Hi, iw.rows_slice(i0, nb),
+                                 std::span<const backend::CMat>(s.row_keys).subspan(
+                                     static_cast<size_t>(i0), static_cast<size_t>(nb)),
+                                 vis + i0, num.official, scores);
+        ops.topk(scores, vis + i0, K, out_sel + i0 * K);
+      }
+      sel = out_sel;
+    }
+  }
+
   // Key-set width per row (window + compressed) and an upper bound of gathered rows.
   int64_t width = 0, key_rows = 0;
   for (const SequenceSpan& sq : in.sequences) {
@@ -130,38 +193,9 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   };
   for (const SequenceSpan& sq : in.sequences) {
     if (sq.count == 0) continue;
-    LayerCache& lc = mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
+    LayerCache& lc = layer_cache(sq);
     const int64_t b = sq.begin, c = sq.count, L = pos[b];
-    DI_CHECK(lc.window.size() == L);
-
-    if (has_comp) {
-      compressor_advance(ops, num, *w.compressor, CompressedRowKind::kAttention, cfreqs,
-                         ckv.rows_slice(b, c), cg.rows_slice(b, c), L, lc.comp, s.comp);
-    }
-    // Indexer selection (CSA): top-k of the visible index keys per query.
-    int64_t K = 0;
-    const int32_t* sel = nullptr;
-    if (has_idx) {
-      compressor_advance(ops, num, w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs,
-                         ikv.rows_slice(b, c), ig.rows_slice(b, c), L, lc.idx, s.comp);
-      const int64_t n_rows = lc.idx.rows.size();
-      K = std::min<int64_t>(cfg.index_topk, n_rows);
-      if (K > 0) {
-        int32_t* vis = fit_n(s.visible, c);
-        for (int64_t i = 0; i < c; ++i)
-          vis[i] = static_cast<int32_t>((L + i + 1) / spec.compress_ratio);
-        int32_t* out_sel = fit_n(s.sel, c * K);
-        // Queries in blocks, so a long prefill never holds a [c, n_rows] score matrix.
-        for (int64_t i0 = 0; i0 < c; i0 += kIndexerQueryBlock) {
-          const int64_t nb = std::min(kIndexerQueryBlock, c - i0);
-          Mat scores(fit(s.scores, nb * n_rows), nb, n_rows);
-          ops.indexer_scores(iq.rows_slice(b + i0, nb), Hi, iw.rows_slice(b + i0, nb),
-                             lc.idx.rows.view(), vis + i0, num.official, scores);
-          ops.topk(scores, vis + i0, K, out_sel + i0 * K);
-        }
-        sel = out_sel;
-      }
-    }
+    const bool selected = has_idx && sel != nullptr && lc.idx.rows.size() > 0;
 
     // Window keys: cached rows [L - nw_old, L), then this step's rows.
     const int64_t nw_old = std::min(L, W - 1);
@@ -175,10 +209,10 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
     int32_t* remap = nullptr;
     if (has_comp && !has_idx) {
       for (int64_t r = 0; r < lc.comp.rows.size(); ++r) push_key(lc.comp.rows.row(r));
-    } else if (has_idx && K > 0) {
+    } else if (selected) {
       remap = fit_n(s.remap, lc.comp.rows.size());
       std::fill(remap, remap + lc.comp.rows.size(), -1);
-      for (int64_t j = 0; j < c * K; ++j) {
+      for (int64_t j = b * K; j < (b + c) * K; ++j) {
         const int32_t r = sel[j];
         if (r >= 0 && remap[r] < 0) remap[r] = push_key(lc.comp.rows.row(r));
       }
@@ -196,7 +230,7 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
         for (int64_t r = 0; r < vis; ++r) row[j++] = static_cast<int32_t>(comp_base + r);
       } else if (remap != nullptr) {
         for (int64_t k = 0; k < K; ++k) {
-          const int32_t r = sel[i * K + k];
+          const int32_t r = sel[(b + i) * K + k];
           if (r >= 0) row[j++] = remap[r];
         }
       }
@@ -209,9 +243,7 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   // Only now may the window rings take this step's rows: the gather above reads slots a long
   // chunk would overwrite.
   for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count == 0) continue;
-    LayerCache& lc = mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
-    lc.window.append(kv.rows_slice(sq.begin, sq.count));
+    if (sq.count > 0) layer_cache(sq).window.append(kv.rows_slice(sq.begin, sq.count));
   }
 
   Mat o(fit(s.o, M * H * d), M, H * d);

@@ -2,9 +2,11 @@
 // indexer-selected compressed rows) and HCA (window + every visible compressed row).
 //
 // Shape of one call: the dense projections (q path, shared K=V latent, compressor and indexer
-// projections, output projection) run over all M rows of the step; the cache-reading part runs
-// per sequence and gathers each query's key set (window rows oldest→newest, then compressed
-// rows) into one key matrix, so a single sparse_attention call serves every sequence. The cache
+// projections, output projection) run over all M rows of the step; the CSA selection (indexer
+// scores + top-k) runs over all rows at once, each row reading its own sequence's index keys;
+// the key lists are built per sequence and each query's key set (window rows oldest→newest,
+// then compressed rows) is gathered into one key matrix, so a single sparse_attention call
+// serves every sequence. The cache
 // is updated at the end of the call (window rows, compressor state, emitted rows); the
 // sequence's length is advanced by the caller after the last layer.
 #pragma once
@@ -45,6 +47,7 @@ struct AttentionScratch {
   backend::Buffer keys;                                  // gathered key/value rows
   std::vector<int32_t> idx, sel, visible, remap;
   std::vector<const float*> key_src;  // gathered key rows, in key order
+  std::vector<backend::CMat> row_keys;  // each query row's index keys (its sequence's)
   CompressorScratch comp;
 };
 

@@ -82,6 +82,55 @@ CUDA_CASE(indexer_and_topk) {
             want.v, bf16 ? 2e-2 : 2e-5);
     }
   }
+  // indexer_scores_multi: rows of three sequences (the middle one without index keys yet), each
+  // reading its own keys; the visible part of every row must equal the single-matrix GPU call
+  // bit for bit (batch invariance) and the oracle within the tolerance.
+  {
+    const int64_t H = 64, di = 128, M = 7;
+    const std::vector<int64_t> seq_rows = {300, 0, 1100};
+    const std::vector<int64_t> seq_of = {0, 0, 1, 2, 2, 2, 2};
+    std::vector<Buf> keys;
+    std::vector<DBuf> dkeys;
+    for (size_t i = 0; i < seq_rows.size(); ++i) {
+      keys.push_back(random_buf(ctx.rng, seq_rows[i], di));
+      dkeys.push_back(dev_copy(keys.back(), static_cast<int>(i)));
+    }
+    const Buf q = random_buf(ctx.rng, M, H * di);
+    const Buf w = random_buf(ctx.rng, M, H, -0.5f, 1.0f);
+    const DBuf dq = dev_copy(q), dw = dev_copy(w, 1);
+    std::vector<CMat> row_keys;
+    std::vector<int32_t> vis;
+    for (int64_t t = 0; t < M; ++t) {
+      const int64_t sq = seq_of[static_cast<size_t>(t)], R = seq_rows[static_cast<size_t>(sq)];
+      row_keys.push_back(R == 0 ? CMat{nullptr, 0, di} : dkeys[static_cast<size_t>(sq)].cmat());
+      vis.push_back(static_cast<int32_t>(R == 0 ? 0 : R - 37 * (t % 3)));
+    }
+    for (bool bf16 : {false, true}) {
+      DBuf dout = dev_poisoned(M, 1100);
+      ctx.gpu->indexer_scores_multi(dq.cmat(), H, dw.cmat(), row_keys, vis.data(), bf16,
+                                    dout.mat());
+      const std::vector<float> got = dout.download();
+      std::vector<float> got_vis, want_vis, single_vis;
+      for (int64_t t = 0; t < M; ++t) {
+        const size_t sq = static_cast<size_t>(seq_of[static_cast<size_t>(t)]);
+        const int64_t R = seq_rows[sq], v = vis[static_cast<size_t>(t)];
+        if (R == 0) continue;
+        Buf want(1, R);
+        ctx.ref->indexer_scores(q.cmat().rows_slice(t, 1), H, w.cmat().rows_slice(t, 1),
+                                keys[sq].cmat(), &vis[static_cast<size_t>(t)], bf16, want.mat());
+        DBuf one = dev_poisoned(1, R);
+        ctx.gpu->indexer_scores(dq.cmat().rows_slice(t, 1), H, dw.cmat().rows_slice(t, 1),
+                                dkeys[sq].cmat(), &vis[static_cast<size_t>(t)], bf16, one.mat());
+        const std::vector<float> single = one.download();
+        got_vis.insert(got_vis.end(), got.begin() + t * 1100, got.begin() + t * 1100 + v);
+        want_vis.insert(want_vis.end(), want.v.begin(), want.v.begin() + v);
+        single_vis.insert(single_vis.end(), single.begin(), single.begin() + v);
+      }
+      const std::string name = std::string("indexer_scores_multi") + (bf16 ? " bf16" : "");
+      close(ctx, name, got_vis, want_vis, bf16 ? 2e-2 : 2e-5);
+      close(ctx, name + " == single call", got_vis, single_vis, 0.0);
+    }
+  }
   // top-k on identical inputs (ties from a coarse grid), k larger than some rows.
   for (int64_t R : {40, 3000}) {
     const int64_t M = 4, k = 64;

@@ -217,6 +217,22 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
         report(p, "topk", "R4096 k512 M=" + std::to_string(M), ms2, 0, 4.0 * M * (R + 512));
       }
     }
+    if (wanted(p, "indexer_scores_multi") && M > 1 && M <= 128) {
+      // A decode step of M sequences, each with its own 1024 index keys (4096 tokens of context):
+      // every row reads its own keys, so the bytes are M times the shared-key case's.
+      const int64_t H = 64, di = 128, R = 1024;
+      const DBuf q = dev_random(rng, M, H * di), w = dev_random(rng, M, H),
+                 k = dev_random(rng, M * R, di);
+      std::vector<CMat> row_keys;
+      for (int64_t t = 0; t < M; ++t) row_keys.push_back(k.cmat().rows_slice(t * R, R));
+      const std::vector<int32_t> vis(static_cast<size_t>(M), static_cast<int32_t>(R));
+      DBuf s = dev_poisoned(M, R);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->indexer_scores_multi(q.cmat(), H, w.cmat(), row_keys, vis.data(), true, s.mat());
+      });
+      report(p, "indexer_scores_multi", "H64 di128 R1024 per row M=" + std::to_string(M), ms,
+             2.0 * M * H * R * di, 4.0 * (M * R * di + M * H * di + M * R));
+    }
   }
 }
 

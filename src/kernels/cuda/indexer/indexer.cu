@@ -1,9 +1,10 @@
 // Lightning indexer (spec §2.5) scores and the per-row top-k that picks the compressed rows.
 //
-// indexer_scores: one block per (token, 64 keys); the token's Hi·di query and Hi weights sit in
-// shared memory, each warp scores one key at a time with its channels in registers (di <= 256),
-// one warp reduction per head, heads summed in order in FP32 (with the official BF16 rounding
-// points when asked).
+// indexer_scores: one block per (token, 64 keys); the multi form gives every token its own key
+// matrix (a descriptor table, one per row) and skips blocks past the token's visible keys. The
+// token's Hi·di query and Hi weights sit in shared memory, each warp scores one key at a time
+// with its channels in registers (di <= 256), one warp reduction per head, heads summed in order
+// in FP32 (with the official BF16 rounding points when asked).
 // topk: one block per row, an exact rank count (element i's rank = number of elements that are
 // larger, or equal with a lower index), which is the stable descending order of the reference
 // with no sort state. O(visible²) per row: correct, deterministic, and fine for decode-sized
@@ -18,19 +19,25 @@ constexpr int kKeysPerBlock = 64;
 constexpr int kMaxDiRegs = 8;  // di <= 256
 
 __global__ void __launch_bounds__(kThreads)
-    indexer_scores_kernel(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
-                          const int32_t* visible, bool bf16_rounding, MatDesc scores) {
+    indexer_scores_kernel(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc shared_keys,
+                          const MatDesc* row_keys, const int32_t* visible, bool bf16_rounding,
+                          MatDesc scores) {
   extern __shared__ float qs[];  // [n_heads * di] then [n_heads] weights
-  const int64_t t = blockIdx.y, di = keys.cols;
+  const int64_t t = blockIdx.y;
+  // row_keys (multi): row t's own key matrix, and only its visible keys are written.
+  const MatDesc keys = row_keys != nullptr ? row_keys[t] : shared_keys;
+  const int64_t di = keys.cols;
+  const int64_t vis = visible[t] < keys.rows ? visible[t] : keys.rows;
+  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
+  if (row_keys != nullptr && w0 >= vis) return;  // before the barrier: the whole block leaves
   float* ws = qs + n_heads * di;
   for (int64_t i = threadIdx.x; i < n_heads * di; i += blockDim.x) qs[i] = q.data[t * q.ld + i];
   for (int64_t i = threadIdx.x; i < n_heads; i += blockDim.x)
     ws[i] = weights.data[t * weights.ld + i];
   __syncthreads();
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int64_t vis = visible[t] < keys.rows ? visible[t] : keys.rows;
-  const int64_t w0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
-  for (int64_t w = w0 + wid; w < w0 + kKeysPerBlock && w < keys.rows; w += nw) {
+  const int64_t w_limit = row_keys != nullptr ? vis : keys.rows;
+  for (int64_t w = w0 + wid; w < w0 + kKeysPerBlock && w < w_limit; w += nw) {
     float* out = scores.data + t * scores.ld + w;
     if (w >= vis) {
       if (lane == 0) *out = -__int_as_float(0x7f800000);
@@ -95,21 +102,38 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 }  // namespace
 
-void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
-                           const int32_t* visible, bool bf16_rounding, MatDesc scores,
-                           cudaStream_t stream) {
-  if (q.rows == 0 || keys.rows == 0) return;
-  const size_t smem = static_cast<size_t>(n_heads * keys.cols + n_heads) * sizeof(float);
+namespace {
+void launch_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
+                   const MatDesc* row_keys, int64_t di, int64_t key_cols,
+                   const int32_t* visible, bool bf16_rounding, MatDesc scores,
+                   cudaStream_t stream) {
+  if (q.rows == 0 || key_cols == 0) return;
+  const size_t smem = static_cast<size_t>(n_heads * di + n_heads) * sizeof(float);
   static const bool attr_set = [] {
     cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          160 * 1024);
     return true;
   }();
   (void)attr_set;
-  const dim3 grid(static_cast<unsigned>((keys.rows + kKeysPerBlock - 1) / kKeysPerBlock),
+  const dim3 grid(static_cast<unsigned>((key_cols + kKeysPerBlock - 1) / kKeysPerBlock),
                   static_cast<unsigned>(q.rows));
-  indexer_scores_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, weights, keys, visible,
-                                                          bf16_rounding, scores);
+  indexer_scores_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, weights, keys, row_keys,
+                                                          visible, bf16_rounding, scores);
+}
+}  // namespace
+
+void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
+                           const int32_t* visible, bool bf16_rounding, MatDesc scores,
+                           cudaStream_t stream) {
+  launch_scores(q, n_heads, weights, keys, nullptr, keys.cols, keys.rows, visible, bf16_rounding,
+                scores, stream);
+}
+
+void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
+                                 const MatDesc* row_keys, int64_t di, const int32_t* visible,
+                                 bool bf16_rounding, MatDesc scores, cudaStream_t stream) {
+  launch_scores(q, n_heads, weights, MatDesc{}, row_keys, di, scores.cols, visible,
+                bf16_rounding, scores, stream);
 }
 
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
