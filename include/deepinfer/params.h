@@ -34,6 +34,9 @@ struct EngineOptions {
   int32_t kv_block_size = 0;     // 0: 128 x the largest compression ratio's lcm, at least 128
   int num_threads = -1;          // CPU worker threads; -1: DEEPINFER_NUM_THREADS (0 = all cores)
   bool use_ref_backend = false;  // the fp32 reference ops (slow; tests only)
+  // "opt" (CPU), "ref" (the FP32 oracle), "cuda"; empty: DEEPINFER_ACCELERATOR (auto = CPU).
+  // use_ref_backend, when set, wins (older callers).
+  std::string backend;
   // Plan step N+1 on the calling thread while step N's forward and sampling run on a worker
   // thread (vLLM v1 / SGLang "zero-overhead" scheduling). Outputs are identical either way;
   // off: every step runs start to end on the calling thread.

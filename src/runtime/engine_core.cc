@@ -56,11 +56,12 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     const auto& env = env_options();
     threads = env.ok() ? env->num_threads : 0;
   }
-  // DEEPINFER_ACCELERATOR picks the backend (backend/select.h); tests may force the oracle. The
-  // batch-invariance option reaches the backend, which picks its kernels by it.
-  DI_ASSIGN_OR_RETURN(
-      std::unique_ptr<backend::Ops> ops,
-      backend::make_ops(options.use_ref_backend ? "ref" : "", threads, options.batch_invariant));
+  // EngineOptions::backend, else DEEPINFER_ACCELERATOR, picks the backend (backend/select.h);
+  // tests may force the oracle. The batch-invariance option reaches the backend, which picks
+  // its kernels by it.
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
+                      backend::make_ops(options.use_ref_backend ? "ref" : options.backend, threads,
+                                        options.batch_invariant));
   DI_ASSIGN_OR_RETURN(model::deepseek_v4::Model model,
                       model::deepseek_v4::Model::load(options.model_dir, *ops));
 
@@ -128,8 +129,8 @@ EngineCore::~EngineCore() {
 std::string EngineCore::describe() const {
   const auto& kv = sched_->kv();
   return "model " + options_.model_dir + " (vocab " + std::to_string(vocab_size()) + ", " +
-         std::to_string(model_.config().num_layers) + " layers), backend " +
-         (options_.use_ref_backend ? "cpu-ref" : "cpu-opt") + ", max_model_len " +
+         std::to_string(model_.config().num_layers) + " layers), backend " + ops_->name() +
+         ", max_model_len " +
          std::to_string(max_model_len()) + ", max_num_seqs " +
          std::to_string(sched_->config().max_num_seqs) + ", token budget " +
          std::to_string(sched_->config().max_num_batched_tokens) + ", KV " +

@@ -13,7 +13,7 @@
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
 #          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it
 #   hf     the same shapes in Hugging Face transformers (bench/model_cuda/hf_peer.py)
-#   engine the full tree (CLI, engine; needs ICU headers on the machine, CLI11 / nlohmann_json
+#   engine the full tree (CLI, engine; needs ICU headers: the system's or $ICU_ROOT; CLI11 / nlohmann_json
 #          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
 #          embedded default model: sampled text through the engine and greedy token ids through
 #          the model, on the CPU and on the GPU (DEEPINFER_ACCELERATOR=nvidia / --backend cuda)
@@ -85,14 +85,25 @@ if has hf; then
   grep -v '^{' "$OUT/hf.log" | tail -8 | tee -a "$OUT/summary.txt"
 fi
 if has engine; then
-  if [ ! -f /usr/include/unicode/utypes.h ]; then
-    say "engine: skipped, no ICU headers on this machine"
+  # ICU: the system's headers, else a carried copy at $ICU_ROOT (default .deps/icu, headers of
+  # the same major version as the machine's libicuuc; its lib/ link is made here).
+  ICU_ROOT="${ICU_ROOT:-$PWD/.deps/icu}"
+  ICU_ARGS=()
+  if [ ! -f /usr/include/unicode/utypes.h ] && [ -f "$ICU_ROOT/include/unicode/utypes.h" ]; then
+    LIBICU="$(ls /usr/lib/x86_64-linux-gnu/libicuuc.so.[0-9]* 2>/dev/null | head -1)"
+    if [ -n "$LIBICU" ]; then
+      mkdir -p "$ICU_ROOT/lib" && ln -sf "$LIBICU" "$ICU_ROOT/lib/libicuuc.so"
+      ICU_ARGS=("-DICU_ROOT=$ICU_ROOT")
+    fi
+  fi
+  if [ ! -f /usr/include/unicode/utypes.h ] && [ ${#ICU_ARGS[@]} -eq 0 ]; then
+    say "engine: skipped, no ICU headers on this machine (carry them at \$ICU_ROOT)"
   else
     FULL="${FULL_BUILD_DIR:-build/gpu-full}"
     timeout 120 cmake -S . -B "$FULL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF \
       -DDEEPINFER_BUILD_PYTHON=OFF "-DCMAKE_PREFIX_PATH=${DEPS_CMAKE:-$PWD/.deps/cmake}" \
-      > "$OUT/engine_configure.log" 2>&1 &&
+      "${ICU_ARGS[@]}" > "$OUT/engine_configure.log" 2>&1 &&
     timeout 300 cmake --build "$FULL" --target deepinfer_bin -j "${JOBS:-16}" > "$OUT/engine_build.log" 2>&1
     if [ $? -ne 0 ]; then
       say "engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" "$OUT/engine_configure.log" | tee -a "$OUT/summary.txt"
@@ -109,6 +120,18 @@ if has engine; then
           --max-tokens 64 --temperature 0 --ignore-eos --json --backend $b > "$OUT/greedy_$b.json" 2>&1
       done
       cmp -s "$OUT/engine_cpu.json" "$OUT/engine_nvidia.json" && say "engine: sampled outputs identical cpu vs gpu" || say "engine: sampled outputs DIFFER cpu vs gpu"
+      # The executor's gap on the GPU: GAP_PROMPTS requests decoding together, asynchronous
+      # scheduling vs synchronous (the per-step split is printed by --stats).
+      for i in $(seq 1 "${GAP_PROMPTS:-64}"); do echo "Story $i: once upon a time"; done > "$OUT/gap_prompts.txt"
+      for mode in async sync; do
+        flag=""; [ $mode = sync ] && flag="--sync-scheduling"
+        timeout 180 "$BIN" generate --model models/default --prompts-file "$OUT/gap_prompts.txt" \
+          --max-tokens 128 --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda \
+          $flag > "$OUT/gap_$mode.json" 2> "$OUT/gap_$mode.log"
+        say "engine gap $mode exit $?: $(grep -E 'steps; per step' "$OUT/gap_$mode.log")"
+        grep -E 'tokens/s' "$OUT/gap_$mode.log" | tee -a "$OUT/summary.txt"
+      done
+      cmp -s "$OUT/gap_async.json" "$OUT/gap_sync.json" && say "engine: async == sync outputs" || say "engine: async and sync outputs DIFFER"
       python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 o = sys.argv[1]

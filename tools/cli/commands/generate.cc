@@ -258,6 +258,9 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--ignore-eos", args->ignore_eos, "keep generating after an end-of-sequence token");
   cmd->add_flag("--json", args->json_output,
                 "print {\"token_ids\": [...], \"finish_reason\": ..., \"text\": ...}");
+  cmd->add_flag("--sync-scheduling", args->engine.sync_scheduling,
+                "engine path: run each step start to end on one thread (no asynchronous "
+                "scheduling; for measuring the gap it hides)");
   cmd->add_flag("--stats", args->stats,
                 "add timings (load/prefill/decode, tokens/s) and memory (peak RSS) to the output "
                 "(JSON: a \"stats\" object)");

@@ -5,6 +5,7 @@
 // generate.cc stays the simplest whole path (numerics checks, bench/model_cpu).
 #include "commands/generate_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -69,7 +70,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
 
   EngineOptions options;
   options.model_dir = a.model_dir;
-  options.use_ref_backend = a.backend == "ref";
+  options.backend = a.backend;
+  options.async_scheduling = !a.sync_scheduling;
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {
@@ -130,9 +132,21 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
     }
   }
   if (a.stats) {
+    const EngineStats& st = (*engine)->stats();
+    std::fprintf(stderr, "%s\n", (*engine)->describe().c_str());
     std::fprintf(stderr, "%zu prompt(s), %lld generated tokens in %.2f s: %.1f tokens/s\n",
                  handles.size(), static_cast<long long>(generated), seconds,
                  seconds > 0 ? static_cast<double>(generated) / seconds : 0.0);
+    // The executor's time split, per step: forward and sampling run on it; the gap is its idle
+    // time waiting for the engine thread (what asynchronous scheduling hides).
+    const double n = static_cast<double>(std::max<int64_t>(1, st.steps));
+    std::fprintf(stderr,
+                 "%lld steps; per step: forward %.3f ms, sample %.3f ms, host %.3f ms, "
+                 "gap %.3f ms (%.1f%% of the executor's time)\n",
+                 static_cast<long long>(st.steps), 1e3 * st.forward_seconds / n,
+                 1e3 * st.sample_seconds / n, 1e3 * st.host_seconds / n, 1e3 * st.gap_seconds / n,
+                 100.0 * st.gap_seconds /
+                     std::max(1e-12, st.forward_seconds + st.sample_seconds + st.gap_seconds));
   }
   std::fflush(stdout);
   return rc;

@@ -24,7 +24,8 @@ struct GenerateEngineArgs {
   bool json_output = false;
   bool stream = true;
   bool stats = false;
-  std::string backend = "opt";
+  bool sync_scheduling = false;  // every step start to end on one thread (to measure the gap)
+  std::string backend;           // "" = DEEPINFER_ACCELERATOR
 };
 
 int run_generate_with_engine(const GenerateEngineArgs& args);
