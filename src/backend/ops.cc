@@ -153,6 +153,14 @@ void Ops::gather_rows(std::span<const float* const> rows, Mat dst) {
   }
 }
 
+void Ops::scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
+                       int64_t cols) {
+  DI_CHECK(src.size() == dst.size() && cols >= 0);
+  for (size_t i = 0; i < src.size(); ++i) {
+    std::memcpy(dst[i], src[i], static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
 void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
                                const int32_t* visible, bool bf16_rounding, Mat scores) {
   DI_CHECK(static_cast<int64_t>(keys.size()) == q.rows && weights.rows == q.rows &&

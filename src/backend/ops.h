@@ -241,6 +241,12 @@ class Ops {
   // (`rows` itself is a host array). One call gathers rows of many matrices, e.g. the cached
   // keys of every sequence of a step. The default is host copies.
   virtual void gather_rows(std::span<const float* const> rows, Mat dst);
+  // dst[i][0, cols) <- src[i][0, cols) for every pair: rows of any matrices of this backend's
+  // memory (the pointer lists are host arrays), e.g. one call writes a layer's new cache rows
+  // for every sequence of a step. Destinations must not overlap each other or any source. The
+  // default is host copies.
+  virtual void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
+                            int64_t cols);
 
   // indexer_scores over rows that read different key matrices (the sequences of one step, so
   // one call scores every CSA query of the step): row t scores keys[t] (a matrix of this

@@ -69,6 +69,8 @@ class ProfilingOps final : public Ops {
   void rms_norm_bf16(Mat x, int64_t group, float eps) override;
   void hadamard(Mat x, int64_t n) override;
   void gather_rows(std::span<const float* const> rows, Mat dst) override;
+  void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
+                    int64_t cols) override;
 
   bool host_memory() const override { return inner_.host_memory(); }
   DeviceKind device_kind() const override { return inner_.device_kind(); }

@@ -19,12 +19,33 @@ std::vector<float> rows_from(int64_t first, int64_t n, int64_t width) {
   return v;
 }
 
+// What the model does with a claim: the claimed slots filled by one scatter_rows.
+void append(backend::Ops& ops, RowRing& ring, const std::vector<float>& rows, int64_t n) {
+  std::vector<float*> dst;
+  const int64_t dropped = ring.claim(n, dst);
+  std::vector<const float*> src;
+  for (int64_t r = dropped; r < n; ++r) src.push_back(rows.data() + r * ring.width());
+  ASSERT_EQ(src.size(), dst.size());
+  ops.scatter_rows(src, dst, ring.width());
+}
+
+void append(backend::Ops& ops, RowList& list, const std::vector<float>& rows, int64_t n) {
+  float* at = list.claim(n);
+  std::vector<const float*> src;
+  std::vector<float*> dst;
+  for (int64_t r = 0; r < n; ++r) {
+    src.push_back(rows.data() + r * list.width());
+    dst.push_back(at + r * list.width());
+  }
+  ops.scatter_rows(src, dst, list.width());
+}
+
 TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
   auto ops = backend::cpu::make_ref_ops();  // host memory: rows readable in place
   RowRing ring;
   ring.init(*ops, 4, 2);
   std::vector<float> a = rows_from(0, 6, 2);  // more rows than the capacity in one append
-  ring.append(backend::CMat(a.data(), 6, 2));
+  append(*ops, ring, a, 6);
   EXPECT_EQ(ring.size(), 6);
   EXPECT_EQ(ring.oldest(), 2);
   for (int64_t r = 2; r < 6; ++r) EXPECT_EQ(ring.row(r)[1], static_cast<float>(r * 10 + 1));
@@ -32,7 +53,7 @@ TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
   EXPECT_EQ(ring.size(), 4);
   EXPECT_EQ(ring.oldest(), 2);
   std::vector<float> b = rows_from(100, 1, 2);
-  ring.append(backend::CMat(b.data(), 1, 2));  // becomes row 4, overwriting nothing readable
+  append(*ops, ring, b, 1);  // becomes row 4, overwriting nothing readable
   EXPECT_EQ(ring.row(4)[0], 1000.0f);
   EXPECT_EQ(ring.row(2)[0], 20.0f);
   EXPECT_EQ(ring.row(3)[0], 30.0f);
@@ -44,13 +65,13 @@ TEST(ModelCache, RowListGrowsKeepingItsRows) {
   list.init(*ops, 3);
   for (int64_t first = 0; first < 200; first += 7) {  // many appends force several regrowths
     std::vector<float> a = rows_from(first, 7, 3);
-    list.append(backend::CMat(a.data(), 7, 3));
+    append(*ops, list, a, 7);
   }
   ASSERT_EQ(list.size(), 203);
   for (int64_t r = 0; r < 203; ++r) EXPECT_EQ(list.row(r)[2], static_cast<float>(r * 10 + 2));
   list.truncate(50);
   std::vector<float> b = rows_from(1000, 1, 3);
-  list.append(backend::CMat(b.data(), 1, 3));
+  append(*ops, list, b, 1);
   EXPECT_EQ(list.size(), 51);
   EXPECT_EQ(list.row(50)[0], 10000.0f);
   EXPECT_EQ(list.row(49)[0], 490.0f);

@@ -274,6 +274,22 @@ void CudaOps::gather_rows(std::span<const float* const> rows, Mat dst) {
   kc::launch_gather_rows(d, md(dst), stream_);
 }
 
+void CudaOps::scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
+                           int64_t cols) {
+  DI_CHECK(src.size() == dst.size() && cols >= 0);
+  if (src.empty() || cols == 0) return;
+  arena_.reset();
+  const int64_t n = static_cast<int64_t>(src.size());
+  // One staged table: the n sources, then the n destinations.
+  std::vector<const void*>& table = scatter_table_;
+  table.assign(src.begin(), src.end());
+  table.insert(table.end(), dst.begin(), dst.end());
+  float** d = arena_.alloc_n<float*>(2 * n);
+  DI_CUDA_CHECK(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(const void*),
+                                cudaMemcpyHostToDevice, stream_));
+  kc::launch_scatter_rows(d, d + n, n, cols, stream_);
+}
+
 void CudaOps::rms_norm_bf16(Mat x, int64_t group, float eps) {
   DI_CHECK(group > 0 && x.cols % group == 0);
   kc::launch_rms_norm_bf16(md(x), group, eps, stream_);

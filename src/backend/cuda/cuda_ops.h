@@ -74,6 +74,8 @@ class CudaOps : public Ops {
   void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
                             const int32_t* visible, bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
+  void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
+                    int64_t cols) override;
   void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
                        float route_scale, int32_t* ids, Mat weights) override;
   void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
@@ -130,6 +132,7 @@ class CudaOps : public Ops {
   };
   std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;
   std::vector<kernels::cuda::MatDesc> row_key_table_;  // indexer_scores_multi's staging
+  std::vector<const void*> scatter_table_;              // scatter_rows' staging
 };
 
 }  // namespace deepinfer::backend::cuda

@@ -62,6 +62,9 @@ void launch_scale(MatDesc x, float s, cudaStream_t stream);
 void launch_copy_rows(MatDesc src, const int32_t* rows, MatDesc dst, cudaStream_t stream);
 // dst[i] = the dst.cols floats at rows[i] (rows: a device array of device row pointers).
 void launch_gather_rows(const float* const* rows, MatDesc dst, cudaStream_t stream);
+// dst[i][0, cols) <- src[i][0, cols) for i < n (device tables of row pointers).
+void launch_scatter_rows(const float* const* src, float* const* dst, int64_t n, int64_t cols,
+                         cudaStream_t stream);
 // out[i] = table[ids[i]] (dense table); ids device array.
 void launch_embed(const int32_t* ids, const WeightDesc& table, MatDesc out, cudaStream_t stream);
 void launch_swiglu(MatDesc a, MatDesc b, float limit, MatDesc out, cudaStream_t stream);

@@ -108,19 +108,25 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   auto layer_cache = [&](const SequenceSpan& sq) -> LayerCache& {
     return mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
   };
+  std::vector<CompressorJob>& comp_jobs = s.comp_jobs;
+  std::vector<CompressorJob>& idx_jobs = s.idx_jobs;
+  comp_jobs.clear();
+  idx_jobs.clear();
   for (const SequenceSpan& sq : in.sequences) {
     if (sq.count == 0) continue;
     LayerCache& lc = layer_cache(sq);
-    const int64_t b = sq.begin, c = sq.count, L = pos[b];
+    const int64_t L = pos[sq.begin];
     DI_CHECK(lc.window.size() == L);
-    if (has_comp) {
-      compressor_advance(ops, num, *w.compressor, CompressedRowKind::kAttention, cfreqs,
-                         ckv.rows_slice(b, c), cg.rows_slice(b, c), L, lc.comp, s.comp);
-    }
-    if (has_idx) {
-      compressor_advance(ops, num, w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs,
-                         ikv.rows_slice(b, c), ig.rows_slice(b, c), L, lc.idx, s.comp);
-    }
+    comp_jobs.push_back({&lc.comp, sq.begin, sq.count, L});
+    idx_jobs.push_back({&lc.idx, sq.begin, sq.count, L});
+  }
+  if (has_comp) {
+    compressor_advance(ops, num, *w.compressor, CompressedRowKind::kAttention, cfreqs, ckv, cg,
+                       comp_jobs, s.comp);
+  }
+  if (has_idx) {
+    compressor_advance(ops, num, w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs, ikv,
+                       ig, idx_jobs, s.comp);
   }
   // Indexer selection (CSA): top-k of the visible index keys per query, over every sequence of
   // the step in one indexer_scores_multi + topk per block of rows, so a device backend
@@ -240,11 +246,16 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   DI_CHECK(n_keys <= key_rows);
   Mat keys(fit(s.keys, key_rows * d), key_rows, d);
   ops.gather_rows(key_src, keys.rows_slice(0, n_keys));
-  // Only now may the window rings take this step's rows: the gather above reads slots a long
-  // chunk would overwrite.
+  // Only now may the window rings take this step's rows (one scatter for every sequence): the
+  // gather above reads slots a long chunk would overwrite.
+  s.win_src.clear();
+  s.win_dst.clear();
   for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count > 0) layer_cache(sq).window.append(kv.rows_slice(sq.begin, sq.count));
+    if (sq.count == 0) continue;
+    const int64_t dropped = layer_cache(sq).window.claim(sq.count, s.win_dst);
+    for (int64_t i = dropped; i < sq.count; ++i) s.win_src.push_back(kv.row(sq.begin + i));
   }
+  ops.scatter_rows(s.win_src, s.win_dst, d);
 
   Mat o(fit(s.o, M * H * d), M, H * d);
   ops.sparse_attention(q, H, CMat(keys).rows_slice(0, n_keys), idx, width, w.sink,

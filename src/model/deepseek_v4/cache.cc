@@ -10,21 +10,6 @@
 
 namespace deepinfer::model::deepseek_v4 {
 
-namespace {
-
-// dst rows [0, src.rows) <- src, one backend copy per contiguous run.
-void copy_rows_to(backend::Ops& ops, backend::CMat src, float* dst, int64_t width) {
-  if (src.rows == 0) return;
-  const size_t row_bytes = static_cast<size_t>(width) * sizeof(float);
-  if (src.ld == width) {
-    ops.copy(dst, src.data, row_bytes * static_cast<size_t>(src.rows));
-    return;
-  }
-  ops.copy_rows(src, nullptr, backend::Mat(dst, src.rows, width));
-}
-
-}  // namespace
-
 void RowRing::init(backend::Ops& ops, int64_t capacity, int64_t width) {
   capacity_ = capacity;
   width_ = width;
@@ -41,19 +26,16 @@ int32_t RowRing::slot(int64_t index) const {
   return static_cast<int32_t>(index % capacity_);
 }
 
-void RowRing::append(backend::CMat rows) {
-  DI_CHECK(rows.cols == width_);
-  backend::Ops& ops = *data_.ops();
-  // Only the newest `capacity` rows survive; they land in at most two contiguous slot runs.
-  int64_t r = std::max<int64_t>(0, rows.rows - capacity_);
-  while (r < rows.rows) {
-    const int64_t slot0 = (size_ + r) % capacity_;
-    const int64_t run = std::min(rows.rows - r, capacity_ - slot0);
-    copy_rows_to(ops, rows.rows_slice(r, run), data_.as<float>() + slot0 * width_, width_);
-    r += run;
+int64_t RowRing::claim(int64_t n, std::vector<float*>& dst) {
+  // Only the newest `capacity` rows survive: the earlier ones would be overwritten in the same
+  // step, and a device scatter has no order between rows.
+  const int64_t dropped = std::max<int64_t>(0, n - capacity_);
+  for (int64_t r = dropped; r < n; ++r) {
+    dst.push_back(data_.as<float>() + ((size_ + r) % capacity_) * width_);
   }
-  size_ += rows.rows;
+  size_ += n;
   oldest_ = std::max(oldest_, size_ - capacity_);
+  return dropped;
 }
 
 RowRing RowRing::clone() const {
@@ -90,14 +72,13 @@ void RowRing::truncate(int64_t new_size) {
   oldest_ = std::min(oldest_, size_);
 }
 
-void RowList::append(backend::CMat rows) {
-  DI_CHECK(rows.cols == width_);
-  if (rows.rows == 0) return;
+float* RowList::claim(int64_t n) {
   const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
   float* base = static_cast<float*>(data_.reserve_bytes(
-      row_bytes * static_cast<size_t>(size_ + rows.rows), row_bytes * static_cast<size_t>(size_)));
-  copy_rows_to(*data_.ops(), rows, base + size_ * width_, width_);
-  size_ += rows.rows;
+      row_bytes * static_cast<size_t>(size_ + n), row_bytes * static_cast<size_t>(size_)));
+  float* at = base + size_ * width_;
+  size_ += n;
+  return at;
 }
 
 namespace {

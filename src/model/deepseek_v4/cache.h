@@ -14,8 +14,10 @@
 // Rings keep `max_rollback` rows beyond what the next step needs, so rolling back the last k
 // tokens (speculative decoding) is only a truncation: nothing has to be recomputed. This is the
 // interface the engine's paged block pool will implement later (append rows, read rows,
-// truncate); the model never touches the storage directly. Appends are backend copies
-// (Ops::copy), so the rows never leave the backend's memory.
+// truncate); the model never touches the storage directly. An append is a claim of the slots the
+// new rows go to; the model fills the claims of every sequence of a step with one
+// Ops::scatter_rows per layer, so the rows never leave the backend's memory and a device
+// backend does not pay one copy per sequence.
 #pragma once
 
 #include <algorithm>
@@ -39,8 +41,10 @@ class RowRing {
   const float* row(int64_t index) const;
   // Slot of row `index` in the ring storage (readable indices only).
   int32_t slot(int64_t index) const;
-  // Appends rows (only the newest `capacity` of them are kept when there are more).
-  void append(backend::CMat rows);
+  // Appends n rows whose values the caller writes afterwards (before anything reads them): the
+  // slot of each row that survives, the newest min(n, capacity), is pushed onto `dst` in row
+  // order. Returns how many leading rows of the n were dropped (n - kept).
+  int64_t claim(int64_t n, std::vector<float*>& dst);
   // A deep copy (backend copies of the storage).
   RowRing clone() const;
   // Forgets rows >= new_size. Rows below new_size stay readable when they were kept.
@@ -63,7 +67,9 @@ class RowList {
   int64_t width() const { return width_; }
   const float* row(int64_t i) const { return data_.as<const float>() + i * width_; }
   backend::CMat view() const { return {data_.as<const float>(), size_, width_}; }
-  void append(backend::CMat rows);
+  // Appends n rows whose values the caller writes afterwards, contiguously at the returned
+  // address. Growing may move the storage: earlier row pointers and views are invalid after it.
+  float* claim(int64_t n);
   void truncate(int64_t new_size) { size_ = std::min(size_, new_size); }
   RowList clone() const;  // a deep copy of the rows held
 

@@ -27,25 +27,34 @@ void compressor_project(backend::Ops& ops, const CompressorWeights& w, CMat u,
 
 int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const CompressorWeights& w,
                            CompressedRowKind kind, std::span<const float> freqs, CMat kv, CMat gate,
-                           int64_t start, CompressorState& state, CompressorScratch& scratch) {
-  DI_CHECK(state.kv.size() == start && state.rows.size() == start / w.ratio);
+                           std::span<const CompressorJob> jobs, CompressorScratch& scratch) {
   const int64_t m = w.ratio, d_c = w.d_c;
-  const int64_t end = start + kv.rows;
-  const int64_t first = start / m, last = end / m;  // rows [first, last) close in this step
-  const int64_t n_new = last - first;
-  if (n_new > 0) {
-    // Slot pointers into the cached rows (positions < start) or the step's rows.
-    auto kv_row = [&](int64_t pos) {
-      return pos < start ? state.kv.row(pos) : kv.row(pos - start);
+  const int64_t spr = w.overlap ? 2 * m : m;
+  // Rows [first, last) of a job close in this step.
+  auto closing = [m](const CompressorJob& j) {
+    return std::pair<int64_t, int64_t>{j.start / m, (j.start + j.count) / m};
+  };
+  int64_t n_new = 0;
+  for (const CompressorJob& j : jobs) {
+    DI_CHECK(j.state->kv.size() == j.start && j.state->rows.size() == j.start / m);
+    n_new += closing(j).second - closing(j).first;
+  }
+  // Pool slots of every emitted row (pointers into the cached rows, positions < start, or the
+  // step's rows), then one op chain over all of them.
+  backend::PoolSlot* slots = fit_n(scratch.slots, n_new * spr);
+  int32_t* pos = fit_n(scratch.positions, n_new);
+  int64_t r_all = 0;
+  for (const CompressorJob& j : jobs) {
+    const CompressorState& st = *j.state;
+    auto kv_row = [&](int64_t p) {
+      return p < j.start ? st.kv.row(p) : kv.row(j.begin + p - j.start);
     };
-    auto gate_row = [&](int64_t pos) {
-      return pos < start ? state.gate.row(pos) : gate.row(pos - start);
+    auto gate_row = [&](int64_t p) {
+      return p < j.start ? st.gate.row(p) : gate.row(j.begin + p - j.start);
     };
-    const int64_t spr = w.overlap ? 2 * m : m;
-    backend::PoolSlot* slots = fit_n(scratch.slots, n_new * spr);
-    for (int64_t r = 0; r < n_new; ++r) {
-      const int64_t row = first + r;
-      backend::PoolSlot* s = slots + r * spr;
+    const auto [first, last] = closing(j);
+    for (int64_t row = first; row < last; ++row, ++r_all) {
+      backend::PoolSlot* s = slots + r_all * spr;
       if (w.overlap) {
         for (int64_t i = 0; i < m; ++i) {
           const int64_t prev = (row - 1) * m + i;
@@ -56,14 +65,15 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
       } else {
         for (int64_t i = 0; i < m; ++i) s[i] = {kv_row(row * m + i), gate_row(row * m + i)};
       }
+      pos[r_all] = static_cast<int32_t>(row * m);
     }
-    Mat out(fit(scratch.rows, n_new * d_c), n_new, d_c);
+  }
+  Mat out(fit(scratch.rows, n_new * d_c), n_new, d_c);
+  if (n_new > 0) {
     ops.softmax_pool({slots, static_cast<size_t>(n_new * spr)}, spr, out);
     num.act(ops, out);
     ops.rms_norm(out, &w.norm, num.eps, 0, out);
     num.act(ops, out);
-    int32_t* pos = fit_n(scratch.positions, n_new);
-    for (int64_t r = 0; r < n_new; ++r) pos[r] = static_cast<int32_t>((first + r) * m);
     ops.rope(out, 1, d_c, pos, freqs, false);
     num.act(ops, out);
     if (num.official) {
@@ -75,10 +85,34 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
         ops.fake_quant_fp4(out, kIndexerFp4Block);
       }
     }
-    state.rows.append(out);
   }
-  state.kv.append(kv);
-  state.gate.append(gate);
+  // The states take the step's rows only now (the pool above read their older rows by pointer).
+  auto& src = scratch.src;
+  auto& dst = scratch.dst;
+  auto& ssrc = scratch.state_src;
+  auto& sdst = scratch.state_dst;
+  src.clear();
+  dst.clear();
+  ssrc.clear();
+  sdst.clear();
+  r_all = 0;
+  for (const CompressorJob& j : jobs) {
+    CompressorState& st = *j.state;
+    const auto [first, last] = closing(j);
+    if (last > first) {
+      float* at = st.rows.claim(last - first);
+      for (int64_t r = 0; r < last - first; ++r, ++r_all) {
+        src.push_back(out.row(r_all));
+        dst.push_back(at + r * d_c);
+      }
+    }
+    const int64_t dropped = st.kv.claim(j.count, sdst);
+    st.gate.claim(j.count, sdst);
+    for (int64_t i = dropped; i < j.count; ++i) ssrc.push_back(kv.row(j.begin + i));
+    for (int64_t i = dropped; i < j.count; ++i) ssrc.push_back(gate.row(j.begin + i));
+  }
+  ops.scatter_rows(src, dst, d_c);
+  ops.scatter_rows(ssrc, sdst, kv.cols);
   return n_new;
 }
 

@@ -144,6 +144,29 @@ CUDA_CASE(glue_ops) {
     ctx.gpu->copy_rows(da.cmat(), nullptr, d3.mat());
     close(ctx, "copy_rows identity", d3.download(), want_id.v, 0.0);
   }
+  {  // scatter_rows: rows of a into scattered rows of two destination matrices, as the ring
+     // appends of a step do (the host default is the oracle)
+    const std::vector<int64_t> from = {3, 0, 32, 17, 8}, to = {6, 1, 0, 4, 2};
+    const DBuf da = dev_copy(a, 1);
+    DBuf d1 = dev_poisoned(7, 70, 3), d2 = dev_poisoned(7, 70);
+    Buf w1(7, 70), w2(7, 70);
+    std::vector<const float*> hs, ds;
+    std::vector<float*> hd, dd;
+    for (size_t i = 0; i < from.size(); ++i) {
+      const bool second = i % 2 == 1;
+      hs.push_back(a.cmat().row(from[i]));
+      ds.push_back(da.cmat().row(from[i]));
+      hd.push_back((second ? w2 : w1).mat().row(to[i]));
+      dd.push_back((second ? d2 : d1).mat().row(to[i]));
+    }
+    const std::vector<float> p1 = d1.download(), p2 = d2.download();  // poisoned rows stay
+    w1.v = p1;
+    w2.v = p2;
+    ctx.ref->scatter_rows(hs, hd, 70);
+    ctx.gpu->scatter_rows(ds, dd, 70);
+    close(ctx, "scatter_rows first destination", d1.download(), w1.v, 0.0);
+    close(ctx, "scatter_rows second destination", d2.download(), w2.v, 0.0);
+  }
   for (WKind k : {WKind::kBf16, WKind::kF32, WKind::kF16}) {  // embed
     auto table = random_weight(ctx.rng, k, 100, 48, 1.0f);
     const std::vector<int32_t> ids = {3, 99, 0, 3, 42, 7};
