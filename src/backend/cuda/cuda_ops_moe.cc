@@ -42,6 +42,20 @@ bool grouped_supported(CMat x, std::span<const ExpertWeights> experts, const Moe
   return true;
 }
 
+// The tensor-core stages (moe/grouped_mma.cu) are exact in BF16 only for act-quantized inputs
+// times FP4 / FP8 weights with power-of-two (E8M0) scales; they take K % 128 and rows % 16.
+bool grouped_mma_supported(std::span<const ExpertWeights> experts, const MoeOpts& opts) {
+  if (!opts.act_quant) return false;
+  for (const ExpertWeights& e : experts) {
+    for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
+      if (!w->quantized() || w->scale.dtype != DType::kF8E8M0 || w->k % 128 != 0 ||
+          w->n % 16 != 0)
+        return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> experts) {
@@ -105,15 +119,19 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.bf16_rounding = opts.bf16_rounding;
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
+  // The same stages for every M (batch invariance): the choice depends on the weights only.
+  const bool mma = grouped_mma_supported(experts, opts);
   Mat h(arena_.alloc_n<float>(P * I), P, I);
-  kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
-                         h.data, h.ld, stream_);
+  (mma ? kc::launch_moe_gate_up_mma : kc::launch_moe_gate_up)(
+      md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep, h.data, h.ld,
+      stream_);
   if (opts.act_quant && experts[0].w2.quantized()) {
     kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
   }
   Mat y(arena_.alloc_n<float>(P * D), P, D);
-  kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
-                      y.data, y.ld, stream_);
+  (mma ? kc::launch_moe_down_mma : kc::launch_moe_down)(h.data, h.ld, table, D, l, max_active,
+                                                       weights.data, weights.ld, top_k, ep, y.data,
+                                                       y.ld, stream_);
   kc::launch_moe_combine(y.data, y.ld, dids, l, top_k, opts.accumulate, md(out), stream_);
 }
 

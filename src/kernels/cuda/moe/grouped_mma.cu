@@ -1,0 +1,161 @@
+// Grouped MoE stages on the tensor cores (mma.sync m16n8k16, BF16 in, FP32 accumulate), for the
+// official quantisation-aware semantics: the inputs are act-quantized (FP8 E4M3 values times a
+// power of two) and the weights FP4 E2M1 or FP8 E4M3 with E8M0 block scales, so every operand
+// is exactly a BF16 number and every product is exact; only the FP32 summation order differs
+// from the SIMT kernels (grouped.cu), as between any two GEMMs.
+//
+// Same layout, grid and contract as grouped.cu's stages (block = an active expert and 64 weight
+// rows, one 16-row mma tile per warp; the expert's pairs in tiles of 8, the mma's N), but the
+// dots are mma tiles: D[16 rows, 8 pairs] += W[16 rows, 16 k] · Xᵀ[16 k, 8 pairs].
+//
+// K order inside an mma: the sum over k may run in any fixed order, so each thread's k of a
+// 128-wide pass are its own contiguous 32 (k = 32t .. 32t + 31 for thread t of a quad): step s
+// of the 8 gives logical k {2t, 2t+1, 2t+8, 2t+9} the physical k 32t + 4s .. 32t + 4s + 3, for
+// the weights (registers decoded from one 16-byte FP4 load, one FP4 scale block) and for the
+// staged inputs alike. A pair's value does not depend on the other pairs of its tile (mma
+// columns are independent) or on the batch: deterministic and batch-invariant.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.h"
+#include "kernels/cuda/moe/grouped_common.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 4;    // warps per block, 16 weight rows each
+constexpr int kTile = 8;     // pairs per mma tile
+constexpr int kChunk = 1024; // K staged in shared memory at once, as BF16
+constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 mma steps
+// Row stride of the staged inputs: + 32 BF16 (64 bytes) so the 8 pair rows of a quarter warp's
+// 16-byte reads start in different bank groups.
+constexpr int kStride = kChunk + 32;
+
+// Two BF16-exact floats -> one BF16x2 register (lo in the low half); truncation is exact.
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  return __byte_perm(f2u(lo), f2u(hi), 0x7632);
+}
+
+// w[row, k0 .. k0 + 32) as 16 BF16x2 registers (element pairs 2j, 2j + 1).
+__device__ __forceinline__ void load32_bf16(const WeightDesc& w, int64_t row, int64_t k0,
+                                            uint32_t* r) {
+  float v[32];
+  load32(w, row, k0, v);
+#pragma unroll
+  for (int j = 0; j < 16; ++j) r[j] = pack_bf16x2(v[2 * j], v[2 * j + 1]);
+}
+
+__device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                          uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 128-wide K pass of a warp's 16-row tile: rows (lo, hi) = (row0 + g, row0 + g + 8) of w,
+// inputs of pair g at xs_row (this pass's 128 BF16 of the staged chunk).
+__device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, int64_t k0,
+                                         const uint32_t* x, float* acc) {
+  uint32_t lo[16], hi[16];
+  load32_bf16(w, row_lo, k0, lo);
+  load32_bf16(w, row_lo + 8, k0, hi);
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    mma_16816(acc, lo[2 * s], hi[2 * s], lo[2 * s + 1], hi[2 * s + 1], x[2 * s], x[2 * s + 1]);
+  }
+}
+
+template <bool kGateUp>
+__global__ void __launch_bounds__(kWarps * 32)
+    grouped_mma_kernel(const float* in, int64_t in_ld, const GroupedExpert* experts,
+                       const int32_t* counts, const int32_t* offsets, const int32_t* active,
+                       const int32_t* n_active, const int32_t* row_pair, const float* gates,
+                       int64_t gates_ld, int top_k, MoeEpilogue ep, float* out, int64_t out_ld) {
+  if (static_cast<int>(blockIdx.x) >= *n_active) return;
+  const int e = active[blockIdx.x];
+  const GroupedExpert& ex = experts[e];
+  const WeightDesc& wa = kGateUp ? ex.w1 : ex.w2;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;  // mma groupID, thread in group
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * (kWarps * 16) + warp * 16;
+  const bool valid = row0 < wa.n;  // n % 16 == 0 (host check)
+  __shared__ __align__(16) uint16_t xs[kTile][kStride];
+  __shared__ int32_t in_rows[kTile];
+  const int32_t begin = offsets[e], count = counts[e];
+  const int64_t K = wa.k;
+  for (int32_t p0 = 0; p0 < count; p0 += kTile) {
+    const int n = min(kTile, count - p0);
+    __syncthreads();  // the previous tile's reads of in_rows / xs are done
+    if (threadIdx.x < kTile) {
+      const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
+      in_rows[threadIdx.x] = kGateUp ? row_pair[r] / top_k : r;  // the pair's token, or its row
+    }
+    float acc_a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t kc = 0; kc < K; kc += kChunk) {
+      const int64_t len = K - kc < kChunk ? K - kc : kChunk;  // a multiple of kPass
+      __syncthreads();  // in_rows written; the previous chunk's reads done
+      // Stage the tile's inputs as BF16 (exact: act-quantized values); pairs past n are zeros,
+      // their columns computed and dropped.
+      for (int64_t i = threadIdx.x; i < kTile * (len / 4); i += blockDim.x) {
+        const int tk = static_cast<int>(i / (len / 4));
+        const int64_t k = (i % (len / 4)) * 4;
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (tk < n) v = *reinterpret_cast<const float4*>(in + in_rows[tk] * in_ld + kc + k);
+        *reinterpret_cast<uint2*>(&xs[tk][k]) =
+            make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+      }
+      __syncthreads();
+      if (!valid) continue;
+      for (int64_t kp = 0; kp < len; kp += kPass) {
+        uint32_t x[16];
+        const uint4* xp = reinterpret_cast<const uint4*>(&xs[g][kp + 32 * t]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint4 v = xp[q];
+          x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
+        }
+        const int64_t k0 = kc + kp + 32 * t;
+        pass_128(wa, row0 + g, k0, x, acc_a);
+        if constexpr (kGateUp) pass_128(ex.w3, row0 + g, k0, x, acc_b);
+      }
+    }
+    if (!valid) continue;
+    // acc[i]: weight row row0 + g (+ 8 for i >= 2), pair 2t + (i & 1) of the tile.
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int tk = 2 * t + (i & 1);
+      if (tk >= n) continue;
+      const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
+      const int32_t pr = row_pair[begin + p0 + tk];
+      out[static_cast<int64_t>(begin + p0 + tk) * out_ld + row] = moe_epilogue<kGateUp>(
+          acc_a[i], acc_b[i], ep, gates + pr / top_k * gates_ld + pr % top_k);
+    }
+  }
+}
+
+dim3 mma_grid(int max_active, int64_t rows) {
+  return dim3(static_cast<unsigned>(max_active),
+              static_cast<unsigned>((rows + kWarps * 16 - 1) / (kWarps * 16)));
+}
+
+}  // namespace
+
+void launch_moe_gate_up_mma(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,
+                            int max_active, const float* gates, int64_t gates_ld, int top_k,
+                            MoeEpilogue ep, float* h, int64_t h_ld, cudaStream_t stream) {
+  if (max_active <= 0) return;
+  grouped_mma_kernel<true><<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(
+      x.data, x.ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
+      top_k, ep, h, h_ld);
+}
+
+void launch_moe_down_mma(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
+                         MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
+                         int top_k, MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream) {
+  if (max_active <= 0) return;
+  grouped_mma_kernel<false><<<mma_grid(max_active, dim), kWarps * 32, 0, stream>>>(
+      h, h_ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
+      top_k, ep, y, y_ld);
+}
+
+}  // namespace deepinfer::kernels::cuda
