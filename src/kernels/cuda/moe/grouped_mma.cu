@@ -4,16 +4,23 @@
 // is exactly a BF16 number and every product is exact; only the FP32 summation order differs
 // from the SIMT kernels (grouped.cu), as between any two GEMMs.
 //
-// Same layout, grid and contract as grouped.cu's stages (block = an active expert and 64 weight
-// rows, one 16-row mma tile per warp; the expert's pairs in tiles of 8, the mma's N), but the
-// dots are mma tiles: D[16 rows, 8 pairs] += W[16 rows, 16 k] · Xᵀ[16 k, 8 pairs].
+// Same layout and contract as grouped.cu's stages. Block = an active expert and 16 weight rows
+// (one mma tile), its 4 warps splitting K (pass p of 128 columns goes to warp p mod 4; the
+// partial sums are added in warp order, so the order is fixed); the expert's pairs in tiles of
+// 8, the mma's N: D[16 rows, 8 pairs] += W[16 rows, 16 k] · Xᵀ[16 k, 8 pairs]. Small grids
+// (batch 1, the shared expert) still fill the card: 16 rows per block, not 64.
 //
 // K order inside an mma: the sum over k may run in any fixed order, so each thread's k of a
 // 128-wide pass are its own contiguous 32 (k = 32t .. 32t + 31 for thread t of a quad): step s
 // of the 8 gives logical k {2t, 2t+1, 2t+8, 2t+9} the physical k 32t + 4s .. 32t + 4s + 3, for
-// the weights (registers decoded from one 16-byte FP4 load, one FP4 scale block) and for the
-// staged inputs alike. A pair's value does not depend on the other pairs of its tile (mma
-// columns are independent) or on the batch: deterministic and batch-invariant.
+// the weights (one 16-byte FP4 load, one FP4 scale block) and for the staged inputs alike. A
+// pair's value does not depend on the other pairs of its tile (mma columns are independent) or
+// on the batch: deterministic and batch-invariant.
+//
+// Weight decode, a few integer ops per pair of values: the code's magnitude bits are placed
+// into a BF16 so that the BF16 reads value · 2^-126 (FP4 E2M1) or value · 2^-120 (FP8 E4M3;
+// their subnormals land on BF16 subnormals, still exact), then two exact BF16x2 multiplications
+// (2^63 or 2^60, then 2^63 · scale or 2^60 · scale) give value · scale.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe/grouped_common.cuh"
@@ -21,7 +28,7 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 4;    // warps per block, 16 weight rows each
+constexpr int kWarps = 4;    // warps per block, splitting K
 constexpr int kTile = 8;     // pairs per mma tile
 constexpr int kChunk = 1024; // K staged in shared memory at once, as BF16
 constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 mma steps
@@ -34,13 +41,53 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return __byte_perm(f2u(lo), f2u(hi), 0x7632);
 }
 
-// w[row, k0 .. k0 + 32) as 16 BF16x2 registers (element pairs 2j, 2j + 1).
+__device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// Byte 0 of v (two E2M1 codes, low nibble first) -> BF16x2 of value · 2^-126.
+__device__ __forceinline__ uint32_t fp4x2_scaled_down(uint32_t v) {
+  return ((v & 0x7u) << 6) | ((v & 0x8u) << 12) | ((v & 0x70u) << 18) | ((v & 0x80u) << 24);
+}
+// Bytes 0, 1 of v (two E4M3 codes) -> BF16x2 of value · 2^-120.
+__device__ __forceinline__ uint32_t fp8x2_scaled_down(uint32_t v) {
+  return ((v & 0x7fu) << 4) | ((v & 0x80u) << 8) | ((v & 0x7f00u) << 12) | ((v & 0x8000u) << 16);
+}
+
+__device__ __forceinline__ uint32_t bf16x2_splat(float power_of_two) {
+  const uint32_t b = f2u(power_of_two) >> 16;  // exact: a power of two
+  return b | (b << 16);
+}
+
+// w[row, k0 .. k0 + 32) of an FP4 / FP8 weight with E8M0 scales (k0 % 32 == 0) as 16 BF16x2
+// registers (element pairs 2j, 2j + 1), exact.
 __device__ __forceinline__ void load32_bf16(const WeightDesc& w, int64_t row, int64_t k0,
                                             uint32_t* r) {
-  float v[32];
-  load32(w, row, k0, v);
+  const uint8_t* base = static_cast<const uint8_t*>(w.w);
+  if (w.fmt == WFmt::kFp4) {
+    const uint4 b = *reinterpret_cast<const uint4*>(base + row * (w.k / 2) + k0 / 2);
+    const uint32_t up = bf16x2_splat(0x1p63f);
+    const uint32_t sc = bf16x2_splat(scale_at(w, row, k0 / w.block_k) * 0x1p63f);
+    const uint32_t words[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
-  for (int j = 0; j < 16; ++j) r[j] = pack_bf16x2(v[2 * j], v[2 * j + 1]);
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        r[4 * q + j] = mul_bf16x2(mul_bf16x2(fp4x2_scaled_down(words[q] >> (8 * j)), up), sc);
+    return;
+  }
+  const uint4* p = reinterpret_cast<const uint4*>(base + row * w.k + k0);
+  const uint4 b0 = p[0], b1 = p[1];
+  const uint32_t up = bf16x2_splat(0x1p60f);
+  const uint32_t sc = bf16x2_splat(scale_at(w, row / w.block_n, k0 / w.block_k) * 0x1p60f);
+  const uint32_t words[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+  for (int q = 0; q < 8; ++q)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      r[2 * q + j] = mul_bf16x2(mul_bf16x2(fp8x2_scaled_down(words[q] >> (16 * j)), up), sc);
 }
 
 __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
@@ -52,8 +99,8 @@ __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, ui
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One 128-wide K pass of a warp's 16-row tile: rows (lo, hi) = (row0 + g, row0 + g + 8) of w,
-// inputs of pair g at xs_row (this pass's 128 BF16 of the staged chunk).
+// One 128-wide K pass of the 16-row tile: rows row_lo and row_lo + 8 of w (this thread's mma
+// rows), the pair inputs x (this thread's 16 BF16x2 of pair g).
 __device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, int64_t k0,
                                          const uint32_t* x, float* acc) {
   uint32_t lo[16], hi[16];
@@ -77,10 +124,11 @@ __global__ void __launch_bounds__(kWarps * 32)
   const WeightDesc& wa = kGateUp ? ex.w1 : ex.w2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // mma groupID, thread in group
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * (kWarps * 16) + warp * 16;
-  const bool valid = row0 < wa.n;  // n % 16 == 0 (host check)
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
+  if (row0 >= wa.n) return;  // the whole block (n % 16 == 0, host check)
   __shared__ __align__(16) uint16_t xs[kTile][kStride];
   __shared__ int32_t in_rows[kTile];
+  __shared__ float partial[kWarps - 1][2][4][32];  // warps 1.. : their sums, per lane
   const int32_t begin = offsets[e], count = counts[e];
   const int64_t K = wa.k;
   for (int32_t p0 = 0; p0 < count; p0 += kTile) {
@@ -105,8 +153,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
       }
       __syncthreads();
-      if (!valid) continue;
-      for (int64_t kp = 0; kp < len; kp += kPass) {
+      for (int64_t kp = warp * kPass; kp < len; kp += kWarps * kPass) {
         uint32_t x[16];
         const uint4* xp = reinterpret_cast<const uint4*>(&xs[g][kp + 32 * t]);
 #pragma unroll
@@ -119,7 +166,24 @@ __global__ void __launch_bounds__(kWarps * 32)
         if constexpr (kGateUp) pass_128(ex.w3, row0 + g, k0, x, acc_b);
       }
     }
-    if (!valid) continue;
+    // The warps' partial sums, added in warp order by warp 0.
+    if (warp > 0) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        partial[warp - 1][0][i][lane] = acc_a[i];
+        partial[warp - 1][1][i][lane] = acc_b[i];
+      }
+    }
+    __syncthreads();
+    if (warp > 0) continue;
+#pragma unroll
+    for (int w = 0; w < kWarps - 1; ++w) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        acc_a[i] += partial[w][0][i][lane];
+        acc_b[i] += partial[w][1][i][lane];
+      }
+    }
     // acc[i]: weight row row0 + g (+ 8 for i >= 2), pair 2t + (i & 1) of the tile.
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -134,8 +198,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 dim3 mma_grid(int max_active, int64_t rows) {
-  return dim3(static_cast<unsigned>(max_active),
-              static_cast<unsigned>((rows + kWarps * 16 - 1) / (kWarps * 16)));
+  return dim3(static_cast<unsigned>(max_active), static_cast<unsigned>((rows + 15) / 16));
 }
 
 }  // namespace
