@@ -61,34 +61,16 @@ __device__ __forceinline__ uint32_t bf16x2_splat(float power_of_two) {
   return b | (b << 16);
 }
 
-// The stored bytes of w[row, k0 .. k0 + 32) of an FP4 / FP8 weight with E8M0 scales
-// (k0 % 32 == 0) and their scale: loaded a pass ahead of their use (more bytes in flight).
-struct RowBytes {
-  uint4 a, b;  // FP4: a only (32 codes); FP8: a, b
-  float scale;
-};
-
-__device__ __forceinline__ RowBytes load_row32(const WeightDesc& w, int64_t row, int64_t k0) {
+// w[row, k0 .. k0 + 32) of an FP4 / FP8 weight with E8M0 scales (k0 % 32 == 0) as 16 BF16x2
+// registers (element pairs 2j, 2j + 1), exact.
+__device__ __forceinline__ void load32_bf16(const WeightDesc& w, int64_t row, int64_t k0,
+                                            uint32_t* r) {
   const uint8_t* base = static_cast<const uint8_t*>(w.w);
-  RowBytes r;
   if (w.fmt == WFmt::kFp4) {
-    r.a = *reinterpret_cast<const uint4*>(base + row * (w.k / 2) + k0 / 2);
-    r.b = make_uint4(0, 0, 0, 0);
-    r.scale = scale_at(w, row, k0 / w.block_k);
-  } else {
-    const uint4* p = reinterpret_cast<const uint4*>(base + row * w.k + k0);
-    r.a = p[0];
-    r.b = p[1];
-    r.scale = scale_at(w, row / w.block_n, k0 / w.block_k);
-  }
-  return r;
-}
-
-// RowBytes -> 16 BF16x2 registers (element pairs 2j, 2j + 1), exact.
-__device__ __forceinline__ void decode_row32(WFmt fmt, const RowBytes& rb, uint32_t* r) {
-  if (fmt == WFmt::kFp4) {
-    const uint32_t up = bf16x2_splat(0x1p63f), sc = bf16x2_splat(rb.scale * 0x1p63f);
-    const uint32_t words[4] = {rb.a.x, rb.a.y, rb.a.z, rb.a.w};
+    const uint4 b = *reinterpret_cast<const uint4*>(base + row * (w.k / 2) + k0 / 2);
+    const uint32_t up = bf16x2_splat(0x1p63f);
+    const uint32_t sc = bf16x2_splat(scale_at(w, row, k0 / w.block_k) * 0x1p63f);
+    const uint32_t words[4] = {b.x, b.y, b.z, b.w};
 #pragma unroll
     for (int q = 0; q < 4; ++q)
 #pragma unroll
@@ -96,8 +78,11 @@ __device__ __forceinline__ void decode_row32(WFmt fmt, const RowBytes& rb, uint3
         r[4 * q + j] = mul_bf16x2(mul_bf16x2(fp4x2_scaled_down(words[q] >> (8 * j)), up), sc);
     return;
   }
-  const uint32_t up = bf16x2_splat(0x1p60f), sc = bf16x2_splat(rb.scale * 0x1p60f);
-  const uint32_t words[8] = {rb.a.x, rb.a.y, rb.a.z, rb.a.w, rb.b.x, rb.b.y, rb.b.z, rb.b.w};
+  const uint4* p = reinterpret_cast<const uint4*>(base + row * w.k + k0);
+  const uint4 b0 = p[0], b1 = p[1];
+  const uint32_t up = bf16x2_splat(0x1p60f);
+  const uint32_t sc = bf16x2_splat(scale_at(w, row / w.block_n, k0 / w.block_k) * 0x1p60f);
+  const uint32_t words[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
   for (int q = 0; q < 8; ++q)
 #pragma unroll
@@ -114,37 +99,21 @@ __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, ui
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One 128-wide K pass of the 16-row tile: this thread's mma rows row_lo and row_lo + 8 of a
-// weight (their bytes), times the pair inputs x (this thread's 16 BF16x2 of pair g).
-struct PassBytes {
-  RowBytes lo, hi;
-};
-__device__ __forceinline__ PassBytes load_pass(const WeightDesc& w, int64_t row_lo, int64_t k0) {
-  return {load_row32(w, row_lo, k0), load_row32(w, row_lo + 8, k0)};
-}
-__device__ __forceinline__ void mma_pass(WFmt fmt, const PassBytes& p, const uint32_t* x,
-                                         float* acc) {
+// One 128-wide K pass of the 16-row tile: rows row_lo and row_lo + 8 of w (this thread's mma
+// rows), the pair inputs x (this thread's 16 BF16x2 of pair g).
+__device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, int64_t k0,
+                                         const uint32_t* x, float* acc) {
   uint32_t lo[16], hi[16];
-  decode_row32(fmt, p.lo, lo);
-  decode_row32(fmt, p.hi, hi);
+  load32_bf16(w, row_lo, k0, lo);
+  load32_bf16(w, row_lo + 8, k0, hi);
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     mma_16816(acc, lo[2 * s], hi[2 * s], lo[2 * s + 1], hi[2 * s + 1], x[2 * s], x[2 * s + 1]);
   }
 }
 
-// This thread's inputs of pair g for the pass at column kp of the staged chunk.
-__device__ __forceinline__ void load_x(const uint16_t* xs_row, int64_t kp, int t, uint32_t* x) {
-  const uint4* xp = reinterpret_cast<const uint4*>(xs_row + kp + 32 * t);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint4 v = xp[q];
-    x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
-  }
-}
-
 template <bool kGateUp>
-__global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 registers
+__global__ void __launch_bounds__(kWarps * 32)
     grouped_mma_kernel(const float* in, int64_t in_ld, const GroupedExpert* experts,
                        const int32_t* counts, const int32_t* offsets, const int32_t* active,
                        const int32_t* n_active, const int32_t* row_pair, const float* gates,
@@ -184,27 +153,17 @@ __global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 re
             make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
       }
       __syncthreads();
-      // Two of the warp's passes at a time, all their weight bytes loaded before the first
-      // decode; the passes still run in ascending order.
-      for (int64_t kp = warp * kPass; kp < len; kp += 2 * kWarps * kPass) {
-        const int64_t kq = kp + kWarps * kPass;
-        const bool second = kq < len;
-        const PassBytes a1 = load_pass(wa, row0 + g, kc + kp + 32 * t);
-        PassBytes b1{}, a2{}, b2{};
-        if constexpr (kGateUp) b1 = load_pass(ex.w3, row0 + g, kc + kp + 32 * t);
-        if (second) {
-          a2 = load_pass(wa, row0 + g, kc + kq + 32 * t);
-          if constexpr (kGateUp) b2 = load_pass(ex.w3, row0 + g, kc + kq + 32 * t);
-        }
+      for (int64_t kp = warp * kPass; kp < len; kp += kWarps * kPass) {
         uint32_t x[16];
-        load_x(xs[g], kp, t, x);
-        mma_pass(wa.fmt, a1, x, acc_a);
-        if constexpr (kGateUp) mma_pass(wa.fmt, b1, x, acc_b);
-        if (second) {
-          load_x(xs[g], kq, t, x);
-          mma_pass(wa.fmt, a2, x, acc_a);
-          if constexpr (kGateUp) mma_pass(wa.fmt, b2, x, acc_b);
+        const uint4* xp = reinterpret_cast<const uint4*>(&xs[g][kp + 32 * t]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint4 v = xp[q];
+          x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
         }
+        const int64_t k0 = kc + kp + 32 * t;
+        pass_128(wa, row0 + g, k0, x, acc_a);
+        if constexpr (kGateUp) pass_128(ex.w3, row0 + g, k0, x, acc_b);
       }
     }
     // The warps' partial sums, added in warp order by warp 0.
