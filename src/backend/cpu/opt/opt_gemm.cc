@@ -231,7 +231,8 @@ RowSplit row_split(int64_t M, int64_t tiles, int threads) {
   const int64_t want = 4 * static_cast<int64_t>(threads);  // tasks, for load balance
   int64_t parts = 1;
   if (threads > 1 && tiles < want)
-    parts = std::clamp<int64_t>((want + tiles - 1) / tiles, 1, std::max<int64_t>(1, M / kMinPartRows));
+    parts =
+        std::clamp<int64_t>((want + tiles - 1) / tiles, 1, std::max<int64_t>(1, M / kMinPartRows));
   const int64_t rows = ((M + parts - 1) / parts + 3) / 4 * 4;
   return {(M + rows - 1) / rows, rows};
 }
