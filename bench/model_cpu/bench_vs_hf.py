@@ -18,6 +18,14 @@ greedy, the same thread count for both:
 
 Every figure is the best of --repeats runs (the machine may be shared with other jobs).
 
+Ceilings (roofline.py has the formulas): the prefill's compute floor = its multiply-accumulates
+(every linear, the experts each token uses, the attention/indexer dots over the keys each query
+reads, mHC) / the FMA peak of `--threads` cores, measured in this run (roofline_probe.cc), also
+against the achievable sgemm rate (numpy/OpenBLAS, torch, 2048^3); the decode floor = max(the
+weight + cache bytes a step reads / the read bandwidth measured at that working-set size, its
+MACs / the FMA peak). Printed as floor/ours and floor/HF (1.0 = at the ceiling) and as the
+largest ratio over HF the ceiling allows (HF time / floor time).
+
 Checkpoints: `tiny` = the committed tests/data/model/v4_tiny_a/hf_fp32 (prompt 512, 256 new
 tokens); `300m` = a ~0.3B V4-shaped random model this script creates with transformers and
 saves with save_pretrained (FP32) under --workdir (reused when its config matches). FP32 so that
@@ -42,6 +50,9 @@ import shutil
 import subprocess
 import sys
 import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import roofline  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 
@@ -276,7 +287,7 @@ def main():
     print(f"deepinfer: {exe} ({exe_kind}); cases {args.cases}; threads {args.threads}; best of {args.repeats}; "
           f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} "
           f"(shared with other jobs)", flush=True)
-    results = []
+    plans = []
     for name in args.cases.split(","):
         case = dict(CASES[name])
         bf16 = case.get("bf16", False)
@@ -284,6 +295,22 @@ def main():
         prompt_len = args.prompt or case["prompt"]
         new = args.new or case["new"]
         cfg = json.loads((model / "config.json").read_text())
+        # The work of this case: prefill MACs; decode MACs and bytes at the middle decode step.
+        work = dict(prefill=roofline.prefill_macs(cfg, prompt_len),
+                    decode=roofline.decode_cost(cfg, prompt_len + new // 2, 2 if bf16 else 4))
+        plans.append((name, case, bf16, model, prompt_len, new, cfg, work))
+    # The machine's peaks, now: FMA, sgemm, read bandwidth at each case's decode working set
+    # (and 1 GiB, for DRAM).
+    sizes = [w["decode"]["bytes"] for *_, w in plans] + [1 << 30]
+    peak = roofline.probe_machine(args.threads, sizes, args.workdir)
+    print(f"ceilings ({args.threads} threads, load average {os.getloadavg()[0]:.1f}): FMA peak "
+          f"{peak['fma_peak_gmacs']:.1f} GMAC/s (per CPU second; {peak['fma_wall_gmacs']:.1f} by the "
+          f"wall clock now), sgemm 2048^3 numpy {peak['sgemm_numpy_gmacs']:.1f} / torch "
+          f"{peak['sgemm_torch_gmacs']:.1f} GMAC/s, read "
+          + ", ".join(f"{b / 2**20:.1f} MiB {g:.1f} GB/s" for b, g in zip(sizes, peak["read_gb_s"])),
+          flush=True)
+    results = []
+    for ci, (name, case, bf16, model, prompt_len, new, cfg, work) in enumerate(plans):
         rng = random.Random(args.seed)
         ids = [rng.randrange(2, cfg["vocab_size"]) for _ in range(prompt_len)]
 
@@ -311,14 +338,46 @@ def main():
             load_avg_1min_after_hf=os.getloadavg()[0])
         row["prefill_ratio"] = row["ours_prefill_tok_s"] / row["hf_prefill_tok_s"]
         row["decode_ratio"] = row["ours_decode_tok_s"] / row["hf_decode_tok_s"]
+        # Ceilings (see the banner and roofline.py).
+        gemm_peak = max(peak["sgemm_numpy_gmacs"], peak["sgemm_torch_gmacs"])
+        pf_macs, dc = work["prefill"]["total"], work["decode"]
+        pf_floor = pf_macs / (peak["fma_peak_gmacs"] * 1e9)
+        bw = peak["read_gb_s"][ci]
+        dc_floor_bytes = dc["bytes"] / (bw * 1e9)
+        dc_floor_macs = dc["macs"] / (peak["fma_peak_gmacs"] * 1e9)
+        dc_floor = max(dc_floor_bytes, dc_floor_macs)
+        ours_pf_s, hf_pf_s = ours["prefill_s"], hf["prefill_best_s"]
+        ours_dc_s, hf_dc_s = ours["decode_s_per_token"], hf["decode_s_per_token"]
+        row.update(
+            fma_peak_gmacs=peak["fma_peak_gmacs"], fma_wall_gmacs=peak["fma_wall_gmacs"],
+            sgemm_numpy_gmacs=peak["sgemm_numpy_gmacs"], sgemm_torch_gmacs=peak["sgemm_torch_gmacs"],
+            prefill_macs=pf_macs, prefill_attention_core_macs=work["prefill"]["attention_core"],
+            prefill_floor_s=pf_floor, prefill_floor_sgemm_s=pf_macs / (gemm_peak * 1e9),
+            prefill_floor_over_ours=pf_floor / ours_pf_s, prefill_floor_over_hf=pf_floor / hf_pf_s,
+            prefill_sgemm_floor_over_ours=pf_macs / (gemm_peak * 1e9) / ours_pf_s,
+            prefill_sgemm_floor_over_hf=pf_macs / (gemm_peak * 1e9) / hf_pf_s,
+            prefill_max_ratio_vs_hf=hf_pf_s / pf_floor,
+            prefill_max_ratio_vs_hf_sgemm=hf_pf_s / (pf_macs / (gemm_peak * 1e9)),
+            decode_macs=dc["macs"], decode_bytes=dc["bytes"], decode_read_gb_s=bw,
+            decode_floor_s=dc_floor,
+            decode_floor_bound="bytes" if dc_floor_bytes >= dc_floor_macs else "compute",
+            decode_floor_over_ours=dc_floor / ours_dc_s, decode_floor_over_hf=dc_floor / hf_dc_s,
+            decode_max_ratio_vs_hf=hf_dc_s / dc_floor)
         results.append(row)
         mib = 1 / (1 << 20)
         print(f"\n== {name}: {model} ({row['params_bytes'] * mib:.1f} MiB on disk), prompt "
               f"{prompt_len}, {new} new tokens")
         print(f"  prefill tok/s  ours {row['ours_prefill_tok_s']:10.1f}   HF {row['hf_prefill_tok_s']:10.1f}"
-              f"   ratio {row['prefill_ratio']:.2f}x")
+              f"   ratio {row['prefill_ratio']:.2f}x   floor/ours {row['prefill_floor_over_ours']:.3f}"
+              f"   floor/HF {row['prefill_floor_over_hf']:.3f}   (ceiling {prompt_len / pf_floor:.0f} tok/s"
+              f" = {pf_macs / 1e9:.2f} GMAC / {peak['fma_peak_gmacs']:.0f} GMAC/s: at most "
+              f"{row['prefill_max_ratio_vs_hf']:.1f}x HF; {row['prefill_max_ratio_vs_hf_sgemm']:.1f}x at "
+              f"sgemm's {gemm_peak:.0f} GMAC/s)")
         print(f"  decode  tok/s  ours {row['ours_decode_tok_s']:10.1f}   HF {row['hf_decode_tok_s']:10.1f}"
-              f"   ratio {row['decode_ratio']:.2f}x")
+              f"   ratio {row['decode_ratio']:.2f}x   floor/ours {row['decode_floor_over_ours']:.3f}"
+              f"   floor/HF {row['decode_floor_over_hf']:.3f}   (ceiling {1 / dc_floor:.0f} tok/s, "
+              f"{row['decode_floor_bound']}-bound: {dc['bytes'] / 2**20:.2f} MiB at {bw:.1f} GB/s, "
+              f"{dc['macs'] / 1e6:.1f} MMAC; at most {row['decode_max_ratio_vs_hf']:.0f}x HF)")
         kv = row["kv_estimate_bytes"]
         print(f"  memory  ours peak RSS {row['ours_peak_rss_bytes'] * mib:.1f} MiB (after load "
               f"{row['ours_rss_after_load_bytes'] * mib:.1f}); checkpoint {row['params_bytes'] * mib:.1f}"

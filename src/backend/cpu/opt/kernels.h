@@ -44,6 +44,12 @@ void exp_to(const float* x, float* y, int64_t n);
 // limit <= 0); out may alias a or b.
 void swiglu_row(const float* a, const float* b, float limit, float* out, int64_t n);
 
+// out[j] = Σ_h w[h]·max(dots[h·ld + j], 0) for j < n, heads summed in order from 0 with a
+// multiply then an add (no FMA: the lightning indexer's scalar arithmetic, eight j at a time on
+// AVX2); std::max's ReLU (-0 stays -0, NaN stays NaN).
+void relu_weighted_sum(const float* dots, int64_t ld, int64_t n_heads, const float* w, int64_t n,
+                       float* out);
+
 // In-place FP8 E4M3 quantize->dequantize of one block (same bits as quant.h's
 // fake_quant_block_fp8; tests/ops checks it against the ref backend exactly).
 void fake_quant_fp8_block(float* x, int64_t n);

@@ -142,6 +142,10 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
   const int64_t di = keys.cols, R = keys.rows;
   DI_CHECK(q.cols == n_heads * di && weights.cols == n_heads && scores.cols == R &&
            scores.rows == q.rows);
+  if (opt::have_avx2_fma() && !bf16_rounding && q.ld == q.cols) {
+    indexer_scores_blocked(q, n_heads, weights, keys, visible, scores);
+    return;
+  }
   constexpr int64_t kChunk = 64;  // key rows per task
   const int64_t chunks = (R + kChunk - 1) / kChunk;
   const int64_t h4 = n_heads / 4 * 4;
@@ -212,6 +216,50 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
         }
       },
       opt::grain_for(2 * std::min(kChunk, R) * n_heads * di));
+}
+
+// HF-semantics indexer on AVX2 machines. Task = (kQueries queries, kKeys key rows): the
+// queries' (query, head) rows of q, viewed as [kQueries·Hi, di], go through one GEMM against the
+// key rows any of them sees (the per-query GEMMs of ~64 keys x Hi heads were reduction- and
+// call-bound: ~4 GMAC/s on the tiny model), then scores[t, w] = Σ_h ω[t,h]·ReLU(dot) eight keys
+// at a time. The same bits as the per-query path: a dot is the same FMA chain and tree whichever
+// operand is the GEMM's "weight", and the head sum runs in the same order with the same ReLU
+// (std::max(d, 0), so -0 stays -0). A row's scores never depend on the other rows of the block.
+void OptOps::indexer_scores_blocked(CMat q, int64_t n_heads, CMat weights, CMat keys,
+                                    const int32_t* visible, Mat scores) {
+  constexpr int64_t kQueries = 16, kKeys = 256;
+  const int64_t di = keys.cols, R = keys.rows, M = q.rows;
+  const int64_t blocks = (M + kQueries - 1) / kQueries, kchunks = (R + kKeys - 1) / kKeys;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const auto vis_of = [&](int64_t t) { return std::clamp<int64_t>(visible[t], 0, R); };
+  pool_.parallel_for(
+      blocks * kchunks,
+      [&](int64_t i0, int64_t i1) {
+        thread_local std::vector<float> dots;
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t t0 = (i / kchunks) * kQueries, nt = std::min(kQueries, M - t0);
+          const int64_t w0 = (i % kchunks) * kKeys, w1 = std::min(R, w0 + kKeys);
+          int64_t vmax = w0;  // keys [w0, vmax) are visible to some query of the block
+          for (int64_t t = t0; t < t0 + nt; ++t) vmax = std::max(vmax, std::min(vis_of(t), w1));
+          const int64_t nk = vmax - w0;
+          if (nk > 0) {
+            if (dots.size() < static_cast<size_t>(nt * n_heads * nk))
+              dots.resize(static_cast<size_t>(nt * n_heads * nk));
+            opt::gemm_f32_avx2(CMat(q.row(t0), nt * n_heads, di, di), keys.rows_slice(w0, nk),
+                               Mat(dots.data(), nt * n_heads, nk));
+          }
+          for (int64_t t = t0; t < t0 + nt; ++t) {
+            const int64_t v = std::clamp(vis_of(t), w0, w1);
+            float* st = scores.row(t);
+            if (v > w0) {
+              opt::relu_weighted_sum(dots.data() + (t - t0) * n_heads * nk, nk, n_heads,
+                                     weights.row(t), v - w0, st + w0);
+            }
+            std::fill(st + v, st + w1, neg_inf);
+          }
+        }
+      },
+      opt::grain_for(2 * kQueries * n_heads * std::min(kKeys, R) * di));
 }
 
 void OptOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {

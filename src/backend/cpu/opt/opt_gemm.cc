@@ -218,6 +218,25 @@ DI_AVX512 void chunk_avx512(CMat x, int64_t k0, const void* const* w, int g, int
 }
 #endif
 
+// Tasks of a GEMM = row parts x weight-row tiles. With few tiles (small N: a tiny model's
+// projections, its experts, the router) the tiles alone leave threads idle (N <= 48 was one
+// task), so the rows are split too, into parts of a multiple of 4 rows (the kernels' row block)
+// and at least kMinPartRows each. Any row split gives the same bits: every (row, weight row) pair
+// is computed the same way in every block shape (batch invariance, see the banner).
+struct RowSplit {
+  int64_t parts, rows;
+};
+constexpr int64_t kMinPartRows = 32;
+RowSplit row_split(int64_t M, int64_t tiles, int threads) {
+  const int64_t want = 4 * static_cast<int64_t>(threads);  // tasks, for load balance
+  int64_t parts = 1;
+  if (threads > 1 && tiles < want)
+    parts =
+        std::clamp<int64_t>((want + tiles - 1) / tiles, 1, std::max<int64_t>(1, M / kMinPartRows));
+  const int64_t rows = ((M + parts - 1) / parts + 3) / 4 * 4;
+  return {(M + rows - 1) / rows, rows};
+}
+
 float softplus_sqrt(float z) {
   const float sp = z > 20.0f ? z : std::log1p(std::exp(z));
   return std::sqrt(sp);
@@ -239,13 +258,19 @@ void OptOps::gemm(CMat x, const WeightRef& w, Mat y) {
   if (!avx512 && opt::have_avx2_fma()) {
     // AVX2 + FMA machines (opt_gemm_avx2.cc): register- and cache-blocked, any weight format.
     const int64_t tiles2 = (w.n + opt::kAvx2TileN - 1) / opt::kAvx2TileN;
-    const auto body2 = [&](int64_t t0, int64_t t1) {
-      opt::gemm_avx2(x, w, y, t0 * opt::kAvx2TileN, std::min(w.n, t1 * opt::kAvx2TileN));
+    const RowSplit rs = row_split(M, tiles2, inline_call ? 1 : pool_.size());
+    const auto body2 = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t m0 = (i / tiles2) * rs.rows, t = i % tiles2;
+        const int64_t mc = std::min(rs.rows, M - m0);
+        opt::gemm_avx2(x.rows_slice(m0, mc), w, y.rows_slice(m0, mc), t * opt::kAvx2TileN,
+                       std::min(w.n, (t + 1) * opt::kAvx2TileN));
+      }
     };
     if (inline_call) {
       body2(0, tiles2);
     } else {
-      pool_.parallel_for(tiles2, body2, 1);
+      pool_.parallel_for(rs.parts * tiles2, body2, 1);
     }
     return;
   }

@@ -97,9 +97,41 @@ DI_AVX2_FMA void swiglu_avx2(const float* a, const float* b, float limit, float*
     }
   }
 }
+DI_AVX2_FMA void relu_weighted_sum_avx2(const float* dots, int64_t ld, int64_t n_heads,
+                                        const float* w, int64_t n, float* out) {
+  const __m256 zero = _mm256_setzero_ps();
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m256 acc = zero;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      // max(0, d) = (0 > d) ? 0 : d, i.e. std::max(d, 0.0f) (vmaxps returns its second operand
+      // when the comparison is false: -0 and NaN pass through).
+      const __m256 r = _mm256_max_ps(zero, _mm256_loadu_ps(dots + h * ld + j));
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(r, _mm256_set1_ps(w[h])));
+    }
+    _mm256_storeu_ps(out + j, acc);
+  }
+  for (; j < n; ++j) {
+    float s = 0.0f;
+    for (int64_t h = 0; h < n_heads; ++h) s += std::max(dots[h * ld + j], 0.0f) * w[h];
+    out[j] = s;
+  }
+}
 #endif
 
 }  // namespace
+
+void relu_weighted_sum(const float* dots, int64_t ld, int64_t n_heads, const float* w, int64_t n,
+                       float* out) {
+#ifdef DI_MATH_AVX2
+  if (have_avx2()) return relu_weighted_sum_avx2(dots, ld, n_heads, w, n, out);
+#endif
+  for (int64_t j = 0; j < n; ++j) {
+    float s = 0.0f;
+    for (int64_t h = 0; h < n_heads; ++h) s += std::max(dots[h * ld + j], 0.0f) * w[h];
+    out[j] = s;
+  }
+}
 
 void exp_to(const float* x, float* y, int64_t n) {
 #ifdef DI_MATH_AVX2

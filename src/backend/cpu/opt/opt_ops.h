@@ -54,6 +54,9 @@ class OptOps final : public Ops {
   // x (copied into a contiguous buffer) with the FP8 activation quant applied when it applies.
   void quantized_input(CMat x, const WeightRef& w, bool act_quant, int act_block, float* buf);
   void route_weights(CMat x, const WeightRef& gate, Mat p);
+  // indexer_scores without BF16 rounding on AVX2 + FMA machines (opt_attn.cc).
+  void indexer_scores_blocked(CMat q, int64_t n_heads, CMat weights, CMat keys,
+                              const int32_t* visible, Mat scores);
 
   ThreadPool pool_;
 };
