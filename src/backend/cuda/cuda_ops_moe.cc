@@ -119,19 +119,32 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.bf16_rounding = opts.bf16_rounding;
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
-  // The same stages for every M (batch invariance): the choice depends on the weights only.
+  // The same stages for every M (batch invariance): the choice depends on the weights only. The
+  // tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
   const bool mma = grouped_mma_supported(experts, opts);
   Mat h(arena_.alloc_n<float>(P * I), P, I);
-  (mma ? kc::launch_moe_gate_up_mma : kc::launch_moe_gate_up)(
-      md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep, h.data, h.ld,
-      stream_);
+  if (mma) {
+    uint16_t* xb = arena_.alloc_n<uint16_t>(M * x.cols);
+    kc::launch_mat_to_bf16(md(xin), xb, stream_);
+    kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, weights.data, weights.ld,
+                               top_k, ep, h.data, h.ld, stream_);
+  } else {
+    kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
+                           h.data, h.ld, stream_);
+  }
   if (opts.act_quant && experts[0].w2.quantized()) {
     kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
   }
   Mat y(arena_.alloc_n<float>(P * D), P, D);
-  (mma ? kc::launch_moe_down_mma : kc::launch_moe_down)(h.data, h.ld, table, D, l, max_active,
-                                                       weights.data, weights.ld, top_k, ep, y.data,
-                                                       y.ld, stream_);
+  if (mma) {
+    uint16_t* hb = arena_.alloc_n<uint16_t>(P * I);
+    kc::launch_mat_to_bf16(md(h), hb, stream_);
+    kc::launch_moe_down_mma(hb, I, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
+                            y.data, y.ld, stream_);
+  } else {
+    kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
+                        y.data, y.ld, stream_);
+  }
   kc::launch_moe_combine(y.data, y.ld, dids, l, top_k, opts.accumulate, md(out), stream_);
 }
 

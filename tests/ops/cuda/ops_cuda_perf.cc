@@ -142,7 +142,9 @@ void perf_linear(Perf& p, std::mt19937& rng) {
 
 void perf_moe(Perf& p, std::mt19937& rng) {
   if (!wanted(p, "moe_experts")) return;
-  const int64_t D = 4096, I = 2048, E = 32;
+  // V4-Flash's routed experts: 256 of D 4096 x I 2048, top-6 (at batch 128 nearly all are used,
+  // ~3 pairs each, as in a decode step).
+  const int64_t D = 4096, I = 2048, E = 256;
   const int top_k = 6;
   std::vector<std::unique_ptr<PerfWeight>> own;
   std::vector<ExpertWeights> ex;
@@ -157,8 +159,14 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     std::vector<int32_t> ids(static_cast<size_t>(M * top_k));
     std::vector<bool> used(E, false);
     for (int64_t m = 0; m < M; ++m) {
-      for (int j = 0; j < top_k; ++j) {
-        const int32_t e = static_cast<int32_t>((m * 7 + j * 5 + (m == 0 ? 0 : rng() % 3)) % E);
+      for (int j = 0; j < top_k; ++j) {  // top_k distinct experts per token
+        int32_t e = 0;
+        bool taken = true;
+        while (taken) {
+          e = static_cast<int32_t>(rng() % E);
+          taken = false;
+          for (int i = 0; i < j; ++i) taken |= ids[static_cast<size_t>(m * top_k + i)] == e;
+        }
         ids[static_cast<size_t>(m * top_k + j)] = e;
         used[static_cast<size_t>(e)] = true;
       }
@@ -175,7 +183,7 @@ void perf_moe(Perf& p, std::mt19937& rng) {
       p.gpu->moe_experts(x.cmat(), did.as<int32_t>(), g.cmat(), top_k, ex, o, out.mat());
     });
     report(p, "moe_experts fp4",
-           "top6 of 32, D4096 I2048 M=" + std::to_string(M) + " (" + std::to_string(n_used) +
+           "top6 of 256, D4096 I2048 M=" + std::to_string(M) + " (" + std::to_string(n_used) +
                " experts)",
            ms, 2.0 * 3 * M * top_k * I * D, n_used * expert_bytes + 8.0 * M * D);
   }

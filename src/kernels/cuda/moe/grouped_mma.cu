@@ -36,11 +36,6 @@ constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 
 // 16-byte reads start in different bank groups.
 constexpr int kStride = kChunk + 32;
 
-// Two BF16-exact floats -> one BF16x2 register (lo in the low half); truncation is exact.
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  return __byte_perm(f2u(lo), f2u(hi), 0x7632);
-}
-
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
@@ -114,7 +109,7 @@ __device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, in
 
 template <bool kGateUp>
 __global__ void __launch_bounds__(kWarps * 32)
-    grouped_mma_kernel(const float* in, int64_t in_ld, const GroupedExpert* experts,
+    grouped_mma_kernel(const uint16_t* in, int64_t in_ld, const GroupedExpert* experts,
                        const int32_t* counts, const int32_t* offsets, const int32_t* active,
                        const int32_t* n_active, const int32_t* row_pair, const float* gates,
                        int64_t gates_ld, int top_k, MoeEpilogue ep, float* out, int64_t out_ld) {
@@ -142,15 +137,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int64_t kc = 0; kc < K; kc += kChunk) {
       const int64_t len = K - kc < kChunk ? K - kc : kChunk;  // a multiple of kPass
       __syncthreads();  // in_rows written; the previous chunk's reads done
-      // Stage the tile's inputs as BF16 (exact: act-quantized values); pairs past n are zeros,
-      // their columns computed and dropped.
-      for (int64_t i = threadIdx.x; i < kTile * (len / 4); i += blockDim.x) {
-        const int tk = static_cast<int>(i / (len / 4));
-        const int64_t k = (i % (len / 4)) * 4;
-        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (tk < n) v = *reinterpret_cast<const float4*>(in + in_rows[tk] * in_ld + kc + k);
-        *reinterpret_cast<uint2*>(&xs[tk][k]) =
-            make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
+      // Stage the tile's BF16 inputs, 16 bytes per copy. Rows of pairs past n are left as they
+      // are: their mma columns are computed and dropped (columns are independent).
+      for (int64_t i = threadIdx.x; i < n * (len / 8); i += blockDim.x) {
+        const int tk = static_cast<int>(i / (len / 8));
+        const int64_t k = (i % (len / 8)) * 8;
+        *reinterpret_cast<uint4*>(&xs[tk][k]) =
+            *reinterpret_cast<const uint4*>(in + in_rows[tk] * in_ld + kc + k);
       }
       __syncthreads();
       for (int64_t kp = warp * kPass; kp < len; kp += kWarps * kPass) {
@@ -203,16 +196,16 @@ dim3 mma_grid(int max_active, int64_t rows) {
 
 }  // namespace
 
-void launch_moe_gate_up_mma(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,
+void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts, int64_t inter, MoeLayout l,
                             int max_active, const float* gates, int64_t gates_ld, int top_k,
                             MoeEpilogue ep, float* h, int64_t h_ld, cudaStream_t stream) {
   if (max_active <= 0) return;
   grouped_mma_kernel<true><<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(
-      x.data, x.ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
+      x, x_ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
       top_k, ep, h, h_ld);
 }
 
-void launch_moe_down_mma(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
+void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
                          MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
                          int top_k, MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream) {
   if (max_active <= 0) return;
