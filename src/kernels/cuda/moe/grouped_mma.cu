@@ -56,33 +56,48 @@ __device__ __forceinline__ uint32_t bf16x2_splat(float power_of_two) {
   return b | (b << 16);
 }
 
-// w[row, k0 .. k0 + 32) of an FP4 / FP8 weight with E8M0 scales (k0 % 32 == 0) as 16 BF16x2
-// registers (element pairs 2j, 2j + 1), exact.
-__device__ __forceinline__ void load32_bf16(const WeightDesc& w, int64_t row, int64_t k0,
-                                            uint32_t* r) {
+// The stored codes of w[row, k0 .. k0 + 32) of an FP4 / FP8 weight with E8M0 scales
+// (k0 % 32 == 0) and the BF16x2 factors that turn a placed code into value · scale: `sc` alone
+// when value · 2^-126 (FP4) or 2^-120 (FP8) times 2^126 · scale (2^120 · scale) is a BF16 number
+// (scale <= 2, or <= 2^7: every real checkpoint), else `up` (2^63 / 2^60), then `sc`
+// (2^63 · scale / 2^60 · scale). Codes are decoded right before their mma step, so a thread
+// holds 8 registers of codes per row instead of 16 of values (occupancy).
+struct RowCodes {
+  uint32_t w[8];  // FP4: w[0..3] (32 codes); FP8: w[0..7]
+  uint32_t up, sc;
+  bool one;  // one multiplication
+};
+
+__device__ __forceinline__ RowCodes load_row32(const WeightDesc& w, int64_t row, int64_t k0) {
   const uint8_t* base = static_cast<const uint8_t*>(w.w);
+  RowCodes r;
+  float scale, bias_half;
   if (w.fmt == WFmt::kFp4) {
     const uint4 b = *reinterpret_cast<const uint4*>(base + row * (w.k / 2) + k0 / 2);
-    const uint32_t up = bf16x2_splat(0x1p63f);
-    const uint32_t sc = bf16x2_splat(scale_at(w, row, k0 / w.block_k) * 0x1p63f);
-    const uint32_t words[4] = {b.x, b.y, b.z, b.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        r[4 * q + j] = mul_bf16x2(mul_bf16x2(fp4x2_scaled_down(words[q] >> (8 * j)), up), sc);
-    return;
+    r.w[0] = b.x, r.w[1] = b.y, r.w[2] = b.z, r.w[3] = b.w;
+    r.w[4] = r.w[5] = r.w[6] = r.w[7] = 0;
+    scale = scale_at(w, row, k0 / w.block_k);
+    bias_half = 0x1p63f;
+    r.one = scale <= 2.0f;
+  } else {
+    const uint4* p = reinterpret_cast<const uint4*>(base + row * w.k + k0);
+    const uint4 b0 = p[0], b1 = p[1];
+    r.w[0] = b0.x, r.w[1] = b0.y, r.w[2] = b0.z, r.w[3] = b0.w;
+    r.w[4] = b1.x, r.w[5] = b1.y, r.w[6] = b1.z, r.w[7] = b1.w;
+    scale = scale_at(w, row / w.block_n, k0 / w.block_k);
+    bias_half = 0x1p60f;
+    r.one = scale <= 128.0f;
   }
-  const uint4* p = reinterpret_cast<const uint4*>(base + row * w.k + k0);
-  const uint4 b0 = p[0], b1 = p[1];
-  const uint32_t up = bf16x2_splat(0x1p60f);
-  const uint32_t sc = bf16x2_splat(scale_at(w, row / w.block_n, k0 / w.block_k) * 0x1p60f);
-  const uint32_t words[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-  for (int q = 0; q < 8; ++q)
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-      r[2 * q + j] = mul_bf16x2(mul_bf16x2(fp8x2_scaled_down(words[q] >> (16 * j)), up), sc);
+  r.up = bf16x2_splat(bias_half);
+  r.sc = bf16x2_splat(r.one ? scale * bias_half * bias_half : scale * bias_half);
+  return r;
+}
+
+// Element pair (2j, 2j + 1) of the row as BF16x2 (j < 16, a compile-time constant), exact.
+__device__ __forceinline__ uint32_t decode_pair(WFmt fmt, const RowCodes& c, int j) {
+  const uint32_t placed = fmt == WFmt::kFp4 ? fp4x2_scaled_down(c.w[j / 4] >> (8 * (j % 4)))
+                                            : fp8x2_scaled_down(c.w[j / 2] >> (16 * (j % 2)));
+  return c.one ? mul_bf16x2(placed, c.sc) : mul_bf16x2(mul_bf16x2(placed, c.up), c.sc);
 }
 
 __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
@@ -95,20 +110,20 @@ __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, ui
 }
 
 // One 128-wide K pass of the 16-row tile: rows row_lo and row_lo + 8 of w (this thread's mma
-// rows), the pair inputs x (this thread's 16 BF16x2 of pair g).
+// rows) times pair g's staged inputs x (this thread's 32 BF16 of the pass, read per step).
 __device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, int64_t k0,
-                                         const uint32_t* x, float* acc) {
-  uint32_t lo[16], hi[16];
-  load32_bf16(w, row_lo, k0, lo);
-  load32_bf16(w, row_lo + 8, k0, hi);
+                                         const uint16_t* x, float* acc) {
+  const RowCodes lo = load_row32(w, row_lo, k0), hi = load_row32(w, row_lo + 8, k0);
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
-    mma_16816(acc, lo[2 * s], hi[2 * s], lo[2 * s + 1], hi[2 * s + 1], x[2 * s], x[2 * s + 1]);
+    const uint2 xv = *reinterpret_cast<const uint2*>(x + 4 * s);
+    mma_16816(acc, decode_pair(w.fmt, lo, 2 * s), decode_pair(w.fmt, hi, 2 * s),
+              decode_pair(w.fmt, lo, 2 * s + 1), decode_pair(w.fmt, hi, 2 * s + 1), xv.x, xv.y);
   }
 }
 
 template <bool kGateUp>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
     grouped_mma_kernel(const uint16_t* in, int64_t in_ld, const GroupedExpert* experts,
                        const int32_t* counts, const int32_t* offsets, const int32_t* active,
                        const int32_t* n_active, const int32_t* row_pair, const float* gates,
@@ -147,14 +162,8 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
       __syncthreads();
       for (int64_t kp = warp * kPass; kp < len; kp += kWarps * kPass) {
-        uint32_t x[16];
-        const uint4* xp = reinterpret_cast<const uint4*>(&xs[g][kp + 32 * t]);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const uint4 v = xp[q];
-          x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
-        }
         const int64_t k0 = kc + kp + 32 * t;
+        const uint16_t* x = &xs[g][kp + 32 * t];
         pass_128(wa, row0 + g, k0, x, acc_a);
         if constexpr (kGateUp) pass_128(ex.w3, row0 + g, k0, x, acc_b);
       }
