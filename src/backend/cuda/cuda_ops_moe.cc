@@ -80,11 +80,15 @@ const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> ex
 void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
                           std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) {
   DI_CHECK(out.rows == x.rows && weights.cols == top_k);
-  // Many pairs per expert (prefill, or the shared expert of a big step) with tensor-core-exact
-  // weights: per-expert GEMMs on the tensor cores beat the grouped SIMT kernels by far.
+  // Many pairs per expert (the shared expert of a big step, long prefills) with
+  // tensor-core-exact weights: per-expert cuBLAS GEMMs. The grouped tensor-core stages re-read
+  // an expert's weights once per 8 pairs, so they win up to ~128 pairs per expert (a 4096-token
+  // prefill gives the routed experts ~96 each); the SIMT stages only up to ~32.
+  const int64_t gemm_pairs = grouped_mma_supported(experts, opts) ? 128 : 32;
   const bool per_expert_gemm =
-      !experts.empty() && x.rows * top_k >= 32 * static_cast<int64_t>(experts.size()) &&
-      opts.act_quant && tensor_core_eligible(x.rows, experts[0].w1, true);
+      !experts.empty() &&
+      x.rows * top_k >= gemm_pairs * static_cast<int64_t>(experts.size()) && opts.act_quant &&
+      tensor_core_eligible(x.rows, experts[0].w1, true);
   if (per_expert_gemm || !grouped_supported(x, experts, opts)) {
     moe_experts_by_expert(x, ids, weights, top_k, experts, opts, out);
     return;

@@ -375,11 +375,13 @@ CUDA_CASE(moe_experts) {
       hx.push_back({own[b]->ref, own[b + 1]->ref, own[b + 2]->ref});
       dx.push_back({own[b]->dev.ref, own[b + 1]->dev.ref, own[b + 2]->dev.ref});
     }
-    // pad 2: x.ld % 4 != 0, the per-expert fallback; pad 4: the grouped kernels. M = 40 puts
-    // more pairs on an expert than one pass of the grouped kernels takes (8); M = 100 gives
-    // >= 32 pairs per expert: per-expert GEMMs, on the tensor cores where exact (act quant).
+    // pad 2: x.ld % 4 != 0, the per-expert fallback; pad 4: the grouped kernels (the
+    // tensor-core stages for act-quantized FP4/FP8). M = 40 puts more pairs on an expert than
+    // one pass of the grouped kernels takes (8); M = 100 gives >= 32 pairs per expert and
+    // M = 400 >= 128: per-expert GEMMs, on the tensor cores where exact (act quant), from 32
+    // pairs for the SIMT stages' formats and from 128 for the tensor-core stages' ones.
     for (int64_t pad : {2, 4})
-    for (int64_t M : {1, 5, 20, 40, 100}) {
+    for (int64_t M : {1, 5, 20, 40, 100, 400}) {
       const Buf x = random_buf(ctx.rng, M, D);
       const Buf g = random_buf(ctx.rng, M, top_k, 0.1f, 0.6f);
       std::vector<int32_t> ids;
