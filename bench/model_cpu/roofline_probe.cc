@@ -129,7 +129,8 @@ int main(int argc, char** argv) {
     const int64_t bytes = std::max<int64_t>(std::atoll(argv[a]), 64 * 1024);
     const int64_t n = bytes / 4;
     std::vector<float> buf(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = 1e-9f * static_cast<float>(i & 1023);
+    for (int64_t i = 0; i < n; ++i)
+      buf[static_cast<size_t>(i)] = 1e-9f * static_cast<float>(i & 1023);
     // Each thread re-reads its part `reps` times per run (~0.1 s of reading at 20 GB/s, so a
     // small, cache-resident buffer is not timed against thread start-up); best of 5 runs.
     const int64_t per = (n / T) & ~int64_t{63};

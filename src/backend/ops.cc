@@ -173,7 +173,8 @@ void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<
     DI_CHECK(k.rows <= scores.cols);
     if (k.rows > 0) {
       indexer_scores(q.rows_slice(t0, t1 - t0), n_heads, weights.rows_slice(t0, t1 - t0), k,
-                     visible + t0, bf16_rounding, scores.rows_slice(t0, t1 - t0).cols_slice(0, k.rows));
+                     visible + t0, bf16_rounding,
+                     scores.rows_slice(t0, t1 - t0).cols_slice(0, k.rows));
     }
     t0 = t1;
   }

@@ -63,7 +63,7 @@ TEST_P(BackendVsRef, LinearBlockEdges) {
   struct Shape {
     int64_t m, n, k;
   };
-  const Shape shapes[] = {{3, 25, 77},  {5, 50, 13},  {6, 23, 1100}, {9, 7, 5},
+  const Shape shapes[] = {{3, 25, 77},  {5, 50, 13}, {6, 23, 1100}, {9, 7, 5},
                           {4, 49, 520}, {2, 3, 129}, {13, 48, 64}};
   for (WKind kind :
        {WKind::kBf16, WKind::kF16, WKind::kF32, WKind::kFp8E8m0, WKind::kFp8F32, WKind::kFp4}) {

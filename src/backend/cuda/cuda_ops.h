@@ -132,7 +132,7 @@ class CudaOps : public Ops {
   };
   std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;
   std::vector<kernels::cuda::MatDesc> row_key_table_;  // indexer_scores_multi's staging
-  std::vector<const void*> scatter_table_;              // scatter_rows' staging
+  std::vector<const void*> scatter_table_;             // scatter_rows' staging
 };
 
 }  // namespace deepinfer::backend::cuda

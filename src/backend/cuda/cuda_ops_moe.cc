@@ -48,8 +48,7 @@ bool grouped_mma_supported(std::span<const ExpertWeights> experts, const MoeOpts
   if (!opts.act_quant) return false;
   for (const ExpertWeights& e : experts) {
     for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
-      if (!w->quantized() || w->scale.dtype != DType::kF8E8M0 || w->k % 128 != 0 ||
-          w->n % 16 != 0)
+      if (!w->quantized() || w->scale.dtype != DType::kF8E8M0 || w->k % 128 != 0 || w->n % 16 != 0)
         return false;
     }
   }
@@ -86,9 +85,8 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   // prefill gives the routed experts ~96 each); the SIMT stages only up to ~32.
   const int64_t gemm_pairs = grouped_mma_supported(experts, opts) ? 128 : 32;
   const bool per_expert_gemm =
-      !experts.empty() &&
-      x.rows * top_k >= gemm_pairs * static_cast<int64_t>(experts.size()) && opts.act_quant &&
-      tensor_core_eligible(x.rows, experts[0].w1, true);
+      !experts.empty() && x.rows * top_k >= gemm_pairs * static_cast<int64_t>(experts.size()) &&
+      opts.act_quant && tensor_core_eligible(x.rows, experts[0].w1, true);
   if (per_expert_gemm || !grouped_supported(x, experts, opts)) {
     moe_experts_by_expert(x, ids, weights, top_k, experts, opts, out);
     return;
@@ -130,8 +128,8 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   if (mma) {
     uint16_t* xb = arena_.alloc_n<uint16_t>(M * x.cols);
     kc::launch_mat_to_bf16(md(xin), xb, stream_);
-    kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, weights.data, weights.ld,
-                               top_k, ep, h.data, h.ld, stream_);
+    kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, weights.data, weights.ld, top_k,
+                               ep, h.data, h.ld, stream_);
   } else {
     kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
                            h.data, h.ld, stream_);
@@ -228,9 +226,9 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
     const ExpertWeights& ew = experts[static_cast<size_t>(g.expert)];
     max_w = std::max({max_w, ew.w1.n * ew.w1.k, ew.w3.n * ew.w3.k, ew.w2.n * ew.w2.k});
   }
-  const bool tc = !groups.empty() && opts.act_quant &&
-                  tensor_core_eligible(max_rows, experts[static_cast<size_t>(groups[0].expert)].w1,
-                                       true);
+  const bool tc =
+      !groups.empty() && opts.act_quant &&
+      tensor_core_eligible(max_rows, experts[static_cast<size_t>(groups[0].expert)].w1, true);
   uint16_t* wb = tc ? arena_.alloc_n<uint16_t>(max_w) : nullptr;
   uint16_t* xb = tc ? arena_.alloc_n<uint16_t>(max_rows * std::max(x.cols, max_i)) : nullptr;
 

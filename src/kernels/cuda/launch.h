@@ -143,10 +143,10 @@ void launch_moe_route_weights(MatDesc z, const int32_t* ids, int k, float route_
 struct GroupedExpert {
   WeightDesc w1, w3, w2;  // w1/w3 [I, D], w2 [D, I]
 };
-struct MoeLayout {            // device scratch
-  int32_t* counts = nullptr;  // [E] pairs per expert
-  int32_t* offsets = nullptr; // [E] first grouped row of each expert
-  int32_t* cursor = nullptr;  // [E]
+struct MoeLayout {              // device scratch
+  int32_t* counts = nullptr;    // [E] pairs per expert
+  int32_t* offsets = nullptr;   // [E] first grouped row of each expert
+  int32_t* cursor = nullptr;    // [E]
   int32_t* pair_row = nullptr;  // [M·k] grouped row of pair t·k + j (-1: skipped id)
   int32_t* row_pair = nullptr;  // [M·k] pair of each grouped row
   int32_t* active = nullptr;    // [E] experts with pairs, ascending; n_active of them

@@ -162,8 +162,8 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
         const int64_t nb = std::min(block, M - i0);
         Mat scores(fit(s.scores, nb * max_rows), nb, max_rows);
         ops.indexer_scores_multi(iq.rows_slice(i0, nb), Hi, iw.rows_slice(i0, nb),
-                                 std::span<const backend::CMat>(s.row_keys).subspan(
-                                     static_cast<size_t>(i0), static_cast<size_t>(nb)),
+                                 std::span<const backend::CMat>(s.row_keys)
+                                     .subspan(static_cast<size_t>(i0), static_cast<size_t>(nb)),
                                  vis + i0, num.official, scores);
         ops.topk(scores, vis + i0, K, out_sel + i0 * K);
       }

@@ -46,7 +46,7 @@ struct AttentionScratch {
   backend::Buffer iq, iw, scores;                        // indexer
   backend::Buffer keys;                                  // gathered key/value rows
   std::vector<int32_t> idx, sel, visible, remap;
-  std::vector<const float*> key_src;  // gathered key rows, in key order
+  std::vector<const float*> key_src;    // gathered key rows, in key order
   std::vector<backend::CMat> row_keys;  // each query row's index keys (its sequence's)
   std::vector<CompressorJob> comp_jobs, idx_jobs;
   std::vector<const float*> win_src;  // this step's window rows and their ring slots

@@ -74,8 +74,8 @@ void RowRing::truncate(int64_t new_size) {
 
 float* RowList::claim(int64_t n) {
   const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
-  float* base = static_cast<float*>(data_.reserve_bytes(
-      row_bytes * static_cast<size_t>(size_ + n), row_bytes * static_cast<size_t>(size_)));
+  float* base = static_cast<float*>(data_.reserve_bytes(row_bytes * static_cast<size_t>(size_ + n),
+                                                        row_bytes * static_cast<size_t>(size_)));
   float* at = base + size_ * width_;
   size_ += n;
   return at;

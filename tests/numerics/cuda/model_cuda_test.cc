@@ -260,7 +260,8 @@ void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu
   const int n = 64;
   const auto tc = greedy(*mc, prompt, n), tg = greedy(*mg, prompt, n);
   int64_t same = 0;
-  while (same < static_cast<int64_t>(std::min(tc.size(), tg.size())) && tc[same] == tg[same]) ++same;
+  while (same < static_cast<int64_t>(std::min(tc.size(), tg.size())) && tc[same] == tg[same])
+    ++same;
   std::printf("  %-44s first %lld/%d tokens equal\n", "models/default free-running greedy",
               static_cast<long long>(same), n);
   std::vector<int32_t> forced = prompt;
@@ -275,11 +276,11 @@ void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu
   const size_t head = std::min(lg.size(), prompt.size() * static_cast<size_t>(V));
   const Err ep = compare({lg.begin(), lg.begin() + static_cast<std::ptrdiff_t>(head)},
                          {lc.begin(), lc.begin() + static_cast<std::ptrdiff_t>(head)}, V);
-  const bool ok = e.finite && ep.max_norm <= 2e-2 && e.median_norm <= 2e-2 &&
-                  e.argmax_agree >= 0.95;
+  const bool ok =
+      e.finite && ep.max_norm <= 2e-2 && e.median_norm <= 2e-2 && e.argmax_agree >= 0.95;
   std::printf("  %-44s max %.2e  median %.2e  argmax %.3f  prompt rows max %.2e %s\n",
-              "models/default teacher-forced gpu vs cpu", e.max_norm, e.median_norm,
-              e.argmax_agree, ep.max_norm, ok ? "" : "<-- FAIL");
+              "models/default teacher-forced gpu vs cpu", e.max_norm, e.median_norm, e.argmax_agree,
+              ep.max_norm, ok ? "" : "<-- FAIL");
   check(ok, "models/default teacher-forced gpu vs cpu");
 }
 

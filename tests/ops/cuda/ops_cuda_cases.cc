@@ -381,49 +381,49 @@ CUDA_CASE(moe_experts) {
     // M = 400 >= 128: per-expert GEMMs, on the tensor cores where exact (act quant), from 32
     // pairs for the SIMT stages' formats and from 128 for the tensor-core stages' ones.
     for (int64_t pad : {2, 4})
-    for (int64_t M : {1, 5, 20, 40, 100, 400}) {
-      const Buf x = random_buf(ctx.rng, M, D);
-      const Buf g = random_buf(ctx.rng, M, top_k, 0.1f, 0.6f);
-      std::vector<int32_t> ids;
-      for (int64_t i = 0; i < M * top_k; ++i) {
-        // Slot 0 skipped (-1); token 1 lists one expert twice (slots 3 and 4).
-        ids.push_back(i == 0 ? -1 : (i == 4 ? ids[3] : static_cast<int32_t>(ctx.rng() % E)));
-      }
-      const DBuf dxm = dev_copy(x, pad), dg = dev_copy(g);
-      const Buf prev = random_buf(ctx.rng, M, D);
-      for (int variant = 0; variant < 4; ++variant) {
-        MoeOpts o;
-        o.act_quant = kind != WKind::kBf16 && variant != 1;
-        o.bf16_rounding = variant >= 2;
-        o.weight_before_w2 = variant != 3;
-        o.accumulate = variant == 1;
-        Buf want = prev;
-        ctx.ref->moe_experts(x.cmat(), ids.data(), g.cmat(), top_k, hx, o, want.mat());
-        DBuf dout = dev_copy(prev, 1);
-        ctx.gpu->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dout.mat());
-        const std::string t = std::string("moe_experts ") + wkind_name(kind) + " pad=" +
-                              std::to_string(pad) + " M=" + std::to_string(M) +
-                              " variant=" + std::to_string(variant);
-        const std::vector<float> got = dout.download();
-        close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-        // Batch invariance of the grouped kernels (pad 4): row 7 alone gives the same bits as
-        // inside the batch. The per-expert fallback switches GEMV kernels with the number of
-        // rows an expert gets, so it does not promise this (docs/cuda_backend.md).
-        if (M == 40 && pad == 4) {
-          Buf x1(1, D), g1(1, top_k), prev1(1, D);
-          for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
-          for (int64_t c = 0; c < D; ++c) prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];
-          for (int j = 0; j < top_k; ++j) g1.at(0, j) = g.v[static_cast<size_t>(7 * top_k + j)];
-          const std::vector<int32_t> ids1(ids.begin() + 7 * top_k, ids.begin() + 8 * top_k);
-          const DBuf dx1 = dev_copy(x1, pad), dg1 = dev_copy(g1);
-          DBuf dout1 = dev_copy(prev1, 1);
-          ctx.gpu->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
-          const std::vector<float> one = dout1.download();
-          const std::vector<float> row7(got.begin() + 7 * D, got.begin() + 8 * D);
-          close(ctx, t + " row alone == in batch", one, row7, 0.0);
+      for (int64_t M : {1, 5, 20, 40, 100, 400}) {
+        const Buf x = random_buf(ctx.rng, M, D);
+        const Buf g = random_buf(ctx.rng, M, top_k, 0.1f, 0.6f);
+        std::vector<int32_t> ids;
+        for (int64_t i = 0; i < M * top_k; ++i) {
+          // Slot 0 skipped (-1); token 1 lists one expert twice (slots 3 and 4).
+          ids.push_back(i == 0 ? -1 : (i == 4 ? ids[3] : static_cast<int32_t>(ctx.rng() % E)));
+        }
+        const DBuf dxm = dev_copy(x, pad), dg = dev_copy(g);
+        const Buf prev = random_buf(ctx.rng, M, D);
+        for (int variant = 0; variant < 4; ++variant) {
+          MoeOpts o;
+          o.act_quant = kind != WKind::kBf16 && variant != 1;
+          o.bf16_rounding = variant >= 2;
+          o.weight_before_w2 = variant != 3;
+          o.accumulate = variant == 1;
+          Buf want = prev;
+          ctx.ref->moe_experts(x.cmat(), ids.data(), g.cmat(), top_k, hx, o, want.mat());
+          DBuf dout = dev_copy(prev, 1);
+          ctx.gpu->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dout.mat());
+          const std::string t = std::string("moe_experts ") + wkind_name(kind) +
+                                " pad=" + std::to_string(pad) + " M=" + std::to_string(M) +
+                                " variant=" + std::to_string(variant);
+          const std::vector<float> got = dout.download();
+          close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
+          // Batch invariance of the grouped kernels (pad 4): row 7 alone gives the same bits as
+          // inside the batch. The per-expert fallback switches GEMV kernels with the number of
+          // rows an expert gets, so it does not promise this (docs/cuda_backend.md).
+          if (M == 40 && pad == 4) {
+            Buf x1(1, D), g1(1, top_k), prev1(1, D);
+            for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
+            for (int64_t c = 0; c < D; ++c) prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];
+            for (int j = 0; j < top_k; ++j) g1.at(0, j) = g.v[static_cast<size_t>(7 * top_k + j)];
+            const std::vector<int32_t> ids1(ids.begin() + 7 * top_k, ids.begin() + 8 * top_k);
+            const DBuf dx1 = dev_copy(x1, pad), dg1 = dev_copy(g1);
+            DBuf dout1 = dev_copy(prev1, 1);
+            ctx.gpu->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
+            const std::vector<float> one = dout1.download();
+            const std::vector<float> row7(got.begin() + 7 * D, got.begin() + 8 * D);
+            close(ctx, t + " row alone == in batch", one, row7, 0.0);
+          }
         }
       }
-    }
   }
 }
 

@@ -45,8 +45,9 @@ Expected<std::vector<std::string>> collect_prompts(const GenerateEngineArgs& a) 
     }
   }
   if (prompts.empty() && a.prompt_ids.empty()) {
-    return invalid_argument("no prompt: give --prompt TEXT (or - for stdin), --prompts-file, or "
-                            "--prompt-ids");
+    return invalid_argument(
+        "no prompt: give --prompt TEXT (or - for stdin), --prompts-file, or "
+        "--prompt-ids");
   }
   return prompts;
 }
@@ -75,7 +76,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {
-    return fail(1, a.model_dir + " has no tokenizer.json: text prompts need one (use --prompt-ids)");
+    return fail(1,
+                a.model_dir + " has no tokenizer.json: text prompts need one (use --prompt-ids)");
   }
 
   const bool stream = a.stream && !a.json_output && prompts->size() == 1 && a.prompt_ids.empty();
@@ -100,7 +102,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<RequestOutput> outputs = (*engine)->run_until_done();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // Outputs arrive in the order requests ended; print them in the order they were given.
   int rc = 0;

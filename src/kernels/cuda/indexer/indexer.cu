@@ -104,9 +104,8 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 namespace {
 void launch_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
-                   const MatDesc* row_keys, int64_t di, int64_t key_cols,
-                   const int32_t* visible, bool bf16_rounding, MatDesc scores,
-                   cudaStream_t stream) {
+                   const MatDesc* row_keys, int64_t di, int64_t key_cols, const int32_t* visible,
+                   bool bf16_rounding, MatDesc scores, cudaStream_t stream) {
   if (q.rows == 0 || key_cols == 0) return;
   const size_t smem = static_cast<size_t>(n_heads * di + n_heads) * sizeof(float);
   static const bool attr_set = [] {
@@ -132,8 +131,8 @@ void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc 
 void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
                                  const MatDesc* row_keys, int64_t di, const int32_t* visible,
                                  bool bf16_rounding, MatDesc scores, cudaStream_t stream) {
-  launch_scores(q, n_heads, weights, MatDesc{}, row_keys, di, scores.cols, visible,
-                bf16_rounding, scores, stream);
+  launch_scores(q, n_heads, weights, MatDesc{}, row_keys, di, scores.cols, visible, bf16_rounding,
+                scores, stream);
 }
 
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,

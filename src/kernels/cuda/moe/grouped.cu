@@ -118,25 +118,23 @@ __device__ void block_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t r
 // x; else w2 over the pairs' own rows of h). Block = (active expert, 8 weight rows).
 template <bool kGateUp>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
-    grouped_kernel(const float* in, int64_t in_ld, const GroupedExpert* experts,
-                   const int32_t* counts, const int32_t* offsets, const int32_t* active,
-                   const int32_t* n_active, const int32_t* row_pair, const float* gates,
-                   int64_t gates_ld, int top_k, MoeEpilogue ep, float* out, int64_t out_ld) {
-  if (static_cast<int>(blockIdx.x) >= *n_active) return;
-  const int e = active[blockIdx.x];
-  const GroupedExpert& ex = experts[e];
+    grouped_kernel(const float* in, int64_t in_ld, GroupedStageArgs st) {
+  const int e = stage_expert(st);
+  if (e < 0) return;
+  const GroupedExpert& ex = st.experts[e];
   const WeightDesc& wa = kGateUp ? ex.w1 : ex.w2;
   const int64_t row = static_cast<int64_t>(blockIdx.y) * kRowsPerBlock + (threadIdx.x >> 5);
   const bool valid = row < wa.n;
   __shared__ __align__(16) float xs[kPairTile][kChunkPadded];
   __shared__ int32_t in_rows[kPairTile];
-  const int32_t begin = offsets[e], count = counts[e];
+  const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
   for (int32_t p0 = 0; p0 < count; p0 += kPairTile) {
     const int n = min(kPairTile, count - p0);
     __syncthreads();
     if (threadIdx.x < kPairTile) {
       const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
-      in_rows[threadIdx.x] = kGateUp ? row_pair[r] / top_k : r;  // the pair's token, or its row
+      // The pair's token, or its own row.
+      in_rows[threadIdx.x] = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
     }
     __syncthreads();
     float a[kPairTile], b[kPairTile];
@@ -145,9 +143,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 #pragma unroll
     for (int t = 0; t < kPairTile; ++t) {
       if (t >= n) break;
-      const int32_t pr = row_pair[begin + p0 + t];
-      out[static_cast<int64_t>(begin + p0 + t) * out_ld + row] =
-          moe_epilogue<kGateUp>(a[t], b[t], ep, gates + pr / top_k * gates_ld + pr % top_k);
+      const int32_t pr = st.layout.row_pair[begin + p0 + t];
+      st.out[static_cast<int64_t>(begin + p0 + t) * st.out_ld + row] = moe_epilogue<kGateUp>(
+          a[t], b[t], st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
     }
   }
 }
@@ -192,8 +190,7 @@ void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, 
   const dim3 grid(static_cast<unsigned>(max_active),
                   static_cast<unsigned>((inter + kRowsPerBlock - 1) / kRowsPerBlock));
   grouped_kernel<true><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-      x.data, x.ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
-      top_k, ep, h, h_ld);
+      x.data, x.ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, h, h_ld});
 }
 
 void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
@@ -203,8 +200,7 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
   const dim3 grid(static_cast<unsigned>(max_active),
                   static_cast<unsigned>((dim + kRowsPerBlock - 1) / kRowsPerBlock));
   grouped_kernel<false><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-      h, h_ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
-      top_k, ep, y, y_ld);
+      h, h_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, y, y_ld});
 }
 
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,

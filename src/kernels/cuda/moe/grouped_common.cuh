@@ -69,6 +69,24 @@ __device__ __forceinline__ void load32(const WeightDesc& w, int64_t row, int64_t
   }
 }
 
+// What a grouped stage reads besides its input rows: the experts, the device layout, the
+// routing weights, and where it writes (out row = the pair's grouped row).
+struct GroupedStageArgs {
+  const GroupedExpert* experts = nullptr;
+  MoeLayout layout;
+  const float* gates = nullptr;
+  int64_t gates_ld = 0;
+  int top_k = 0;
+  MoeEpilogue ep;
+  float* out = nullptr;
+  int64_t out_ld = 0;
+};
+
+// The expert of this block (blockIdx.x indexes the active experts), or -1 past them.
+__device__ __forceinline__ int stage_expert(const GroupedStageArgs& a) {
+  return static_cast<int>(blockIdx.x) < *a.layout.n_active ? a.layout.active[blockIdx.x] : -1;
+}
+
 // The value a grouped stage stores for one (pair, weight row) from its dot(s): gate_up applies
 // the official BF16 points, SwiGLU with the clamp and (official) the routing weight; down the
 // BF16 point and (HF) the routing weight. `gate` is read only when used.

@@ -28,10 +28,10 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 4;    // warps per block, splitting K
-constexpr int kTile = 8;     // pairs per mma tile
-constexpr int kChunk = 1024; // K staged in shared memory at once, as BF16
-constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 mma steps
+constexpr int kWarps = 4;     // warps per block, splitting K
+constexpr int kTile = 8;      // pairs per mma tile
+constexpr int kChunk = 1024;  // K staged in shared memory at once, as BF16
+constexpr int kPass = 128;    // K per register pass: 32 per thread of a quad, 8 mma steps
 // Row stride of the staged inputs: + 32 BF16 (64 bytes) so the 8 pair rows of a quarter warp's
 // 16-byte reads start in different bank groups.
 constexpr int kStride = kChunk + 32;
@@ -124,13 +124,10 @@ __device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, in
 
 template <bool kGateUp>
 __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
-    grouped_mma_kernel(const uint16_t* in, int64_t in_ld, const GroupedExpert* experts,
-                       const int32_t* counts, const int32_t* offsets, const int32_t* active,
-                       const int32_t* n_active, const int32_t* row_pair, const float* gates,
-                       int64_t gates_ld, int top_k, MoeEpilogue ep, float* out, int64_t out_ld) {
-  if (static_cast<int>(blockIdx.x) >= *n_active) return;
-  const int e = active[blockIdx.x];
-  const GroupedExpert& ex = experts[e];
+    grouped_mma_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+  const int e = stage_expert(st);
+  if (e < 0) return;
+  const GroupedExpert& ex = st.experts[e];
   const WeightDesc& wa = kGateUp ? ex.w1 : ex.w2;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // mma groupID, thread in group
@@ -139,14 +136,15 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
   __shared__ __align__(16) uint16_t xs[kTile][kStride];
   __shared__ int32_t in_rows[kTile];
   __shared__ float partial[kWarps - 1][2][4][32];  // warps 1.. : their sums, per lane
-  const int32_t begin = offsets[e], count = counts[e];
+  const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
   const int64_t K = wa.k;
   for (int32_t p0 = 0; p0 < count; p0 += kTile) {
     const int n = min(kTile, count - p0);
     __syncthreads();  // the previous tile's reads of in_rows / xs are done
     if (threadIdx.x < kTile) {
       const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
-      in_rows[threadIdx.x] = kGateUp ? row_pair[r] / top_k : r;  // the pair's token, or its row
+      // The pair's token, or its own row.
+      in_rows[threadIdx.x] = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
     }
     float acc_a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t kc = 0; kc < K; kc += kChunk) {
@@ -192,9 +190,9 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
       const int tk = 2 * t + (i & 1);
       if (tk >= n) continue;
       const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
-      const int32_t pr = row_pair[begin + p0 + tk];
-      out[static_cast<int64_t>(begin + p0 + tk) * out_ld + row] = moe_epilogue<kGateUp>(
-          acc_a[i], acc_b[i], ep, gates + pr / top_k * gates_ld + pr % top_k);
+      const int32_t pr = st.layout.row_pair[begin + p0 + tk];
+      st.out[static_cast<int64_t>(begin + p0 + tk) * st.out_ld + row] = moe_epilogue<kGateUp>(
+          acc_a[i], acc_b[i], st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
     }
   }
 }
@@ -205,13 +203,13 @@ dim3 mma_grid(int max_active, int64_t rows) {
 
 }  // namespace
 
-void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts, int64_t inter, MoeLayout l,
-                            int max_active, const float* gates, int64_t gates_ld, int top_k,
-                            MoeEpilogue ep, float* h, int64_t h_ld, cudaStream_t stream) {
+void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,
+                            int64_t inter, MoeLayout l, int max_active, const float* gates,
+                            int64_t gates_ld, int top_k, MoeEpilogue ep, float* h, int64_t h_ld,
+                            cudaStream_t stream) {
   if (max_active <= 0) return;
   grouped_mma_kernel<true><<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(
-      x, x_ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
-      top_k, ep, h, h_ld);
+      x, x_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, h, h_ld});
 }
 
 void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
@@ -219,8 +217,7 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
                          int top_k, MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream) {
   if (max_active <= 0) return;
   grouped_mma_kernel<false><<<mma_grid(max_active, dim), kWarps * 32, 0, stream>>>(
-      h, h_ld, experts, l.counts, l.offsets, l.active, l.n_active, l.row_pair, gates, gates_ld,
-      top_k, ep, y, y_ld);
+      h, h_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, y, y_ld});
 }
 
 }  // namespace deepinfer::kernels::cuda
