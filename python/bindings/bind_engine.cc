@@ -203,14 +203,15 @@ void bind_engine(nb::module_& m) {
       "DEEPINFER_HF_MODEL_DIR as parsed by the typed options (None when unset).");
 
   nb::class_<PyEngine>(m, "Engine",
-                       "The C++ engine (continuous batching; backend from DEEPINFER_ACCELERATOR).")
+                       "The C++ engine (continuous batching; backend: the `backend` argument, "
+                       "else DEEPINFER_ACCELERATOR).")
       .def(
           "__init__",
           [](PyEngine* self, const std::string& model_dir, const std::string& tokenizer_path,
              int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
              int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
              std::optional<bool> batch_invariant, bool enable_prefix_caching,
-             int64_t prefix_cache_bytes) {
+             int64_t prefix_cache_bytes, const std::string& backend) {
             EngineOptions o;
             o.model_dir = model_dir;
             o.tokenizer_path = tokenizer_path;
@@ -224,6 +225,7 @@ void bind_engine(nb::module_& m) {
             o.batch_invariant = batch_invariant;  // None: DEEPINFER_BATCH_INVARIANT
             o.enable_prefix_caching = enable_prefix_caching;
             o.prefix_cache_bytes = prefix_cache_bytes;
+            o.backend = backend;  // "": DEEPINFER_ACCELERATOR
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -236,7 +238,8 @@ void bind_engine(nb::module_& m) {
           nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
           nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
           nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
-          nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0)
+          nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
+          nb::arg("backend") = "")
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

@@ -156,7 +156,7 @@ def _is_token_list(x: Any) -> bool:
 
 
 class LLM:
-    """A DeepSeek-V4 model behind the continuous-batching engine (CPU backend)."""
+    """A DeepSeek-V4 model behind the continuous-batching engine (CPU or CUDA backend)."""
 
     def __init__(
         self,
@@ -173,17 +173,19 @@ class LLM:
         batch_invariant: bool | None = None,
         enable_prefix_caching: bool = True,
         prefix_cache_bytes: int | None = None,
+        backend: str | None = None,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
         # enable_prefix_caching: reuse repeated prompt prefixes (identical outputs);
         # prefix_cache_bytes bounds the state snapshots kept for it (None: 1 GiB).
+        # backend: "opt" (CPU), "ref" (the FP32 oracle), "cuda"; None: DEEPINFER_ACCELERATOR.
         self.model_dir = resolve_model_dir(model)
         self._engine = _core.Engine(
             self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
             -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
-            bool(enable_prefix_caching), prefix_cache_bytes or 0)
+            bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "")
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -100,6 +100,16 @@ def test_cuda_without_a_gpu_is_a_clear_error(cli, repo_dir, how, monkeypatch):
     assert r.stdout == ""
 
 
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
+def test_engine_path_honours_backend_cuda(cli, repo_dir):
+    # Text prompts go through the engine, which takes --backend too (it used to run on the CPU
+    # whatever the flag said).
+    r = cli("generate", "--model", repo_dir / "models" / "default", "--prompt", "In the beginning",
+            "--max-tokens", "2", "--backend", "cuda")
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert "DEEPINFER_ACCELERATOR=cpu" in r.stderr, r.stderr
+
+
 def test_bad_model_dir(cli, repo_dir, tmp_path):
     r = cli("generate", "--model", tmp_path / "missing", "--prompt-ids", "5")
     assert r.returncode == 1

@@ -4,6 +4,7 @@ Most tests use the committed tiny checkpoint tests/data/model/v4_tiny_a/hf_fp32 
 token-id prompts; fast); the text and chat tests use the embedded default model models/default.
 """
 
+import shutil
 import subprocess
 import sys
 
@@ -212,3 +213,20 @@ def test_prefix_caching_reuses_a_shared_prompt_and_changes_nothing(repo_dir):
     assert runs[False][2]["prefix_hit_tokens"] == 0
     assert runs[True][2]["prefix_hit_tokens"] >= 64  # 2 requests x 2 blocks of 16 at least
     assert runs[True][2]["prompt_tokens"] < runs[False][2]["prompt_tokens"]
+
+
+def test_backend_argument(repo_dir):
+    # LLM(backend=) reaches the engine: describe() names the backend that runs, and a bad name
+    # is refused with the choices.
+    ref = LLM(str(repo_dir / TINY), backend="ref", num_threads=1)
+    assert "backend cpu-ref" in ref.describe(), ref.describe()
+    opt = LLM(str(repo_dir / TINY), backend="opt", num_threads=1)
+    assert "backend cpu-opt" in opt.describe(), opt.describe()
+    with pytest.raises(ValueError, match="backend 'gpu' is unknown: use opt, ref or cuda"):
+        LLM(str(repo_dir / TINY), backend="gpu")
+
+
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
+def test_cuda_backend_without_a_gpu_says_how_to_run_on_the_cpu(repo_dir):
+    with pytest.raises(ValueError, match="DEEPINFER_ACCELERATOR=cpu"):
+        LLM(str(repo_dir / TINY), backend="cuda")
