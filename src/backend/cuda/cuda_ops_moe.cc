@@ -128,8 +128,8 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   if (mma) {
     uint16_t* xb = arena_.alloc_n<uint16_t>(M * x.cols);
     kc::launch_mat_to_bf16(md(xin), xb, stream_);
-    kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, P, weights.data, weights.ld,
-                               top_k, ep, h.data, h.ld, stream_);
+    kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, weights.data, weights.ld, top_k,
+                               ep, h.data, h.ld, stream_);
   } else {
     kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
                            h.data, h.ld, stream_);
@@ -141,7 +141,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   if (mma) {
     uint16_t* hb = arena_.alloc_n<uint16_t>(P * I);
     kc::launch_mat_to_bf16(md(h), hb, stream_);
-    kc::launch_moe_down_mma(hb, I, table, D, l, max_active, P, weights.data, weights.ld, top_k, ep,
+    kc::launch_moe_down_mma(hb, I, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
                             y.data, y.ld, stream_);
   } else {
     kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,

@@ -169,16 +169,14 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
                      MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream);
 // The same two stages on the tensor cores (moe/grouped_mma.cu), for act-quantized inputs given
 // as BF16 copies (x [M, ld x_ld], h [pairs, ld h_ld]; exact) and FP4 / FP8 weights with E8M0
-// scales: K % 128 == 0, the stage's rows (inter, dim) % 16 == 0, ld % 8 == 0. `pairs` (all
-// experts') picks the kernel variant; every variant gives the same bits.
+// scales: K % 128 == 0, the stage's rows (inter, dim) % 16 == 0, ld % 8 == 0.
 void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,
-                            int64_t inter, MoeLayout l, int max_active, int64_t pairs,
-                            const float* gates, int64_t gates_ld, int top_k, MoeEpilogue ep,
-                            float* h, int64_t h_ld, cudaStream_t stream);
+                            int64_t inter, MoeLayout l, int max_active, const float* gates,
+                            int64_t gates_ld, int top_k, MoeEpilogue ep, float* h, int64_t h_ld,
+                            cudaStream_t stream);
 void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
-                         MoeLayout l, int max_active, int64_t pairs, const float* gates,
-                         int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
-                         cudaStream_t stream);
+                         MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
+                         int top_k, MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream);
 // out[t] (=|+=) Σ over t's pairs in ascending (expert, slot) of y[pair_row].
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
                         bool accumulate, MatDesc out, cudaStream_t stream);

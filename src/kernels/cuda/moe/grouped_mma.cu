@@ -8,10 +8,7 @@
 // (one mma tile), its 4 warps splitting K (pass p of 128 columns goes to warp p mod 4; the
 // partial sums are added in warp order, so the order is fixed); the expert's pairs in tiles of
 // 8, the mma's N: D[16 rows, 8 pairs] += W[16 rows, 16 k] · Xᵀ[16 k, 8 pairs]. Small grids
-// (batch 1, the shared expert) still fill the card: 16 rows per block, not 64. Groups of
-// kTiles tiles share each decoded weight fragment (kTiles = 4 when experts average >= 16 pairs:
-// prefill); a pair's sum is the same sequence of mma steps either way, so the variants give the
-// same bits and may be chosen per call.
+// (batch 1, the shared expert) still fill the card: 16 rows per block, not 64.
 //
 // K order inside an mma: the sum over k may run in any fixed order, so each thread's k of a
 // 128-wide pass are its own contiguous 32 (k = 32t .. 32t + 31 for thread t of a quad): step s
@@ -22,8 +19,8 @@
 //
 // Weight decode, a few integer ops per pair of values: the code's magnitude bits are placed
 // into a BF16 so that the BF16 reads value · 2^-126 (FP4 E2M1) or value · 2^-120 (FP8 E4M3;
-// their subnormals land on BF16 subnormals, still exact), then one exact BF16x2 multiplication
-// by 2^126 · scale (2^120 · scale) gives value · scale (two when that factor is no BF16 number).
+// their subnormals land on BF16 subnormals, still exact), then two exact BF16x2 multiplications
+// (2^63 or 2^60, then 2^63 · scale or 2^60 · scale) give value · scale.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe/grouped_common.cuh"
@@ -31,17 +28,13 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 4;   // warps per block, splitting K
-constexpr int kTile = 8;    // pairs per mma tile
-constexpr int kPass = 128;  // K per register pass: 32 per thread of a quad, 8 mma steps
-// K staged in shared memory at once (BF16) for a group of kTiles tiles: 16 KiB of inputs, but
-// at least one pass per warp.
-template <int kTiles>
-constexpr int kChunk = 1024 / kTiles > kWarps * kPass ? 1024 / kTiles : kWarps * kPass;
+constexpr int kWarps = 4;     // warps per block, splitting K
+constexpr int kTile = 8;      // pairs per mma tile
+constexpr int kChunk = 1024;  // K staged in shared memory at once, as BF16
+constexpr int kPass = 128;    // K per register pass: 32 per thread of a quad, 8 mma steps
 // Row stride of the staged inputs: + 32 BF16 (64 bytes) so the 8 pair rows of a quarter warp's
 // 16-byte reads start in different bank groups.
-template <int kTiles>
-constexpr int kStride = kChunk<kTiles> + 32;
+constexpr int kStride = kChunk + 32;
 
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -117,32 +110,21 @@ __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, ui
 }
 
 // One 128-wide K pass of the 16-row tile: rows row_lo and row_lo + 8 of w (this thread's mma
-// rows) times the staged inputs of the group's first `tiles` tiles (x: this thread's 32 BF16 of
-// pair g of tile 0, tile j at x + j · tile_stride; read per step), each decoded fragment used
-// for every tile.
-template <int kTiles>
+// rows) times pair g's staged inputs x (this thread's 32 BF16 of the pass, read per step).
 __device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, int64_t k0,
-                                         const uint16_t* x, int tile_stride, int tiles,
-                                         float (*acc)[4]) {
+                                         const uint16_t* x, float* acc) {
   const RowCodes lo = load_row32(w, row_lo, k0), hi = load_row32(w, row_lo + 8, k0);
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
-    const uint32_t a0 = decode_pair(w.fmt, lo, 2 * s), a1 = decode_pair(w.fmt, hi, 2 * s);
-    const uint32_t a2 = decode_pair(w.fmt, lo, 2 * s + 1), a3 = decode_pair(w.fmt, hi, 2 * s + 1);
-#pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-      if (kTiles == 1 || j < tiles) {
-        const uint2 xv = *reinterpret_cast<const uint2*>(x + j * tile_stride + 4 * s);
-        mma_16816(acc[j], a0, a1, a2, a3, xv.x, xv.y);
-      }
-    }
+    const uint2 xv = *reinterpret_cast<const uint2*>(x + 4 * s);
+    mma_16816(acc, decode_pair(w.fmt, lo, 2 * s), decode_pair(w.fmt, hi, 2 * s),
+              decode_pair(w.fmt, lo, 2 * s + 1), decode_pair(w.fmt, hi, 2 * s + 1), xv.x, xv.y);
   }
 }
 
-template <bool kGateUp, int kTiles>
-__global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 8 : 4)
+template <bool kGateUp>
+__global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
     grouped_mma_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
-  constexpr int kGroup = kTiles * kTile, kCh = kChunk<kTiles>, kStr = kStride<kTiles>;
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
@@ -151,25 +133,24 @@ __global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 8 : 4)
   const int g = lane >> 2, t = lane & 3;  // mma groupID, thread in group
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
   if (row0 >= wa.n) return;  // the whole block (n % 16 == 0, host check)
-  __shared__ __align__(16) uint16_t xs[kGroup][kStr];
-  __shared__ int32_t in_rows[kGroup];
-  // Warps 1.. : their sums per (matrix, tile, accumulator, lane).
-  __shared__ float partial[kWarps - 1][2][kTiles][4][32];
+  __shared__ __align__(16) uint16_t xs[kTile][kStride];
+  __shared__ int32_t in_rows[kTile];
+  __shared__ float partial[kWarps - 1][2][4][32];  // warps 1.. : their sums, per lane
   const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
   const int64_t K = wa.k;
-  for (int32_t p0 = 0; p0 < count; p0 += kGroup) {
-    const int n = min(kGroup, count - p0), tiles = (n + kTile - 1) / kTile;
-    __syncthreads();  // the previous group's reads of in_rows / xs / partial are done
-    if (threadIdx.x < kGroup) {
+  for (int32_t p0 = 0; p0 < count; p0 += kTile) {
+    const int n = min(kTile, count - p0);
+    __syncthreads();  // the previous tile's reads of in_rows / xs are done
+    if (threadIdx.x < kTile) {
       const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
       // The pair's token, or its own row.
       in_rows[threadIdx.x] = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
     }
-    float acc_a[kTiles][4] = {}, acc_b[kTiles][4] = {};
-    for (int64_t kc = 0; kc < K; kc += kCh) {
-      const int64_t len = K - kc < kCh ? K - kc : kCh;  // a multiple of kPass
+    float acc_a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t kc = 0; kc < K; kc += kChunk) {
+      const int64_t len = K - kc < kChunk ? K - kc : kChunk;  // a multiple of kPass
       __syncthreads();  // in_rows written; the previous chunk's reads done
-      // Stage the group's BF16 inputs, 16 bytes per copy. Rows of pairs past n are left as they
+      // Stage the tile's BF16 inputs, 16 bytes per copy. Rows of pairs past n are left as they
       // are: their mma columns are computed and dropped (columns are independent).
       for (int64_t i = threadIdx.x; i < n * (len / 8); i += blockDim.x) {
         const int tk = static_cast<int>(i / (len / 8));
@@ -181,19 +162,16 @@ __global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 8 : 4)
       for (int64_t kp = warp * kPass; kp < len; kp += kWarps * kPass) {
         const int64_t k0 = kc + kp + 32 * t;
         const uint16_t* x = &xs[g][kp + 32 * t];
-        pass_128<kTiles>(wa, row0 + g, k0, x, kTile * kStr, tiles, acc_a);
-        if constexpr (kGateUp) pass_128<kTiles>(ex.w3, row0 + g, k0, x, kTile * kStr, tiles, acc_b);
+        pass_128(wa, row0 + g, k0, x, acc_a);
+        if constexpr (kGateUp) pass_128(ex.w3, row0 + g, k0, x, acc_b);
       }
     }
     // The warps' partial sums, added in warp order by warp 0.
     if (warp > 0) {
 #pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          partial[warp - 1][0][j][i][lane] = acc_a[j][i];
-          partial[warp - 1][1][j][i][lane] = acc_b[j][i];
-        }
+      for (int i = 0; i < 4; ++i) {
+        partial[warp - 1][0][i][lane] = acc_a[i];
+        partial[warp - 1][1][i][lane] = acc_b[i];
       }
     }
     __syncthreads();
@@ -201,34 +179,23 @@ __global__ void __launch_bounds__(kWarps * 32, kTiles == 1 ? 8 : 4)
 #pragma unroll
     for (int w = 0; w < kWarps - 1; ++w) {
 #pragma unroll
-      for (int j = 0; j < kTiles; ++j) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          acc_a[j][i] += partial[w][0][j][i][lane];
-          acc_b[j][i] += partial[w][1][j][i][lane];
-        }
+      for (int i = 0; i < 4; ++i) {
+        acc_a[i] += partial[w][0][i][lane];
+        acc_b[i] += partial[w][1][i][lane];
       }
     }
-    // acc[j][i]: weight row row0 + g (+ 8 for i >= 2), pair 8j + 2t + (i & 1) of the group.
+    // acc[i]: weight row row0 + g (+ 8 for i >= 2), pair 2t + (i & 1) of the tile.
 #pragma unroll
-    for (int j = 0; j < kTiles; ++j) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int tk = kTile * j + 2 * t + (i & 1);
-        if (tk >= n) continue;
-        const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
-        const int32_t pr = st.layout.row_pair[begin + p0 + tk];
-        st.out[static_cast<int64_t>(begin + p0 + tk) * st.out_ld + row] =
-            moe_epilogue<kGateUp>(acc_a[j][i], acc_b[j][i], st.ep,
-                                  st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
-      }
+    for (int i = 0; i < 4; ++i) {
+      const int tk = 2 * t + (i & 1);
+      if (tk >= n) continue;
+      const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
+      const int32_t pr = st.layout.row_pair[begin + p0 + tk];
+      st.out[static_cast<int64_t>(begin + p0 + tk) * st.out_ld + row] = moe_epilogue<kGateUp>(
+          acc_a[i], acc_b[i], st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
     }
   }
 }
-
-// Experts averaging this many pairs take the 4-tile groups (each decoded weight fragment serves
-// up to 32 pairs); fewer keep 1-tile groups (more blocks per SM).
-constexpr int64_t kWideGroupPairs = 16;
 
 dim3 mma_grid(int max_active, int64_t rows) {
   return dim3(static_cast<unsigned>(max_active), static_cast<unsigned>((rows + 15) / 16));
@@ -237,33 +204,20 @@ dim3 mma_grid(int max_active, int64_t rows) {
 }  // namespace
 
 void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,
-                            int64_t inter, MoeLayout l, int max_active, int64_t pairs,
-                            const float* gates, int64_t gates_ld, int top_k, MoeEpilogue ep,
-                            float* h, int64_t h_ld, cudaStream_t stream) {
+                            int64_t inter, MoeLayout l, int max_active, const float* gates,
+                            int64_t gates_ld, int top_k, MoeEpilogue ep, float* h, int64_t h_ld,
+                            cudaStream_t stream) {
   if (max_active <= 0) return;
-  const GroupedStageArgs st{experts, l, gates, gates_ld, top_k, ep, h, h_ld};
-  if (pairs >= kWideGroupPairs * max_active) {
-    grouped_mma_kernel<true, 4>
-        <<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(x, x_ld, st);
-  } else {
-    grouped_mma_kernel<true, 1>
-        <<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(x, x_ld, st);
-  }
+  grouped_mma_kernel<true><<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(
+      x, x_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, h, h_ld});
 }
 
 void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
-                         MoeLayout l, int max_active, int64_t pairs, const float* gates,
-                         int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
-                         cudaStream_t stream) {
+                         MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
+                         int top_k, MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream) {
   if (max_active <= 0) return;
-  const GroupedStageArgs st{experts, l, gates, gates_ld, top_k, ep, y, y_ld};
-  if (pairs >= kWideGroupPairs * max_active) {
-    grouped_mma_kernel<false, 4>
-        <<<mma_grid(max_active, dim), kWarps * 32, 0, stream>>>(h, h_ld, st);
-  } else {
-    grouped_mma_kernel<false, 1>
-        <<<mma_grid(max_active, dim), kWarps * 32, 0, stream>>>(h, h_ld, st);
-  }
+  grouped_mma_kernel<false><<<mma_grid(max_active, dim), kWarps * 32, 0, stream>>>(
+      h, h_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, y, y_ld});
 }
 
 }  // namespace deepinfer::kernels::cuda
