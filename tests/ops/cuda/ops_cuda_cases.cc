@@ -407,9 +407,9 @@ CUDA_CASE(moe_experts) {
           const std::vector<float> got = dout.download();
           close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
           // Batch invariance of the grouped kernels (pad 4): row 7 alone gives the same bits as
-          // inside the batch (at M = 100 the batch takes the tensor-core stages' 4-tile groups,
-          // the row alone 1-tile groups). The per-expert fallback switches GEMV kernels with the
-          // number of rows an expert gets, so it does not promise this (docs/cuda_backend.md).
+          // inside the batch (at M = 40 and at M = 100, where experts hold 2 to 5 tiles of 8
+          // pairs). The per-expert fallback switches GEMV kernels with the number of rows an
+          // expert gets, so it does not promise this (docs/cuda_backend.md).
           if ((M == 40 || M == 100) && pad == 4) {
             Buf x1(1, D), g1(1, top_k), prev1(1, D);
             for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
