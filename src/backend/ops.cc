@@ -184,7 +184,10 @@ void* Ops::allocate(size_t bytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
   void* p = std::aligned_alloc(kAlign, rounded);
-  DI_CHECK(p != nullptr);
+  if (p == nullptr) {
+    throw OutOfMemory("host memory exhausted: allocating " + std::to_string(rounded) +
+                      " bytes failed");
+  }
   std::memset(p, 0, rounded);
   return p;
 }

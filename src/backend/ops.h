@@ -26,6 +26,7 @@
 #include <initializer_list>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 #include "backend/mat.h"
@@ -116,6 +117,15 @@ struct MoeOpts {
   // FP32 afterwards). Off = FP32 throughout (HF on FP32 checkpoints).
   bool bf16_rounding = false;
   bool accumulate = false;  // out += result instead of out = result
+};
+
+// Thrown by Ops::allocate when the backend's memory is exhausted; the message names the backend,
+// the size asked for and what is free. It is the one failure an op can meet at run time (the
+// contract has no error channel), so it unwinds to the model's API boundary, which returns a
+// ResourceExhausted status (model.h) and leaves the process and the other sequences intact.
+class OutOfMemory : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 class Ops {
@@ -265,8 +275,8 @@ class Ops {
   virtual bool host_memory() const { return true; }
   // What TensorViews of this backend's memory say they point to.
   virtual DeviceKind device_kind() const { return DeviceKind::kCpu; }
-  // Zero-filled allocation of `bytes`, aligned to 64 bytes; never null (aborts when exhausted:
-  // the caller sized it). deallocate takes what allocate returned (null is ignored).
+  // Zero-filled allocation of `bytes`, aligned to 64 bytes; never null: throws OutOfMemory when
+  // the memory is exhausted. deallocate takes what allocate returned (null is ignored).
   virtual void* allocate(size_t bytes);
   virtual void deallocate(void* p);
   // host -> backend and backend -> host copies. download waits for every op queued before it;

@@ -168,6 +168,29 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
 }
 
 void EngineCore::execute(StepJob& job) {
+  try {
+    execute_unguarded(job);
+  } catch (const backend::OutOfMemory& e) {
+    // Out of the backend's memory outside a forward (a new sequence's rings, a prefix snapshot
+    // or its restore; forward itself returns a status): every request of the step without an
+    // answer yet fails with the message, its state is dropped, and the engine keeps serving.
+    std::vector<sched::RequestId> answered;
+    for (const Sampled& s : job.sampled) answered.push_back(s.id);
+    for (size_t i = 0; i < job.plan.requests.size(); ++i) {
+      const sched::RequestId id = job.plan.requests[i].id;
+      if (std::find(answered.begin(), answered.end(), id) != answered.end()) continue;
+      if (job.seqs[i] != nullptr) job.seqs[i]->cache.reset();
+      Sampled& s = job.sampled.emplace_back();
+      s.id = id;
+      s.error = std::string("out of memory: ") + e.what() +
+                ". Fewer concurrent sequences (max_num_seqs) or a smaller prefix cache "
+                "(prefix_cache_bytes) need less memory.";
+    }
+    job.finished = Clock::now();
+  }
+}
+
+void EngineCore::execute_unguarded(StepJob& job) {
   using model::deepseek_v4::LogitsWanted;
   job.started = Clock::now();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs

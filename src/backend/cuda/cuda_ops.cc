@@ -85,15 +85,12 @@ void* CudaOps::allocate(size_t bytes) {
   const size_t n = std::max<size_t>(bytes, 256);
   const cudaError_t e = cudaMalloc(&p, n);
   if (e != cudaSuccess) {
-    // The op contract has no error channel; say what ran out and what to change, then stop.
+    cudaGetLastError();  // clear the sticky error: the context stays usable
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    std::fprintf(stderr,
-                 "deepinfer: GPU memory exhausted: cudaMalloc of %zu bytes failed (%s); %zu of "
-                 "%zu bytes free. Use a smaller model, fewer concurrent sequences or shorter "
-                 "prompts.\n",
-                 n, cudaGetErrorString(e), free_b, total_b);
-    std::abort();
+    throw OutOfMemory("GPU memory exhausted: cudaMalloc of " + std::to_string(n) +
+                      " bytes failed (" + cudaGetErrorString(e) + "); " + std::to_string(free_b) +
+                      " of " + std::to_string(total_b) + " bytes free");
   }
   DI_CUDA_CHECK(cudaMemset(p, 0, n));
   return p;

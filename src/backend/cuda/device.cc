@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "backend/ops.h"
 #include "kernels/cuda/launch.h"
 
 namespace deepinfer::backend::cuda {
@@ -111,10 +112,7 @@ void* DeviceArena::alloc(size_t bytes) {
     const size_t last = chunks_.empty() ? 0 : chunks_.back().size();
     const size_t want = std::max<size_t>({bytes, 2 * last, size_t{16} << 20});
     auto b = DeviceBuffer::allocate(want);
-    if (!b.ok()) {
-      std::fprintf(stderr, "deepinfer: scratch: %s\n", b.status().message().c_str());
-      std::abort();
-    }
+    if (!b.ok()) throw OutOfMemory("GPU memory exhausted (op scratch): " + b.status().message());
     chunks_.push_back(std::move(b).value());
     used_ = 0;
   }

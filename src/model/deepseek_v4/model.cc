@@ -170,7 +170,27 @@ Model::Model(Model&&) noexcept = default;
 Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
+namespace {
+
+// An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
+// says what ran out, what the model was doing and what needs less memory.
+Status out_of_memory(const backend::OutOfMemory& e, const std::string& doing,
+                     const std::string& fix) {
+  return resource_exhausted(std::string(e.what()) + " while " + doing + ". " + fix);
+}
+
+}  // namespace
+
 Expected<Model> Model::load(const std::string& model_dir, backend::Ops& ops) {
+  try {
+    return load_unguarded(model_dir, ops);
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory(e, "loading " + model_dir + " on backend '" + ops.name() + "'",
+                         "The weights do not fit: use a device with more memory, or the CPU.");
+  }
+}
+
+Expected<Model> Model::load_unguarded(const std::string& model_dir, backend::Ops& ops) {
   auto s = std::make_unique<State>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
   const io::ModelConfig& c = s->ckpt.config();
@@ -230,6 +250,19 @@ SequenceCache Model::new_sequence(const CacheOptions& options) const {
 }
 
 Status Model::forward(const StepInputs& in, StepOutputs& out) {
+  try {
+    return forward_unguarded(in, out);
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory(
+        e,
+        "running a step of " + std::to_string(in.token_ids.size()) + " tokens over " +
+            std::to_string(in.sequences.size()) +
+            " sequences (their caches are now invalid: discard them)",
+        "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less memory.");
+  }
+}
+
+Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   State& s = *s_;
   DI_TRY(s.validate(in, false));
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
@@ -281,6 +314,17 @@ Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
 
 Expected<std::vector<float>> Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
                                               std::span<const int32_t> next_ids) {
+  try {
+    return mtp_draft_unguarded(cache, hidden, next_ids);
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
+                         "Fewer draft rows per call need less memory.");
+  }
+}
+
+Expected<std::vector<float>> Model::mtp_draft_unguarded(SequenceCache& cache,
+                                                        std::span<const float> hidden,
+                                                        std::span<const int32_t> next_ids) {
   State& s = *s_;
   if (s.w.mtp.empty()) {
     return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");

@@ -43,9 +43,14 @@ class Model {
   bool has_mtp() const;
   int64_t vocab_size() const;
 
+  // Allocates the sequence's fixed rings in the backend's memory: throws backend::OutOfMemory
+  // when they do not fit (the engine turns it into the request's error).
   SequenceCache new_sequence(const CacheOptions& options = {}) const;
 
-  // One step over any mix of sequences (see step.h). Advances every sequence's cache.
+  // One step over any mix of sequences (see step.h). Advances every sequence's cache. When the
+  // backend runs out of memory mid-step (backend::OutOfMemory), the result is a
+  // ResourceExhausted status that says what to change; the model stays usable, but the caches of
+  // that step's sequences are then invalid and must be discarded (as after any error).
   Status forward(const StepInputs& in, StepOutputs& out);
 
   // Single-sequence conveniences over forward(): the tokens continue the cache. Logits are
@@ -65,6 +70,13 @@ class Model {
  private:
   struct State;
   explicit Model(std::unique_ptr<State> s);
+  // The bodies of load / forward / mtp_draft; the public functions turn an OutOfMemory thrown
+  // inside an op into a status.
+  static Expected<Model> load_unguarded(const std::string& model_dir, backend::Ops& ops);
+  Status forward_unguarded(const StepInputs& in, StepOutputs& out);
+  Expected<std::vector<float>> mtp_draft_unguarded(SequenceCache& cache,
+                                                   std::span<const float> hidden,
+                                                   std::span<const int32_t> next_ids);
   std::unique_ptr<State> s_;
 };
 
