@@ -188,7 +188,7 @@ class EngineCore {
   void emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> tokens, bool finished);
 
   // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
-  void execute(StepJob& job);            // execute_unguarded + backend::OutOfMemory -> errors
+  void execute(StepJob& job);  // execute_unguarded + backend::OutOfMemory -> errors
   void execute_unguarded(StepJob& job);
   void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row, Sampled& out);
   // Fills e.mask from e.matcher for the matcher's current state.

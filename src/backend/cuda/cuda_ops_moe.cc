@@ -67,7 +67,8 @@ const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> ex
   ExpertTable& slot = expert_tables_[experts.data()];
   if (slot.host.size() != bytes || std::memcmp(slot.host.data(), t.data(), bytes) != 0) {
     auto buf = DeviceBuffer::allocate(bytes);
-    DI_CHECK(buf.ok());
+    if (!buf.ok())
+      throw OutOfMemory("GPU memory exhausted (expert table): " + buf.status().message());
     DI_CUDA_CHECK(cudaMemcpy(buf->data(), t.data(), bytes, cudaMemcpyHostToDevice));
     slot.device = std::move(*buf);
     slot.host.assign(reinterpret_cast<const char*>(t.data()),
