@@ -5,8 +5,8 @@
 // fixed device time (--device-us, default 2000 us: the V4-Flash batch-1 decode floor of
 // docs/engine.md) during which the stand-in sleeps, as the CPU thread would while a GPU runs.
 //
-//   step_host_time [--model DIR] [--steps N] [--device-us US] [--real-steps N] [--csv OUT]
-//                  [--json OUT]
+//   step_host_time [--model DIR] [--steps N] [--device-us US] [--real-steps N]
+//                  [--sampling-threads N] [--csv OUT] [--json OUT]
 //
 // Figures per step, for synchronous and asynchronous scheduling (EngineStats deltas):
 //   host_us   engine thread: schedule + prepare inputs + stop checks + detokenize + callbacks
@@ -44,6 +44,7 @@ struct Options {
   int steps = 300;
   double device_us = kFloorUs;
   int real_steps = 8;
+  int sampling_threads = 0;  // EngineOptions::sampling_threads (0: automatic)
   std::string csv, json;
 };
 
@@ -61,6 +62,7 @@ std::unique_ptr<EngineCore> make_core(const Options& opt, int n, bool async) {
   o.max_model_len = 1024;
   o.num_threads = 1;
   o.async_scheduling = async;
+  o.sampling_threads = opt.sampling_threads;
   auto core = EngineCore::create(o);
   if (!core.ok()) {
     std::fprintf(stderr, "step_host_time: %s\n", core.status().to_string().c_str());
@@ -203,6 +205,8 @@ int main(int argc, char** argv) {
       opt.device_us = std::atof(v);
     else if (std::strcmp(a, "--real-steps") == 0 && (v = next()))
       opt.real_steps = std::atoi(v);
+    else if (std::strcmp(a, "--sampling-threads") == 0 && (v = next()))
+      opt.sampling_threads = std::max(0, std::atoi(v));
     else if (std::strcmp(a, "--csv") == 0 && (v = next()))
       opt.csv = v;
     else if (std::strcmp(a, "--json") == 0 && (v = next()))
@@ -210,7 +214,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: step_host_time [--model DIR] [--steps N] [--device-us US] "
-                   "[--real-steps N] [--csv OUT] [--json OUT]\n");
+                   "[--real-steps N] [--sampling-threads N] [--csv OUT] [--json OUT]\n");
       return 2;
     }
   }

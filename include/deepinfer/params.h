@@ -31,8 +31,11 @@ struct EngineOptions {
   // KV block accounting (the CPU model keeps its own host caches; these bound how many tokens
   // may be live at once). 0 blocks: enough for max_num_seqs sequences of max_model_len tokens.
   int32_t num_kv_blocks = 0;
-  int32_t kv_block_size = 0;     // 0: 128 x the largest compression ratio's lcm, at least 128
-  int num_threads = -1;          // CPU worker threads; -1: DEEPINFER_NUM_THREADS (0 = all cores)
+  int32_t kv_block_size = 0;  // 0: 128 x the largest compression ratio's lcm, at least 128
+  int num_threads = -1;       // CPU worker threads; -1: DEEPINFER_NUM_THREADS (0 = all cores)
+  // Host threads drawing the tokens of one step (the requests' draws are independent, results
+  // identical for every count); 0: min(8, hardware threads). A GPU step waits for them.
+  int sampling_threads = 0;
   bool use_ref_backend = false;  // the fp32 reference ops (slow; tests only)
   // "opt" (CPU), "ref" (the FP32 oracle), "cuda"; empty: DEEPINFER_ACCELERATOR (auto = CPU).
   // use_ref_backend, when set, wins (older callers).

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <thread>
 #include <utility>
 
 #include "backend/select.h"
@@ -47,6 +48,11 @@ std::string reason_text(const sched::FinishedRequest& f, const std::string& erro
 Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options) {
   if (options.model_dir.empty()) {
     return invalid_argument("EngineOptions.model_dir is empty: give a model directory");
+  }
+  if (options.sampling_threads < 0) {
+    return invalid_argument("EngineOptions.sampling_threads is " +
+                            std::to_string(options.sampling_threads) +
+                            ": give 0 (automatic) or a thread count");
   }
   if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return invalid_argument("EngineOptions: max_num_seqs and max_num_batched_tokens must be >= 1");
@@ -119,6 +125,11 @@ EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Mo
     block_size_ = sched_->kv().block_size();
     snapshot_cap_ = options.prefix_cache_bytes > 0 ? options.prefix_cache_bytes : int64_t{1} << 30;
   }
+  const int sampling_threads =
+      options.sampling_threads > 0
+          ? options.sampling_threads
+          : std::min(8, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  if (sampling_threads > 1) sampling_pool_ = std::make_unique<ThreadPool>(sampling_threads);
   executor_ = std::make_unique<StepExecutor>(options.async_scheduling);
 }
 

@@ -68,6 +68,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "base/thread_pool.h"
 #include "deepinfer/engine.h"
 #include "model/deepseek_v4/model.h"
 #include "runtime/step_executor.h"
@@ -190,7 +191,16 @@ class EngineCore {
   // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
   void execute(StepJob& job);  // execute_unguarded + backend::OutOfMemory -> errors
   void execute_unguarded(StepJob& job);
-  void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row, Sampled& out);
+  void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
+                  sample::Sampler& sampler, Sampled& out);
+  // One logits row waiting for its draw; sample_pending draws them all (on the sampling pool
+  // when there are several) and appends the results to job.sampled in this order.
+  struct PendingSample {
+    sched::RequestId id;
+    SeqExec* e;
+    std::span<const float> row;
+  };
+  void sample_pending(StepJob& job);
   // Fills e.mask from e.matcher for the matcher's current state.
   void fill_mask(SeqExec& e);
   // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
@@ -231,6 +241,10 @@ class EngineCore {
 
   // Executor-only scratch, reused.
   sample::Sampler sampler_;
+  std::vector<PendingSample> pending_samples_;
+  // Draws of one round in parallel: a request's draw depends only on its own row and state
+  // (sampler.h), so the results are those of the serial loop. Null: sampling_threads 1.
+  std::unique_ptr<ThreadPool> sampling_pool_;
   std::vector<model::deepseek_v4::SequenceSpan> spans_;
   std::vector<size_t> order_;
   model::deepseek_v4::StepOutputs step_out_;

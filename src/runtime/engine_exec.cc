@@ -48,8 +48,31 @@ void EngineCore::fill_mask(SeqExec& e) {
   e.mask_ready = true;
 }
 
+void EngineCore::sample_pending(StepJob& job) {
+  const size_t n = pending_samples_.size(), base = job.sampled.size();
+  job.sampled.resize(base + n);
+  if (n < 2 || sampling_pool_ == nullptr) {
+    for (size_t i = 0; i < n; ++i) {
+      const PendingSample& p = pending_samples_[i];
+      sample_one(p.id, *p.e, p.row, sampler_, job.sampled[base + i]);
+    }
+  } else {
+    sampling_pool_->parallel_for(
+        static_cast<int64_t>(n),
+        [&](int64_t b, int64_t end) {
+          thread_local sample::Sampler sampler;  // scratch only: every call overwrites it
+          for (int64_t i = b; i < end; ++i) {
+            const PendingSample& p = pending_samples_[static_cast<size_t>(i)];
+            sample_one(p.id, *p.e, p.row, sampler, job.sampled[base + static_cast<size_t>(i)]);
+          }
+        },
+        1);
+  }
+  pending_samples_.clear();
+}
+
 void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
-                            Sampled& out) {
+                            sample::Sampler& sampler, Sampled& out) {
   out.id = id;
   if (e.grammar_done) return;  // ended by its grammar in the previous step: this one is wasted
   const SamplingParams& params = *e.params;
@@ -65,7 +88,7 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
     ctx.allowed_bitmask =
         std::span<const int32_t>(reinterpret_cast<const int32_t*>(e.mask.data()), e.mask.size());
   }
-  auto r = sampler_.sample(row, ctx);
+  auto r = sampler.sample(row, ctx);
   if (!r.ok()) {
     out.error = "sampling failed: " + r.status().message();
     return;
@@ -297,10 +320,11 @@ void EngineCore::execute_unguarded(StepJob& job) {
         const std::span<const float> logits(step_out_.logits.data() + row * V,
                                             static_cast<size_t>(V));
         ++row;
-        sample_one(sr.id, e, logits, job.sampled.emplace_back());
+        pending_samples_.push_back({sr.id, &e, logits});
       }
       if (p.pos < p.end) next.push_back(p);
     }
+    sample_pending(job);
     job.sample_seconds += seconds_since(t1);
     left = std::move(next);
   }
