@@ -174,18 +174,22 @@ class LLM:
         enable_prefix_caching: bool = True,
         prefix_cache_bytes: int | None = None,
         backend: str | None = None,
+        sampling_threads: int | None = None,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
         # enable_prefix_caching: reuse repeated prompt prefixes (identical outputs);
         # prefix_cache_bytes bounds the state snapshots kept for it (None: 1 GiB).
         # backend: "opt" (CPU), "ref" (the FP32 oracle), "cuda"; None: DEEPINFER_ACCELERATOR.
+        # sampling_threads: host threads drawing a step's tokens (None: min(8, cores)); the
+        # outputs do not depend on it.
         self.model_dir = resolve_model_dir(model)
         self._engine = _core.Engine(
             self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
             -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
-            bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "")
+            bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "",
+            sampling_threads or 0)
 
     # -- information ------------------------------------------------------------------------
     @property

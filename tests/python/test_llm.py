@@ -230,3 +230,17 @@ def test_backend_argument(repo_dir):
 def test_cuda_backend_without_a_gpu_says_how_to_run_on_the_cpu(repo_dir):
     with pytest.raises(ValueError, match="DEEPINFER_ACCELERATOR=cpu"):
         LLM(str(repo_dir / TINY), backend="cuda")
+
+
+def test_sampling_threads_do_not_change_outputs(repo_dir):
+    # A step's draws run on a host thread pool; each is keyed by its own request, so one
+    # thread and several give the same tokens and logprobs.
+    params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
+                             ignore_eos=True) for s in range(len(PROMPTS))]
+    runs = []
+    for threads in (1, 2, 3):
+        llm = LLM(str(repo_dir / TINY), num_threads=1, sampling_threads=threads)
+        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+        runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
+                     for o in outs])
+    assert runs[0] == runs[1] == runs[2]
