@@ -36,9 +36,8 @@ struct EngineOptions {
   // Host threads drawing the tokens of one step (the requests' draws are independent, results
   // identical for every count); 0: min(8, hardware threads). A GPU step waits for them.
   int sampling_threads = 0;
-  bool use_ref_backend = false;  // the fp32 reference ops (slow; tests only)
-  // "opt" (CPU), "ref" (the FP32 oracle), "cuda"; empty: DEEPINFER_ACCELERATOR (auto = CPU).
-  // use_ref_backend, when set, wins (older callers).
+  // "opt" (CPU), "ref" (the FP32 oracle: slow, tests), "cuda"; empty: DEEPINFER_ACCELERATOR
+  // (auto = CPU).
   std::string backend;
   // Plan step N+1 on the calling thread while step N's forward and sampling run on a worker
   // thread (vLLM v1 / SGLang "zero-overhead" scheduling). Outputs are identical either way;

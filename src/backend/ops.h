@@ -262,8 +262,8 @@ class Ops {
   // one call scores every CSA query of the step): row t scores keys[t] (a matrix of this
   // backend's memory with at least visible[t] rows of q.cols / n_heads floats; `keys` itself is
   // a host array of M views). scores[t, w] for w < visible[t] is indexer_scores' value; the
-  // rest of the row is unspecified (topk reads only the visible part), so scores.cols only has
-  // to cover the largest visible[t]. Each row's value is computed as by indexer_scores, whatever
+  // rest of the row is unspecified (topk reads only the visible part); scores.cols must cover
+  // every keys[t].rows. Each row's value is computed as by indexer_scores, whatever
   // its companions (batch invariance). The default runs indexer_scores on every run of
   // consecutive rows sharing a key matrix.
   virtual void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,

@@ -62,12 +62,10 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     const auto& env = env_options();
     threads = env.ok() ? env->num_threads : 0;
   }
-  // EngineOptions::backend, else DEEPINFER_ACCELERATOR, picks the backend (backend/select.h);
-  // tests may force the oracle. The batch-invariance option reaches the backend, which picks
-  // its kernels by it.
+  // EngineOptions::backend, else DEEPINFER_ACCELERATOR, picks the backend (backend/select.h).
+  // The batch-invariance option reaches the backend, which picks its kernels by it.
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
-                      backend::make_ops(options.use_ref_backend ? "ref" : options.backend, threads,
-                                        options.batch_invariant));
+                      backend::make_ops(options.backend, threads, options.batch_invariant));
   DI_ASSIGN_OR_RETURN(model::deepseek_v4::Model model,
                       model::deepseek_v4::Model::load(options.model_dir, *ops));
 

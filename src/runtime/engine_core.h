@@ -240,7 +240,6 @@ class EngineCore {
   std::unordered_map<kv::BlockId, PrefixSnapshot> snapshots_;
 
   // Executor-only scratch, reused.
-  sample::Sampler sampler_;
   std::vector<PendingSample> pending_samples_;
   // Draws of one round in parallel: a request's draw depends only on its own row and state
   // (sampler.h), so the results are those of the serial loop. Null: sampling_threads 1.

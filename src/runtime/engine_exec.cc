@@ -51,22 +51,17 @@ void EngineCore::fill_mask(SeqExec& e) {
 void EngineCore::sample_pending(StepJob& job) {
   const size_t n = pending_samples_.size(), base = job.sampled.size();
   job.sampled.resize(base + n);
-  if (n < 2 || sampling_pool_ == nullptr) {
-    for (size_t i = 0; i < n; ++i) {
-      const PendingSample& p = pending_samples_[i];
-      sample_one(p.id, *p.e, p.row, sampler_, job.sampled[base + i]);
+  const auto draw = [&](int64_t b, int64_t end) {
+    thread_local sample::Sampler sampler;  // scratch only: every call overwrites it
+    for (int64_t i = b; i < end; ++i) {
+      const PendingSample& p = pending_samples_[static_cast<size_t>(i)];
+      sample_one(p.id, *p.e, p.row, sampler, job.sampled[base + static_cast<size_t>(i)]);
     }
+  };
+  if (n < 2 || sampling_pool_ == nullptr) {
+    draw(0, static_cast<int64_t>(n));
   } else {
-    sampling_pool_->parallel_for(
-        static_cast<int64_t>(n),
-        [&](int64_t b, int64_t end) {
-          thread_local sample::Sampler sampler;  // scratch only: every call overwrites it
-          for (int64_t i = b; i < end; ++i) {
-            const PendingSample& p = pending_samples_[static_cast<size_t>(i)];
-            sample_one(p.id, *p.e, p.row, sampler, job.sampled[base + static_cast<size_t>(i)]);
-          }
-        },
-        1);
+    sampling_pool_->parallel_for(static_cast<int64_t>(n), draw, 1);
   }
   pending_samples_.clear();
 }

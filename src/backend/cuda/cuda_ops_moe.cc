@@ -84,7 +84,9 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   // tensor-core-exact weights: per-expert cuBLAS GEMMs. The grouped tensor-core stages re-read
   // an expert's weights once per 8 pairs, so they win up to ~128 pairs per expert (a 4096-token
   // prefill gives the routed experts ~96 each); the SIMT stages only up to ~32.
-  const int64_t gemm_pairs = grouped_mma_supported(experts, opts) ? 128 : 32;
+  // The same stages for every M (batch invariance): the choice depends on the weights only.
+  const bool mma = grouped_mma_supported(experts, opts);
+  const int64_t gemm_pairs = mma ? 128 : 32;
   const bool per_expert_gemm =
       !experts.empty() && x.rows * top_k >= gemm_pairs * static_cast<int64_t>(experts.size()) &&
       opts.act_quant && tensor_core_eligible(x.rows, experts[0].w1, true);
@@ -122,9 +124,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.bf16_rounding = opts.bf16_rounding;
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
-  // The same stages for every M (batch invariance): the choice depends on the weights only. The
-  // tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
-  const bool mma = grouped_mma_supported(experts, opts);
+  // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
   Mat h(arena_.alloc_n<float>(P * I), P, I);
   if (mma) {
     uint16_t* xb = arena_.alloc_n<uint16_t>(M * x.cols);

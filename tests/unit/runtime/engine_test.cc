@@ -4,22 +4,19 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "engine_run_util.h"
 #include "model/deepseek_v4/model.h"
 
 namespace deepinfer {
 namespace {
 
-std::string model_dir() {
-  const char* d = std::getenv("DEEPINFER_SOURCE_DIR");
-  return std::string(d != nullptr ? d : DEEPINFER_TEST_SOURCE_DIR) +
-         "/tests/data/model/v4_tiny_a/hf_fp32";
-}
+using engine_test::greedy;
+std::string model_dir() { return engine_test::tiny_dir(); }
 
 std::unique_ptr<Engine> make_engine(EngineOptions o = {}) {
   o.model_dir = model_dir();
@@ -36,14 +33,6 @@ std::vector<std::vector<int32_t>> prompts() {
       {100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111, 9},
       {200, 2, 2, 2, 250, 31},
       {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33}};
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0.0f;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
 }
 
 // Greedy continuation by hand with Model::extend (one sequence, prefill then decodes).
@@ -220,9 +209,8 @@ TEST(Engine, BadInputEndsOnlyThatRequest) {
 // Text in, text out on the embedded default model (it has a tokenizer): the streamed deltas add
 // up to the final text, and a stop string taken from the unconstrained output ends it early.
 TEST(Engine, TextStreamingAndStopStringsOnDefaultModel) {
-  const char* d = std::getenv("DEEPINFER_SOURCE_DIR");
   EngineOptions o;
-  o.model_dir = std::string(d != nullptr ? d : DEEPINFER_TEST_SOURCE_DIR) + "/models/default";
+  o.model_dir = engine_test::default_dir();
   o.max_model_len = 256;
   auto created = Engine::create(o);
   ASSERT_TRUE(created.ok()) << created.status().message();

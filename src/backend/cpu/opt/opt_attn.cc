@@ -137,6 +137,21 @@ void OptOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row
       opt::grain_for(4 * slots_per_row * W));
 }
 
+namespace {
+// One key's score from its per-head dots: sum_h w_h · ReLU(dot_h), heads in order, with the
+// official BF16 points (ops.h indexer_scores) when asked.
+float head_sum(const float* dots, const float* w, int64_t n_heads, bool bf16_rounding) {
+  float sum = 0.0f;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float d = bf16_rounding ? bf16_round(dots[h]) : dots[h];
+    float prod = std::max(d, 0.0f) * w[h];
+    if (bf16_rounding) prod = bf16_round(prod);
+    sum += prod;
+  }
+  return bf16_rounding ? bf16_round(sum) : sum;
+}
+}  // namespace
+
 void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
                             const int32_t* visible, bool bf16_rounding, Mat scores) {
   const int64_t di = keys.cols, R = keys.rows;
@@ -170,15 +185,7 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
             Mat dk(kdots.data(), nk, n_heads);
             opt::gemm_f32_avx2(keys.rows_slice(w0, nk), CMat(qt, n_heads, di), dk);
             for (int64_t u = 0; u < nk; ++u) {
-              const float* dv = dk.row(u);
-              float sum = 0.0f;
-              for (int64_t h = 0; h < n_heads; ++h) {
-                float d = bf16_rounding ? bf16_round(dv[h]) : dv[h];
-                float prod = std::max(d, 0.0f) * om[h];
-                if (bf16_rounding) prod = bf16_round(prod);
-                sum += prod;
-              }
-              scores.at(t, w0 + u) = bf16_rounding ? bf16_round(sum) : sum;
+              scores.at(t, w0 + u) = head_sum(dk.row(u), om, n_heads, bf16_rounding);
             }
             continue;
           }
@@ -202,15 +209,7 @@ void OptOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
                 scores.at(t, ww) = neg_inf;
                 continue;
               }
-              const float* dv = u == 0 ? d0 : d1;
-              float sum = 0.0f;
-              for (int64_t h = 0; h < n_heads; ++h) {
-                float d = bf16_rounding ? bf16_round(dv[h]) : dv[h];
-                float prod = std::max(d, 0.0f) * om[h];
-                if (bf16_rounding) prod = bf16_round(prod);
-                sum += prod;
-              }
-              scores.at(t, ww) = bf16_rounding ? bf16_round(sum) : sum;
+              scores.at(t, ww) = head_sum(u == 0 ? d0 : d1, om, n_heads, bf16_rounding);
             }
           }
         }
