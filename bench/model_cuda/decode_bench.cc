@@ -3,7 +3,12 @@
 //
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
 //                [--prefill 4096] [--out results.json] [--profile] [--batch-invariant]
+//                [--graph-max-rows 256]
 //
+// --graph-max-rows: what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects (0 = no CUDA graphs). With
+// graphs, every batch is timed twice in the same run: replaying the graphs, and with replay off
+// (CudaOps::set_replay(false): the same padded step form, every op launched eagerly), so the
+// graphs' gain is a same-run A/B.
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
@@ -145,6 +150,7 @@ int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,128,256";
   int context = 64, steps = 8, prefill = 4096;
   bool profile = false, batch_invariant = false;
+  int graph_max_rows = 256;
   double matmul_tflops = 780;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -167,6 +173,8 @@ int main(int argc, char** argv) {
       profile = true;
     else if (a == "--batch-invariant")
       batch_invariant = true;
+    else if (a == "--graph-max-rows")
+      graph_max_rows = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -192,7 +200,7 @@ int main(int argc, char** argv) {
       "%.1f MB\n",
       copy_gbps, wb.dense / 1e9, wb.moe_layers, wb.experts, wb.per_expert / 1e6);
 
-  auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant);
+  auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant, graph_max_rows);
   if (!gpu.ok()) return 1;
   size_t free0 = 0, total = 0;
   cudaMemGetInfo(&free0, &total);
@@ -219,8 +227,8 @@ int main(int argc, char** argv) {
        << ", \"weights_gpu_gib\": " << static_cast<double>(free0 - free1) / (1 << 30)
        << ", \"decode\": [";
 
-  std::printf("\n%-7s %12s %12s %14s %10s\n", "batch", "step ms", "tok/s", "floor ms",
-              "floor/ours");
+  std::printf("\n%-7s %12s %12s %14s %10s %12s %10s\n", "batch", "step ms", "tok/s", "floor ms",
+              "floor/ours", "eager ms", "eager/ours");
   bool first = true;
   std::vector<std::string> profiles;
   for (int B : parse_list(batches_s)) {
@@ -243,44 +251,67 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "context prefill: %s\n", s.message().c_str());
       return 1;
     }
-    // Decode steps: one token per sequence.
-    std::vector<double> times;
-    for (int s = 0; s < steps + 2 + (profile ? 1 : 0); ++s) {
-      const bool profiled = s == steps + 2;
-      if (profiled) {
-        prof.reset();
-        prof.set_enabled(true);
+    // Decode steps: one token per sequence. Four warm-up steps: a bucket's units run eagerly,
+    // are recorded (and, when a bigger bucket grew the buffers, dropped and recorded again).
+    auto decode_steps = [&](int n_timed, bool profiled_last) -> double {
+      std::vector<double> times;
+      const int warm = 4;
+      for (int s = 0; s < n_timed + warm + (profiled_last ? 1 : 0); ++s) {
+        const bool profiled = profiled_last && s == n_timed + warm;
+        if (profiled) {
+          prof.reset();
+          prof.set_enabled(true);
+        }
+        ids.assign(static_cast<size_t>(B), 0);
+        pos.assign(static_cast<size_t>(B), 0);
+        spans.clear();
+        for (int b = 0; b < B; ++b) {
+          ids[static_cast<size_t>(b)] = tok(rng);
+          pos[static_cast<size_t>(b)] =
+              static_cast<int32_t>(seqs[static_cast<size_t>(b)].length());
+          spans.push_back({&seqs[static_cast<size_t>(b)], b, 1, LogitsWanted::kLast});
+        }
+        StepInputs step{ids, pos, spans, false};
+        const auto t0 = Clock::now();
+        if (auto st = model->forward(step, out); !st.ok()) {
+          std::fprintf(stderr, "decode: %s\n", st.message().c_str());
+          std::exit(1);
+        }
+        if (profiled) {
+          prof.set_enabled(false);
+          profiles.push_back("profile of one decode step at batch " + std::to_string(B) + ":");
+          for (const auto& line : prof.report()) profiles.push_back("  " + line);
+        } else if (s >= warm) {
+          times.push_back(seconds(t0));
+        }
       }
-      ids.assign(static_cast<size_t>(B), 0);
-      pos.assign(static_cast<size_t>(B), 0);
-      spans.clear();
-      for (int b = 0; b < B; ++b) {
-        ids[static_cast<size_t>(b)] = tok(rng);
-        pos[static_cast<size_t>(b)] = static_cast<int32_t>(seqs[static_cast<size_t>(b)].length());
-        spans.push_back({&seqs[static_cast<size_t>(b)], b, 1, LogitsWanted::kLast});
-      }
-      StepInputs step{ids, pos, spans, false};
-      const auto t0 = Clock::now();
-      if (auto st = model->forward(step, out); !st.ok()) {
-        std::fprintf(stderr, "decode: %s\n", st.message().c_str());
-        return 1;
-      }
-      if (profiled) {
-        prof.set_enabled(false);
-        profiles.push_back("profile of one decode step at batch " + std::to_string(B) + ":");
-        for (const auto& line : prof.report()) profiles.push_back("  " + line);
-      } else if (s >= 2) {
-        times.push_back(seconds(t0));  // two warm-up steps
-      }
+      std::sort(times.begin(), times.end());
+      return times[times.size() / 2] * 1e3;
+    };
+    const double ms = decode_steps(steps, false);
+    double eager_ms = ms;
+    if (graph_max_rows > 0) {
+      (*gpu)->set_replay(false);
+      eager_ms = decode_steps(steps, profile);
+      (*gpu)->set_replay(true);
+    } else if (profile) {
+      (void)decode_steps(1, true);
     }
-    std::sort(times.begin(), times.end());
-    const double ms = times[times.size() / 2] * 1e3;
     const double floor_ms = wb.step_bytes(B) / (copy_gbps * 1e9) * 1e3;
-    std::printf("%-7d %12.2f %12.1f %14.3f %10.3f\n", B, ms, B / ms * 1e3, floor_ms, floor_ms / ms);
+    std::printf("%-7d %12.2f %12.1f %14.3f %10.3f %12.2f %10.2f\n", B, ms, B / ms * 1e3, floor_ms,
+                floor_ms / ms, eager_ms, eager_ms / ms);
     json << (first ? "" : ", ") << "{\"batch\": " << B << ", \"step_ms\": " << ms
          << ", \"tokens_per_s\": " << B / ms * 1e3 << ", \"floor_ms\": " << floor_ms
-         << ", \"floor_over_ours\": " << floor_ms / ms << "}";
+         << ", \"floor_over_ours\": " << floor_ms / ms << ", \"eager_step_ms\": " << eager_ms
+         << ", \"graph_max_rows\": " << graph_max_rows << "}";
     first = false;
+  }
+  {
+    const auto& st = (*gpu)->record_stats();
+    std::printf("CUDA graphs: %lld units captured, %lld replays, %lld eager runs, %lld refused%s%s\n",
+                static_cast<long long>(st.captured), static_cast<long long>(st.replayed),
+                static_cast<long long>(st.eager), static_cast<long long>(st.refused),
+                st.refused > 0 ? ": " : "", st.last_refusal.c_str());
   }
   json << "]";
   for (const auto& line : profiles) std::printf("%s\n", line.c_str());

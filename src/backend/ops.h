@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <span>
@@ -117,6 +118,9 @@ struct MoeOpts {
   // FP32 afterwards). Off = FP32 throughout (HF on FP32 checkpoints).
   bool bf16_rounding = false;
   bool accumulate = false;  // out += result instead of out = result
+  // Every id is 0 (one expert for every row, weight g[t, 0]: the shared expert). A device
+  // backend then need not read the ids back to group the rows (no host synchronisation).
+  bool single_expert = false;
 };
 
 // Thrown by Ops::allocate when the backend's memory is exhausted; the message names the backend,
@@ -287,6 +291,24 @@ class Ops {
   virtual void copy(void* dst, const void* src, size_t bytes);
   // Waits until every queued op has finished (no-op for synchronous backends).
   virtual void synchronize() {}
+
+  // ---- Recorded replay (CUDA graphs). Defaults: every run is eager. --------------------------
+  // A backend that can record a fixed sequence of ops and replay it (CUDA graphs) returns the
+  // most rows a recorded unit may have; 0 = it never records, run_recorded just calls body.
+  virtual int64_t record_max_rows() const { return 0; }
+  // Runs the op calls `body` makes, as the unit `key`. A recording backend may, on later calls
+  // with the same key, replay the ops it recorded WITHOUT calling body, so body must make the
+  // same op calls over the same buffers every time it runs for that key, and every input that
+  // changes between runs must be read from backend memory (never a host array, never host
+  // state). CudaOps: the first run is eager (scratch sizes settle), the second records, later
+  // runs replay; a unit that breaks the rules (a host array, a synchronisation, an allocation)
+  // is detected, run eagerly, and never recorded again.
+  virtual void run_recorded(uint64_t key, const std::function<void()>& body) {
+    (void)key;
+    body();
+  }
+  // Forgets every recording (the caller's buffers that they use are about to move or moved).
+  virtual void drop_recordings() {}
 };
 
 // OK if `ops` supports every feature, else an Unimplemented status naming the backend and each

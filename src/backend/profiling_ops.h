@@ -82,6 +82,16 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   }
   void copy(void* dst, const void* src, size_t bytes) override { inner_.copy(dst, src, bytes); }
   void synchronize() override { inner_.synchronize(); }
+  // Recording passes through only when timing is off: a replayed unit has no ops to time.
+  int64_t record_max_rows() const override { return enabled_ ? 0 : inner_.record_max_rows(); }
+  void run_recorded(uint64_t key, const std::function<void()>& body) override {
+    if (enabled_) {
+      body();
+    } else {
+      inner_.run_recorded(key, body);
+    }
+  }
+  void drop_recordings() override { inner_.drop_recordings(); }
 
  private:
   template <typename F>

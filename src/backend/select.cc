@@ -41,7 +41,8 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
     // Say what asked for the GPU: the flag, or the knob.
     const std::string who = name.empty() ? "DEEPINFER_ACCELERATOR=nvidia" : "backend 'cuda'";
 #if DEEPINFER_WITH_CUDA
-    auto ops = cuda::CudaOps::create(0, batch_invariant.value_or(env->batch_invariant));
+    auto ops = cuda::CudaOps::create(0, batch_invariant.value_or(env->batch_invariant),
+                                     env->cuda_graph_max_rows);
     if (!ops.ok()) return ops.status().with_context(who);
     return std::unique_ptr<Ops>(std::move(*ops));
 #else

@@ -73,6 +73,10 @@ Expected<EnvOptions> parse_env_options(EnvLookup lookup, void* ctx) {
   if (auto v = lookup("DEEPINFER_NUM_THREADS", ctx); v && !v->empty()) {
     DI_ASSIGN_OR_RETURN(o.num_threads, parse_int("DEEPINFER_NUM_THREADS", *v, 0, 4096));
   }
+  if (auto v = lookup("DEEPINFER_CUDA_GRAPH_MAX_ROWS", ctx); v && !v->empty()) {
+    DI_ASSIGN_OR_RETURN(o.cuda_graph_max_rows,
+                        parse_int("DEEPINFER_CUDA_GRAPH_MAX_ROWS", *v, 0, 8192));
+  }
   return o;
 }
 
@@ -100,6 +104,8 @@ std::vector<std::string> describe_env_options(const EnvOptions& o) {
                   mark(o.yoco_prefill_keep_tokens == d.yoco_prefill_keep_tokens));
   lines.push_back("DEEPINFER_NUM_THREADS=" + std::to_string(o.num_threads) +
                   mark(o.num_threads == d.num_threads));
+  lines.push_back("DEEPINFER_CUDA_GRAPH_MAX_ROWS=" + std::to_string(o.cuda_graph_max_rows) +
+                  mark(o.cuda_graph_max_rows == d.cuda_graph_max_rows));
   return lines;
 }
 

@@ -32,6 +32,9 @@ struct EnvOptions {
   int yoco_prefill_keep_tokens = 140;
   // DEEPINFER_NUM_THREADS: CPU worker threads; 0 = one per hardware thread.
   int num_threads = 0;
+  // DEEPINFER_CUDA_GRAPH_MAX_ROWS: CUDA backend steps of at most this many tokens run their dense
+  // parts as CUDA graphs (padded to a bucket); 0 = every step eager.
+  int cuda_graph_max_rows = 256;
 };
 
 // Parses from a getenv-like function so tests can pass their own environment.

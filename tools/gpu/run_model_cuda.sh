@@ -123,15 +123,18 @@ if has engine; then
       # The executor's gap on the GPU: GAP_PROMPTS requests decoding together, asynchronous
       # scheduling vs synchronous (the per-step split is printed by --stats).
       for i in $(seq 1 "${GAP_PROMPTS:-64}"); do echo "Story $i: once upon a time"; done > "$OUT/gap_prompts.txt"
-      for mode in async sync; do
+      # eager: asynchronous, CUDA graphs off (DEEPINFER_CUDA_GRAPH_MAX_ROWS=0), for the A/B.
+      for mode in async sync eager; do
         flag=""; [ $mode = sync ] && flag="--sync-scheduling"
-        timeout 180 "$BIN" generate --model models/default --prompts-file "$OUT/gap_prompts.txt" \
-          --max-tokens 128 --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda \
-          $flag > "$OUT/gap_$mode.json" 2> "$OUT/gap_$mode.log"
+        rows=256; [ $mode = eager ] && rows=0
+        DEEPINFER_CUDA_GRAPH_MAX_ROWS=$rows timeout 180 "$BIN" generate --model models/default \
+          --prompts-file "$OUT/gap_prompts.txt" --max-tokens 128 --temperature 0.7 --seed 1 \
+          --ignore-eos --json --stats --backend cuda $flag > "$OUT/gap_$mode.json" 2> "$OUT/gap_$mode.log"
         say "engine gap $mode exit $?: $(grep -E 'steps; per step' "$OUT/gap_$mode.log")"
-        grep -E 'tokens/s' "$OUT/gap_$mode.log" | tee -a "$OUT/summary.txt"
+        grep -E 'tokens/s|CUDA graph' "$OUT/gap_$mode.log" | tee -a "$OUT/summary.txt"
       done
       cmp -s "$OUT/gap_async.json" "$OUT/gap_sync.json" && say "engine: async == sync outputs" || say "engine: async and sync outputs DIFFER"
+      cmp -s "$OUT/gap_async.json" "$OUT/gap_eager.json" && say "engine: graphs == eager outputs" || say "engine: graphs and eager outputs differ (padded rows change kernel choices)"
       python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt"
 import json, sys
 o = sys.argv[1]

@@ -55,6 +55,7 @@ struct CublasApi {
                             const void*, const void*, cudaDataType, int, const void*, cudaDataType,
                             int, const void*, void*, cudaDataType, int, cublasComputeType_t,
                             cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;  // optional
   bool ok() const { return create && destroy && set_stream && gemm_ex; }
 };
 
@@ -75,6 +76,8 @@ const CublasApi& cublas_api() {
     a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(lib, "cublasDestroy_v2"));
     a.set_stream = reinterpret_cast<decltype(a.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
     a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(dlsym(lib, "cublasGemmEx"));
+    a.set_workspace =
+        reinterpret_cast<decltype(a.set_workspace)>(dlsym(lib, "cublasSetWorkspace_v2"));
     return a;
   }();
   return api;
@@ -86,6 +89,15 @@ void CudaOps::init_cublas() {
   cublasHandle_t h = nullptr;
   if (!api.ok() || api.create(&h) != CUBLAS_STATUS_SUCCESS) return;  // kernels cover every case
   cublas_check(api.set_stream(h, stream_), "cublasSetStream");
+  // A workspace of our own: cuBLAS would otherwise allocate one lazily, which a CUDA graph
+  // capture (run_recorded) cannot contain. 32 MiB is what cuBLAS asks for on Hopper.
+  constexpr size_t kWorkspace = size_t{32} << 20;
+  if (api.set_workspace != nullptr) {
+    auto ws = DeviceBuffer::allocate(kWorkspace);
+    if (ws.ok() && api.set_workspace(h, ws->data(), kWorkspace) == CUBLAS_STATUS_SUCCESS) {
+      cublas_workspace_ = std::move(*ws);
+    }
+  }
   cublas_ = h;
 }
 
@@ -135,19 +147,19 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
   }
   const void* wmat = w.weight.data;
   if (quantized) {  // E4M3/E2M1 times a power of two: exact in BF16
-    if (wb == nullptr) wb = arena_.alloc_n<uint16_t>(N * K);
+    if (wb == nullptr) wb = arena().alloc_n<uint16_t>(N * K);
     kc::launch_weight_to_bf16(wd(w), wb, stream_);
     wmat = wb;
   }
   if (quantized && x_act_quantized) {  // x is BF16-exact too: one exact product
-    if (xb == nullptr) xb = arena_.alloc_n<uint16_t>(M * K);
+    if (xb == nullptr) xb = arena().alloc_n<uint16_t>(M * K);
     kc::launch_mat_to_bf16(md(x), xb, stream_);
     gemm_bf16(cublas_, wmat, xb, M, N, K, y, 0.0f);
     return;
   }
   // FP32 activations: x = hi + lo, y = W·hi + W·lo (lo is 0 where x is BF16-exact already).
-  uint16_t* hi = arena_.alloc_n<uint16_t>(M * K);
-  uint16_t* lo = arena_.alloc_n<uint16_t>(M * K);
+  uint16_t* hi = arena().alloc_n<uint16_t>(M * K);
+  uint16_t* lo = arena().alloc_n<uint16_t>(M * K);
   kc::launch_mat_split_bf16(md(x), hi, lo, stream_);
   gemm_bf16(cublas_, wmat, hi, M, N, K, y, 0.0f);
   gemm_bf16(cublas_, wmat, lo, M, N, K, y, 1.0f);

@@ -51,25 +51,34 @@ kc::WeightDesc wd(const WeightRef& w) {
   return d;
 }
 
-CudaOps::CudaOps(cudaStream_t stream) : stream_(stream), arena_(stream) { init_cublas(); }
+CudaOps::CudaOps(cudaStream_t stream, cudaStream_t alloc_stream)
+    : stream_(stream), alloc_stream_(alloc_stream), arena_(stream), graph_arena_(stream) {
+  init_cublas();
+}
 
 CudaOps::~CudaOps() {
+  drop_recordings();
   destroy_cublas();
   if (stream_) {
     cudaStreamSynchronize(stream_);
     cudaStreamDestroy(stream_);
   }
+  if (alloc_stream_) cudaStreamDestroy(alloc_stream_);
 }
 
-Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invariant) {
+Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invariant,
+                                                   int64_t graph_max_rows) {
   DI_TRY(cuda_available(device));
-  cudaStream_t s = nullptr;
-  const cudaError_t e = cudaStreamCreate(&s);  // blocking: legacy-stream copies order after it
+  cudaStream_t s = nullptr, a = nullptr;
+  cudaError_t e = cudaStreamCreate(&s);  // blocking: legacy-stream copies order after it
+  // Non-blocking: a zero-fill there never waits for (or joins a capture of) the op stream.
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
   if (e != cudaSuccess) {
     return internal_error(std::string("cudaStreamCreate failed: ") + cudaGetErrorString(e));
   }
-  std::unique_ptr<CudaOps> ops(new CudaOps(s));
+  std::unique_ptr<CudaOps> ops(new CudaOps(s, a));
   ops->batch_invariant_ = batch_invariant;
+  ops->graph_max_rows_ = std::max<int64_t>(0, graph_max_rows);
   return ops;
 }
 
@@ -78,9 +87,13 @@ bool CudaOps::supports(Feature f) const {
   return f != Feature::kCount;
 }
 
-void CudaOps::synchronize() { DI_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+void CudaOps::synchronize() {
+  if (refuse_in_capture("a synchronisation")) return;
+  DI_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
 
 void* CudaOps::allocate(size_t bytes) {
+  refuse_in_capture("an allocation (scratch that has not settled)");
   void* p = nullptr;
   const size_t n = std::max<size_t>(bytes, 256);
   const cudaError_t e = cudaMalloc(&p, n);
@@ -92,19 +105,39 @@ void* CudaOps::allocate(size_t bytes) {
                       " bytes failed (" + cudaGetErrorString(e) + "); " + std::to_string(free_b) +
                       " of " + std::to_string(total_b) + " bytes free");
   }
-  DI_CUDA_CHECK(cudaMemset(p, 0, n));
+  // On a stream of its own: a legacy-stream memset would join (and break) a graph capture of
+  // the op stream running on another thread.
+  DI_CUDA_CHECK(cudaMemsetAsync(p, 0, n, alloc_stream_));
+  DI_CUDA_CHECK(cudaStreamSynchronize(alloc_stream_));
   return p;
 }
 
 void CudaOps::deallocate(void* p) {
-  if (p != nullptr) DI_CUDA_CHECK(cudaFree(p));
+  if (p == nullptr) return;
+  std::lock_guard<std::mutex> lock(deferred_mu_);
+  if (any_capture_.load()) {  // cudaFree may synchronise the device: not while capturing
+    deferred_frees_.push_back(p);
+    return;
+  }
+  DI_CUDA_CHECK(cudaFree(p));
+}
+
+void CudaOps::free_deferred() {
+  std::vector<void*> frees;
+  {
+    std::lock_guard<std::mutex> lock(deferred_mu_);
+    frees.swap(deferred_frees_);
+  }
+  for (void* p : frees) DI_CUDA_CHECK(cudaFree(p));
 }
 
 void CudaOps::upload(void* dst, const void* src, size_t bytes) {
+  if (refuse_in_capture("an upload")) return;
   if (bytes) DI_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 
 void CudaOps::download(void* dst, const void* src, size_t bytes) {
+  if (refuse_in_capture("a download")) return;
   if (bytes) DI_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
@@ -114,13 +147,17 @@ void CudaOps::copy(void* dst, const void* src, size_t bytes) {
   }
 }
 
+void* CudaOps::stage(const void* host, size_t bytes) {
+  void* d = arena().alloc(bytes);
+  if (refuse_in_capture("a host array staged to the device") || bytes == 0) return d;
+  DI_CUDA_CHECK(cudaMemcpyAsync(d, host, bytes, cudaMemcpyHostToDevice, stream_));
+  return d;
+}
+
 template <typename T>
 const T* CudaOps::on_device(const T* p, int64_t n) {
   if (p == nullptr || n == 0 || is_device_pointer(p)) return p;
-  T* d = arena_.alloc_n<T>(n);
-  DI_CUDA_CHECK(
-      cudaMemcpyAsync(d, p, static_cast<size_t>(n) * sizeof(T), cudaMemcpyHostToDevice, stream_));
-  return d;
+  return static_cast<const T*>(stage(p, static_cast<size_t>(n) * sizeof(T)));
 }
 template const int32_t* CudaOps::on_device(const int32_t*, int64_t);
 template const float* CudaOps::on_device(const float*, int64_t);
@@ -128,6 +165,7 @@ template const float* CudaOps::on_device(const float*, int64_t);
 void CudaOps::store_ints(const int32_t* src, int32_t* dst, int64_t n) {
   if (n == 0) return;
   const bool dev = is_device_pointer(dst);
+  if (!dev && refuse_in_capture("integers copied back to the host")) return;
   DI_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(int32_t),
                                 dev ? cudaMemcpyDeviceToDevice : cudaMemcpyDeviceToHost, stream_));
   if (!dev) synchronize();
@@ -135,14 +173,14 @@ void CudaOps::store_ints(const int32_t* src, int32_t* dst, int64_t n) {
 
 void CudaOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {
   DI_CHECK(!table.quantized() && out.rows == n && out.cols == table.k);
-  arena_.reset();
+  arena().reset();
   kc::launch_embed(on_device(ids, n), wd(table), md(out), stream_);
 }
 
 void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   if (act_quant && w.quantized()) {
-    Mat xq(arena_.alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
+    Mat xq(arena().alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
     kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
     kc::launch_fake_quant_fp8(md(xq), xq.cols, act_block, stream_);
     matmul(xq, w, y, true);
@@ -152,7 +190,7 @@ void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int
 }
 
 void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
-  arena_.reset();
+  arena().reset();
   linear_impl(x, w, y, opts.act_quant, opts.act_block);
 }
 
@@ -181,7 +219,7 @@ void CudaOps::scale(Mat x, float s) { kc::launch_scale(md(x), s, stream_); }
 void CudaOps::copy_rows(CMat src, const int32_t* rows, Mat dst) {
   DI_CHECK(src.cols == dst.cols);
   DI_CHECK(rows != nullptr || dst.rows <= src.rows);
-  arena_.reset();
+  arena().reset();
   kc::launch_copy_rows(md(src), on_device(rows, dst.rows), md(dst), stream_);
 }
 
@@ -189,7 +227,7 @@ void CudaOps::rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* posi
                    std::span<const float> freqs, bool inverse) {
   const int64_t nf = static_cast<int64_t>(freqs.size());
   DI_CHECK(x.cols == n_heads * head_dim && 2 * nf <= head_dim);
-  arena_.reset();
+  arena().reset();
   kc::launch_rope(md(x), n_heads, head_dim, on_device(positions, x.rows),
                   on_device(freqs.data(), nf), nf, inverse, stream_);
 }
@@ -214,9 +252,9 @@ void CudaOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb)
   const int64_t D = streams.cols / n;
   DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
   DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
-  arena_.reset();
+  arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
-  float* dots = arena_.alloc_n<float>(streams.rows * ((2 + n) * n + 1));
+  float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1));
   kc::launch_hc_pre(md(streams), d, md(y), md(post), md(comb), dots, stream_);
 }
 
@@ -232,9 +270,9 @@ void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
   DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
   const int64_t D = streams.cols / n;
   DI_CHECK(y.cols == D && p.fn.cols == n * D && p.fn.rows >= n);
-  arena_.reset();
+  arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1));
-  float* dots = arena_.alloc_n<float>(streams.rows * (n + 1));
+  float* dots = arena().alloc_n<float>(streams.rows * (n + 1));
   kc::launch_hc_head(md(streams), d, md(y), dots, stream_);
 }
 
@@ -243,31 +281,26 @@ void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* 
   const int64_t d = kv.cols;
   DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
   DI_CHECK(d <= 512 && L <= kc::kMaxSparseKeys);
-  arena_.reset();
+  arena().reset();
   kc::launch_sparse_attention(md(q), n_heads, md(kv), on_device(idx, q.rows * L), L,
                               on_device(sink, n_heads), scale, bf16_probs, md(o), stream_);
 }
 
 void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {
   DI_CHECK(slots_per_row > 0 && static_cast<int64_t>(slots.size()) == out.rows * slots_per_row);
-  arena_.reset();
+  arena().reset();
   std::vector<kc::PoolSlotDev> host(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) host[i] = {slots[i].value, slots[i].gate};
-  auto* dev = static_cast<kc::PoolSlotDev*>(arena_.alloc(host.size() * sizeof(kc::PoolSlotDev)));
-  if (!host.empty()) {
-    DI_CUDA_CHECK(cudaMemcpyAsync(dev, host.data(), host.size() * sizeof(kc::PoolSlotDev),
-                                  cudaMemcpyHostToDevice, stream_));
-  }
+  auto* dev =
+      static_cast<kc::PoolSlotDev*>(stage(host.data(), host.size() * sizeof(kc::PoolSlotDev)));
   kc::launch_softmax_pool(dev, slots_per_row, md(out), stream_);
 }
 
 void CudaOps::gather_rows(std::span<const float* const> rows, Mat dst) {
   DI_CHECK(static_cast<int64_t>(rows.size()) == dst.rows);
   if (rows.empty()) return;
-  arena_.reset();
-  auto* d = arena_.alloc_n<const float*>(static_cast<int64_t>(rows.size()));
-  DI_CUDA_CHECK(cudaMemcpyAsync(d, rows.data(), rows.size() * sizeof(const float*),
-                                cudaMemcpyHostToDevice, stream_));
+  arena().reset();
+  auto* d = static_cast<const float**>(stage(rows.data(), rows.size() * sizeof(const float*)));
   kc::launch_gather_rows(d, md(dst), stream_);
 }
 
@@ -275,15 +308,13 @@ void CudaOps::scatter_rows(std::span<const float* const> src, std::span<float* c
                            int64_t cols) {
   DI_CHECK(src.size() == dst.size() && cols >= 0);
   if (src.empty() || cols == 0) return;
-  arena_.reset();
+  arena().reset();
   const int64_t n = static_cast<int64_t>(src.size());
   // One staged table: the n sources, then the n destinations.
   std::vector<const void*>& table = scatter_table_;
   table.assign(src.begin(), src.end());
   table.insert(table.end(), dst.begin(), dst.end());
-  float** d = arena_.alloc_n<float*>(2 * n);
-  DI_CUDA_CHECK(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(const void*),
-                                cudaMemcpyHostToDevice, stream_));
+  auto** d = static_cast<float**>(stage(table.data(), table.size() * sizeof(const void*)));
   kc::launch_scatter_rows(d, d + n, n, cols, stream_);
 }
 
@@ -324,7 +355,7 @@ void CudaOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
   DI_CHECK(q.cols == n_heads * di && weights.cols == n_heads && scores.cols == keys.rows &&
            scores.rows == q.rows);
   DI_CHECK(di <= 256 && (n_heads * di + n_heads) * 4 <= 160 * 1024);
-  arena_.reset();
+  arena().reset();
   kc::launch_indexer_scores(md(q), n_heads, md(weights), md(keys), on_device(visible, q.rows),
                             bf16_rounding, md(scores), stream_);
 }
@@ -337,7 +368,7 @@ void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
   const int64_t di = q.cols / n_heads;
   DI_CHECK(di <= 256 && (n_heads * di + n_heads) * 4 <= 160 * 1024);
   if (q.rows == 0) return;
-  arena_.reset();
+  arena().reset();
   std::vector<kc::MatDesc>& table = row_key_table_;
   table.resize(keys.size());
   for (size_t t = 0; t < keys.size(); ++t) {
@@ -345,21 +376,19 @@ void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
     DI_CHECK(keys[t].rows <= scores.cols || keys[t].rows == 0);
     table[t] = md(keys[t]);
   }
-  auto* d = arena_.alloc_n<kc::MatDesc>(q.rows);
-  DI_CUDA_CHECK(cudaMemcpyAsync(d, table.data(), table.size() * sizeof(kc::MatDesc),
-                                cudaMemcpyHostToDevice, stream_));
+  auto* d = static_cast<kc::MatDesc*>(stage(table.data(), table.size() * sizeof(kc::MatDesc)));
   kc::launch_indexer_scores_multi(md(q), n_heads, md(weights), d, di, on_device(visible, q.rows),
                                   bf16_rounding, md(scores), stream_);
 }
 
 void CudaOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {
-  arena_.reset();
+  arena().reset();
   const int32_t* vis = on_device(visible, scores.rows);
   if (is_device_pointer(out)) {
     kc::launch_topk(md(scores), vis, k, out, stream_);
     return;
   }
-  int32_t* dev = arena_.alloc_n<int32_t>(scores.rows * k);
+  int32_t* dev = arena().alloc_n<int32_t>(scores.rows * k);
   kc::launch_topk(md(scores), vis, k, dev, stream_);
   store_ints(dev, out, scores.rows * k);
 }
@@ -368,12 +397,12 @@ void CudaOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, 
                               float route_scale, int32_t* ids, Mat weights) {
   DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
   DI_CHECK(gate.n <= 1024 && top_k <= 32);
-  arena_.reset();
-  Mat z(arena_.alloc_n<float>(x.rows * gate.n), x.rows, gate.n);
+  arena().reset();
+  Mat z(arena().alloc_n<float>(x.rows * gate.n), x.rows, gate.n);
   linear_impl(x, gate, z, false, 128);
   const float* b = on_device(bias, gate.n);
   const bool dev = is_device_pointer(ids);
-  int32_t* dids = dev ? ids : arena_.alloc_n<int32_t>(x.rows * top_k);
+  int32_t* dids = dev ? ids : arena().alloc_n<int32_t>(x.rows * top_k);
   kc::launch_moe_route_topk(md(z), b, top_k, route_scale, dids, md(weights), stream_);
   if (!dev) store_ints(dids, ids, x.rows * top_k);
 }
@@ -383,19 +412,16 @@ void CudaOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView&
   DI_CHECK(tid2eid.rank() == 2 && (tid2eid.dtype == DType::kI32 || tid2eid.dtype == DType::kI64));
   const int k = static_cast<int>(tid2eid.shape[1]);
   DI_CHECK(weights.cols == k && x.cols == gate.k && gate.n <= 1024);
-  arena_.reset();
+  arena().reset();
   const void* table = tid2eid.data;
   if (tid2eid.device != DeviceKind::kCuda && !is_device_pointer(table)) {
-    void* d = arena_.alloc(static_cast<size_t>(tid2eid.nbytes()));
-    DI_CUDA_CHECK(cudaMemcpyAsync(d, table, static_cast<size_t>(tid2eid.nbytes()),
-                                  cudaMemcpyHostToDevice, stream_));
-    table = d;
+    table = stage(table, static_cast<size_t>(tid2eid.nbytes()));
   }
   const bool dev = is_device_pointer(ids);
-  int32_t* dids = dev ? ids : arena_.alloc_n<int32_t>(x.rows * k);
+  int32_t* dids = dev ? ids : arena().alloc_n<int32_t>(x.rows * k);
   kc::launch_moe_hash_ids(on_device(token_ids, x.rows), x.rows, table, tid2eid.dtype == DType::kI64,
                           k, dids, stream_);
-  Mat z(arena_.alloc_n<float>(x.rows * gate.n), x.rows, gate.n);
+  Mat z(arena().alloc_n<float>(x.rows * gate.n), x.rows, gate.n);
   linear_impl(x, gate, z, false, 128);
   kc::launch_moe_route_weights(md(z), dids, k, route_scale, md(weights), stream_);
   if (!dev) store_ints(dids, ids, x.rows * k);

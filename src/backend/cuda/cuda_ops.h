@@ -21,7 +21,12 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -43,8 +48,27 @@ class CudaOps : public Ops {
   // batch_invariant (DEEPINFER_BATCH_INVARIANT): every op computes a row the same way whatever
   // the number of rows, so a request's bits never depend on its batch: linear always on the
   // tiled kernel (no GEMV / cuBLAS switch by M), MoE always grouped. Slower at small M.
-  static Expected<std::unique_ptr<CudaOps>> create(int device = 0, bool batch_invariant = false);
+  // graph_max_rows (DEEPINFER_CUDA_GRAPH_MAX_ROWS): run_recorded records CUDA graphs of units of
+  // at most this many rows; 0 = never (every op eager).
+  static Expected<std::unique_ptr<CudaOps>> create(int device = 0, bool batch_invariant = false,
+                                                   int64_t graph_max_rows = 0);
   bool batch_invariant() const { return batch_invariant_; }
+
+  // Recorded replay (cuda_graphs.cc). A key's first run is eager on the graph arena (its scratch
+  // settles), the second is captured into a CUDA graph, later runs launch the graph. A capture
+  // that meets a host staging, a synchronisation or an allocation is refused: that key runs
+  // eagerly from then on (warned once, counted in record_stats).
+  int64_t record_max_rows() const override { return graph_max_rows_; }
+  void run_recorded(uint64_t key, const std::function<void()>& body) override;
+  void drop_recordings() override;
+  // Off: run_recorded runs every unit eagerly (record_max_rows unchanged, so the model keeps
+  // the same padded step form): the A/B of benchmarks and the bitwise check of replays.
+  void set_replay(bool on) { replay_ = on; }
+  struct RecordStats {
+    int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
+    std::string last_refusal;  // why the last refused capture was refused
+  };
+  const RecordStats& record_stats() const { return record_stats_; }
 
   const char* name() const override { return "cuda"; }
   bool supports(Feature f) const override;
@@ -99,7 +123,19 @@ class CudaOps : public Ops {
   void synchronize() override;
 
  private:
-  explicit CudaOps(cudaStream_t stream);
+  explicit CudaOps(cudaStream_t stream, cudaStream_t alloc_stream);
+  // The scratch arena of the running op: the graph arena inside recorded units (its memory must
+  // not move under a graph), else the eager one.
+  DeviceArena& arena() { return *active_arena_; }
+  // True on the thread that is capturing a graph right now.
+  bool capturing() const;
+  // Marks the running capture unusable (the first reason is kept) when capturing; returns
+  // whether it was. Callers then skip the host-side step a graph cannot replay.
+  bool refuse_in_capture(const char* why);
+  // A device copy of `bytes` of host data in the op's scratch (a refused capture when
+  // capturing: a graph would replay the bytes of the capture, not the caller's next ones).
+  void* stage(const void* host, size_t bytes);
+  void free_deferred();
   // A device copy of n elements at p (p itself when already device memory).
   template <typename T>
   const T* on_device(const T* p, int64_t n);
@@ -123,7 +159,28 @@ class CudaOps : public Ops {
   const kernels::cuda::GroupedExpert* expert_table(std::span<const ExpertWeights> experts);
 
   cudaStream_t stream_ = nullptr;
+  cudaStream_t alloc_stream_ = nullptr;  // zero-fills of allocate(), never captured
   DeviceArena arena_;
+  DeviceArena graph_arena_;  // scratch of recorded units only
+  DeviceArena* active_arena_ = &arena_;
+  int64_t graph_max_rows_ = 0;
+  bool replay_ = true;
+  struct Recording {
+    int eager_runs = 0;
+    bool refused = false;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t arena_generation = 0;  // graph_arena_'s generation when captured
+  };
+  std::unordered_map<uint64_t, Recording> recordings_;
+  RecordStats record_stats_;
+  std::atomic<bool> any_capture_{false};
+  std::atomic<std::thread::id> capture_thread_{};
+  const char* refusal_ = nullptr;  // why the running capture is unusable
+  // Held by deallocate() around its check and cudaFree, and by the start of a capture: no
+  // cudaFree is in flight on another thread when a capture begins.
+  std::mutex deferred_mu_;
+  std::vector<void*> deferred_frees_;  // freed while a capture ran (cudaFree may synchronise)
+  DeviceBuffer cublas_workspace_;      // fixed, so cuBLAS never allocates inside a capture
   cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
   bool batch_invariant_ = false;
   struct ExpertTable {

@@ -94,7 +94,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     moe_experts_by_expert(x, ids, weights, top_k, experts, opts, out);
     return;
   }
-  arena_.reset();
+  arena().reset();
   const int64_t M = x.rows, D = out.cols, P = M * top_k;
   if (P == 0) return;
   const int E = static_cast<int>(experts.size());
@@ -103,18 +103,18 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   const kc::GroupedExpert* table = expert_table(experts);
   const int32_t* dids = on_device(ids, P);
   kc::MoeLayout l;
-  l.counts = arena_.alloc_n<int32_t>(E);
-  l.offsets = arena_.alloc_n<int32_t>(E);
-  l.cursor = arena_.alloc_n<int32_t>(E);
-  l.active = arena_.alloc_n<int32_t>(E);
-  l.n_active = arena_.alloc_n<int32_t>(1);
-  l.pair_row = arena_.alloc_n<int32_t>(P);
-  l.row_pair = arena_.alloc_n<int32_t>(P);
+  l.counts = arena().alloc_n<int32_t>(E);
+  l.offsets = arena().alloc_n<int32_t>(E);
+  l.cursor = arena().alloc_n<int32_t>(E);
+  l.active = arena().alloc_n<int32_t>(E);
+  l.n_active = arena().alloc_n<int32_t>(1);
+  l.pair_row = arena().alloc_n<int32_t>(P);
+  l.row_pair = arena().alloc_n<int32_t>(P);
   kc::launch_moe_layout(dids, P, E, l, stream_);
 
   CMat xin = x;
   if (opts.act_quant && experts[0].w1.quantized()) {
-    Mat xq(arena_.alloc_n<float>(M * x.cols), M, x.cols);
+    Mat xq(arena().alloc_n<float>(M * x.cols), M, x.cols);
     kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
     kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
     xin = xq;
@@ -125,9 +125,9 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
   // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
-  Mat h(arena_.alloc_n<float>(P * I), P, I);
+  Mat h(arena().alloc_n<float>(P * I), P, I);
   if (mma) {
-    uint16_t* xb = arena_.alloc_n<uint16_t>(M * x.cols);
+    uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);
     kc::launch_mat_to_bf16(md(xin), xb, stream_);
     kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, weights.data, weights.ld, top_k,
                                ep, h.data, h.ld, stream_);
@@ -138,9 +138,9 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   if (opts.act_quant && experts[0].w2.quantized()) {
     kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
   }
-  Mat y(arena_.alloc_n<float>(P * D), P, D);
+  Mat y(arena().alloc_n<float>(P * D), P, D);
   if (mma) {
-    uint16_t* hb = arena_.alloc_n<uint16_t>(P * I);
+    uint16_t* hb = arena().alloc_n<uint16_t>(P * I);
     kc::launch_mat_to_bf16(md(h), hb, stream_);
     kc::launch_moe_down_mma(hb, I, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
                             y.data, y.ld, stream_);
@@ -154,10 +154,16 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
 void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, int top_k,
                                     std::span<const ExpertWeights> experts, const MoeOpts& opts,
                                     Mat out) {
-  arena_.reset();
+  arena().reset();
   const int64_t M = x.rows, D = out.cols;
   std::vector<int32_t> hid(static_cast<size_t>(M * top_k));
-  if (!hid.empty() && is_device_pointer(ids)) {
+  // The shared expert: every id is 0 (the zero-filled hid), nothing to read back.
+  if (opts.single_expert) {
+    DI_CHECK(experts.size() == 1 && top_k == 1);
+  } else if (!hid.empty() && is_device_pointer(ids) &&
+             refuse_in_capture("expert ids read back to group the rows")) {
+    // a refused capture: its kernels never run, so the ids' values do not matter
+  } else if (!hid.empty() && is_device_pointer(ids)) {
     DI_CUDA_CHECK(
         cudaMemcpyAsync(hid.data(), ids, hid.size() * sizeof(int32_t), cudaMemcpyDefault, stream_));
     synchronize();
@@ -202,13 +208,14 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
     max_i = std::max(max_i, ew.w1.n);
   }
 
-  Mat ysum(arena_.alloc_n<float>(M * D), M, D);
+  Mat ysum(arena().alloc_n<float>(M * D), M, D);
   DI_CUDA_CHECK(cudaMemsetAsync(ysum.data, 0, static_cast<size_t>(M * D) * sizeof(float), stream_));
   const int32_t* dtok = nullptr;
   const int32_t* dslot = nullptr;
-  if (!tok.empty()) {
-    int32_t* t = arena_.alloc_n<int32_t>(static_cast<int64_t>(tok.size()));
-    int32_t* s = arena_.alloc_n<int32_t>(static_cast<int64_t>(slot.size()));
+  // The shared expert's rows are 0..M-1 with slot 0: the kernels' null (identity) row lists.
+  if (!tok.empty() && !opts.single_expert) {
+    int32_t* t = arena().alloc_n<int32_t>(static_cast<int64_t>(tok.size()));
+    int32_t* s = arena().alloc_n<int32_t>(static_cast<int64_t>(slot.size()));
     DI_CUDA_CHECK(cudaMemcpyAsync(t, tok.data(), tok.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream_));
     DI_CUDA_CHECK(cudaMemcpyAsync(s, slot.data(), slot.size() * sizeof(int32_t),
@@ -216,11 +223,11 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
     dtok = t;
     dslot = s;
   }
-  float* xg_buf = arena_.alloc_n<float>(max_rows * x.cols);
-  float* xq_buf = arena_.alloc_n<float>(max_rows * x.cols);
-  float* a_buf = arena_.alloc_n<float>(max_rows * max_i);
-  float* b_buf = arena_.alloc_n<float>(max_rows * max_i);
-  float* y_buf = arena_.alloc_n<float>(max_rows * D);
+  float* xg_buf = arena().alloc_n<float>(max_rows * x.cols);
+  float* xq_buf = arena().alloc_n<float>(max_rows * x.cols);
+  float* a_buf = arena().alloc_n<float>(max_rows * max_i);
+  float* b_buf = arena().alloc_n<float>(max_rows * max_i);
+  float* y_buf = arena().alloc_n<float>(max_rows * D);
   // BF16 scratch of the tensor-core path, reused by every expert (stream order keeps it safe).
   int64_t max_w = 0;
   for (const Group& g : groups) {
@@ -230,14 +237,14 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
   const bool tc =
       !groups.empty() && opts.act_quant &&
       tensor_core_eligible(max_rows, experts[static_cast<size_t>(groups[0].expert)].w1, true);
-  uint16_t* wb = tc ? arena_.alloc_n<uint16_t>(max_w) : nullptr;
-  uint16_t* xb = tc ? arena_.alloc_n<uint16_t>(max_rows * std::max(x.cols, max_i)) : nullptr;
+  uint16_t* wb = tc ? arena().alloc_n<uint16_t>(max_w) : nullptr;
+  uint16_t* xb = tc ? arena().alloc_n<uint16_t>(max_rows * std::max(x.cols, max_i)) : nullptr;
 
   for (const Group& g : groups) {
     const ExpertWeights& ew = experts[static_cast<size_t>(g.expert)];
     const int64_t n = g.count, I = ew.w1.n;
-    const int32_t* gt = dtok + g.begin;
-    const int32_t* gs = dslot + g.begin;
+    const int32_t* gt = dtok ? dtok + g.begin : nullptr;
+    const int32_t* gs = dslot ? dslot + g.begin : nullptr;
     Mat xg(xg_buf, n, x.cols), xq(xq_buf, n, x.cols);
     Mat a(a_buf, n, I), b(b_buf, n, I), y(y_buf, n, D);
     kc::launch_copy_rows(md(x), gt, md(xg), stream_);

@@ -91,7 +91,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 
 void DeviceArena::reset() {
   used_ = 0;
-  if (chunks_.size() <= 1) return;
+  if (chunks_.size() <= 1 || frozen_) return;
+  ++generation_;
   size_t total = 0;
   for (const DeviceBuffer& c : chunks_) total += c.size();
   DI_CUDA_CHECK(cudaStreamSynchronize(stream_));  // queued kernels may still read the chunks
@@ -109,6 +110,10 @@ void* DeviceArena::alloc(size_t bytes) {
   bytes = (bytes + kAlign - 1) / kAlign * kAlign;
   if (bytes == 0) bytes = kAlign;
   if (chunks_.empty() || used_ + bytes > chunks_.back().size()) {
+    if (frozen_) {
+      overflowed_ = true;
+      return nullptr;
+    }
     const size_t last = chunks_.empty() ? 0 : chunks_.back().size();
     const size_t want = std::max<size_t>({bytes, 2 * last, size_t{16} << 20});
     auto b = DeviceBuffer::allocate(want);

@@ -59,6 +59,11 @@ class DeviceBuffer {
 // Per-op scratch: bump allocation from device chunks, reset at the start of every op. Growth
 // adds a chunk (earlier pointers of the op stay valid); the next reset waits for the stream and
 // merges the chunks into one, so steady state is a single allocation and no cudaMalloc per op.
+//
+// Frozen (while a CUDA graph is captured from its ops): no merge and no growth, so the memory a
+// graph was captured with never moves; an alloc that does not fit sets overflowed() and returns
+// null (the capture is then refused, its kernels never run). generation() counts the merges:
+// a graph captured at an older generation points to freed memory.
 class DeviceArena {
  public:
   explicit DeviceArena(cudaStream_t stream) : stream_(stream) {}
@@ -68,11 +73,19 @@ class DeviceArena {
   T* alloc_n(int64_t n) {
     return static_cast<T*>(alloc(static_cast<size_t>(n) * sizeof(T)));
   }
+  void freeze(bool on) {
+    frozen_ = on;
+    overflowed_ = false;
+  }
+  bool overflowed() const { return overflowed_; }
+  uint64_t generation() const { return generation_; }
 
  private:
   cudaStream_t stream_;
   std::vector<DeviceBuffer> chunks_;
   size_t used_ = 0;  // bytes used in chunks_.back()
+  bool frozen_ = false, overflowed_ = false;
+  uint64_t generation_ = 0;
 };
 
 // A weight copied to device memory, with a WeightRef viewing it (device = kCuda).

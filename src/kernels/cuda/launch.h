@@ -72,7 +72,7 @@ void launch_swiglu(MatDesc a, MatDesc b, float limit, MatDesc out, cudaStream_t 
 // rows[r] picks the row of s (null = r).
 void launch_scale_rows(MatDesc x, const float* s, int64_t s_ld, const int32_t* s_rows,
                        const int32_t* s_cols, cudaStream_t stream);
-// out[rows[i]] += src[i] (rows device array, no duplicates within one launch).
+// out[rows[i]] += src[i] (rows device array, no duplicates within one launch; null = i).
 void launch_scatter_add_rows(MatDesc src, const int32_t* rows, MatDesc out, cudaStream_t stream);
 
 // ---- rope/ --------------------------------------------------------------------------------

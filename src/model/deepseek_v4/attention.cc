@@ -66,42 +66,87 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
 
 }  // namespace
 
+const int32_t* RowInputs::ape_rows(int ratio) const {
+  for (const auto& [r, rows] : ape) {
+    if (r == ratio) return rows;
+  }
+  DI_CHECK(false && "no ape rows for this compress ratio");
+  return nullptr;
+}
+
+void AttentionBuffers::fingerprint(std::vector<std::pair<const void*, size_t>>& out) const {
+  for (const backend::Buffer* b :
+       {&qr, &q, &kv, &o, &z, &comp_kv, &comp_gate, &idx_kv, &idx_gate, &iq, &iw, &ape}) {
+    out.emplace_back(b->data(), b->bytes());
+  }
+}
+
+AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int64_t M,
+                             AttentionBuffers& b) {
+  const io::ModelConfig& cfg = env.config;
+  const int64_t H = cfg.num_heads, d = cfg.head_dim, ql = cfg.q_lora_rank;
+  AttentionRows r;
+  r.qr = Mat(fit(b.qr, M * ql), M, ql);
+  r.q = Mat(fit(b.q, M * H * d), M, H * d);
+  r.kv = Mat(fit(b.kv, M * d), M, d);
+  r.o = Mat(fit(b.o, M * H * d), M, H * d);
+  if (w.compressor.has_value()) {
+    const int64_t cw = w.compressor->width();
+    r.ckv = Mat(fit(b.comp_kv, M * cw), M, cw);
+    r.cg = Mat(fit(b.comp_gate, M * cw), M, cw);
+  }
+  if (w.indexer.has_value()) {
+    const int64_t iwd = w.indexer->compressor.width();
+    const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
+    r.ikv = Mat(fit(b.idx_kv, M * iwd), M, iwd);
+    r.ig = Mat(fit(b.idx_gate, M * iwd), M, iwd);
+    r.iq = Mat(fit(b.iq, M * Hi * di), M, Hi * di);
+    r.iw = Mat(fit(b.iw, M * Hi), M, Hi);
+  }
+  return r;
+}
+
+void attention_project(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
+                       CMat u, const RowInputs& rows, AttentionBuffers& b,
+                       const AttentionRows& r) {
+  const int32_t* pos = rows.positions;
+  project_qkv(env, w, env.rope.for_kind(spec.attention), u, pos, r.qr, r.q, r.kv);
+  if (w.compressor.has_value()) {
+    compressor_project(env.ops, *w.compressor, u, rows.ape_rows(w.compressor->ratio), r.ckv, r.cg,
+                       b.ape);
+  }
+  if (w.indexer.has_value()) {
+    const CompressorWeights& icw = w.indexer->compressor;
+    compressor_project(env.ops, icw, u, rows.ape_rows(icw.ratio), r.ikv, r.ig, b.ape);
+    project_indexer(env, *w.indexer, env.rope.compress, u, r.qr, pos, r.iq, r.iw);
+  }
+}
+
 void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
-                       bool mtp, size_t cache_index, CMat u, const StepInputs& in, Mat out,
-                       AttentionScratch& s) {
+                       bool mtp, size_t cache_index, CMat u, const RowInputs& rows,
+                       const StepInputs& in, Mat out, AttentionBuffers& b, AttentionScratch& s) {
+  const AttentionRows r = attention_rows(env, w, u.rows, b);
+  attention_project(env, w, spec, u, rows, b, r);
+  attention_core(env, w, spec, mtp, cache_index, r, in, s);
+  attention_output(env, w, spec, rows.positions, r, out, b);
+}
+
+void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
+                    bool mtp, size_t cache_index, const AttentionRows& rows, const StepInputs& in,
+                    AttentionScratch& s) {
   backend::Ops& ops = env.ops;
   const Numerics& num = env.num;
   const io::ModelConfig& cfg = env.config;
-  const int64_t M = u.rows, H = cfg.num_heads, d = cfg.head_dim, W = cfg.sliding_window;
-  const int64_t ql = cfg.q_lora_rank;
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t H = cfg.num_heads, d = cfg.head_dim, W = cfg.sliding_window;
   const int32_t* pos = in.positions.data();
-  const std::span<const float> freqs = env.rope.for_kind(spec.attention);
   const std::span<const float> cfreqs = env.rope.compress;
   const bool has_comp = w.compressor.has_value();
   const bool has_idx = w.indexer.has_value();
-
-  Mat qr(fit(s.qr, M * ql), M, ql);
-  Mat q(fit(s.q, M * H * d), M, H * d);
-  Mat kv(fit(s.kv, M * d), M, d);
-  project_qkv(env, w, freqs, u, pos, qr, q, kv);
-
-  Mat ckv, cg, ikv, ig, iq, iw;
-  if (has_comp) {
-    const int64_t cw = w.compressor->width();
-    ckv = Mat(fit(s.comp_kv, M * cw), M, cw);
-    cg = Mat(fit(s.comp_gate, M * cw), M, cw);
-    compressor_project(ops, *w.compressor, u, pos, ckv, cg, s.comp);
-  }
   const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
-  if (has_idx) {
-    const CompressorWeights& icw = w.indexer->compressor;
-    ikv = Mat(fit(s.idx_kv, M * icw.width()), M, icw.width());
-    ig = Mat(fit(s.idx_gate, M * icw.width()), M, icw.width());
-    compressor_project(ops, icw, u, pos, ikv, ig, s.comp);
-    iq = Mat(fit(s.iq, M * Hi * di), M, Hi * di);
-    iw = Mat(fit(s.iw, M * Hi), M, Hi);
-    project_indexer(env, *w.indexer, cfreqs, u, qr, pos, iq, iw);
-  }
+  DI_CHECK(rows.q.rows >= M);
+  const CMat kv = rows.kv, ckv = rows.ckv, cg = rows.cg, ikv = rows.ikv, ig = rows.ig;
+  const CMat iq = rows.iq, iw = rows.iw;
 
   // Every sequence's compressors take this step's rows first: the selection below scores all
   // sequences' index keys at once.
@@ -257,17 +302,27 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   }
   ops.scatter_rows(s.win_src, s.win_dst, d);
 
-  Mat o(fit(s.o, M * H * d), M, H * d);
-  ops.sparse_attention(q, H, CMat(keys).rows_slice(0, n_keys), idx, width, w.sink,
-                       1.0f / std::sqrt(static_cast<float>(d)), num.official, o);
+  const Mat o = rows.o.rows_slice(0, M);
+  ops.sparse_attention(rows.q.rows_slice(0, M), H, CMat(keys).rows_slice(0, n_keys), idx, width,
+                       w.sink, 1.0f / std::sqrt(static_cast<float>(d)), num.official, o);
   num.act(ops, o);
-  ops.rope(o, H, d, pos, freqs, true);
+}
+
+void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
+                      const int32_t* positions, const AttentionRows& r, Mat out,
+                      AttentionBuffers& b) {
+  backend::Ops& ops = env.ops;
+  const Numerics& num = env.num;
+  const io::ModelConfig& cfg = env.config;
+  const int64_t M = out.rows, H = cfg.num_heads, d = cfg.head_dim;
+  const Mat o = r.o.rows_slice(0, M);
+  ops.rope(o, H, d, positions, env.rope.for_kind(spec.attention), true);
   num.act(ops, o);
 
   // Grouped output projection: group g = heads [g·H/G, (g+1)·H/G) -> rows [g·r, (g+1)·r) of wo_a.
   // The reference runs wo_a as a BF16 einsum on the dequantized weight: no activation quant.
   const int64_t G = cfg.o_groups, R = cfg.o_lora_rank, gw = H / G * d;
-  Mat z(fit(s.z, M * G * R), M, G * R);
+  Mat z(fit(b.z, M * G * R), M, G * R);
   for (int64_t g = 0; g < G; ++g) {
     ops.linear(CMat(o).cols_slice(g * gw, gw), w.wo_a_groups[static_cast<size_t>(g)],
                z.cols_slice(g * R, R));

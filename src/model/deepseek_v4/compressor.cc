@@ -11,18 +11,16 @@ using backend::CMat;
 using backend::Mat;
 
 void compressor_project(backend::Ops& ops, const CompressorWeights& w, CMat u,
-                        const int32_t* positions, Mat kv, Mat gate, CompressorScratch& scratch) {
+                        const int32_t* ape_rows, Mat kv, Mat gate, backend::Buffer& ape) {
   // FP32 compute on the (BF16-exact) block input in both semantics (spec §2.0).
   ops.linear(u, w.wkv, kv);
   ops.linear(u, w.wgate, gate);
   // gate += ape[pos mod m]: gather the ape rows, then one add.
   const int64_t width = w.width(), M = gate.rows;
   if (M == 0) return;
-  int32_t* which = fit_n(scratch.ape_index, M);
-  for (int64_t r = 0; r < M; ++r) which[r] = positions[r] % w.ratio;
-  Mat ape(fit(scratch.ape_rows, M * width), M, width);
-  ops.copy_rows(CMat(w.ape, w.ratio, width), which, ape);
-  ops.add(gate, ape, gate);
+  Mat a(fit(ape, M * width), M, width);
+  ops.copy_rows(CMat(w.ape, w.ratio, width), ape_rows, a);
+  ops.add(gate, a, gate);
 }
 
 int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const CompressorWeights& w,

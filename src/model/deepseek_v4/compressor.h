@@ -28,10 +28,10 @@ enum class CompressedRowKind : uint8_t {
 };
 
 struct CompressorScratch {
-  explicit CompressorScratch(backend::Ops& ops) : rows(ops), ape_rows(ops) {}
+  explicit CompressorScratch(backend::Ops& ops) : rows(ops) {}
   std::vector<backend::PoolSlot> slots;
-  backend::Buffer rows, ape_rows;
-  std::vector<int32_t> positions, ape_index;
+  backend::Buffer rows;
+  std::vector<int32_t> positions;
   std::vector<const float*> src, state_src;  // scatter lists: emitted rows, state rows
   std::vector<float*> dst, state_dst;
 };
@@ -43,9 +43,11 @@ struct CompressorJob {
   int64_t begin = 0, count = 0, start = 0;
 };
 
+// ape_rows [M]: each row's position mod w.ratio (RowInputs::ape_rows); ape: scratch of M
+// gathered ape rows.
 void compressor_project(backend::Ops& ops, const CompressorWeights& w, backend::CMat u,
-                        const int32_t* positions, backend::Mat kv, backend::Mat gate,
-                        CompressorScratch& scratch);
+                        const int32_t* ape_rows, backend::Mat kv, backend::Mat gate,
+                        backend::Buffer& ape);
 
 // kv / gate: the step's rows (all sequences); jobs: the sequences, in any order, each state at
 // most once. Returns the number of rows emitted in all.

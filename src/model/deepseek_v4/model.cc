@@ -19,36 +19,71 @@ namespace deepinfer::model::deepseek_v4 {
 using backend::CMat;
 using backend::Mat;
 
+namespace {
+
+// Buffers of a step's dense parts (backend memory). Eager steps and recorded ones keep separate
+// sets: a recorded unit replays the addresses it was captured with, so its set must not move
+// when a long prefill grows the eager one.
+struct DenseBuffers {
+  explicit DenseBuffers(backend::Ops& o)
+      : x(o), y(o), u(o), post(o), comb(o), sub(o), rows(o), attn(o), moe(o) {}
+  backend::Buffer x, y, u, post, comb, sub;
+  backend::Buffer rows;  // recorded steps: the RowInputs arrays, uploaded once per step
+  AttentionBuffers attn;
+  MoeScratch moe;
+
+  std::vector<std::pair<const void*, size_t>> fingerprint() const {
+    std::vector<std::pair<const void*, size_t>> out;
+    for (const backend::Buffer* b : {&x, &y, &u, &post, &comb, &sub, &rows}) {
+      out.emplace_back(b->data(), b->bytes());
+    }
+    attn.fingerprint(out);
+    moe.fingerprint(out);
+    return out;
+  }
+};
+
+// Row counts of recorded steps: a step of M rows runs padded to the smallest bucket >= M, so a
+// few graph sets serve every batch size (vLLM's capture sizes, in the same spirit).
+int64_t row_bucket(int64_t M, int64_t max_rows) {
+  int64_t b = 1;
+  while (b < M && b < 8) b *= 2;
+  if (b < M) b = (M + 7) / 8 * 8;      // 8-row steps up to 64
+  if (b > 64) b = (M + 31) / 32 * 32;  // then 32
+  if (b > 512) b = (M + 63) / 64 * 64;  // then 64
+  return std::min(b, max_rows);
+}
+
+}  // namespace
+
 struct Model::State {
   explicit State(backend::Ops& o)
       : ops(&o),
-        x_buf(o),
-        y_buf(o),
-        u_buf(o),
-        post_buf(o),
-        comb_buf(o),
-        sub_buf(o),
+        eager(o),
+        recorded(o),
         head_in(o),
         head_y(o),
         logits_buf(o),
         mtp_e(o),
         mtp_h(o),
         mtp_hidden(o),
-        attn(o),
-        moe(o) {}
+        attn(o) {}
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
   ModelWeights w;
   Numerics num;
   RopeTables rope;
+  std::vector<int> ratios;  // every compressor ratio of the model (RowInputs::ape)
 
   // Step scratch (grow-only), in the backend's memory.
-  backend::Buffer x_buf, y_buf, u_buf, post_buf, comb_buf, sub_buf, head_in, head_y, logits_buf;
+  DenseBuffers eager, recorded;
+  backend::Buffer head_in, head_y, logits_buf;
   backend::Buffer mtp_e, mtp_h, mtp_hidden;
-  std::vector<int32_t> mtp_pos, head_rows;
-  AttentionScratch attn;
-  MoeScratch moe;
+  std::vector<int32_t> mtp_pos, head_rows, row_host;
+  AttentionScratch attn;  // the attention cores' scratch (eager in every step)
+  // recorded's buffers when its units were recorded: a change means they moved.
+  std::vector<std::pair<const void*, size_t>> recorded_print;
 
   const io::ModelConfig& cfg() const { return ckpt.config(); }
   LayerEnv env() { return {*ops, cfg(), num, rope}; }
@@ -65,29 +100,128 @@ struct Model::State {
     return p;
   }
 
-  // X [M, n·D] <- Block(X) (spec §2.2 block).
-  void block(const BlockWeights& b, bool mtp, size_t cache_index, Mat X, const int32_t* ids,
-             const StepInputs& in) {
+  // RowInputs of an eager step: the host arrays of `in`, ape rows computed here.
+  RowInputs host_rows(const StepInputs& in) {
+    const int64_t M = static_cast<int64_t>(in.token_ids.size());
+    RowInputs r;
+    r.ids = in.token_ids.data();
+    r.positions = in.positions.data();
+    int32_t* ape = fit_n(row_host, static_cast<int64_t>(ratios.size()) * M);
+    for (size_t k = 0; k < ratios.size(); ++k) {
+      int32_t* a = ape + static_cast<int64_t>(k) * M;
+      for (int64_t i = 0; i < M; ++i) a[i] = in.positions[static_cast<size_t>(i)] % ratios[k];
+      r.ape.emplace_back(ratios[k], a);
+    }
+    return r;
+  }
+
+  // RowInputs of a recorded step of Mb >= M rows, in d.rows (one upload): rows past M are
+  // padding (token 0 at position 0), which the dense parts compute and nothing reads.
+  RowInputs recorded_rows(const StepInputs& in, int64_t Mb, DenseBuffers& d) {
+    const int64_t M = static_cast<int64_t>(in.token_ids.size());
+    const int64_t n_arrays = 2 + static_cast<int64_t>(ratios.size());
+    int32_t* h = fit_n(row_host, n_arrays * Mb);
+    std::fill(h, h + n_arrays * Mb, 0);
+    std::copy(in.token_ids.begin(), in.token_ids.end(), h);
+    std::copy(in.positions.begin(), in.positions.end(), h + Mb);
+    for (size_t k = 0; k < ratios.size(); ++k) {
+      int32_t* a = h + (2 + static_cast<int64_t>(k)) * Mb;
+      for (int64_t i = 0; i < M; ++i) a[i] = in.positions[static_cast<size_t>(i)] % ratios[k];
+    }
+    const size_t bytes = static_cast<size_t>(n_arrays * Mb) * sizeof(int32_t);
+    auto* dev = static_cast<int32_t*>(d.rows.fit_bytes(bytes));
+    ops->upload(dev, h, bytes);
+    RowInputs r;
+    r.ids = dev;
+    r.positions = dev + Mb;
+    for (size_t k = 0; k < ratios.size(); ++k) {
+      r.ape.emplace_back(ratios[k], dev + (2 + static_cast<int64_t>(k)) * Mb);
+    }
+    return r;
+  }
+
+  // Block part 1 (spec §2.2): mHC pre-mix, norm and the attention projections of X's rows.
+  void attention_in(const BlockWeights& b, Mat X, const RowInputs& rows, DenseBuffers& d) {
     backend::Ops& o = *ops;
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
-    Mat y(fit(y_buf, M * D), M, D), u_m(fit(u_buf, M * D), M, D), out(fit(sub_buf, M * D), M, D);
-    Mat post_m(fit(post_buf, M * n), M, n), comb_m(fit(comb_buf, M * n * n), M, n * n);
-
-    o.hc_pre(X, hc_params(b.hc_attn), y, post_m, comb_m);
+    Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D);
+    Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
+    o.hc_pre(X, hc_params(b.hc_attn), y, post, comb);
     num.act(o, y);
-    o.rms_norm(y, &b.attn_norm, num.eps, 0, u_m);
-    num.act(o, u_m);
-    attention_forward(env(), b.attn, b.spec, mtp, cache_index, u_m, in, out, attn);
-    o.hc_post(X, out, post_m, comb_m, static_cast<int>(n), X);
+    o.rms_norm(y, &b.attn_norm, num.eps, 0, u);
+    num.act(o, u);
+    attention_project(env(), b.attn, b.spec, u, rows, d.attn,
+                      attention_rows(env(), b.attn, M, d.attn));
+  }
+
+  // Block part 3: attention output, mHC post-mix, then the whole FFN half (mHC, norm, MoE).
+  void attention_out_ffn(const BlockWeights& b, Mat X, const RowInputs& rows, DenseBuffers& d) {
+    backend::Ops& o = *ops;
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D), out(fit(d.sub, M * D), M, D);
+    Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
+    attention_output(env(), b.attn, b.spec, rows.positions,
+                     attention_rows(env(), b.attn, M, d.attn), out, d.attn);
+    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
     num.act(o, X);
 
-    o.hc_pre(X, hc_params(b.hc_ffn), y, post_m, comb_m);
+    o.hc_pre(X, hc_params(b.hc_ffn), y, post, comb);
     num.act(o, y);
-    o.rms_norm(y, &b.ffn_norm, num.eps, 0, u_m);
-    num.act(o, u_m);
-    moe_forward(o, cfg(), num, b.moe, u_m, ids, out, moe);
-    o.hc_post(X, out, post_m, comb_m, static_cast<int>(n), X);
+    o.rms_norm(y, &b.ffn_norm, num.eps, 0, u);
+    num.act(o, u);
+    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
+    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
     num.act(o, X);
+  }
+
+  // X [M, n·D] <- Block(X) (spec §2.2 block), eagerly; part 2 is the attention core.
+  void block(const BlockWeights& b, bool mtp, size_t cache_index, Mat X, const RowInputs& rows,
+             const StepInputs& in, DenseBuffers& d) {
+    attention_in(b, X, rows, d);
+    attention_core(env(), b.attn, b.spec, mtp, cache_index,
+                   attention_rows(env(), b.attn, X.rows, d.attn), in, attn);
+    attention_out_ffn(b, X, rows, d);
+  }
+
+  // The main layers over a step, eagerly.
+  void layers_eager(const StepInputs& in, Mat X) {
+    const RowInputs rows = host_rows(in);
+    embed_streams(rows.ids, X, eager);
+    for (size_t l = 0; l < w.layers.size(); ++l) block(w.layers[l], false, l, X, rows, in, eager);
+  }
+
+  // The main layers over a step padded to Mb rows: the dense parts between two attention cores
+  // (and before the first) are units that Ops::run_recorded may replay as CUDA graphs; the cores
+  // run eagerly, on the real rows only.
+  void layers_recorded(const StepInputs& in, Mat X) {
+    const int64_t Mb = X.rows;
+    DenseBuffers& d = recorded;
+    const RowInputs rows = recorded_rows(in, Mb, d);
+    const auto key = [&](size_t unit) {
+      uint64_t h = reinterpret_cast<uintptr_t>(this) * 0x9E3779B97F4A7C15ull;
+      h ^= (static_cast<uint64_t>(unit) << 32) ^ static_cast<uint64_t>(Mb);
+      return h;
+    };
+    const auto& layers = w.layers;
+    ops->run_recorded(key(0), [&] {
+      embed_streams(rows.ids, X, d);
+      if (!layers.empty()) attention_in(layers[0], X, rows, d);
+    });
+    for (size_t l = 0; l < layers.size(); ++l) {
+      attention_core(env(), layers[l].attn, layers[l].spec, false, l,
+                     attention_rows(env(), layers[l].attn, Mb, d.attn), in, attn);
+      ops->run_recorded(key(l + 1), [&] {
+        attention_out_ffn(layers[l], X, rows, d);
+        if (l + 1 < layers.size()) attention_in(layers[l + 1], X, rows, d);
+      });
+    }
+    // A unit's first (eager) run may have grown a buffer: units recorded before then point to
+    // freed memory, so every recording goes (they are made again, two steps later).
+    auto print = d.fingerprint();
+    if (print != recorded_print) {
+      if (!recorded_print.empty()) ops->drop_recordings();
+      recorded_print = std::move(print);
+    }
   }
 
   // logits [R, V] = head(norm(hc_head(X))) (spec §2.1, §2.2 final collapse).
@@ -103,10 +237,10 @@ struct Model::State {
   }
 
   // Embedding rows replicated into the n streams.
-  void embed_streams(std::span<const int32_t> ids, Mat X) {
+  void embed_streams(const int32_t* ids, Mat X, DenseBuffers& d) {
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
-    Mat e(fit(y_buf, M * D), M, D);
-    ops->embed(ids.data(), M, w.embed, e);
+    Mat e(fit(d.y, M * D), M, D);
+    ops->embed(ids, M, w.embed, e);
     num.act(*ops, e);
     for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
   }
@@ -216,7 +350,19 @@ Expected<Model> Model::load_unguarded(const std::string& model_dir, backend::Ops
   }
   DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
   s->num = Numerics::from_config(c);
-  s->rope = RopeTables::from_config(c);
+  s->rope = RopeTables::from_config(c, ops);
+  // The compressor ratios in use: each gets its ape-row array in a step's RowInputs.
+  auto add_ratio = [&](const AttentionWeights& a) {
+    for (const CompressorWeights* cw :
+         {a.compressor ? &*a.compressor : nullptr, a.indexer ? &a.indexer->compressor : nullptr}) {
+      if (cw != nullptr && std::find(s->ratios.begin(), s->ratios.end(), cw->ratio) ==
+                               s->ratios.end()) {
+        s->ratios.push_back(cw->ratio);
+      }
+    }
+  };
+  for (const BlockWeights& b : s->w.layers) add_ratio(b.attn);
+  for (const MtpWeights& m : s->w.mtp) add_ratio(m.block.attn);
   using F = backend::Feature;
   DI_TRY(backend::require(ops, {F::kSparseAttention, F::kAttentionSink, F::kHyperConnections,
                                 F::kCompressorPool, F::kIndexer, F::kMoeRouting, F::kMoeExperts}));
@@ -267,12 +413,15 @@ Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   DI_TRY(s.validate(in, false));
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
-  Mat X(fit(s.x_buf, M * nD), M, nD);
-  if (M > 0) {
-    s.embed_streams(in.token_ids, X);
-    for (size_t l = 0; l < s.w.layers.size(); ++l) {
-      s.block(s.w.layers[l], false, l, X, in.token_ids.data(), in);
-    }
+  const int64_t max_rows = s.ops->record_max_rows();
+  const int64_t Mb = M > 0 && M <= max_rows ? row_bucket(M, max_rows) : 0;
+  Mat X;
+  if (Mb > 0) {
+    X = Mat(fit(s.recorded.x, Mb * nD), Mb, nD);
+    s.layers_recorded(in, X);
+  } else {
+    X = Mat(fit(s.eager.x, M * nD), M, nD);
+    if (M > 0) s.layers_eager(in, X);
   }
   for (const SequenceSpan& sq : in.sequences) sq.cache->advance(sq.count);
 
@@ -289,7 +438,7 @@ Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   }
   s.head_rows_to_host(X, {rows, static_cast<size_t>(out.logit_rows)}, out.logits);
   if (in.keep_hidden) {
-    backend::download_mat(*s.ops, X, out.hidden);
+    backend::download_mat(*s.ops, CMat(X).rows_slice(0, M), out.hidden);
   } else {
     out.hidden.clear();
   }
@@ -365,16 +514,16 @@ Expected<std::vector<float>> Model::mtp_draft_unguarded(SequenceCache& cache,
   Mat hs(fit(s.mtp_h, M * n * D), M * n, D);
   o.rms_norm(CMat(hid, M * n, D), &mw.hnorm, num.eps, 0, hs);
   num.act(o, hs);
-  Mat X(fit(s.x_buf, M * n * D), M, n * D);
+  Mat X(fit(s.eager.x, M * n * D), M, n * D);
   Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
   o.linear(hs, mw.h_proj, Xs, num.gemm());
   num.act(o, Xs);
-  Mat pe(fit(s.sub_buf, M * D), M, D);
+  Mat pe(fit(s.eager.sub, M * D), M, D);
   o.linear(e, mw.e_proj, pe, num.gemm());
   num.act(o, pe);
   for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
   num.act(o, X);
-  s.block(mw.block, true, 0, X, next_ids.data(), in);
+  s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
   cache.advance_mtp(M);
   Mat lg(fit(s.logits_buf, M * c.vocab_size), M, c.vocab_size);
   s.head(mw.head, X, lg);

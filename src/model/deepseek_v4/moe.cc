@@ -30,8 +30,8 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   ops.moe_experts(v, ids, g, k, w.experts, opts, out);
 
   if (w.shared) {
-    int32_t* sid = fit_n(s.shared_ids, M);
-    std::fill(sid, sid + M, 0);
+    const auto* sid =
+        static_cast<const int32_t*>(s.shared_ids.fit_bytes(static_cast<size_t>(M) * 4));
     if (s.shared_ones < M) {  // the shared expert's gate weight is 1 for every row
       s.shared_ones = std::max<int64_t>(M, 2 * s.shared_ones);
       const std::vector<float> ones(static_cast<size_t>(s.shared_ones), 1.0f);
@@ -39,6 +39,7 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
     }
     backend::Mat sg(s.shared_weights.as<float>(), M, 1);
     opts.accumulate = true;
+    opts.single_expert = true;
     ops.moe_experts(v, sid, sg, 1, {&*w.shared, 1}, opts, out);
   }
   num.act(ops, out);

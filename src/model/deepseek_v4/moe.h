@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/buffer.h"
@@ -18,15 +19,21 @@
 namespace deepinfer::model::deepseek_v4 {
 
 struct MoeScratch {
-  explicit MoeScratch(backend::Ops& ops) : ids(ops), weights(ops), shared_weights(ops) {}
+  explicit MoeScratch(backend::Ops& ops)
+      : ids(ops), shared_ids(ops), weights(ops), shared_weights(ops) {}
   // Routed ids stay in the backend's memory (router -> experts without a host round trip).
-  backend::Buffer ids;
-  std::vector<int32_t> shared_ids;
+  // shared_ids: all zeros (never written: new backend memory is zero-filled).
+  backend::Buffer ids, shared_ids;
   backend::Buffer weights, shared_weights;  // shared_weights: all ones, grown on demand
   int64_t shared_ones = 0;                  // rows of shared_weights set to 1
+  void fingerprint(std::vector<std::pair<const void*, size_t>>& out) const {
+    for (const backend::Buffer* b : {&ids, &shared_ids, &weights, &shared_weights}) {
+      out.emplace_back(b->data(), b->bytes());
+    }
+  }
 };
 
-// out [M, D] = MoE(v). token_ids [M] feed hash routing.
+// out [M, D] = MoE(v). token_ids [M] feed hash routing (host or backend memory).
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
                  MoeScratch& s);

@@ -36,8 +36,15 @@ std::vector<float> freqs_for(const io::RopeSpec& r, int rope_dim) {
 }
 }  // namespace
 
-RopeTables RopeTables::from_config(const io::ModelConfig& c) {
-  return {freqs_for(c.main_rope, c.rope_head_dim), freqs_for(c.compress_rope, c.rope_head_dim)};
+RopeTables RopeTables::from_config(const io::ModelConfig& c, backend::Ops& ops) {
+  const std::vector<float> main = freqs_for(c.main_rope, c.rope_head_dim);
+  const std::vector<float> compress = freqs_for(c.compress_rope, c.rope_head_dim);
+  RopeTables t;
+  t.main_buf_ = backend::upload_floats(ops, main);
+  t.compress_buf_ = backend::upload_floats(ops, compress);
+  t.main = {t.main_buf_.as<const float>(), main.size()};
+  t.compress = {t.compress_buf_.as<const float>(), compress.size()};
+  return t;
 }
 
 }  // namespace deepinfer::model::deepseek_v4

@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "backend/mat.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
@@ -44,15 +45,18 @@ struct Numerics {
 // r = bf16(rsqrt(bf16(ms + eps))), q = bf16(q·r): ops.rms_norm_bf16); HF: FP32 via ops.rms_norm.
 void head_rms_norm(backend::Ops& ops, const Numerics& num, backend::Mat q, int64_t d);
 
-// RoPE frequency tables of the two variants (spec §2.6).
+// RoPE frequency tables of the two variants (spec §2.6), in the backend's memory: a device
+// backend reads them in place (no staging per rope call, so recorded units may use them).
 struct RopeTables {
-  std::vector<float> main;      // SWA layers
-  std::vector<float> compress;  // CSA / HCA layers, their compressors and the indexer
+  std::span<const float> main;      // SWA layers
+  std::span<const float> compress;  // CSA / HCA layers, their compressors and the indexer
   std::span<const float> for_kind(io::AttentionKind k) const {
-    return k == io::AttentionKind::kSWA ? std::span<const float>(main)
-                                        : std::span<const float>(compress);
+    return k == io::AttentionKind::kSWA ? main : compress;
   }
-  static RopeTables from_config(const io::ModelConfig& c);
+  static RopeTables from_config(const io::ModelConfig& c, backend::Ops& ops);
+
+ private:
+  backend::Buffer main_buf_, compress_buf_;
 };
 
 // Grow-only scratch buffer: no allocation once the largest step has been seen.

@@ -10,7 +10,13 @@
 //   * several sequences in one step (a prefill chunk beside decodes) == each alone;
 //   * MTP draft logits, GPU vs CPU;
 //   * with batch invariance on (CudaOps::create(0, true), what DEEPINFER_BATCH_INVARIANT=1
-//     selects): a request's logits are the same bits alone and beside other requests.
+//     selects): a request's logits are the same bits alone and beside other requests, with and
+//     without CUDA graphs;
+//   * CUDA graphs (CudaOps::create(0, false, 64), what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects):
+//     a serving pattern of growing buckets, decodes of 3 and 2 sequences, a mixed step and an
+//     eager prefill (tests/numerics/serve_pattern.h) gives the same bits replayed from graphs
+//     as with replay off (the same padded steps, every op eager); every unit is captured (none
+//     refused, the graphs replayed); and it matches the CPU within the bounds above.
 //
 // Tolerances (normalised error max|gpu - cpu| / max(max|cpu| over the row, 1)):
 //   HF semantics (FP32 math between ops): 1e-4 — different FP32 summation orders only.
@@ -34,6 +40,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "model/deepseek_v4/model.h"
+#include "serve_pattern.h"
 
 namespace {
 
@@ -342,6 +349,49 @@ void check_batch_invariance(const std::string& root, const std::string& config,
   std::printf("  %-44s checked\n", (tag + "alone vs in batches").c_str());
 }
 
+// CUDA graphs: replayed == replay off (bitwise), nothing refused, and close to the CPU.
+void check_recorded(const std::string& root, const std::string& config, const std::string& variant,
+                    deepinfer::backend::Ops& cpu, deepinfer::backend::cuda::CudaOps& gpu_rec) {
+  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  auto replayed = Model::load(dir, gpu_rec);
+  auto eager = Model::load(dir, gpu_rec);
+  auto ref = Model::load(dir, cpu);
+  if (!replayed.ok() || !eager.ok() || !ref.ok()) {
+    check(false, "load " + dir);
+    return;
+  }
+  const std::string tag = config + "/" + variant + " graphs ";
+  const int64_t V = replayed->vocab_size();
+  const std::vector<int32_t> prompt = random_ids(100, V, 41);
+  std::string e1, e2, e3;
+  const auto before = gpu_rec.record_stats();
+  const std::vector<float> got = deepinfer::model::deepseek_v4::testing::serve_pattern(
+      *replayed, prompt, &e1);
+  const auto after = gpu_rec.record_stats();
+  gpu_rec.set_replay(false);
+  const std::vector<float> want = deepinfer::model::deepseek_v4::testing::serve_pattern(
+      *eager, prompt, &e2);
+  gpu_rec.set_replay(true);
+  const std::vector<float> cpu_logits =
+      deepinfer::model::deepseek_v4::testing::serve_pattern(*ref, prompt, &e3);
+  check(e1.empty() && e2.empty() && e3.empty(), tag + "steps ran: " + e1 + e2 + e3);
+  const int64_t replays = after.replayed - before.replayed;
+  const int64_t refused = after.refused - before.refused;
+  std::printf("  %-44s %lld captured, %lld replays, %lld refused%s%s\n", (tag + "units").c_str(),
+              static_cast<long long>(after.captured - before.captured),
+              static_cast<long long>(replays), static_cast<long long>(refused),
+              refused ? ": " : "", after.last_refusal.c_str());
+  check(replays > 0 && refused == 0, tag + "every unit captured and replayed");
+  check(!got.empty() && got == want, tag + "replayed == replay off, bitwise");
+  const Err e = compare(got, cpu_logits, V);
+  const bool official = ref->official_semantics();
+  const bool ok = e.finite && (official ? e.median_norm <= 0.25 && e.argmax_agree >= 0.9
+                                        : e.max_norm <= 1e-4);
+  std::printf("  %-44s max %.2e  median %.2e  argmax %.3f %s\n", (tag + "vs cpu").c_str(),
+              e.max_norm, e.median_norm, e.argmax_agree, ok ? "" : "<-- FAIL");
+  check(ok, tag + "vs cpu");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -373,6 +423,18 @@ int main(int argc, char** argv) {
     for (const char* variant : {"hf_fp32", "official_quant"}) {
       check_batch_invariance(root, config, variant, **gpu_bi);
     }
+  }
+  auto gpu_rec = deepinfer::backend::cuda::CudaOps::create(0, false, /*graph_max_rows=*/64);
+  auto gpu_bi_rec = deepinfer::backend::cuda::CudaOps::create(0, true, /*graph_max_rows=*/64);
+  if (!gpu_rec.ok() || !gpu_bi_rec.ok()) {
+    check(false, "CudaOps::create with graphs");
+    return 1;
+  }
+  for (const char* config : {"v4_tiny_a", "v4_tiny_b"}) {
+    for (const char* variant : {"hf_fp32", "hf_bf16", "official_quant"}) {
+      check_recorded(root, config, variant, *cpu, **gpu_rec);
+    }
+    check_batch_invariance(root, config, "official_quant", **gpu_bi_rec);
   }
   std::printf("%d passed, %d failed\n", g_checks - g_failures, g_failures);
   return g_failures == 0 ? 0 : 1;

@@ -428,6 +428,39 @@ CUDA_CASE(moe_experts) {
   }
 }
 
+// The shared expert's call (MoeOpts::single_expert: one expert, top_k 1, every id 0): CUDA does
+// not read the ids back, on the grouped stages (few rows) and on the per-expert GEMMs (>= 128
+// rows of an act-quantized FP4/FP8 expert); the reference reads them, so both must agree.
+CUDA_CASE(moe_experts_single_expert) {
+  const int64_t D = 256, I = 128;
+  for (WKind kind : {WKind::kFp4, WKind::kFp8E8m0}) {
+    auto w1 = random_weight(ctx.rng, kind, I, D, 0.1f, 128, 128);
+    auto w3 = random_weight(ctx.rng, kind, I, D, 0.1f, 128, 128);
+    auto w2 = random_weight(ctx.rng, kind, D, I, 0.1f, 128, 128);
+    const std::vector<ExpertWeights> hx = {{w1->ref, w3->ref, w2->ref}};
+    const std::vector<ExpertWeights> dx = {{w1->dev.ref, w3->dev.ref, w2->dev.ref}};
+    for (int64_t M : {1, 7, 200}) {
+      const Buf x = random_buf(ctx.rng, M, D), prev = random_buf(ctx.rng, M, D);
+      const Buf g = random_buf(ctx.rng, M, 1, 1.0f, 1.0f);
+      const std::vector<int32_t> ids(static_cast<size_t>(M), 0);
+      MoeOpts o;
+      o.act_quant = true;
+      o.bf16_rounding = true;
+      o.accumulate = true;
+      o.single_expert = true;
+      Buf want = prev;
+      ctx.ref->moe_experts(x.cmat(), ids.data(), g.cmat(), 1, hx, o, want.mat());
+      const DBuf dxm = dev_copy(x, 4), dg = dev_copy(g);
+      DBuf dout = dev_copy(prev, 1);
+      ctx.gpu->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), 1, dx, o, dout.mat());
+      close(ctx,
+            std::string("moe_experts single_expert ") + wkind_name(kind) +
+                " M=" + std::to_string(M),
+            dout.download(), want.v, 2e-2);
+    }
+  }
+}
+
 }  // namespace deepinfer::backend::cuda_test
 
 namespace deepinfer::backend::cuda_test {

@@ -90,7 +90,8 @@ __global__ void scale_rows_kernel(MatDesc x, const float* s, int64_t s_ld, const
 
 __global__ void scatter_add_rows_kernel(MatDesc src, const int32_t* rows, MatDesc out) {
   DI_EW_LOOP(src) {
-    out.data[static_cast<int64_t>(rows[r]) * out.ld + c] += src.data[r * src.ld + c];
+    const int64_t dr = rows ? rows[r] : r;
+    out.data[dr * out.ld + c] += src.data[r * src.ld + c];
   }
 }
 

@@ -1,0 +1,156 @@
+// The recorded step form == eager steps, on the CPU.
+//
+// A backend that records (CudaOps: CUDA graphs) makes the model run every step of at most
+// record_max_rows() rows padded to a bucket, its dense parts as Ops::run_recorded units and its
+// integer row inputs in backend memory (model.cc, layers_recorded). Here a CPU decorator claims
+// to record (it runs every unit's body), so the same padded, split form runs on the opt backend
+// and must give the eager logits bit for bit (the CPU backends compute each row independently
+// of the step's row count). The decorator also checks the contract of run_recorded that a real
+// replay relies on and that a CPU run would otherwise never notice:
+//   * every run of a key makes the same op calls over the same buffers (a CUDA graph replays
+//     the first recorded ones), unless the model dropped the recordings in between;
+//   * inside a unit, the integer inputs (ids, positions, row lists) are backend memory, never a
+//     host array (a graph would replay the array's contents of its capture).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/profiling_ops.h"
+#include "model_test_util.h"
+#include "serve_pattern.h"
+
+namespace deepinfer::model::deepseek_v4::testing {
+namespace {
+
+class RecordingOps : public backend::ProfilingOps {
+ public:
+  RecordingOps(backend::Ops& inner, int64_t max_rows) : ProfilingOps(inner), max_rows_(max_rows) {
+    set_enabled(false);
+  }
+
+  int64_t record_max_rows() const override { return max_rows_; }
+  void run_recorded(uint64_t key, const std::function<void()>& body) override {
+    trace_.clear();
+    in_unit_ = true;
+    body();
+    in_unit_ = false;
+    ++runs_;
+    auto [it, first] = traces_.emplace(key, trace_);
+    if (!first && it->second != trace_) ++trace_changes_;
+  }
+  void drop_recordings() override {
+    traces_.clear();
+    ++drops_;
+  }
+
+  void* allocate(size_t bytes) override {
+    void* p = ProfilingOps::allocate(bytes);
+    allocations_[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+  void deallocate(void* p) override {
+    allocations_.erase(static_cast<const char*>(p));
+    ProfilingOps::deallocate(p);
+  }
+
+  void embed(const int32_t* ids, int64_t n, const backend::WeightRef& t, backend::Mat out) override {
+    note("embed", ids, out.data, n);
+    ProfilingOps::embed(ids, n, t, out);
+  }
+  void linear(backend::CMat x, const backend::WeightRef& w, backend::Mat y,
+              const backend::LinearOpts& o) override {
+    note("linear", x.data, y.data, x.rows);
+    ProfilingOps::linear(x, w, y, o);
+  }
+  void copy_rows(backend::CMat src, const int32_t* rows, backend::Mat dst) override {
+    if (rows != nullptr) note_ints(rows);
+    note("copy_rows", src.data, dst.data, dst.rows);
+    ProfilingOps::copy_rows(src, rows, dst);
+  }
+  void rope(backend::Mat x, int64_t h, int64_t d, const int32_t* positions,
+            std::span<const float> freqs, bool inverse) override {
+    note_ints(positions);
+    note("rope", x.data, positions, x.rows);
+    ProfilingOps::rope(x, h, d, positions, freqs, inverse);
+  }
+  void moe_route_hash(backend::CMat x, const int32_t* token_ids, const TensorView& tid2eid,
+                      const backend::WeightRef& gate, float s, int32_t* ids,
+                      backend::Mat weights) override {
+    note_ints(token_ids);
+    note("moe_route_hash", token_ids, ids, x.rows);
+    ProfilingOps::moe_route_hash(x, token_ids, tid2eid, gate, s, ids, weights);
+  }
+  void moe_experts(backend::CMat x, const int32_t* ids, backend::CMat weights, int top_k,
+                   std::span<const backend::ExpertWeights> experts, const backend::MoeOpts& opts,
+                   backend::Mat out) override {
+    note_ints(ids);
+    note("moe_experts", ids, out.data, x.rows);
+    ProfilingOps::moe_experts(x, ids, weights, top_k, experts, opts, out);
+  }
+
+  int64_t runs() const { return runs_; }
+  int64_t drops() const { return drops_; }
+  int64_t trace_changes() const { return trace_changes_; }
+  int64_t host_arrays() const { return host_arrays_; }
+
+ private:
+  using Call = std::tuple<std::string, const void*, const void*, int64_t>;
+  void note(const char* op, const void* a, const void* b, int64_t rows) {
+    if (in_unit_) trace_.emplace_back(op, a, b, rows);
+  }
+  // An integer input read inside a unit must lie in memory this backend allocated.
+  void note_ints(const int32_t* p) {
+    if (!in_unit_ || p == nullptr) return;
+    const char* c = reinterpret_cast<const char*>(p);
+    auto it = allocations_.upper_bound(c);
+    if (it == allocations_.begin() || c >= std::prev(it)->first + std::prev(it)->second) {
+      ++host_arrays_;
+    }
+  }
+
+  int64_t max_rows_;
+  bool in_unit_ = false;
+  std::vector<Call> trace_;
+  std::map<uint64_t, std::vector<Call>> traces_;
+  std::map<const char*, size_t> allocations_;
+  int64_t runs_ = 0, drops_ = 0, trace_changes_ = 0, host_arrays_ = 0;
+};
+
+std::vector<float> serve(Model& m, std::span<const int32_t> prompt) {
+  std::string error;
+  std::vector<float> all = serve_pattern(m, prompt, &error);
+  EXPECT_TRUE(error.empty()) << error;
+  return all;
+}
+
+TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
+  const struct {
+    const char* cfg;
+    const char* variant;
+  } cases[] = {{"v4_tiny_a", "hf_fp32"}, {"v4_tiny_a", "official_quant"}, {"v4_tiny_b", "hf_bf16"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.cfg) + "/" + c.variant);
+    RecordingOps rec(opt_ops(), 64);
+    auto eager = load_model(c.cfg, c.variant, opt_ops());
+    auto recorded = load_model(c.cfg, c.variant, rec);
+    ASSERT_TRUE(eager && recorded);
+    std::vector<int32_t> prompt = Goldens(c.cfg).prompt("len300");
+    prompt.resize(100);
+    const std::vector<float> want = serve(*eager, prompt);
+    const std::vector<float> got = serve(*recorded, prompt);
+    ASSERT_EQ(got.size(), want.size());
+    const Diff d = compare_logits(got, want, eager->vocab_size());
+    EXPECT_EQ(d.max_abs, 0.0) << "worst row " << d.worst_row;
+    EXPECT_GT(rec.runs(), 0);
+    EXPECT_GT(rec.drops(), 0);  // a bigger bucket grew the recorded buffers at least once
+    EXPECT_EQ(rec.trace_changes(), 0);
+    EXPECT_EQ(rec.host_arrays(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer::model::deepseek_v4::testing
