@@ -184,7 +184,7 @@ class CudaOps : public Ops {
   cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
   bool batch_invariant_ = false;
   struct ExpertTable {
-    std::vector<char> host;  // the descriptors uploaded, to detect a stale entry
+    std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)
     DeviceBuffer device;
   };
   std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;

@@ -395,6 +395,7 @@ void check_recorded(const std::string& root, const std::string& config, const st
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a crash must not swallow the lines before it
   const auto avail = deepinfer::backend::cuda::cuda_available();
   if (!avail.ok()) {
     std::printf("SKIPPED: %s\n", avail.message().c_str());

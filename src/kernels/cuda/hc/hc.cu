@@ -2,7 +2,8 @@
 //
 // hc_pre / hc_head: the (2+n)n (or n) logits are dot products of the token's n·D stream values
 // with fn rows, one block per (token, row) (hc_dots_kernel, into scratch); then one block per
-// token: the tiny n x n Sinkhorn on one thread in shared memory exactly in the reference's order,
+// token: the tiny n x n Sinkhorn on one thread exactly in the reference's order (in registers
+// for n = 4),
 // and y = Σ pre_i X_i. hc_post: one thread per (token, channel) holding the n stream values in
 // registers, so out may alias streams.
 #include "kernels/cuda/common.cuh"
@@ -46,6 +47,77 @@ __device__ void hc_logits(const float* dots, int64_t len, const HcDesc& p, int r
   __syncthreads();
 }
 
+// pre, post and the Sinkhorn-normalised comb of one token, on one thread, in the reference's
+// order. N > 0: n == N at compile time, so the loops unroll and C lives in registers (with a
+// run-time n it is indexed memory: ~60 us per call for V4's n = 4 and 20 iterations).
+template <int N>
+__device__ void hc_mix(int n_rt, const float* mu, const HcDesc& p, float* pre, float* post,
+                       float* comb) {
+  const int n = N > 0 ? N : n_rt;
+  const float eps = p.hc_eps;
+#pragma unroll
+  for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i) {
+    if (i >= n) break;
+    pre[i] = sigmoid_d(mu[i] * p.scale[0] + p.base[i]) + eps;
+    post[i] = 2.0f * sigmoid_d(mu[n + i] * p.scale[1] + p.base[n + i]);
+  }
+  constexpr int kC = N > 0 ? N * N : kMaxHcStreams * kMaxHcStreams;
+  float C[kC];
+#pragma unroll
+  for (int i = 0; i < kC; ++i) {
+    if (i >= n * n) break;
+    C[i] = mu[2 * n + i] * p.scale[2] + p.base[2 * n + i];
+  }
+#pragma unroll
+  for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i) {  // softmax over j, then + eps
+    if (i >= n) break;
+    float mx = C[i * n];
+#pragma unroll
+    for (int j = 1; j < (N > 0 ? N : kMaxHcStreams); ++j)
+      if (j < n) mx = fmaxf(mx, C[i * n + j]);
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+      if (j < n) s += (C[i * n + j] = expf(C[i * n + j] - mx));
+#pragma unroll
+    for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+      if (j < n) C[i * n + j] = C[i * n + j] / s + eps;
+  }
+  // The reference normalises columns once even for iters <= 1.
+  const int iters = p.sinkhorn_iters > 1 ? p.sinkhorn_iters : 1;
+  for (int it = 0; it < iters; ++it) {
+    if (it > 0) {
+#pragma unroll
+      for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i) {
+        if (i >= n) break;
+        float s = 0.0f;
+#pragma unroll
+        for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+          if (j < n) s += C[i * n + j];
+#pragma unroll
+        for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+          if (j < n) C[i * n + j] /= s + eps;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j) {
+      if (j >= n) break;
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i)
+        if (i < n) s += C[i * n + j];
+#pragma unroll
+      for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i)
+        if (i < n) C[i * n + j] /= s + eps;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < kC; ++i) {
+    if (i >= n * n) break;
+    comb[i] = C[i];
+  }
+}
+
 __global__ void __launch_bounds__(kThreads)
     hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc y, MatDesc post,
                   MatDesc comb) {
@@ -56,37 +128,13 @@ __global__ void __launch_bounds__(kThreads)
   const float* x = streams.data + m * streams.ld;
   hc_logits(dots + m * ((2 + n) * n + 1), n * D, p, (2 + n) * n, mu);
   if (threadIdx.x == 0) {
-    const float eps = p.hc_eps;
-    for (int i = 0; i < n; ++i) {
-      pre[i] = sigmoid_d(mu[i] * p.scale[0] + p.base[i]) + eps;
-      post.data[m * post.ld + i] = 2.0f * sigmoid_d(mu[n + i] * p.scale[1] + p.base[n + i]);
+    float* pm = post.data + m * post.ld;
+    float* cm = comb.data + m * comb.ld;
+    if (n == 4) {
+      hc_mix<4>(n, mu, p, pre, pm, cm);
+    } else {
+      hc_mix<0>(n, mu, p, pre, pm, cm);
     }
-    float C[kMaxHcStreams * kMaxHcStreams];
-    for (int i = 0; i < n * n; ++i) C[i] = mu[2 * n + i] * p.scale[2] + p.base[2 * n + i];
-    for (int i = 0; i < n; ++i) {  // softmax over j, then + eps
-      float mx = C[i * n];
-      for (int j = 1; j < n; ++j) mx = fmaxf(mx, C[i * n + j]);
-      float s = 0.0f;
-      for (int j = 0; j < n; ++j) s += (C[i * n + j] = expf(C[i * n + j] - mx));
-      for (int j = 0; j < n; ++j) C[i * n + j] = C[i * n + j] / s + eps;
-    }
-    // The reference normalises columns once even for iters <= 1.
-    const int iters = p.sinkhorn_iters > 1 ? p.sinkhorn_iters : 1;
-    for (int it = 0; it < iters; ++it) {
-      if (it > 0) {
-        for (int i = 0; i < n; ++i) {
-          float s = 0.0f;
-          for (int j = 0; j < n; ++j) s += C[i * n + j];
-          for (int j = 0; j < n; ++j) C[i * n + j] /= s + eps;
-        }
-      }
-      for (int j = 0; j < n; ++j) {
-        float s = 0.0f;
-        for (int i = 0; i < n; ++i) s += C[i * n + j];
-        for (int i = 0; i < n; ++i) C[i * n + j] /= s + eps;
-      }
-    }
-    for (int i = 0; i < n * n; ++i) comb.data[m * comb.ld + i] = C[i];
   }
   __syncthreads();
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
