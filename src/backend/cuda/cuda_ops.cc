@@ -282,8 +282,19 @@ void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* 
   DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
   DI_CHECK(d <= 512 && L <= kc::kMaxSparseKeys);
   arena().reset();
-  kc::launch_sparse_attention(md(q), n_heads, md(kv), on_device(idx, q.rows * L), L,
-                              on_device(sink, n_heads), scale, bf16_probs, md(o), stream_);
+  const int32_t* didx = on_device(idx, q.rows * L);
+  const float* dsink = on_device(sink, n_heads);
+  // Few rows (decode at small batch): the keys split across blocks, except in batch-invariant
+  // mode (the split changes the P·V sums' association with the row count).
+  const int64_t split =
+      batch_invariant_ ? 0 : kc::sparse_attention_split_scratch(q.rows, n_heads, L, d);
+  if (split > 0 &&
+      kc::launch_sparse_attention_split(md(q), n_heads, md(kv), didx, L, dsink, scale, bf16_probs,
+                                        md(o), arena().alloc_n<float>(split), stream_)) {
+    return;
+  }
+  kc::launch_sparse_attention(md(q), n_heads, md(kv), didx, L, dsink, scale, bf16_probs, md(o),
+                              stream_);
 }
 
 void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {

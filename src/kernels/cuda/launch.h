@@ -112,6 +112,15 @@ inline constexpr int64_t kMaxSparseKeys = 8192;
 void launch_sparse_attention(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
                              const float* sink, float scale, bool bf16_probs, MatDesc o,
                              cudaStream_t stream);
+// The same attention with the keys split across blocks (attention/sparse_attention_split.cu),
+// for grids that would not fill the card. scratch: sparse_attention_split_scratch floats of
+// device memory; that count is 0 when the shape does not call for a split. Returns false (and
+// launches nothing) when it does not apply; then launch_sparse_attention serves the call. The
+// split depends on the row count: not batch-invariant in the P·V sums.
+int64_t sparse_attention_split_scratch(int64_t rows, int64_t n_heads, int64_t L, int64_t d);
+bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx,
+                                   int64_t L, const float* sink, float scale, bool bf16_probs,
+                                   MatDesc o, float* scratch, cudaStream_t stream);
 struct PoolSlotDev {
   const float* value;
   const float* gate;

@@ -11,9 +11,11 @@ CUDA_CASE(sparse_attention) {
   struct Shape {
     int64_t H, d, R, L, M;
   };
-  // The last shape is long enough (16·L floats past the shared-memory limit) for the fallback.
+  // Few rows (M · head groups well under the SM count) take the split-key path (shapes 2-4);
+  // the last shape has rows enough not to split and is long enough (16·L floats past the
+  // shared-memory limit) for the one-block-per-head fallback.
   for (Shape s : {Shape{4, 64, 50, 37, 5}, Shape{3, 512, 300, 130, 3}, Shape{64, 512, 4096, 640, 2},
-                  Shape{20, 64, 4000, 3000, 2}}) {
+                  Shape{20, 64, 4000, 3000, 2}, Shape{20, 64, 4000, 3000, 70}}) {
     const Buf kv = random_buf(ctx.rng, s.R, s.d);
     const Buf q = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
     const Buf sink = random_buf(ctx.rng, 1, s.H);

@@ -10,13 +10,13 @@
 // element once for the 16 heads (probabilities are shared-memory broadcasts). Scores of the
 // group live in shared memory (16·L floats), so long index lists (L·16·4 bytes past the limit)
 // fall back to the simple kernel: one block per (token, head), same maths.
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/attention/sparse_common.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kMaxHeadDim = 512;
+constexpr int kMaxHeadDim = kSparseMaxHeadDim;
 
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_kernel(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
@@ -30,16 +30,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t t = blockIdx.x, h = blockIdx.y, d = kv.cols;
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = q.data[t * q.ld + h * d + c];
-  if (wid == 0) {
-    int cnt = 0;
-    for (int64_t b = 0; b < L; b += 32) {
-      const int32_t r = b + lane < L ? idx[t * L + b + lane] : -1;
-      const unsigned mask = __ballot_sync(0xffffffffu, r >= 0);
-      if (r >= 0) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
-      cnt += __popc(mask);
-    }
-    if (lane == 0) count = cnt;
-  }
+  sparse_compact_rows(idx + t * L, L, rows, &count);
   __syncthreads();
   const int n = count;
   float* oh = o.data + t * o.ld + h * d;
@@ -75,7 +66,7 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-constexpr int kGroup = 16;
+constexpr int kGroup = kSparseGroup;
 constexpr int kGroupThreads = 512;
 constexpr size_t kGroupSmemLimit = 160 * 1024;
 
@@ -97,21 +88,11 @@ __global__ void __launch_bounds__(kGroupThreads)
   float* mx = qs + kGroup * d;                       // [kGroup]
   float* den = mx + kGroup;                          // [kGroup]
   __shared__ int count;
-  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int64_t i = threadIdx.x; i < kGroup * d; i += blockDim.x) {
     const int64_t h = i / d, c = i % d;
     qs[i] = h < hn ? q.data[t * q.ld + (h0 + h) * d + c] : 0.0f;
   }
-  if (wid == 0) {
-    int cnt = 0;
-    for (int64_t b = 0; b < L; b += 32) {
-      const int32_t r = b + lane < L ? idx[t * L + b + lane] : -1;
-      const unsigned mask = __ballot_sync(0xffffffffu, r >= 0);
-      if (r >= 0) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
-      cnt += __popc(mask);
-    }
-    if (lane == 0) count = cnt;
-  }
+  sparse_compact_rows(idx + t * L, L, rows, &count);
   __syncthreads();
   const int n = count;
   if (n == 0) {
@@ -120,47 +101,11 @@ __global__ void __launch_bounds__(kGroupThreads)
     }
     return;
   }
-  // Phase 1: scores z[h][j] = (q_h · k_j) · scale.
-  constexpr int kRegs = kMaxHeadDim / 32;
-  for (int j = wid; j < n; j += nw) {
-    const float* k = kv.data + static_cast<int64_t>(rows[j]) * kv.ld;
-    float kr[kRegs];
-#pragma unroll
-    for (int i = 0; i < kRegs; ++i) {
-      const int64_t c = lane + 32 * i;
-      kr[i] = c < d ? k[c] : 0.0f;
-    }
-    for (int h = 0; h < hn; ++h) {
-      const float* qh = qs + h * d;
-      float s = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) {
-        const int64_t c = lane + 32 * i;
-        if (c < d) s = fmaf(qh[c], kr[i], s);
-      }
-      s = warp_sum(s);
-      if (lane == 0) z[h * L + j] = s * scale;
-    }
-  }
+  // Phase 1: scores z[h][j] = (q_h · k_j) · scale; then per head the max, probabilities
+  // (BF16-rounded when asked) and FP32 denominator with the sink.
+  sparse_group_scores(qs, hn, d, kv, rows, 0, n, scale, z, L);
   __syncthreads();
-  // Per head: max, probabilities (BF16-rounded when asked), FP32 denominator with the sink.
-  for (int h = wid; h < hn; h += nw) {
-    float* zh = z + h * L;
-    float m = -__int_as_float(0x7f800000);
-    for (int j = lane; j < n; j += 32) m = fmaxf(m, zh[j]);
-    m = warp_max(m);
-    float sum = 0.0f;
-    for (int j = lane; j < n; j += 32) {
-      const float e = expf(zh[j] - m);
-      sum += e;
-      zh[j] = bf16_probs ? bf16_round_d(e) : e;
-    }
-    sum = warp_sum(sum);
-    if (lane == 0) {
-      mx[h] = m;
-      den[h] = sink ? sum + expf(sink[h0 + h] - m) : sum;
-    }
-  }
+  sparse_group_softmax(z, L, n, hn, sink, h0, bf16_probs, mx, den);
   __syncthreads();
   // Phase 2: o_h[c] = Σ_j p_h[j] · k_j[c] / den_h, keys in index order.
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {

@@ -1,0 +1,84 @@
+// Device pieces shared by the sparse attention kernels (sparse_attention.cu: one block per
+// (token, head group); sparse_attention_split.cu: the same maths with the keys split across
+// blocks). Each piece is the one both paths run, so their scores, maxima and denominators are
+// the same bits.
+#pragma once
+
+#include "kernels/cuda/common.cuh"
+
+namespace deepinfer::kernels::cuda {
+
+inline constexpr int kSparseMaxHeadDim = 512;
+inline constexpr int kSparseGroup = 16;  // heads per block (MQA: the key rows are shared)
+
+// Warp 0 compacts idx_row[0, L) (-1 = absent) into rows[0, count) with ballots; *count is
+// written by lane 0. The caller synchronises before reading.
+__device__ __forceinline__ void sparse_compact_rows(const int32_t* idx_row, int64_t L,
+                                                    int32_t* rows, int* count) {
+  if ((threadIdx.x >> 5) != 0) return;
+  const int lane = threadIdx.x & 31;
+  int cnt = 0;
+  for (int64_t b = 0; b < L; b += 32) {
+    const int32_t r = b + lane < L ? idx_row[b + lane] : -1;
+    const unsigned mask = __ballot_sync(0xffffffffu, r >= 0);
+    if (r >= 0) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
+    cnt += __popc(mask);
+  }
+  if (lane == 0) *count = cnt;
+}
+
+// z[h * zld + j] = (q_h · k_rows[j]) · scale for j in [j0, j1), h < hn: a warp per key holds the
+// key's channels in registers and dots them with the group's queries qs [kSparseGroup][d].
+__device__ __forceinline__ void sparse_group_scores(const float* qs, int hn, int64_t d, MatDesc kv,
+                                                    const int32_t* rows, int j0, int j1,
+                                                    float scale, float* z, int64_t zld) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  constexpr int kRegs = kSparseMaxHeadDim / 32;
+  for (int j = j0 + wid; j < j1; j += nw) {
+    const float* k = kv.data + static_cast<int64_t>(rows[j]) * kv.ld;
+    float kr[kRegs];
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      const int64_t c = lane + 32 * i;
+      kr[i] = c < d ? k[c] : 0.0f;
+    }
+    for (int h = 0; h < hn; ++h) {
+      const float* qh = qs + h * d;
+      float s = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kRegs; ++i) {
+        const int64_t c = lane + 32 * i;
+        if (c < d) s = fmaf(qh[c], kr[i], s);
+      }
+      s = warp_sum(s);
+      if (lane == 0) z[h * zld + j] = s * scale;
+    }
+  }
+}
+
+// Per head h < hn (a warp each): z[h][0, n) <- exp(z - max), BF16-rounded when asked; den[h] =
+// the FP32 sum (+ the sink's term), mx[h] the max.
+__device__ __forceinline__ void sparse_group_softmax(float* z, int64_t zld, int n, int hn,
+                                                     const float* sink, int64_t h0,
+                                                     bool bf16_probs, float* mx, float* den) {
+  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  for (int h = wid; h < hn; h += nw) {
+    float* zh = z + h * zld;
+    float m = -__int_as_float(0x7f800000);
+    for (int j = lane; j < n; j += 32) m = fmaxf(m, zh[j]);
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int j = lane; j < n; j += 32) {
+      const float e = expf(zh[j] - m);
+      sum += e;
+      zh[j] = bf16_probs ? bf16_round_d(e) : e;
+    }
+    sum = warp_sum(sum);
+    if (lane == 0) {
+      mx[h] = m;
+      den[h] = sink ? sum + expf(sink[h0 + h] - m) : sum;
+    }
+  }
+}
+
+}  // namespace deepinfer::kernels::cuda
