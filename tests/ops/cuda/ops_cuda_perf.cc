@@ -199,12 +199,19 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
       for (auto& i : idx) i = static_cast<int32_t>(rng() % R);
       const cuda::DeviceBuffer didx = dev_array(idx);
       DBuf o = dev_poisoned(M, H * d);
-      const double ms = time_ms(*p.gpu, [&] {
-        p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
-                                0.044f, true, o.mat());
-      });
-      report(p, "sparse_attention", "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
-             4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+      // The same call on a batch-invariant backend: the single-pass kernel (no key split), the
+      // same-run peer of the split path that small M takes.
+      static auto single = cuda::CudaOps::create(0, /*batch_invariant=*/true);
+      for (cuda::CudaOps* ops : {p.gpu, single.ok() ? single->get() : nullptr}) {
+        if (ops == nullptr) continue;
+        const double ms = time_ms(*ops, [&] {
+          ops->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L,
+                                sink.mem.as<float>(), 0.044f, true, o.mat());
+        });
+        report(p, ops == p.gpu ? "sparse_attention" : "sparse_attention single-pass",
+               "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
+               4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+      }
     }
     if (wanted(p, "indexer_scores")) {
       const int64_t H = 64, di = 128, R = 4096;

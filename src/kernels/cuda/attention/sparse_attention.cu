@@ -112,11 +112,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     float acc[kGroup];
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) acc[h] = 0.0f;
-    for (int j = 0; j < n; ++j) {
-      const float kvc = kv.data[static_cast<int64_t>(rows[j]) * kv.ld + c];
-#pragma unroll
-      for (int h = 0; h < kGroup; ++h) acc[h] = fmaf(z[h * L + j], kvc, acc[h]);
-    }
+    sparse_group_pv(z, L, hn, kv, rows, 0, n, c, acc);
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
       if (h < hn) o.data[t * o.ld + (h0 + h) * d + c] = acc[h] / den[h];

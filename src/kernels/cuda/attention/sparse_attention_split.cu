@@ -96,13 +96,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[kSparseGroup];
 #pragma unroll
     for (int h = 0; h < kSparseGroup; ++h) acc[h] = 0.0f;
-    for (int j = j0; j < j1; ++j) {
-      const float kvc = kv.data[static_cast<int64_t>(rows[j]) * kv.ld + c];
-#pragma unroll
-      for (int h = 0; h < kSparseGroup; ++h) {
-        if (h < hn) acc[h] = fmaf(zt[h * L + j], kvc, acc[h]);
-      }
-    }
+    sparse_group_pv(zt, L, hn, kv, rows, j0, j1, c, acc);
 #pragma unroll
     for (int h = 0; h < kSparseGroup; ++h) {
       if (h < hn) out[h * d + c] = acc[h];
