@@ -8,7 +8,9 @@
 // --graph-max-rows: what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects (0 = no CUDA graphs). With
 // graphs, every batch is timed twice in the same run: replaying the graphs, and with replay off
 // (CudaOps::set_replay(false): the same padded step form, every op launched eagerly), so the
-// graphs' gain is a same-run A/B.
+// graphs' gain is a same-run A/B. A third timing draws the tokens on the GPU (Model::forward
+// with StepInputs::sample_specs: temperature 0.8, top-p 0.9) so only token ids come back,
+// against the default's copy of every logits row to the host (which the engine then samples).
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
@@ -227,8 +229,8 @@ int main(int argc, char** argv) {
        << ", \"weights_gpu_gib\": " << static_cast<double>(free0 - free1) / (1 << 30)
        << ", \"decode\": [";
 
-  std::printf("\n%-7s %12s %12s %14s %10s %12s %10s\n", "batch", "step ms", "tok/s", "floor ms",
-              "floor/ours", "eager ms", "eager/ours");
+  std::printf("\n%-7s %12s %12s %14s %10s %12s %10s %14s\n", "batch", "step ms", "tok/s",
+              "floor ms", "floor/ours", "eager ms", "eager/ours", "GPU-sampled ms");
   bool first = true;
   std::vector<std::string> profiles;
   for (int B : parse_list(batches_s)) {
@@ -253,7 +255,8 @@ int main(int argc, char** argv) {
     }
     // Decode steps: one token per sequence. Four warm-up steps: a bucket's units run eagerly,
     // are recorded (and, when a bigger bucket grew the buffers, dropped and recorded again).
-    auto decode_steps = [&](int n_timed, bool profiled_last) -> double {
+    std::vector<deepinfer::sample::SampleSpec> specs;
+    auto decode_steps = [&](int n_timed, bool profiled_last, bool on_gpu = false) -> double {
       std::vector<double> times;
       const int warm = 4;
       for (int s = 0; s < n_timed + warm + (profiled_last ? 1 : 0); ++s) {
@@ -272,6 +275,15 @@ int main(int argc, char** argv) {
           spans.push_back({&seqs[static_cast<size_t>(b)], b, 1, LogitsWanted::kLast});
         }
         StepInputs step{ids, pos, spans, false};
+        specs.clear();
+        for (int b = 0; on_gpu && b < B; ++b) {
+          deepinfer::sample::SamplingParams sp;
+          sp.temperature = 0.8f;
+          sp.top_p = 0.9f;
+          specs.push_back(deepinfer::sample::make_sample_spec(
+              sp, {7, static_cast<uint64_t>(s), static_cast<uint32_t>(b)}));
+        }
+        step.sample_specs = specs;
         const auto t0 = Clock::now();
         if (auto st = model->forward(step, out); !st.ok()) {
           std::fprintf(stderr, "decode: %s\n", st.message().c_str());
@@ -289,6 +301,7 @@ int main(int argc, char** argv) {
       return times[times.size() / 2] * 1e3;
     };
     const double ms = decode_steps(steps, false);
+    const double sampled_ms = decode_steps(steps, false, true);
     double eager_ms = ms;
     if (graph_max_rows > 0) {
       (*gpu)->set_replay(false);
@@ -298,12 +311,13 @@ int main(int argc, char** argv) {
       (void)decode_steps(1, true);
     }
     const double floor_ms = wb.step_bytes(B) / (copy_gbps * 1e9) * 1e3;
-    std::printf("%-7d %12.2f %12.1f %14.3f %10.3f %12.2f %10.2f\n", B, ms, B / ms * 1e3, floor_ms,
-                floor_ms / ms, eager_ms, eager_ms / ms);
+    std::printf("%-7d %12.2f %12.1f %14.3f %10.3f %12.2f %10.2f %14.2f\n", B, ms, B / ms * 1e3,
+                floor_ms, floor_ms / ms, eager_ms, eager_ms / ms, sampled_ms);
     json << (first ? "" : ", ") << "{\"batch\": " << B << ", \"step_ms\": " << ms
          << ", \"tokens_per_s\": " << B / ms * 1e3 << ", \"floor_ms\": " << floor_ms
          << ", \"floor_over_ours\": " << floor_ms / ms << ", \"eager_step_ms\": " << eager_ms
-         << ", \"graph_max_rows\": " << graph_max_rows << "}";
+         << ", \"graph_max_rows\": " << graph_max_rows
+         << ", \"gpu_sampled_step_ms\": " << sampled_ms << "}";
     first = false;
   }
   {

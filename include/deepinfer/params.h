@@ -36,6 +36,11 @@ struct EngineOptions {
   // Host threads drawing the tokens of one step (the requests' draws are independent, results
   // identical for every count); 0: min(8, hardware threads). A GPU step waits for them.
   int sampling_threads = 0;
+  // Where the tokens of requests without grammar, penalties, logprobs or (still active)
+  // min_tokens are drawn: "auto" on the backend when its memory is a device's (a GPU returns
+  // token ids instead of vocabulary-sized logits rows), "backend" always, "host" never. The
+  // tokens are the same bits either way (sample/sample_spec.h, kernels/cuda/sample).
+  std::string sample_on = "auto";
   // "opt" (CPU), "ref" (the FP32 oracle: slow, tests), "cuda"; empty: DEEPINFER_ACCELERATOR
   // (auto = CPU).
   std::string backend;

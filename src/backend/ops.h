@@ -33,6 +33,7 @@
 #include "backend/mat.h"
 #include "backend/weight_ref.h"
 #include "base/status.h"
+#include "sample/sample_spec.h"
 
 namespace deepinfer::backend {
 
@@ -122,6 +123,10 @@ struct MoeOpts {
   // backend then need not read the ids back to group the rows (no host synchronisation).
   bool single_expert = false;
 };
+
+using sample::SampleSpec;
+using sample::kSampleNoToken;
+using sample::kSampleNonFinite;
 
 // Thrown by Ops::allocate when the backend's memory is exhausted; the message names the backend,
 // the size asked for and what is free. It is the one failure an op can meet at run time (the
@@ -261,6 +266,12 @@ class Ops {
   // default is host copies.
   virtual void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                             int64_t cols);
+
+  // tokens[i] = the token row i of `logits` [R, V] draws under specs[i] (sample/sample_spec.h), or
+  // kSampleNoToken / kSampleNonFinite. Exactly the host Sampler's token for the same row
+  // (the default runs the host processors, downloading the rows from a device backend first).
+  // tokens is a host array.
+  virtual void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens);
 
   // indexer_scores over rows that read different key matrices (the sequences of one step, so
   // one call scores every CSA query of the step): row t scores keys[t] (a matrix of this

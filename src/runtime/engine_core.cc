@@ -54,6 +54,11 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
                             std::to_string(options.sampling_threads) +
                             ": give 0 (automatic) or a thread count");
   }
+  if (options.sample_on != "auto" && options.sample_on != "backend" &&
+      options.sample_on != "host") {
+    return invalid_argument("EngineOptions.sample_on is '" + options.sample_on +
+                            "': give auto, backend or host");
+  }
   if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return invalid_argument("EngineOptions: max_num_seqs and max_num_batched_tokens must be >= 1");
   }
@@ -128,6 +133,8 @@ EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Mo
           ? options.sampling_threads
           : std::min(8, std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
   if (sampling_threads > 1) sampling_pool_ = std::make_unique<ThreadPool>(sampling_threads);
+  backend_sampling_ = options.sample_on == "backend" ||
+                      (options.sample_on == "auto" && ops_ != nullptr && !ops_->host_memory());
   executor_ = std::make_unique<StepExecutor>(options.async_scheduling);
 }
 
@@ -145,7 +152,8 @@ std::string EngineCore::describe() const {
          std::to_string(kv.pool().num_blocks()) + " blocks of " + std::to_string(kv.block_size()) +
          " tokens, prefix caching " + (block_size_ > 0 ? "on" : "off") + ", scheduling " +
          (async_scheduling() ? "async" : "sync") + ", batch-invariant " +
-         (batch_invariant_ ? "on" : "off");
+         (batch_invariant_ ? "on" : "off") + ", sampling on " +
+         (backend_sampling_ ? "the backend" : "the host");
 }
 
 Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(

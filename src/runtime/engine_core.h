@@ -193,6 +193,11 @@ class EngineCore {
   void execute_unguarded(StepJob& job);
   void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
                   sample::Sampler& sampler, Sampled& out);
+  // The draw specs of the step's logits rows when every one of them may be drawn by the backend
+  // (sample/sample_spec.h), else empty (the host samples the step).
+  void backend_sample_specs(const StepJob& job);
+  // A token drawn (by the host Sampler or the backend) for e: grammar, history, output.
+  void accept_token(SeqExec& e, int32_t token, Sampled& out);
   // One logits row waiting for its draw; sample_pending draws them all (on the sampling pool
   // when there are several) and appends the results to job.sampled in this order.
   struct PendingSample {
@@ -241,6 +246,8 @@ class EngineCore {
 
   // Executor-only scratch, reused.
   std::vector<PendingSample> pending_samples_;
+  bool backend_sampling_ = false;  // EngineOptions::sample_on
+  std::vector<sample::SampleSpec> sample_specs_;
   // Draws of one round in parallel: a request's draw depends only on its own row and state
   // (sampler.h), so the results are those of the serial loop. Null: sampling_threads 1.
   std::unique_ptr<ThreadPool> sampling_pool_;

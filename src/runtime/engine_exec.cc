@@ -88,7 +88,44 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
     out.error = "sampling failed: " + r.status().message();
     return;
   }
-  const int32_t token = r->token;
+  accept_token(e, r->token, out);
+  if (!out.has_token) return;
+  if (r->has_logprobs) {
+    TokenLogprobs lp;
+    lp.token = r->token;
+    lp.logprob = r->logprob;
+    lp.rank = r->rank;
+    for (const auto& t : r->top) lp.top.emplace_back(t.token, t.logprob);
+    out.logprobs = std::move(lp);
+  }
+}
+
+void EngineCore::backend_sample_specs(const StepJob& job) {
+  sample_specs_.clear();
+  if (!backend_sampling_) return;
+  for (size_t k = 0; k < spans_.size(); ++k) {
+    if (spans_[k].logits == model::deepseek_v4::LogitsWanted::kNone) continue;
+    const SeqExec& e = *job.seqs[order_[k]];
+    const uint64_t position = static_cast<uint64_t>(e.num_sampled);
+    if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false)) {
+      sample_specs_.clear();  // one row needs the host: the host draws the whole step
+      return;
+    }
+    sample_specs_.push_back(sample::make_sample_spec(
+        *e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
+  }
+}
+
+void EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
+  const SamplingParams& params = *e.params;
+  if (token == sample::kSampleNonFinite) {
+    out.error = "sampling failed: the model produced a non-finite logits row (NaN or +inf)";
+    return;
+  }
+  if (token < 0) {
+    out.error = "sampling failed: no token can be sampled: every logit is -inf";
+    return;
+  }
   if (e.matcher) {
     e.mask_ready = false;
     if (!e.matcher->accept_token(token)) {
@@ -110,14 +147,6 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
   out.has_token = true;
   out.token = token;
   out.grammar_done = e.grammar_done;
-  if (r->has_logprobs) {
-    TokenLogprobs lp;
-    lp.token = token;
-    lp.logprob = r->logprob;
-    lp.rank = r->rank;
-    for (const auto& t : r->top) lp.top.emplace_back(t.token, t.logprob);
-    out.logprobs = std::move(lp);
-  }
 }
 
 // Prefix caching, the executor's half (docs/engine.md "Prefix caching in the runtime"). The
@@ -281,6 +310,8 @@ void EngineCore::execute_unguarded(StepJob& job) {
     in.token_ids = ids;
     in.positions = pos;
     in.sequences = spans_;
+    backend_sample_specs(job);
+    in.sample_specs = sample_specs_;
     const auto t0 = Clock::now();
     const Status st =
         stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_.forward(in, step_out_);
@@ -311,7 +342,11 @@ void EngineCore::execute_unguarded(StepJob& job) {
           save_snapshot(win.ids[static_cast<size_t>(j)], *e.cache);
         }
       }
-      if (spans_[k].logits != LogitsWanted::kNone) {
+      if (spans_[k].logits != LogitsWanted::kNone && !sample_specs_.empty()) {
+        Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
+        s.id = sr.id;
+        accept_token(e, step_out_.sampled[static_cast<size_t>(row++)], s);
+      } else if (spans_[k].logits != LogitsWanted::kNone) {
         const std::span<const float> logits(step_out_.logits.data() + row * V,
                                             static_cast<size_t>(V));
         ++row;

@@ -438,6 +438,29 @@ void CudaOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView&
   if (!dev) store_ints(dids, ids, x.rows * k);
 }
 
+void CudaOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {
+  DI_CHECK(static_cast<int64_t>(specs.size()) == logits.rows);
+  if (logits.rows == 0) return;
+  arena().reset();
+  std::vector<kc::SampleSpecDev> dev(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const SampleSpec& s = specs[i];
+    dev[i] = {s.greedy ? 1 : 0, s.temperature, s.min_p, s.log_min_p, s.top_k, s.top_p, s.u};
+  }
+  const auto* dspecs =
+      static_cast<const kc::SampleSpecDev*>(stage(dev.data(), dev.size() * sizeof(dev[0])));
+  void* scratch =
+      arena().alloc(static_cast<size_t>(kc::sample_scratch_bytes(logits.rows, logits.cols)));
+  int32_t* dtok = arena().alloc_n<int32_t>(logits.rows);
+  kc::launch_sample(md(logits), dspecs, scratch, dtok, stream_);
+  store_ints(dtok, tokens, logits.rows);
+  for (int64_t r = 0; r < logits.rows; ++r) {
+    if (tokens[r] == kc::kSampleToHostDev) {
+      Ops::sample(logits.rows_slice(r, 1), specs.subspan(static_cast<size_t>(r), 1), tokens + r);
+    }
+  }
+}
+
 void CudaOps::swiglu(CMat a, CMat b, float limit, Mat out) {
   DI_CHECK(a.rows == b.rows && a.cols == b.cols && out.rows == a.rows && out.cols == a.cols);
   kc::launch_swiglu(md(a), md(b), limit, md(out), stream_);

@@ -106,6 +106,24 @@ void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int 
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream);
 
+// ---- sample/ ------------------------------------------------------------------------------
+// backend::SampleSpec as the kernel reads it; codes of backend/ops.h plus "left to the host".
+struct SampleSpecDev {
+  int32_t greedy = 1;
+  float temperature = 1.0f, min_p = 0.0f;
+  double log_min_p = 0.0;
+  int32_t top_k = 0;
+  float top_p = 1.0f;
+  double u = 0.0;
+};
+inline constexpr int32_t kSampleNoTokenDev = -1;
+inline constexpr int32_t kSampleNonFiniteDev = -2;
+inline constexpr int32_t kSampleToHostDev = -3;  // top_p candidates past shared memory
+int64_t sample_scratch_bytes(int64_t rows, int64_t vocab);
+// tokens: device [rows]; scratch: device, sample_scratch_bytes (8-byte aligned).
+void launch_sample(MatDesc logits, const SampleSpecDev* specs, void* scratch, int32_t* tokens,
+                   cudaStream_t stream);
+
 // ---- attention/ ---------------------------------------------------------------------------
 // Shared memory holds one query's L scores; L up to kMaxSparseKeys.
 inline constexpr int64_t kMaxSparseKeys = 8192;

@@ -80,7 +80,7 @@ struct Model::State {
   DenseBuffers eager, recorded;
   backend::Buffer head_in, head_y, logits_buf;
   backend::Buffer mtp_e, mtp_h, mtp_hidden;
-  std::vector<int32_t> mtp_pos, head_rows, row_host;
+  std::vector<int32_t> mtp_pos, head_row_ids, row_host;
   AttentionScratch attn;  // the attention cores' scratch (eager in every step)
   // recorded's buffers when its units were recorded: a change means they moved.
   std::vector<std::pair<const void*, size_t>> recorded_print;
@@ -245,16 +245,15 @@ struct Model::State {
     for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
   }
 
-  // logits [R, V] of the step rows `rows` of X, copied to the host.
-  void head_rows_to_host(CMat X, std::span<const int32_t> rows, std::vector<float>& out) {
+  // logits [R, V] of the step rows `rows` of X, in the backend's memory.
+  Mat head_rows(CMat X, std::span<const int32_t> rows) {
     const int64_t R = static_cast<int64_t>(rows.size()), nD = X.cols, V = cfg().vocab_size;
-    out.resize(static_cast<size_t>(R * V));
-    if (R == 0) return;
+    Mat lg(fit(logits_buf, R * V), R, V);
+    if (R == 0) return lg;
     Mat Xs(fit(head_in, R * nD), R, nD);
     ops->copy_rows(X, rows.data(), Xs);
-    Mat lg(fit(logits_buf, R * V), R, V);
     head(w.head, Xs, lg);
-    ops->download(out.data(), lg.data, out.size() * sizeof(float));
+    return lg;
   }
 
   Status validate(const StepInputs& in, bool mtp) const {
@@ -432,11 +431,24 @@ Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
     for (int64_t r = first; r < sq.begin + sq.count; ++r) out.logit_row_of.push_back(r);
   }
   out.logit_rows = static_cast<int64_t>(out.logit_row_of.size());
-  int32_t* rows = fit_n(s.head_rows, out.logit_rows);
+  int32_t* rows = fit_n(s.head_row_ids, out.logit_rows);
   for (int64_t i = 0; i < out.logit_rows; ++i) {
     rows[i] = static_cast<int32_t>(out.logit_row_of[static_cast<size_t>(i)]);
   }
-  s.head_rows_to_host(X, {rows, static_cast<size_t>(out.logit_rows)}, out.logits);
+  if (!in.sample_specs.empty() &&
+      static_cast<int64_t>(in.sample_specs.size()) != out.logit_rows) {
+    return invalid_argument("step asks for " + std::to_string(in.sample_specs.size()) +
+                            " draws but has " + std::to_string(out.logit_rows) + " logits rows");
+  }
+  const Mat lg = s.head_rows(X, {rows, static_cast<size_t>(out.logit_rows)});
+  if (in.sample_specs.empty()) {
+    out.sampled.clear();
+    backend::download_mat(*s.ops, lg, out.logits);
+  } else {
+    out.logits.clear();
+    out.sampled.resize(static_cast<size_t>(out.logit_rows));
+    if (out.logit_rows > 0) s.ops->sample(lg, in.sample_specs, out.sampled.data());
+  }
   if (in.keep_hidden) {
     backend::download_mat(*s.ops, CMat(X).rows_slice(0, M), out.hidden);
   } else {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/deepseek_v4/cache.h"
+#include "sample/sample_spec.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -29,12 +30,19 @@ struct StepInputs {
   std::span<const int32_t> positions;  // [M], absolute
   std::span<const SequenceSpan> sequences;
   bool keep_hidden = false;  // return the final residual streams of every row (MTP input)
+  // Non-empty: one draw per logits row (in StepOutputs::logit_row_of order), run by the backend
+  // next to its logits (Ops::sample: a GPU returns token ids, not vocabulary-sized rows), into
+  // StepOutputs::sampled; logits are then not returned.
+  std::span<const sample::SampleSpec> sample_specs = {};
 };
 
 struct StepOutputs {
   // Logits of the rows asked for, sequence by sequence in step order, row-major [rows, vocab].
   std::vector<float> logits;
   int64_t logit_rows = 0;
+  // With StepInputs::sample_specs: the token (or sample::kSampleNoToken / kSampleNonFinite) of
+  // each logits row, instead of the logits.
+  std::vector<int32_t> sampled;
   std::vector<int64_t> logit_row_of;  // step row of each logits row
   // With keep_hidden: final streams [M, hc_mult · hidden] (after the last layer, before hc_head).
   std::vector<float> hidden;

@@ -40,6 +40,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "model/deepseek_v4/model.h"
+#include "sample_cases.h"
 #include "serve_pattern.h"
 
 namespace {
@@ -349,6 +350,47 @@ void check_batch_invariance(const std::string& root, const std::string& config,
   std::printf("  %-44s checked\n", (tag + "alone vs in batches").c_str());
 }
 
+// Tokens drawn on the GPU with the forward (StepInputs::sample_specs) == the host's draws
+// (Ops::sample's default, the host Sampler's pipeline) from the same step's logits: two sets of
+// identical sequences take the same decode step, one returning logits, one drawing.
+void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
+                        deepinfer::backend::Ops& gpu) {
+  const std::string dir = root + "/tests/data/model/v4_tiny_a/official_quant";
+  auto m = Model::load(dir, gpu);
+  if (!m.ok()) {
+    check(false, "load " + dir);
+    return;
+  }
+  const int64_t V = m->vocab_size(), n = 9;
+  const std::vector<int32_t> prompt = random_ids(30, V, 51);
+  std::vector<SequenceCache> a, b;
+  for (int64_t i = 0; i < n; ++i) {
+    a.push_back(m->new_sequence());
+    b.push_back(m->new_sequence());
+    (void)m->extend(a.back(), prompt);
+    (void)m->extend(b.back(), prompt);
+  }
+  const std::vector<int32_t> ids(static_cast<size_t>(n), 7), pos(static_cast<size_t>(n), 30);
+  std::vector<SequenceSpan> sa, sb;
+  for (int64_t i = 0; i < n; ++i) {
+    sa.push_back({&a[static_cast<size_t>(i)], i, 1, LogitsWanted::kLast});
+    sb.push_back({&b[static_cast<size_t>(i)], i, 1, LogitsWanted::kLast});
+  }
+  const auto cases = deepinfer::backend::testing::sample_cases(n);
+  const auto specs = deepinfer::backend::testing::sample_specs(cases);
+  StepOutputs with_logits, drawn;
+  const bool ok1 = m->forward(StepInputs{ids, pos, sa, false}, with_logits).ok();
+  StepInputs in{ids, pos, sb, false};
+  in.sample_specs = specs;
+  const bool ok2 = m->forward(in, drawn).ok();
+  std::vector<int32_t> want(static_cast<size_t>(n), -7);
+  if (ok1) cpu.sample({with_logits.logits.data(), n, V}, specs, want.data());
+  check(ok1 && ok2 && drawn.logits.empty() && drawn.sampled == want,
+        "tokens drawn on the GPU == host draws from the same logits");
+  std::printf("  %-44s %s\n", "gpu sampling (9 filters) vs host draws",
+              ok1 && ok2 && drawn.sampled == want ? "equal" : "<-- FAIL");
+}
+
 // CUDA graphs: replayed == replay off (bitwise), nothing refused, and close to the CPU.
 void check_recorded(const std::string& root, const std::string& config, const std::string& variant,
                     deepinfer::backend::Ops& cpu, deepinfer::backend::cuda::CudaOps& gpu_rec) {
@@ -415,6 +457,7 @@ int main(int argc, char** argv) {
     }
   }
   check_trained_default(root, *cpu, **gpu);
+  check_gpu_sampling(root, *cpu, **gpu);
   auto gpu_bi = deepinfer::backend::cuda::CudaOps::create(0, /*batch_invariant=*/true);
   if (!gpu_bi.ok()) {
     std::printf("FAIL: %s\n", gpu_bi.status().message().c_str());

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cuda_test_util.h"
+#include "sample_cases.h"
 
 namespace deepinfer::backend::cuda_test {
 namespace {
@@ -425,6 +426,22 @@ CUDA_CASE(moe_experts) {
           }
         }
       }
+  }
+}
+
+// Ops::sample on the GPU draws the host default's tokens (itself the host Sampler's: ops_test
+// OpsSample), for every filter and both vocabulary sizes, rows resident on the device.
+CUDA_CASE(sample) {
+  for (int64_t vocab : {1000, 129280}) {
+    const int64_t rows = vocab > 100000 ? 40 : 47;
+    const std::vector<float> logits = testing::sample_rows(ctx.rng, rows, vocab);
+    const std::vector<testing::SampleCase> cases = testing::sample_cases(rows);
+    const std::vector<SampleSpec> specs = testing::sample_specs(cases);
+    std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), -7);
+    ctx.ref->sample(CMat{logits.data(), rows, vocab}, specs, want.data());
+    const cuda::DeviceBuffer dl = dev_array(logits);
+    ctx.gpu->sample(CMat{dl.as<float>(), rows, vocab}, specs, got.data());
+    equal_ints(ctx, "sample vocab=" + std::to_string(vocab), got, want);
   }
 }
 

@@ -73,6 +73,47 @@ TEST(AsyncEngine, GreedySeededNSamplesAndStopIdsMatchSync) {
   expect_same(sync, run_requests(o, reqs));
 }
 
+// Draws on the backend (EngineOptions::sample_on = "backend"; on the CPU the backend's default
+// Ops::sample, on a GPU the kernel) give the host Sampler's tokens: greedy, every filter, n > 1,
+// min_tokens (host until it is reached), and steps that a logprobs request sends to the host.
+TEST(AsyncEngine, BackendSamplingEqualsHostSampling) {
+  std::vector<Req> reqs;
+  for (int i = 0; i < 7; ++i) {
+    Req r;
+    r.ids = prompt(2 + 3 * i, 40 + i);
+    r.params = greedy(10 + i);
+    if (i > 0) {
+      r.params.temperature = 0.6f + 0.2f * static_cast<float>(i % 3);
+      r.params.seq_seed = 500 + static_cast<uint64_t>(i);
+    }
+    if (i == 2) r.params.top_k = 7;
+    if (i == 3) r.params.top_p = 0.8f;
+    if (i == 4) r.params.min_p = 0.1f;
+    if (i == 5) r.params.n = 2;
+    if (i == 6) r.params.min_tokens = 4;
+    reqs.push_back(r);
+  }
+  EngineOptions o;
+  o.model_dir = tiny_dir();
+  o.max_num_batched_tokens = 9;
+  o.sample_on = "host";
+  const EngineRun host = run_requests(o, reqs);
+  o.sample_on = "backend";
+  const EngineRun dev = run_requests(o, reqs);
+  EXPECT_NE(dev.describe.find("sampling on the backend"), std::string::npos) << dev.describe;
+  expect_same(host, dev);
+  // With a logprobs request in the mix, its steps are drawn on the host, the rest on the backend.
+  reqs.push_back({});
+  reqs.back().ids = prompt(5, 77);
+  reqs.back().params = seeded(9, 12);
+  o.sample_on = "host";
+  const EngineRun host2 = run_requests(o, reqs);
+  o.sample_on = "backend";
+  expect_same(host2, run_requests(o, reqs));
+  o.sample_on = "gpu";
+  EXPECT_FALSE(Engine::create(o).ok());
+}
+
 TEST(AsyncEngine, StarvedPoolPreemptsAndStillMatchesSync) {
   EngineOptions o;
   o.model_dir = tiny_dir();
