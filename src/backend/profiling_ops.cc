@@ -131,6 +131,9 @@ void ProfilingOps::moe_experts(CMat x, const int32_t* ids, CMat w, int k,
 void ProfilingOps::rms_norm_bf16(Mat x, int64_t g, float eps) {
   timed("rms_norm_bf16", [&] { inner_.rms_norm_bf16(x, g, eps); });
 }
+void ProfilingOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {
+  timed("sample", [&] { inner_.sample(logits, specs, tokens); });
+}
 void ProfilingOps::gather_rows(std::span<const float* const> rows, Mat dst) {
   timed("gather_rows", [&] { inner_.gather_rows(rows, dst); });
 }
