@@ -211,7 +211,8 @@ void bind_engine(nb::module_& m) {
              int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
              int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
              std::optional<bool> batch_invariant, bool enable_prefix_caching,
-             int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads) {
+             int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
+             const std::string& sample_on) {
             EngineOptions o;
             o.model_dir = model_dir;
             o.tokenizer_path = tokenizer_path;
@@ -227,6 +228,7 @@ void bind_engine(nb::module_& m) {
             o.prefix_cache_bytes = prefix_cache_bytes;
             o.backend = backend;  // "": DEEPINFER_ACCELERATOR
             o.sampling_threads = sampling_threads;
+            o.sample_on = sample_on;
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -240,7 +242,7 @@ void bind_engine(nb::module_& m) {
           nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
           nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
           nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
-          nb::arg("backend") = "", nb::arg("sampling_threads") = 0)
+          nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto")
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

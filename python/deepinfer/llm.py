@@ -175,6 +175,7 @@ class LLM:
         prefix_cache_bytes: int | None = None,
         backend: str | None = None,
         sampling_threads: int | None = None,
+        sample_on: str = "auto",
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -182,14 +183,16 @@ class LLM:
         # prefix_cache_bytes bounds the state snapshots kept for it (None: 1 GiB).
         # backend: "opt" (CPU), "ref" (the FP32 oracle), "cuda"; None: DEEPINFER_ACCELERATOR.
         # sampling_threads: host threads drawing a step's tokens (None: min(8, cores)); the
-        # outputs do not depend on it.
+        # outputs do not depend on it. sample_on: "auto" (draw on a GPU backend when the step's
+        # requests need no grammar, penalties, logprobs or min_tokens), "backend", "host"; the
+        # tokens are the same either way.
         self.model_dir = resolve_model_dir(model)
         self._engine = _core.Engine(
             self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
             -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
             bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "",
-            sampling_threads or 0)
+            sampling_threads or 0, sample_on)
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -244,3 +244,17 @@ def test_sampling_threads_do_not_change_outputs(repo_dir):
         runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
                      for o in outs])
     assert runs[0] == runs[1] == runs[2]
+
+
+def test_sample_on_backend_gives_the_host_tokens(repo_dir):
+    # Draws on the backend (Ops::sample; the CPU's default here, a GPU's kernel there) are the
+    # host Sampler's tokens; a request with logprobs sends its steps to the host.
+    params = [SamplingParams(temperature=0.8, top_k=20, top_p=0.9, seed=s, max_tokens=6,
+                             ignore_eos=True) for s in range(len(PROMPTS))]
+    params[0] = SamplingParams(temperature=0.8, seed=3, max_tokens=6, logprobs=1, ignore_eos=True)
+    runs = [[o.outputs[0].token_ids for o in
+             LLM(str(repo_dir / TINY), num_threads=1, sample_on=where).generate(
+                 PROMPTS, params, use_tqdm=False)] for where in ("host", "backend")]
+    assert runs[0] == runs[1]
+    with pytest.raises(ValueError, match="sample_on"):
+        LLM(str(repo_dir / TINY), sample_on="gpu")
