@@ -48,20 +48,17 @@ __device__ void hc_logits(const float* dots, int64_t len, const HcDesc& p, int r
 }
 
 // pre, post and the Sinkhorn-normalised comb of one token, on one thread, in the reference's
-// order. N > 0: n == N at compile time, so the loops unroll and C lives in registers (with a
-// run-time n it is indexed memory: ~60 us per call for V4's n = 4 and 20 iterations).
-template <int N>
-__device__ void hc_mix(int n_rt, const float* mu, const HcDesc& p, float* pre, float* post,
+// order, for any n <= kMaxHcStreams (n = 4, V4's, takes hc_mix4_warp below: same bits).
+__device__ void hc_mix(int n, const float* mu, const HcDesc& p, float* pre, float* post,
                        float* comb) {
-  const int n = N > 0 ? N : n_rt;
   const float eps = p.hc_eps;
 #pragma unroll
-  for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i) {
+  for (int i = 0; i < kMaxHcStreams; ++i) {
     if (i >= n) break;
     pre[i] = sigmoid_d(mu[i] * p.scale[0] + p.base[i]) + eps;
     post[i] = 2.0f * sigmoid_d(mu[n + i] * p.scale[1] + p.base[n + i]);
   }
-  constexpr int kC = N > 0 ? N * N : kMaxHcStreams * kMaxHcStreams;
+  constexpr int kC = kMaxHcStreams * kMaxHcStreams;
   float C[kC];
 #pragma unroll
   for (int i = 0; i < kC; ++i) {
@@ -69,18 +66,18 @@ __device__ void hc_mix(int n_rt, const float* mu, const HcDesc& p, float* pre, f
     C[i] = mu[2 * n + i] * p.scale[2] + p.base[2 * n + i];
   }
 #pragma unroll
-  for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i) {  // softmax over j, then + eps
+  for (int i = 0; i < kMaxHcStreams; ++i) {  // softmax over j, then + eps
     if (i >= n) break;
     float mx = C[i * n];
 #pragma unroll
-    for (int j = 1; j < (N > 0 ? N : kMaxHcStreams); ++j)
+    for (int j = 1; j < kMaxHcStreams; ++j)
       if (j < n) mx = fmaxf(mx, C[i * n + j]);
     float s = 0.0f;
 #pragma unroll
-    for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+    for (int j = 0; j < kMaxHcStreams; ++j)
       if (j < n) s += (C[i * n + j] = expf(C[i * n + j] - mx));
 #pragma unroll
-    for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+    for (int j = 0; j < kMaxHcStreams; ++j)
       if (j < n) C[i * n + j] = C[i * n + j] / s + eps;
   }
   // The reference normalises columns once even for iters <= 1.
@@ -88,26 +85,26 @@ __device__ void hc_mix(int n_rt, const float* mu, const HcDesc& p, float* pre, f
   for (int it = 0; it < iters; ++it) {
     if (it > 0) {
 #pragma unroll
-      for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i) {
+      for (int i = 0; i < kMaxHcStreams; ++i) {
         if (i >= n) break;
         float s = 0.0f;
 #pragma unroll
-        for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+        for (int j = 0; j < kMaxHcStreams; ++j)
           if (j < n) s += C[i * n + j];
 #pragma unroll
-        for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j)
+        for (int j = 0; j < kMaxHcStreams; ++j)
           if (j < n) C[i * n + j] /= s + eps;
       }
     }
 #pragma unroll
-    for (int j = 0; j < (N > 0 ? N : kMaxHcStreams); ++j) {
+    for (int j = 0; j < kMaxHcStreams; ++j) {
       if (j >= n) break;
       float s = 0.0f;
 #pragma unroll
-      for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i)
+      for (int i = 0; i < kMaxHcStreams; ++i)
         if (i < n) s += C[i * n + j];
 #pragma unroll
-      for (int i = 0; i < (N > 0 ? N : kMaxHcStreams); ++i)
+      for (int i = 0; i < kMaxHcStreams; ++i)
         if (i < n) C[i * n + j] /= s + eps;
     }
   }
@@ -119,8 +116,8 @@ __device__ void hc_mix(int n_rt, const float* mu, const HcDesc& p, float* pre, f
 }
 
 // hc_mix for n = 4 on warp 0: lane i·4 + j holds C_ij (lanes 16..31 mirror 0..15), every sum
-// is gathered by shuffles and added in hc_mix's order, so the bits are hc_mix's, in ~1/20 of the
-// time of one thread walking the 20 Sinkhorn iterations.
+// is gathered by shuffles and added in hc_mix's order, so the bits are hc_mix's (hc_pre at batch
+// 1, 8 calls synchronised one by one: 0.45 -> 0.26 ms, bench/results/*_stop11.log).
 __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float* post,
                              float* comb) {
   constexpr unsigned kAll = 0xffffffffu;
@@ -168,7 +165,7 @@ __global__ void __launch_bounds__(kThreads)
   if (n == 4) {
     if (threadIdx.x < 32) hc_mix4_warp(mu, p, pre, pm, cm);
   } else if (threadIdx.x == 0) {
-    hc_mix<0>(n, mu, p, pre, pm, cm);
+    hc_mix(n, mu, p, pre, pm, cm);
   }
   __syncthreads();
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
