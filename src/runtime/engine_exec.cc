@@ -102,7 +102,7 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
 
 void EngineCore::backend_sample_specs(const StepJob& job) {
   sample_specs_.clear();
-  if (!backend_sampling_) return;
+  if (!backend_sampling_ || stand_in_forward_) return;  // a stand-in forward returns logits
   for (size_t k = 0; k < spans_.size(); ++k) {
     if (spans_[k].logits == model::deepseek_v4::LogitsWanted::kNone) continue;
     const SeqExec& e = *job.seqs[order_[k]];
