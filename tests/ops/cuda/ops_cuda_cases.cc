@@ -262,8 +262,9 @@ CUDA_CASE(hadamard_any_width_and_bf16_head_norm) {
   }
 }
 
+// n = 4 (V4's) takes the warp Sinkhorn, n = 3 the one-thread one (hc.cu).
 CUDA_CASE(hyper_connections) {
-  const int n = 4;
+  for (int n : {4, 3})
   for (int64_t D : {256, 4096}) {
     const Buf fn = random_buf(ctx.rng, (2 + n) * n, n * D, -0.05f, 0.05f);
     const Buf base = random_buf(ctx.rng, 1, (2 + n) * n),
@@ -283,7 +284,8 @@ CUDA_CASE(hyper_connections) {
       for (const HcParams* p : {&dp, &dp_host_small}) {
         DBuf dy = dev_poisoned(M, D), dpost = dev_poisoned(M, n), dcomb = dev_poisoned(M, n * n, 1);
         ctx.gpu->hc_pre(dx.cmat(), *p, dy.mat(), dpost.mat(), dcomb.mat());
-        const std::string t = "hc_pre D=" + std::to_string(D) + " M=" + std::to_string(M) +
+        const std::string t = "hc_pre n=" + std::to_string(n) + " D=" + std::to_string(D) +
+                              " M=" + std::to_string(M) +
                               (p == &dp ? "" : " host params");
         close(ctx, t + " y", dy.download(), y.v, 1e-5);
         close(ctx, t + " post", dpost.download(), post.v, 1e-5);
