@@ -209,6 +209,15 @@ TEST(ModelEquivalence, StepErrors) {
   EXPECT_EQ(dup.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(dup.message().find("same sequence cache twice"), std::string::npos) << dup.message();
   EXPECT_EQ(seq.length(), 0);
+  // Draws that do not match the logits rows: refused before the cache moves.
+  const int32_t zero[] = {0};
+  const sample::SampleSpec specs[2];
+  StepInputs two_draws{ids, zero, {&span, 1}, false};
+  two_draws.sample_specs = specs;
+  const Status draws = m->forward(two_draws, out);
+  EXPECT_EQ(draws.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(draws.message().find("one SampleSpec per row"), std::string::npos) << draws.message();
+  EXPECT_EQ(seq.length(), 0);
   // MTP on a checkpoint without mtp.* tensors.
   auto mb = load_model("v4_tiny_b", "hf_fp32", opt_ops());
   ASSERT_NE(mb, nullptr);

@@ -438,6 +438,9 @@ void CudaOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView&
   if (!dev) store_ints(dids, ids, x.rows * k);
 }
 
+static_assert(kc::kSampleNoTokenDev == kSampleNoToken && kc::kSampleNonFiniteDev == kSampleNonFinite,
+              "the sampling kernel's codes are Ops::sample's");
+
 void CudaOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {
   DI_CHECK(static_cast<int64_t>(specs.size()) == logits.rows);
   if (logits.rows == 0) return;

@@ -85,8 +85,7 @@ const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> ex
     if (!buf.ok())
       throw OutOfMemory("GPU memory exhausted (expert table): " + buf.status().message());
     DI_CUDA_CHECK(cudaMemcpy(buf->data(), t.data(), bytes, cudaMemcpyHostToDevice));
-    synchronize();  // kernels of an earlier list at this address may still read the old table
-    slot.device = std::move(*buf);
+    slot.device = std::move(*buf);  // frees the old table: cudaFree waits for its readers
     slot.host = std::move(t);
   }
   return slot.device.as<const kc::GroupedExpert>();

@@ -410,6 +410,21 @@ Status Model::forward(const StepInputs& in, StepOutputs& out) {
 Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   State& s = *s_;
   DI_TRY(s.validate(in, false));
+  // The logits rows (and their draws) are checked before anything runs: a refused step leaves
+  // every cache as it was.
+  out.logit_row_of.clear();
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0 || sq.logits == LogitsWanted::kNone) continue;
+    const int64_t first = sq.logits == LogitsWanted::kAll ? sq.begin : sq.begin + sq.count - 1;
+    for (int64_t r = first; r < sq.begin + sq.count; ++r) out.logit_row_of.push_back(r);
+  }
+  out.logit_rows = static_cast<int64_t>(out.logit_row_of.size());
+  if (!in.sample_specs.empty() &&
+      static_cast<int64_t>(in.sample_specs.size()) != out.logit_rows) {
+    return invalid_argument("step asks for " + std::to_string(in.sample_specs.size()) +
+                            " draws but has " + std::to_string(out.logit_rows) +
+                            " logits rows: give one SampleSpec per row that wants logits");
+  }
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
   const int64_t max_rows = s.ops->record_max_rows();
@@ -424,21 +439,9 @@ Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   }
   for (const SequenceSpan& sq : in.sequences) sq.cache->advance(sq.count);
 
-  out.logit_row_of.clear();
-  for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count == 0 || sq.logits == LogitsWanted::kNone) continue;
-    const int64_t first = sq.logits == LogitsWanted::kAll ? sq.begin : sq.begin + sq.count - 1;
-    for (int64_t r = first; r < sq.begin + sq.count; ++r) out.logit_row_of.push_back(r);
-  }
-  out.logit_rows = static_cast<int64_t>(out.logit_row_of.size());
   int32_t* rows = fit_n(s.head_row_ids, out.logit_rows);
   for (int64_t i = 0; i < out.logit_rows; ++i) {
     rows[i] = static_cast<int32_t>(out.logit_row_of[static_cast<size_t>(i)]);
-  }
-  if (!in.sample_specs.empty() &&
-      static_cast<int64_t>(in.sample_specs.size()) != out.logit_rows) {
-    return invalid_argument("step asks for " + std::to_string(in.sample_specs.size()) +
-                            " draws but has " + std::to_string(out.logit_rows) + " logits rows");
   }
   const Mat lg = s.head_rows(X, {rows, static_cast<size_t>(out.logit_rows)});
   if (in.sample_specs.empty()) {
