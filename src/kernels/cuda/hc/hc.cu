@@ -116,8 +116,9 @@ __device__ void hc_mix(int n, const float* mu, const HcDesc& p, float* pre, floa
 }
 
 // hc_mix for n = 4 on warp 0: lane i·4 + j holds C_ij (lanes 16..31 mirror 0..15), every sum
-// is gathered by shuffles and added in hc_mix's order, so the bits are hc_mix's (hc_pre at batch
-// 1, 8 calls synchronised one by one: 0.45 -> 0.26 ms, bench/results/*_stop11.log).
+// is gathered by shuffles and added in hc_mix's order, so the bits are hc_mix's by construction
+// (decode_bench --profile, batch 1, hc_pre's 8 calls: 0.65 ms with the one-thread version,
+// bench/results/model_cuda_h200_2026-12-01_stop10.log; 0.26 ms, ..._stop11.log).
 __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float* post,
                              float* comb) {
   constexpr unsigned kAll = 0xffffffffu;
