@@ -111,10 +111,19 @@ DI_AVX2_FMA void relu_weighted_sum_avx2(const float* dots, int64_t ld, int64_t n
     }
     _mm256_storeu_ps(out + j, acc);
   }
-  for (; j < n; ++j) {
-    float s = 0.0f;
-    for (int64_t h = 0; h < n_heads; ++h) s += std::max(dots[h * ld + j], 0.0f) * w[h];
-    out[j] = s;
+  if (j < n) {
+    // The last n - j keys through the same vector operations as the body, masked: a scalar
+    // tail here would be contracted into FMAs (this function is compiled for FMA), and a key's
+    // score would then depend on its position in the call (a page boundary of the KV cache).
+    alignas(32) int32_t lanes[8];
+    for (int i = 0; i < 8; ++i) lanes[i] = j + i < n ? -1 : 0;
+    const __m256i mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    __m256 acc = zero;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const __m256 r = _mm256_max_ps(zero, _mm256_maskload_ps(dots + h * ld + j, mask));
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(r, _mm256_set1_ps(w[h])));
+    }
+    _mm256_maskstore_ps(out + j, mask, acc);
   }
 }
 #endif
