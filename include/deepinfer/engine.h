@@ -51,6 +51,11 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_restores = 0;
   int64_t prefix_recomputes = 0;
+  // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
+  // have taken from the backend (kept and recycled, never returned while the engine lives), and
+  // the most that sequences and prefix snapshots held at once, sampled after every step.
+  int64_t kv_bytes_reserved = 0;
+  int64_t kv_bytes_in_use_peak = 0;
 };
 
 class Engine {

@@ -294,6 +294,8 @@ void bind_engine(nb::module_& m) {
         d["prefix_hit_tokens"] = s.prefix_hit_tokens;
         d["prefix_restores"] = s.prefix_restores;
         d["prefix_recomputes"] = s.prefix_recomputes;
+        d["kv_bytes_reserved"] = s.kv_bytes_reserved;
+        d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;
         return d;
       });
 }

@@ -45,4 +45,22 @@ struct CMat {
   CMat rows_slice(int64_t r0, int64_t n) const { return {data + r0 * ld, n, cols, ld}; }
 };
 
+// Rows of a matrix kept in fixed-size pages (a paged KV cache's row list): row r is at
+// pages[r / page_rows] + (r % page_rows) * cols. `pages` is a host array of this backend's
+// addresses, owned by whoever made the view (model/deepseek_v4/cache.h PagedRows).
+struct PagedCMat {
+  const float* const* pages = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t page_rows = 1;
+
+  const float* row(int64_t r) const { return pages[r / page_rows] + (r % page_rows) * cols; }
+  int64_t num_pages() const { return (rows + page_rows - 1) / page_rows; }
+  // Rows [p · page_rows, ...) of page p, as a contiguous matrix.
+  CMat page(int64_t p) const {
+    const int64_t r0 = p * page_rows;
+    return {pages[p], (rows - r0) < page_rows ? rows - r0 : page_rows, cols};
+  }
+};
+
 }  // namespace deepinfer::backend

@@ -198,20 +198,34 @@ void Ops::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens
   }
 }
 
-void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
-                               const int32_t* visible, bool bf16_rounding, Mat scores) {
+void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
+                               std::span<const PagedCMat> keys, const int32_t* visible,
+                               bool bf16_rounding, Mat scores) {
   DI_CHECK(static_cast<int64_t>(keys.size()) == q.rows && weights.rows == q.rows &&
            scores.rows == q.rows);
+  std::vector<int32_t> page_visible;
   int64_t t0 = 0;
   while (t0 < q.rows) {
-    const CMat k = keys[static_cast<size_t>(t0)];
+    const PagedCMat k = keys[static_cast<size_t>(t0)];
     int64_t t1 = t0 + 1;
-    while (t1 < q.rows && keys[static_cast<size_t>(t1)].data == k.data) ++t1;
+    while (t1 < q.rows && keys[static_cast<size_t>(t1)].pages == k.pages &&
+           keys[static_cast<size_t>(t1)].rows == k.rows) {
+      ++t1;
+    }
     DI_CHECK(k.rows <= scores.cols);
-    if (k.rows > 0) {
-      indexer_scores(q.rows_slice(t0, t1 - t0), n_heads, weights.rows_slice(t0, t1 - t0), k,
-                     visible + t0, bf16_rounding,
-                     scores.rows_slice(t0, t1 - t0).cols_slice(0, k.rows));
+    const int64_t n = t1 - t0;
+    page_visible.resize(static_cast<size_t>(n));
+    for (int64_t p = 0; p < k.num_pages(); ++p) {
+      // Page p holds keys [r0, r0 + rows); a row sees the part of it below its visible count.
+      const CMat kp = k.page(p);
+      const int64_t r0 = p * k.page_rows;
+      for (int64_t i = 0; i < n; ++i) {
+        page_visible[static_cast<size_t>(i)] =
+            static_cast<int32_t>(std::clamp<int64_t>(visible[t0 + i] - r0, 0, kp.rows));
+      }
+      indexer_scores(q.rows_slice(t0, n), n_heads, weights.rows_slice(t0, n), kp,
+                     page_visible.data(), bf16_rounding,
+                     scores.rows_slice(t0, n).cols_slice(r0, kp.rows));
     }
     t0 = t1;
   }

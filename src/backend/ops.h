@@ -274,15 +274,16 @@ class Ops {
   virtual void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens);
 
   // indexer_scores over rows that read different key matrices (the sequences of one step, so
-  // one call scores every CSA query of the step): row t scores keys[t] (a matrix of this
-  // backend's memory with at least visible[t] rows of q.cols / n_heads floats; `keys` itself is
-  // a host array of M views). scores[t, w] for w < visible[t] is indexer_scores' value; the
-  // rest of the row is unspecified (topk reads only the visible part); scores.cols must cover
-  // every keys[t].rows. Each row's value is computed as by indexer_scores, whatever
-  // its companions (batch invariance). The default runs indexer_scores on every run of
-  // consecutive rows sharing a key matrix.
+  // one call scores every CSA query of the step): row t scores keys[t], a paged matrix (the
+  // sequence's index-key pages, in this backend's memory) with at least visible[t] rows of
+  // q.cols / n_heads floats; `keys` itself and each view's page table are host arrays.
+  // scores[t, w] for w < visible[t] is indexer_scores' value; the rest of the row is
+  // unspecified (topk reads only the visible part); scores.cols must cover every keys[t].rows.
+  // Each row's value is computed as by indexer_scores, whatever its companions and however the
+  // keys are paged (batch invariance). The default runs indexer_scores on every page of every
+  // run of consecutive rows sharing a page table.
   virtual void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
-                                    std::span<const CMat> keys, const int32_t* visible,
+                                    std::span<const PagedCMat> keys, const int32_t* visible,
                                     bool bf16_rounding, Mat scores);
 
   // ---- Memory (see the banner). Defaults: host memory. ---------------------------------------

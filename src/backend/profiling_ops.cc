@@ -105,7 +105,7 @@ void ProfilingOps::indexer_scores(CMat q, int64_t h, CMat w, CMat k, const int32
                                   Mat s) {
   timed("indexer_scores", [&] { inner_.indexer_scores(q, h, w, k, vis, bf, s); });
 }
-void ProfilingOps::indexer_scores_multi(CMat q, int64_t h, CMat w, std::span<const CMat> k,
+void ProfilingOps::indexer_scores_multi(CMat q, int64_t h, CMat w, std::span<const PagedCMat> k,
                                         const int32_t* vis, bool bf, Mat s) {
   timed("indexer_scores", [&] { inner_.indexer_scores_multi(q, h, w, k, vis, bf, s); });
 }

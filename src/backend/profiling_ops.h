@@ -56,7 +56,7 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void fake_quant_fp4(Mat x, int64_t block) override;
   void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
                       bool bf16_rounding, Mat scores) override;
-  void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
+  void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const PagedCMat> keys,
                             const int32_t* visible, bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
   void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,

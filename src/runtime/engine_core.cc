@@ -331,6 +331,9 @@ void EngineCore::process(StepJob& job) {
   stats_.sample_seconds += job.sample_seconds;
   stats_.prefix_restores += job.prefix_restores;
   stats_.prefix_recomputes += job.prefix_recomputes;
+  const backend::PagePool::Stats kv = model_.cache_memory();
+  stats_.kv_bytes_reserved = kv.bytes_reserved;
+  stats_.kv_bytes_in_use_peak = std::max(stats_.kv_bytes_in_use_peak, kv.bytes_in_use);
   for (const sched::ScheduledRequest& sr : job.plan.requests) {
     if (sr.first_chunk) stats_.prefix_hit_tokens += sr.num_prefix_hit;
   }

@@ -1,10 +1,15 @@
-// The cache containers of the forward pass (model/deepseek_v4/cache.h): ring semantics that
-// rollback relies on, and SequenceCache geometry per layer kind.
+// The cache containers of the forward pass (model/deepseek_v4/cache.h) over the page pools
+// (backend/page_pool.h): ring semantics that rollback relies on, paged row lists (rows never
+// move, pages recycled, clones share pages and copy a shared page before writing into it), and
+// the model on top: paging is storage only (the same bits for any page size), and a snapshot
+// that shares its pages with the live sequence leaves both exactly as recomputation would.
 #include <gtest/gtest.h>
 
+#include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/page_pool.h"
 #include "model/deepseek_v4/cache.h"
 #include "model_test_util.h"
 
@@ -29,21 +34,30 @@ void append(backend::Ops& ops, RowRing& ring, const std::vector<float>& rows, in
   ops.scatter_rows(src, dst, ring.width());
 }
 
-void append(backend::Ops& ops, RowList& list, const std::vector<float>& rows, int64_t n) {
-  float* at = list.claim(n);
-  std::vector<const float*> src;
+void append(backend::Ops& ops, PagedRows& list, int64_t first, int64_t n) {
+  const std::vector<float> rows = rows_from(first, n, list.width());
   std::vector<float*> dst;
-  for (int64_t r = 0; r < n; ++r) {
-    src.push_back(rows.data() + r * list.width());
-    dst.push_back(at + r * list.width());
-  }
+  list.claim(n, dst);
+  std::vector<const float*> src;
+  for (int64_t r = 0; r < n; ++r) src.push_back(rows.data() + r * list.width());
+  ASSERT_EQ(src.size(), dst.size());
   ops.scatter_rows(src, dst, list.width());
+}
+
+// Row r holds r * 10 + c in column c (rows_from), for every r < size.
+void expect_rows(const PagedRows& list, int64_t first_value_row = 0) {
+  for (int64_t r = 0; r < list.size(); ++r) {
+    for (int64_t c = 0; c < list.width(); ++c) {
+      ASSERT_EQ(list.row(r)[c], static_cast<float>((first_value_row + r) * 10 + c)) << r;
+    }
+  }
 }
 
 TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
   auto ops = backend::cpu::make_ref_ops();  // host memory: rows readable in place
+  backend::PagePools pools(*ops);
   RowRing ring;
-  ring.init(*ops, 4, 2);
+  ring.init(pools, 4, 2);
   std::vector<float> a = rows_from(0, 6, 2);  // more rows than the capacity in one append
   append(*ops, ring, a, 6);
   EXPECT_EQ(ring.size(), 6);
@@ -57,30 +71,103 @@ TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
   EXPECT_EQ(ring.row(4)[0], 1000.0f);
   EXPECT_EQ(ring.row(2)[0], 20.0f);
   EXPECT_EQ(ring.row(3)[0], 30.0f);
+  // A clone is a copy: appending to it leaves the original's rows alone.
+  RowRing copy = ring.clone();
+  std::vector<float> c = rows_from(200, 1, 2);
+  append(*ops, copy, c, 1);
+  EXPECT_EQ(copy.row(5)[0], 2000.0f);
+  EXPECT_EQ(ring.size(), 5);
+  EXPECT_EQ(ring.row(2)[0], 20.0f);
 }
 
-TEST(ModelCache, RowListGrowsKeepingItsRows) {
+TEST(ModelCache, PagedRowsGrowWithoutMovingAndRecyclePages) {
   auto ops = backend::cpu::make_ref_ops();
-  RowList list;
-  list.init(*ops, 3);
-  for (int64_t first = 0; first < 200; first += 7) {  // many appends force several regrowths
-    std::vector<float> a = rows_from(first, 7, 3);
-    append(*ops, list, a, 7);
-  }
+  backend::PagePools pools(*ops);
+  PagedRows list;
+  list.init(pools, 3, 8);
+  append(*ops, list, 0, 5);
+  const float* row0 = list.row(0);
+  for (int64_t first = 5; first < 203; first += 9) append(*ops, list, first, 9);
   ASSERT_EQ(list.size(), 203);
-  for (int64_t r = 0; r < 203; ++r) EXPECT_EQ(list.row(r)[2], static_cast<float>(r * 10 + 2));
-  list.truncate(50);
-  std::vector<float> b = rows_from(1000, 1, 3);
-  append(*ops, list, b, 1);
+  EXPECT_EQ(list.num_pages(), 26);  // ceil(203 / 8)
+  EXPECT_EQ(list.row(0), row0);     // earlier rows never move
+  expect_rows(list);
+  const backend::PagePool::Stats full = pools.stats();
+  EXPECT_EQ(full.pages_in_use, 26);
+
+  list.truncate(50);  // pages past row 49 go back to the pool
+  EXPECT_EQ(list.num_pages(), 7);
+  EXPECT_EQ(pools.stats().pages_in_use, 7);
+  append(*ops, list, 1000, 1);
   EXPECT_EQ(list.size(), 51);
   EXPECT_EQ(list.row(50)[0], 10000.0f);
   EXPECT_EQ(list.row(49)[0], 490.0f);
+
+  // A second list reuses the freed pages: the pools take no more memory from the backend.
+  PagedRows other;
+  other.init(pools, 3, 8);
+  append(*ops, other, 0, 150);
+  expect_rows(other);
+  EXPECT_EQ(pools.stats().bytes_reserved, full.bytes_reserved);
+  // Dropping both returns every page.
+  list = PagedRows();
+  other = PagedRows();
+  EXPECT_EQ(pools.stats().pages_in_use, 0);
+}
+
+TEST(ModelCache, PagedRowsCloneSharesPagesAndCopiesBeforeWriting) {
+  auto ops = backend::cpu::make_ref_ops();
+  backend::PagePools pools(*ops);
+  PagedRows live;
+  live.init(pools, 4, 8);
+  append(*ops, live, 0, 20);  // pages: 8 + 8 + 4 rows
+  PagedRows snap = live.clone();
+  EXPECT_EQ(pools.stats().pages_in_use, 3);  // shared, nothing copied
+  EXPECT_EQ(snap.row(19), live.row(19));
+
+  // The live list writes into the shared, partly filled last page: it copies it first.
+  append(*ops, live, 20, 6);  // 26 rows: its copy of page 2 and a new page 3
+  EXPECT_EQ(pools.stats().pages_in_use, 5);
+  EXPECT_NE(live.row(19), snap.row(19));
+  EXPECT_EQ(live.row(0), snap.row(0));  // full pages stay shared
+  expect_rows(live);
+  expect_rows(snap);
+  ASSERT_EQ(snap.size(), 20);
+
+  // The snapshot, now the only holder of its last page, appends in place.
+  const float* last = snap.row(16);
+  std::vector<float*> dst;
+  snap.claim(2, dst);
+  EXPECT_EQ(snap.row(16), last);
+  std::vector<float> vals = rows_from(900, 2, 4);
+  const std::vector<const float*> src = {vals.data(), vals.data() + 4};
+  ops->scatter_rows(src, dst, 4);
+  EXPECT_EQ(live.row(20)[0], 200.0f);  // not the snapshot's rows
+  EXPECT_EQ(snap.row(20)[0], 9000.0f);
+
+  // Truncating into a shared full page and appending copies that page too.
+  PagedRows branch = live.clone();
+  branch.truncate(10);
+  append(*ops, branch, 500, 3);
+  EXPECT_NE(branch.row(8), live.row(8));
+  EXPECT_EQ(branch.row(0), live.row(0));
+  EXPECT_EQ(branch.row(9)[0], 90.0f);
+  EXPECT_EQ(branch.row(10)[0], 5000.0f);
+  EXPECT_EQ(live.row(10)[0], 100.0f);
+  expect_rows(live);
+}
+
+std::vector<int32_t> random_ids(int n, int64_t vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
+  return v;
 }
 
 TEST(ModelCache, LayerGeometryFollowsTheConfig) {
   auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
-  SequenceCache seq = m->new_sequence(CacheOptions{5});
+  SequenceCache seq = m->new_sequence(CacheOptions{5, 16});
   EXPECT_EQ(seq.max_rollback(), 5);
   const auto& layers = m->config().layers;
   for (size_t i = 0; i < layers.size(); ++i) {
@@ -89,6 +176,9 @@ TEST(ModelCache, LayerGeometryFollowsTheConfig) {
     EXPECT_EQ(l.window.width(), m->config().head_dim);
     EXPECT_EQ(l.comp.ratio, layers[i].compress_ratio);
     EXPECT_EQ(l.idx.ratio, layers[i].attention == io::AttentionKind::kCSA ? 4 : 0);
+    if (l.comp.ratio > 0) {
+      EXPECT_EQ(l.comp.rows.page_rows(), std::max(1, 16 / l.comp.ratio));
+    }
   }
   EXPECT_EQ(seq.footprint_bytes(), 0);
   const std::vector<int32_t> ids = Goldens("v4_tiny_a").prompt("len40");
@@ -100,6 +190,87 @@ TEST(ModelCache, LayerGeometryFollowsTheConfig) {
     EXPECT_EQ(seq.layer(i).comp.rows.size(), ratio ? 40 / ratio : 0);
     EXPECT_EQ(seq.layer(i).window.size(), 40);
   }
+  EXPECT_EQ(m->cache_memory().bytes_in_use, seq.page_bytes());
+}
+
+// Paging is storage only: pages of 16 tokens (many page boundaries, 4 rows per CSA page, 2 per
+// HCA page) and one page for everything give the same logits bit for bit, in prefill, in
+// several chunks and in decode, on both CPU backends.
+TEST(ModelCache, PageSizeDoesNotChangeTheLogits) {
+  for (backend::Ops* ops : {&opt_ops(), &ref_ops()}) {
+    auto m = load_model("v4_tiny_a", "hf_fp32", *ops);
+    ASSERT_NE(m, nullptr);
+    const std::vector<int32_t> ids = random_ids(150, m->vocab_size(), 3);
+    std::vector<std::vector<float>> runs;
+    for (int page_tokens : {16, 1 << 20}) {
+      SequenceCache seq = m->new_sequence(CacheOptions{16, page_tokens});
+      std::vector<float> all;
+      for (auto [b, n] : {std::pair{0, 70}, std::pair{70, 37}}) {
+        auto out = m->extend(seq, std::span<const int32_t>(ids).subspan(b, n), LogitsWanted::kAll);
+        ASSERT_TRUE(out.ok()) << out.status().message();
+        all.insert(all.end(), out->logits.begin(), out->logits.end());
+      }
+      for (int i = 107; i < 150; ++i) {
+        auto out = m->decode(seq, ids[static_cast<size_t>(i)]);
+        ASSERT_TRUE(out.ok()) << out.status().message();
+        all.insert(all.end(), out->logits.begin(), out->logits.end());
+      }
+      runs.push_back(std::move(all));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << ops->name();
+  }
+}
+
+// A prefix snapshot shares the compressed rows and index keys with the live sequence (only the
+// rings are copied); both then continue, and each computes exactly what a fresh sequence given
+// the same tokens computes. Small pages put the boundary inside a shared, partly filled page.
+TEST(ModelCache, SnapshotSharesPagesAndBothContinueExactly) {
+  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  ASSERT_NE(m, nullptr);
+  const CacheOptions opts{16, 16};
+  const std::vector<int32_t> prefix = random_ids(90, m->vocab_size(), 5);
+  const std::vector<int32_t> tail_a = random_ids(30, m->vocab_size(), 6);
+  const std::vector<int32_t> tail_b = random_ids(25, m->vocab_size(), 7);
+
+  SequenceCache live = m->new_sequence(opts);
+  ASSERT_TRUE(m->extend(live, prefix, LogitsWanted::kNone).ok());
+  const int64_t before = m->cache_memory().bytes_in_use;
+  SequenceCache snap = live.clone();
+  const int64_t copied = m->cache_memory().bytes_in_use - before;
+  int64_t ring_bytes = 0;
+  for (size_t i = 0; i < m->config().layers.size(); ++i) {
+    const LayerCache& l = live.layer(i);
+    for (const RowRing* r : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
+      ring_bytes += r->page_bytes();
+    }
+  }
+  for (size_t i = 0; i < m->config().mtp_layers.size(); ++i) {
+    const LayerCache& l = live.mtp_layer(i);
+    for (const RowRing* r : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
+      ring_bytes += r->page_bytes();
+    }
+  }
+  EXPECT_EQ(copied, ring_bytes) << "a snapshot copies its rings and nothing else";
+  EXPECT_LT(copied, live.page_bytes());
+
+  auto continue_with = [&](SequenceCache& seq, const std::vector<int32_t>& tail) {
+    auto out = m->extend(seq, tail, LogitsWanted::kAll);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return out.ok() ? out->logits : std::vector<float>{};
+  };
+  auto fresh = [&](const std::vector<int32_t>& tail) {
+    SequenceCache seq = m->new_sequence(opts);
+    EXPECT_TRUE(m->extend(seq, prefix, LogitsWanted::kNone).ok());
+    return continue_with(seq, tail);
+  };
+  const std::vector<float> got_live = continue_with(live, tail_a);
+  SequenceCache restored = snap.clone();  // what a prefix hit does with the stored snapshot
+  const std::vector<float> got_restored = continue_with(restored, tail_b);
+  EXPECT_EQ(got_live, fresh(tail_a));
+  EXPECT_EQ(got_restored, fresh(tail_b));
+  // The snapshot itself is untouched: a second restore continues exactly as well.
+  SequenceCache again = snap.clone();
+  EXPECT_EQ(continue_with(again, tail_a), got_live);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "ops_test_util.h"
+#include "paged_rows.h"
 
 namespace deepinfer::backend::testing {
 namespace {
@@ -215,30 +216,44 @@ TEST_P(BackendVsRef, AttentionPoolIndexer) {
       EXPECT_EQ(ta, tb);
     }
     // The multi form: rows of three "sequences" (the middle one without keys) reading their
-    // own key matrices; only the visible part of each row is specified.
+    // own paged key matrices (pages of 64 and of 5 rows, stored in reverse order); only the
+    // visible part of each row is specified.
     const Buf keys_b = random_buf(rng_, 37, di);
+    const ReversedPages pages_a = reverse_pages(keys.v, Rk, di, 64);
+    const ReversedPages pages_b = reverse_pages(keys_b.v, keys_b.rows, di, 5);
+    const std::vector<const float*> table_a = pages_a.table(pages_a.storage.data());
+    const std::vector<const float*> table_b = pages_b.table(pages_b.storage.data());
     const int64_t split = M / 3;
-    std::vector<CMat> row_keys;
+    std::vector<PagedCMat> row_keys;
+    std::vector<CMat> row_keys_flat;
     std::vector<int32_t> vis_m(static_cast<size_t>(M));
     for (int64_t t = 0; t < M; ++t) {
       const bool first = t < split, empty = !first && t < 2 * split;
-      const CMat k = first ? keys.cmat() : empty ? CMat{nullptr, 0, di} : keys_b.cmat();
-      row_keys.push_back(k);
-      vis_m[static_cast<size_t>(t)] = static_cast<int32_t>(k.rows == 0 ? 0 : rng_() % (k.rows + 1));
+      row_keys.push_back(first   ? pages_a.view(table_a)
+                         : empty ? PagedCMat{nullptr, 0, di, 1}
+                                 : pages_b.view(table_b));
+      row_keys_flat.push_back(first ? keys.cmat() : empty ? CMat{nullptr, 0, di} : keys_b.cmat());
+      const int64_t nk = row_keys.back().rows;
+      vis_m[static_cast<size_t>(t)] = static_cast<int32_t>(nk == 0 ? 0 : rng_() % (nk + 1));
     }
     for (bool bf16 : {false, true}) {
       Buf sa(M, Rk), sb(M, Rk);
       ops_->indexer_scores_multi(qi.cmat(), Hi, wi.cmat(), row_keys, vis_m.data(), bf16, sb.mat());
       for (int64_t t = 0; t < M; ++t) {
-        const CMat k = row_keys[static_cast<size_t>(t)];
+        const CMat k = row_keys_flat[static_cast<size_t>(t)];
         if (k.rows == 0) continue;
-        Buf one(1, k.rows);
+        Buf one(1, k.rows), same(1, k.rows);
         ref_->indexer_scores(qi.cmat().rows_slice(t, 1), Hi, wi.cmat().rows_slice(t, 1), k,
                              vis_m.data() + t, bf16, one.mat());
+        ops_->indexer_scores(qi.cmat().rows_slice(t, 1), Hi, wi.cmat().rows_slice(t, 1), k,
+                             vis_m.data() + t, bf16, same.mat());
         const int64_t v = vis_m[static_cast<size_t>(t)];
         const std::vector<float> got(sb.v.begin() + t * Rk, sb.v.begin() + t * Rk + v);
         const std::vector<float> want(one.v.begin(), one.v.begin() + v);
+        const std::vector<float> flat(same.v.begin(), same.v.begin() + v);
         EXPECT_TRUE(close(got, want, bf16 ? 1e-2 : 1e-5)) << "indexer multi row " << t;
+        // Paging is storage only: the same bits as this backend's call on the contiguous keys.
+        EXPECT_TRUE(close(got, flat, 0.0)) << "indexer multi row " << t << " paged != flat";
       }
     }
   }

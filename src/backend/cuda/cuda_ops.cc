@@ -372,7 +372,7 @@ void CudaOps::indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
 }
 
 void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
-                                   std::span<const CMat> keys, const int32_t* visible,
+                                   std::span<const PagedCMat> keys, const int32_t* visible,
                                    bool bf16_rounding, Mat scores) {
   DI_CHECK(static_cast<int64_t>(keys.size()) == q.rows && weights.rows == q.rows &&
            scores.rows == q.rows && weights.cols == n_heads && q.cols % n_heads == 0);
@@ -380,14 +380,30 @@ void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
   DI_CHECK(di <= 256 && (n_heads * di + n_heads) * 4 <= 160 * 1024);
   if (q.rows == 0) return;
   arena().reset();
-  std::vector<kc::MatDesc>& table = row_key_table_;
+  // Every distinct page table once (consecutive rows of a sequence share one), then a
+  // descriptor per row pointing into the staged copy.
+  std::vector<const float*>& pages = row_key_pages_;
+  std::vector<kc::PagedDesc>& table = row_key_table_;
+  pages.clear();
   table.resize(keys.size());
+  std::vector<int64_t> offset(keys.size());
   for (size_t t = 0; t < keys.size(); ++t) {
-    DI_CHECK(keys[t].rows == 0 || keys[t].cols == di);
-    DI_CHECK(keys[t].rows <= scores.cols || keys[t].rows == 0);
-    table[t] = md(keys[t]);
+    const PagedCMat& k = keys[t];
+    DI_CHECK(k.rows == 0 || (k.cols == di && k.page_rows > 0 && k.rows <= scores.cols));
+    if (t > 0 && k.pages == keys[t - 1].pages && k.rows == keys[t - 1].rows) {
+      offset[t] = offset[t - 1];
+      continue;
+    }
+    offset[t] = static_cast<int64_t>(pages.size());
+    pages.insert(pages.end(), k.pages, k.pages + k.num_pages());
   }
-  auto* d = static_cast<kc::MatDesc*>(stage(table.data(), table.size() * sizeof(kc::MatDesc)));
+  if (pages.empty()) pages.push_back(nullptr);  // every row sees no key: a valid empty table
+  auto* dpages =
+      static_cast<const float* const*>(stage(pages.data(), pages.size() * sizeof(const float*)));
+  for (size_t t = 0; t < keys.size(); ++t) {
+    table[t] = {dpages + offset[t], keys[t].rows, di, std::max<int64_t>(1, keys[t].page_rows)};
+  }
+  auto* d = static_cast<kc::PagedDesc*>(stage(table.data(), table.size() * sizeof(kc::PagedDesc)));
   kc::launch_indexer_scores_multi(md(q), n_heads, md(weights), d, di, on_device(visible, q.rows),
                                   bf16_rounding, md(scores), stream_);
 }

@@ -95,7 +95,7 @@ class CudaOps : public Ops {
   void fake_quant_fp4(Mat x, int64_t block) override;
   void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
                       bool bf16_rounding, Mat scores) override;
-  void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const CMat> keys,
+  void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const PagedCMat> keys,
                             const int32_t* visible, bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
   void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
@@ -191,7 +191,8 @@ class CudaOps : public Ops {
     DeviceBuffer device;
   };
   std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;
-  std::vector<kernels::cuda::MatDesc> row_key_table_;  // indexer_scores_multi's staging
+  std::vector<kernels::cuda::PagedDesc> row_key_table_;  // indexer_scores_multi's staging
+  std::vector<const float*> row_key_pages_;              // (its page tables, concatenated)
   std::vector<const void*> scatter_table_;             // scatter_rows' staging
 };
 

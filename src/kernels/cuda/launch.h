@@ -32,6 +32,13 @@ struct MatDesc {  // FP32 row-major with leading dimension
   int64_t rows = 0, cols = 0, ld = 0;
 };
 
+// FP32 rows in pages of page_rows rows (backend::PagedCMat with a device page table): row r is
+// pages[r / page_rows] + (r % page_rows) * cols.
+struct PagedDesc {
+  const float* const* pages = nullptr;
+  int64_t rows = 0, cols = 0, page_rows = 1;
+};
+
 // Launches an empty kernel and waits: cudaSuccess when this build has machine code the device
 // can run (cudaErrorNoKernelImageForDevice otherwise). Used by backend::cuda::cuda_available.
 cudaError_t launch_probe();
@@ -150,10 +157,10 @@ void launch_softmax_pool(const PoolSlotDev* slots, int64_t slots_per_row, MatDes
 void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
                            const int32_t* visible, bool bf16_rounding, MatDesc scores,
                            cudaStream_t stream);
-// The same scores with row t reading its own key matrix row_keys[t] (a device table of q.rows
-// descriptors, all di wide); only the visible keys of each row are written.
+// The same scores with row t reading its own paged key matrix row_keys[t] (a device table of
+// q.rows descriptors, all di wide); only the visible keys of each row are written.
 void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
-                                 const MatDesc* row_keys, int64_t di, const int32_t* visible,
+                                 const PagedDesc* row_keys, int64_t di, const int32_t* visible,
                                  bool bf16_rounding, MatDesc scores, cudaStream_t stream);
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                  cudaStream_t stream);

@@ -189,10 +189,10 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
     if (K > 0) {
       int32_t* vis = fit_n(s.visible, M);
       std::fill(vis, vis + M, 0);
-      s.row_keys.assign(static_cast<size_t>(M), backend::CMat{nullptr, 0, di});
+      s.row_keys.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, di, 1});
       for (const SequenceSpan& sq : in.sequences) {
         if (sq.count == 0) continue;
-        const backend::CMat keys = layer_cache(sq).idx.rows.view();
+        const backend::PagedCMat keys = layer_cache(sq).idx.rows.view();
         if (keys.rows == 0) continue;
         for (int64_t i = 0; i < sq.count; ++i) {
           vis[sq.begin + i] = static_cast<int32_t>((pos[sq.begin] + i + 1) / spec.compress_ratio);
@@ -207,7 +207,7 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
         const int64_t nb = std::min(block, M - i0);
         Mat scores(fit(s.scores, nb * max_rows), nb, max_rows);
         ops.indexer_scores_multi(iq.rows_slice(i0, nb), Hi, iw.rows_slice(i0, nb),
-                                 std::span<const backend::CMat>(s.row_keys)
+                                 std::span<const backend::PagedCMat>(s.row_keys)
                                      .subspan(static_cast<size_t>(i0), static_cast<size_t>(nb)),
                                  vis + i0, num.official, scores);
         ops.topk(scores, vis + i0, K, out_sel + i0 * K);

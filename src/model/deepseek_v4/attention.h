@@ -74,7 +74,7 @@ struct AttentionScratch {
   backend::Buffer keys;    // gathered key/value rows
   std::vector<int32_t> idx, sel, visible, remap;
   std::vector<const float*> key_src;    // gathered key rows, in key order
-  std::vector<backend::CMat> row_keys;  // each query row's index keys (its sequence's)
+  std::vector<backend::PagedCMat> row_keys;  // each query row's index keys (its sequence's)
   std::vector<CompressorJob> comp_jobs, idx_jobs;
   std::vector<const float*> win_src;  // this step's window rows and their ring slots
   std::vector<float*> win_dst;

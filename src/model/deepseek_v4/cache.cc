@@ -5,21 +5,57 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "base/check.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
-void RowRing::init(backend::Ops& ops, int64_t capacity, int64_t width) {
+// ---- RowRing: one page of the pool ------------------------------------------------------
+
+RowRing::~RowRing() { release(); }
+
+RowRing::RowRing(RowRing&& o) noexcept
+    : pool_(std::move(o.pool_)),
+      page_(std::exchange(o.page_, -1)),
+      data_(std::exchange(o.data_, nullptr)),
+      capacity_(o.capacity_),
+      width_(o.width_),
+      size_(o.size_),
+      oldest_(o.oldest_) {}
+
+RowRing& RowRing::operator=(RowRing&& o) noexcept {
+  if (this != &o) {
+    release();
+    pool_ = std::move(o.pool_);
+    page_ = std::exchange(o.page_, -1);
+    data_ = std::exchange(o.data_, nullptr);
+    capacity_ = o.capacity_;
+    width_ = o.width_;
+    size_ = o.size_;
+    oldest_ = o.oldest_;
+  }
+  return *this;
+}
+
+void RowRing::release() {
+  if (page_ >= 0) pool_->release(page_);
+  page_ = -1;
+  data_ = nullptr;
+}
+
+void RowRing::init(backend::PagePools& pools, int64_t capacity, int64_t width) {
+  release();
   capacity_ = capacity;
   width_ = width;
   size_ = oldest_ = 0;
-  data_ = backend::Buffer(ops, static_cast<size_t>(capacity * width) * sizeof(float));
+  pool_ = pools.pool(static_cast<size_t>(capacity * width) * sizeof(float));
+  const backend::PagePool::Page p = pool_->acquire();
+  page_ = p.id;
+  data_ = static_cast<float*>(p.data);
 }
 
-const float* RowRing::row(int64_t index) const {
-  return data_.as<const float>() + slot(index) * width_;
-}
+const float* RowRing::row(int64_t index) const { return data_ + slot(index) * width_; }
 
 int32_t RowRing::slot(int64_t index) const {
   DI_CHECK(index >= oldest_ && index < size_);
@@ -30,9 +66,7 @@ int64_t RowRing::claim(int64_t n, std::vector<float*>& dst) {
   // Only the newest `capacity` rows survive: the earlier ones would be overwritten in the same
   // step, and a device scatter has no order between rows.
   const int64_t dropped = std::max<int64_t>(0, n - capacity_);
-  for (int64_t r = dropped; r < n; ++r) {
-    dst.push_back(data_.as<float>() + ((size_ + r) % capacity_) * width_);
-  }
+  for (int64_t r = dropped; r < n; ++r) dst.push_back(data_ + ((size_ + r) % capacity_) * width_);
   size_ += n;
   oldest_ = std::max(oldest_, size_ - capacity_);
   return dropped;
@@ -44,26 +78,14 @@ RowRing RowRing::clone() const {
   r.width_ = width_;
   r.size_ = size_;
   r.oldest_ = oldest_;
-  if (data_.ops() != nullptr) {
-    r.data_ = backend::Buffer(*data_.ops(), data_.bytes());
-    data_.ops()->copy(r.data_.data(), data_.data(), data_.bytes());
+  if (pool_ != nullptr) {
+    r.pool_ = pool_;
+    const backend::PagePool::Page p = pool_->acquire();
+    r.page_ = p.id;
+    r.data_ = static_cast<float*>(p.data);
+    pool_->ops().copy(r.data_, data_, static_cast<size_t>(capacity_ * width_) * sizeof(float));
   }
   return r;
-}
-
-RowList RowList::clone() const {
-  RowList l;
-  l.width_ = width_;
-  l.size_ = size_;
-  if (data_.ops() != nullptr) {
-    l.data_ = backend::Buffer(*data_.ops());
-    const size_t bytes = static_cast<size_t>(size_ * width_) * sizeof(float);
-    if (bytes > 0) {
-      l.data_.fit_bytes(bytes);
-      data_.ops()->copy(l.data_.data(), data_.data(), bytes);
-    }
-  }
-  return l;
 }
 
 void RowRing::truncate(int64_t new_size) {
@@ -72,39 +94,121 @@ void RowRing::truncate(int64_t new_size) {
   oldest_ = std::min(oldest_, size_);
 }
 
-float* RowList::claim(int64_t n) {
-  const size_t row_bytes = static_cast<size_t>(width_) * sizeof(float);
-  float* base = static_cast<float*>(data_.reserve_bytes(row_bytes * static_cast<size_t>(size_ + n),
-                                                        row_bytes * static_cast<size_t>(size_)));
-  float* at = base + size_ * width_;
-  size_ += n;
-  return at;
+// ---- PagedRows: a page table -----------------------------------------------------------
+
+PagedRows::~PagedRows() { release(); }
+
+PagedRows::PagedRows(PagedRows&& o) noexcept
+    : pool_(std::move(o.pool_)),
+      ids_(std::move(o.ids_)),
+      pages_(std::move(o.pages_)),
+      width_(o.width_),
+      size_(std::exchange(o.size_, 0)),
+      page_rows_(o.page_rows_) {
+  o.ids_.clear();
+  o.pages_.clear();
+}
+
+PagedRows& PagedRows::operator=(PagedRows&& o) noexcept {
+  if (this != &o) {
+    release();
+    pool_ = std::move(o.pool_);
+    ids_ = std::move(o.ids_);
+    pages_ = std::move(o.pages_);
+    o.ids_.clear();
+    o.pages_.clear();
+    width_ = o.width_;
+    size_ = std::exchange(o.size_, 0);
+    page_rows_ = o.page_rows_;
+  }
+  return *this;
+}
+
+void PagedRows::release() {
+  if (!ids_.empty()) pool_->release(ids_);
+  ids_.clear();
+  pages_.clear();
+  size_ = 0;
+}
+
+void PagedRows::init(backend::PagePools& pools, int64_t width, int64_t page_rows) {
+  release();
+  DI_CHECK(width > 0 && page_rows > 0);
+  width_ = width;
+  page_rows_ = page_rows;
+  pool_ = pools.pool(static_cast<size_t>(page_rows * width) * sizeof(float));
+}
+
+void PagedRows::claim(int64_t n, std::vector<float*>& dst) {
+  if (n <= 0) return;
+  const int64_t filled = size_ % page_rows_;  // rows already in the last page
+  if (filled > 0) {
+    const size_t last = ids_.size() - 1;
+    if (pool_->ref_count(ids_[last]) > 1) {  // a snapshot holds it: write a copy of our own
+      const backend::PagePool::Page p = pool_->acquire();
+      pool_->ops().copy(p.data, pages_[last], static_cast<size_t>(filled * width_) * sizeof(float));
+      pool_->release(ids_[last]);
+      ids_[last] = p.id;
+      pages_[last] = static_cast<const float*>(p.data);
+    }
+  }
+  const int64_t end = size_ + n;
+  while (static_cast<int64_t>(ids_.size()) * page_rows_ < end) {
+    const backend::PagePool::Page p = pool_->acquire();  // throws with nothing changed
+    ids_.push_back(p.id);
+    pages_.push_back(static_cast<const float*>(p.data));
+  }
+  for (int64_t r = size_; r < end; ++r) dst.push_back(const_cast<float*>(row(r)));
+  size_ = end;
+}
+
+void PagedRows::truncate(int64_t new_size) {
+  size_ = std::clamp<int64_t>(new_size, 0, size_);
+  const size_t keep = static_cast<size_t>((size_ + page_rows_ - 1) / page_rows_);
+  if (keep < ids_.size()) {
+    pool_->release(std::span<const int32_t>(ids_).subspan(keep));
+    ids_.resize(keep);
+    pages_.resize(keep);
+  }
+}
+
+PagedRows PagedRows::clone() const {
+  PagedRows l;
+  l.pool_ = pool_;
+  l.width_ = width_;
+  l.page_rows_ = page_rows_;
+  if (!ids_.empty()) pool_->retain(ids_);
+  l.ids_ = ids_;
+  l.pages_ = pages_;
+  l.size_ = size_;
+  return l;
 }
 
 namespace {
 
-void init_compressor(backend::Ops& ops, CompressorState& s, int ratio, int d_c, int rollback) {
+void init_compressor(backend::PagePools& pools, CompressorState& s, int ratio, int d_c,
+                     int rollback, int page_tokens) {
   const bool overlap = ratio == 4;
   const int64_t width = overlap ? 2 * d_c : d_c;
   // Tokens whose rows an unfinished window still needs: the current window, plus the previous
   // one for the overlap half; + rollback slack.
   const int64_t cap = (overlap ? 2 * ratio : ratio) + rollback;
-  s.kv.init(ops, cap, width);
-  s.gate.init(ops, cap, width);
-  s.rows.init(ops, d_c);
+  s.kv.init(pools, cap, width);
+  s.gate.init(pools, cap, width);
+  s.rows.init(pools, d_c, std::max(1, page_tokens / ratio));
   s.ratio = ratio;
 }
 
-LayerCache make_layer(backend::Ops& ops, const io::ModelConfig& c, const io::LayerSpec& spec,
-                      int rollback) {
+LayerCache make_layer(backend::PagePools& pools, const io::ModelConfig& c,
+                      const io::LayerSpec& spec, int rollback, int page_tokens) {
   LayerCache l;
   l.kind = spec.attention;
-  l.window.init(ops, c.sliding_window + rollback, c.head_dim);
+  l.window.init(pools, c.sliding_window + rollback, c.head_dim);
   if (spec.attention != io::AttentionKind::kSWA) {
-    init_compressor(ops, l.comp, spec.compress_ratio, c.head_dim, rollback);
+    init_compressor(pools, l.comp, spec.compress_ratio, c.head_dim, rollback, page_tokens);
   }
   if (spec.attention == io::AttentionKind::kCSA) {
-    init_compressor(ops, l.idx, spec.compress_ratio, c.index_head_dim, rollback);
+    init_compressor(pools, l.idx, spec.compress_ratio, c.index_head_dim, rollback, page_tokens);
   }
   return l;
 }
@@ -116,14 +220,16 @@ int64_t ring_bytes(const RowRing& r) {
 
 }  // namespace
 
-SequenceCache SequenceCache::create(backend::Ops& ops, const io::ModelConfig& config,
+SequenceCache SequenceCache::create(backend::PagePools& pools, const io::ModelConfig& config,
                                     const CacheOptions& options) {
   SequenceCache s;
   s.max_rollback_ = std::max(0, options.max_rollback);
-  for (const auto& spec : config.layers)
-    s.layers_.push_back(make_layer(ops, config, spec, s.max_rollback_ + 1));
+  const int page_tokens = std::max(1, options.page_tokens);
+  for (const auto& spec : config.layers) {
+    s.layers_.push_back(make_layer(pools, config, spec, s.max_rollback_ + 1, page_tokens));
+  }
   for (const auto& spec : config.mtp_layers) {
-    s.mtp_layers_.push_back(make_layer(ops, config, spec, s.max_rollback_ + 1));
+    s.mtp_layers_.push_back(make_layer(pools, config, spec, s.max_rollback_ + 1, page_tokens));
   }
   return s;
 }
@@ -172,6 +278,19 @@ SequenceCache SequenceCache::clone() const {
   for (const auto& l : layers_) s.layers_.push_back(copy_layer(l));
   for (const auto& l : mtp_layers_) s.mtp_layers_.push_back(copy_layer(l));
   return s;
+}
+
+int64_t SequenceCache::page_bytes() const {
+  int64_t b = 0;
+  for (const auto* v : {&layers_, &mtp_layers_}) {
+    for (const auto& l : *v) {
+      for (const RowRing* r : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
+        b += r->page_bytes();
+      }
+      for (const PagedRows* p : {&l.comp.rows, &l.idx.rows}) b += p->page_bytes();
+    }
+  }
+  return b;
 }
 
 int64_t SequenceCache::footprint_bytes() const {

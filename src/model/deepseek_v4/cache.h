@@ -12,29 +12,46 @@
 //
 // Rows are stored as the FP32 values the attention reads (BF16-exact in official semantics).
 // Rings keep `max_rollback` rows beyond what the next step needs, so rolling back the last k
-// tokens (speculative decoding) is only a truncation: nothing has to be recomputed. This is the
-// interface the engine's paged block pool will implement later (append rows, read rows,
-// truncate); the model never touches the storage directly. An append is a claim of the slots the
-// new rows go to; the model fills the claims of every sequence of a step with one
-// Ops::scatter_rows per layer, so the rows never leave the backend's memory and a device
-// backend does not pay one copy per sequence.
+// tokens (speculative decoding) is only a truncation: nothing has to be recomputed. An append is
+// a claim of the slots the new rows go to; the model fills the claims of every sequence of a
+// step with one Ops::scatter_rows per layer, so the rows never leave the backend's memory and a
+// device backend does not pay one copy per sequence.
+//
+// Paged storage (backend/page_pool.h): every kind lives in pages of the model's PagePools, in
+// the backend's memory, so a running engine neither allocates nor frees backend memory per
+// sequence. The bounded kinds (window, compressor states) hold one page each: a ring of their
+// fixed capacity, overwritten in place. The growing kinds (compressed rows, index keys) are
+// PagedRows: a page table of pages of `page_rows` rows, appended without moving earlier rows,
+// and shared with clones (prefix-cache snapshots) by reference count. A snapshot of a long
+// sequence therefore copies only its rings (O(window)), not its compressed history (O(context));
+// whichever holder appends into a shared, partly filled last page copies that page first.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "backend/buffer.h"
 #include "backend/mat.h"
+#include "backend/page_pool.h"
 #include "base/status.h"
 #include "io/model_config.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
-// Fixed-width FP32 rows addressed by absolute index; keeps the newest `capacity` rows.
+// Fixed-width FP32 rows addressed by absolute index; keeps the newest `capacity` rows in one
+// page of the pool.
 class RowRing {
  public:
-  void init(backend::Ops& ops, int64_t capacity, int64_t width);
+  RowRing() = default;
+  ~RowRing();
+  RowRing(RowRing&& o) noexcept;
+  RowRing& operator=(RowRing&& o) noexcept;
+  RowRing(const RowRing&) = delete;
+  RowRing& operator=(const RowRing&) = delete;
+
+  void init(backend::PagePools& pools, int64_t capacity, int64_t width);
   int64_t size() const { return size_; }      // rows appended so far (minus truncation)
   int64_t oldest() const { return oldest_; }  // smallest index still readable
   int64_t width() const { return width_; }
@@ -45,43 +62,68 @@ class RowRing {
   // slot of each row that survives, the newest min(n, capacity), is pushed onto `dst` in row
   // order. Returns how many leading rows of the n were dropped (n - kept).
   int64_t claim(int64_t n, std::vector<float*>& dst);
-  // A deep copy (backend copies of the storage).
+  // A deep copy (a new page, a backend copy of this one).
   RowRing clone() const;
+  int64_t page_bytes() const {
+    return page_ >= 0 ? static_cast<int64_t>(pool_->page_bytes()) : 0;
+  }
   // Forgets rows >= new_size. Rows below new_size stay readable when they were kept.
   void truncate(int64_t new_size);
 
  private:
-  backend::Buffer data_;
+  void release();
+
+  std::shared_ptr<backend::PagePool> pool_;
+  int32_t page_ = -1;
+  float* data_ = nullptr;
   int64_t capacity_ = 0, width_ = 0, size_ = 0, oldest_ = 0;
 };
 
-// Growing list of fixed-width FP32 rows (compressed rows); contiguous, so it is a CMat.
-class RowList {
+// Growing list of fixed-width FP32 rows (compressed rows, index keys) in pages of `page_rows`
+// rows: row i is at page i / page_rows. Earlier rows never move when it grows.
+class PagedRows {
  public:
-  void init(backend::Ops& ops, int64_t width) {
-    data_ = backend::Buffer(ops);
-    width_ = width;
-    size_ = 0;
-  }
+  PagedRows() = default;
+  ~PagedRows();
+  PagedRows(PagedRows&& o) noexcept;
+  PagedRows& operator=(PagedRows&& o) noexcept;
+  PagedRows(const PagedRows&) = delete;
+  PagedRows& operator=(const PagedRows&) = delete;
+
+  void init(backend::PagePools& pools, int64_t width, int64_t page_rows);
   int64_t size() const { return size_; }
   int64_t width() const { return width_; }
-  const float* row(int64_t i) const { return data_.as<const float>() + i * width_; }
-  backend::CMat view() const { return {data_.as<const float>(), size_, width_}; }
-  // Appends n rows whose values the caller writes afterwards, contiguously at the returned
-  // address. Growing may move the storage: earlier row pointers and views are invalid after it.
-  float* claim(int64_t n);
-  void truncate(int64_t new_size) { size_ = std::min(size_, new_size); }
-  RowList clone() const;  // a deep copy of the rows held
+  int64_t page_rows() const { return page_rows_; }
+  int64_t num_pages() const { return static_cast<int64_t>(ids_.size()); }
+  const float* row(int64_t i) const {
+    return pages_[static_cast<size_t>(i / page_rows_)] + (i % page_rows_) * width_;
+  }
+  // The rows as a paged matrix (valid until the next claim or truncate).
+  backend::PagedCMat view() const { return {pages_.data(), size_, width_, page_rows_}; }
+  // Appends n rows whose values the caller writes afterwards: each new row's address is pushed
+  // onto `dst` in row order. A shared, partly filled last page is copied first (copy-on-write).
+  void claim(int64_t n, std::vector<float*>& dst);
+  // Forgets rows >= new_size; pages past the new end go back to the pool.
+  void truncate(int64_t new_size);
+  // Shares every page (no copy): the prefix cache's snapshots.
+  PagedRows clone() const;
+  int64_t page_bytes() const {
+    return num_pages() * static_cast<int64_t>(pool_ != nullptr ? pool_->page_bytes() : 0);
+  }
 
  private:
-  backend::Buffer data_;
-  int64_t width_ = 0, size_ = 0;
+  void release();
+
+  std::shared_ptr<backend::PagePool> pool_;
+  std::vector<int32_t> ids_;
+  std::vector<const float*> pages_;  // addresses of ids_, in order (the view's page table)
+  int64_t width_ = 0, size_ = 0, page_rows_ = 1;
 };
 
 // The running state of one compressor: the (kv, gate + ape) rows of recent tokens.
 struct CompressorState {
   RowRing kv, gate;
-  RowList rows;  // finished compressed rows
+  PagedRows rows;  // finished compressed rows
   int ratio = 0;
 };
 
@@ -94,12 +136,18 @@ struct LayerCache {
 
 struct CacheOptions {
   int max_rollback = 16;  // tokens that rollback() can undo
+  // Source tokens one page of compressed rows or index keys covers: a ratio-m list has
+  // max(1, page_tokens / m) rows per page (256 for V4's m = 4: whole 64-key blocks of the CUDA
+  // indexer and the CPU's 256-key tasks; 8 for m = 128). Tests use small pages to cross many
+  // page boundaries.
+  int page_tokens = 1024;
 };
 
 class SequenceCache {
  public:
-  // Storage comes from `ops` (host or device memory), which must outlive the cache.
-  static SequenceCache create(backend::Ops& ops, const io::ModelConfig& config,
+  // Storage comes from `pools` (pages of host or device memory); the pools' ops must outlive
+  // the cache (the pools themselves are kept alive by the cache).
+  static SequenceCache create(backend::PagePools& pools, const io::ModelConfig& config,
                               const CacheOptions& options = {});
 
   int64_t length() const { return length_; }          // tokens processed by the main layers
@@ -119,8 +167,12 @@ class SequenceCache {
   // Bytes of FP32 state held now (for logs and tests).
   int64_t footprint_bytes() const;
 
-  // A deep copy in the same backend memory: the engine's prefix cache keeps one per cached
-  // block boundary and restores a sequence from it (bitwise the state it would recompute).
+  // Bytes of pages this cache holds (rings whole; shared pages counted in full by every holder).
+  int64_t page_bytes() const;
+
+  // A copy in the same backend memory: the engine's prefix cache keeps one per cached block
+  // boundary and restores a sequence from it (bitwise the state it would recompute). The rings
+  // are copied, the compressed rows and index keys shared (PagedRows::clone).
   SequenceCache clone() const;
 
  private:

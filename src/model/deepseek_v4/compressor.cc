@@ -98,11 +98,8 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
     CompressorState& st = *j.state;
     const auto [first, last] = closing(j);
     if (last > first) {
-      float* at = st.rows.claim(last - first);
-      for (int64_t r = 0; r < last - first; ++r, ++r_all) {
-        src.push_back(out.row(r_all));
-        dst.push_back(at + r * d_c);
-      }
+      st.rows.claim(last - first, dst);
+      for (int64_t r = 0; r < last - first; ++r, ++r_all) src.push_back(out.row(r_all));
     }
     const int64_t dropped = st.kv.claim(j.count, sdst);
     st.gate.claim(j.count, sdst);

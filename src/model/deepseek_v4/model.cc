@@ -67,7 +67,8 @@ struct Model::State {
         mtp_e(o),
         mtp_h(o),
         mtp_hidden(o),
-        attn(o) {}
+        attn(o),
+        pages(std::make_shared<backend::PagePools>(o)) {}
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -82,6 +83,8 @@ struct Model::State {
   backend::Buffer mtp_e, mtp_h, mtp_hidden;
   std::vector<int32_t> mtp_pos, head_row_ids, row_host;
   AttentionScratch attn;  // the attention cores' scratch (eager in every step)
+  // Every sequence's KV pages (cache.h); shared so snapshots may outlive nothing but the ops.
+  std::shared_ptr<backend::PagePools> pages;
   // recorded's buffers when its units were recorded: a change means they moved.
   std::vector<std::pair<const void*, size_t>> recorded_print;
 
@@ -391,8 +394,10 @@ bool Model::has_mtp() const { return !s_->w.mtp.empty(); }
 int64_t Model::vocab_size() const { return s_->cfg().vocab_size; }
 
 SequenceCache Model::new_sequence(const CacheOptions& options) const {
-  return SequenceCache::create(*s_->ops, s_->cfg(), options);
+  return SequenceCache::create(*s_->pages, s_->cfg(), options);
 }
+
+backend::PagePool::Stats Model::cache_memory() const { return s_->pages->stats(); }
 
 Status Model::forward(const StepInputs& in, StepOutputs& out) {
   try {

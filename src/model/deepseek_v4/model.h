@@ -43,9 +43,12 @@ class Model {
   bool has_mtp() const;
   int64_t vocab_size() const;
 
-  // Allocates the sequence's fixed rings in the backend's memory: throws backend::OutOfMemory
-  // when they do not fit (the engine turns it into the request's error).
+  // Takes the sequence's fixed rings from the model's page pools (backend memory): throws
+  // backend::OutOfMemory when they do not fit (the engine turns it into the request's error).
   SequenceCache new_sequence(const CacheOptions& options = {}) const;
+  // Pages of KV memory the model's pools reserved from the backend, and those in use now by
+  // sequences and snapshots (cache.h).
+  backend::PagePool::Stats cache_memory() const;
 
   // One step over any mix of sequences (see step.h). Advances every sequence's cache. When the
   // backend runs out of memory mid-step (backend::OutOfMemory), the result is a

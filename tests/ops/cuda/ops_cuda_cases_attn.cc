@@ -3,6 +3,7 @@
 // indexer scores (FP32 and BF16 rounding points), top-k with ties and short rows.
 #include <string>
 
+#include "../paged_rows.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer::backend::cuda_test {
@@ -85,26 +86,37 @@ CUDA_CASE(indexer_and_topk) {
     }
   }
   // indexer_scores_multi: rows of three sequences (the middle one without index keys yet), each
-  // reading its own keys; the visible part of every row must equal the single-matrix GPU call
-  // bit for bit (batch invariance) and the oracle within the tolerance.
+  // reading its own paged keys (pages of 7 and of 256 rows, stored in reverse order); the
+  // visible part of every row must equal the single-matrix GPU call on the contiguous keys bit
+  // for bit (batch invariance, paging is storage only) and the oracle within the tolerance.
   {
     const int64_t H = 64, di = 128, M = 7;
     const std::vector<int64_t> seq_rows = {300, 0, 1100};
+    const std::vector<int64_t> page_rows = {7, 1, 256};
     const std::vector<int64_t> seq_of = {0, 0, 1, 2, 2, 2, 2};
     std::vector<Buf> keys;
-    std::vector<DBuf> dkeys;
+    std::vector<DBuf> dkeys, dpaged;
+    std::vector<std::vector<const float*>> tables;
     for (size_t i = 0; i < seq_rows.size(); ++i) {
       keys.push_back(random_buf(ctx.rng, seq_rows[i], di));
       dkeys.push_back(dev_copy(keys.back(), static_cast<int>(i)));
+      const backend::testing::ReversedPages rp =
+          backend::testing::reverse_pages(keys.back().v, seq_rows[i], di, page_rows[i]);
+      Buf storage(static_cast<int64_t>(rp.storage.size()) / di, di);
+      storage.v = rp.storage;
+      dpaged.push_back(dev_copy(storage));
+      tables.push_back(rp.table(dpaged.back().mem.as<float>()));
     }
     const Buf q = random_buf(ctx.rng, M, H * di);
     const Buf w = random_buf(ctx.rng, M, H, -0.5f, 1.0f);
     const DBuf dq = dev_copy(q), dw = dev_copy(w, 1);
-    std::vector<CMat> row_keys;
+    std::vector<PagedCMat> row_keys;
     std::vector<int32_t> vis;
     for (int64_t t = 0; t < M; ++t) {
       const int64_t sq = seq_of[static_cast<size_t>(t)], R = seq_rows[static_cast<size_t>(sq)];
-      row_keys.push_back(R == 0 ? CMat{nullptr, 0, di} : dkeys[static_cast<size_t>(sq)].cmat());
+      const size_t s = static_cast<size_t>(sq);
+      row_keys.push_back(R == 0 ? PagedCMat{nullptr, 0, di, 1}
+                                : PagedCMat{tables[s].data(), R, di, page_rows[s]});
       vis.push_back(static_cast<int32_t>(R == 0 ? 0 : R - 37 * (t % 3)));
     }
     for (bool bf16 : {false, true}) {

@@ -233,13 +233,16 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
       }
     }
     if (wanted(p, "indexer_scores_multi") && M > 1 && M <= 128) {
-      // A decode step of M sequences, each with its own 1024 index keys (4096 tokens of context):
-      // every row reads its own keys, so the bytes are M times the shared-key case's.
-      const int64_t H = 64, di = 128, R = 1024;
+      // A decode step of M sequences, each with its own 1024 index keys (4096 tokens of context)
+      // in the cache's pages of 256 rows: every row reads its own keys, so the bytes are M times
+      // the shared-key case's.
+      const int64_t H = 64, di = 128, R = 1024, P = 256;
       const DBuf q = dev_random(rng, M, H * di), w = dev_random(rng, M, H),
                  k = dev_random(rng, M * R, di);
-      std::vector<CMat> row_keys;
-      for (int64_t t = 0; t < M; ++t) row_keys.push_back(k.cmat().rows_slice(t * R, R));
+      std::vector<const float*> pages;
+      for (int64_t r = 0; r < M * R; r += P) pages.push_back(k.cmat().row(r));
+      std::vector<PagedCMat> row_keys;
+      for (int64_t t = 0; t < M; ++t) row_keys.push_back({pages.data() + t * (R / P), R, di, P});
       const std::vector<int32_t> vis(static_cast<size_t>(M), static_cast<int32_t>(R));
       DBuf s = dev_poisoned(M, R);
       const double ms = time_ms(*p.gpu, [&] {

@@ -133,3 +133,33 @@ TEST(PrefixCacheEngine, ManyMoreRequestsThanSequencesAllEnd) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+using namespace engine_test;  // NOLINT: the shared runners
+
+// The KV page pools recycle: requests run one after another take no more backend memory than
+// one of them alone (a leaked page, or a free that did not reach the pool, would grow it), and
+// the engine reports what the pools hold.
+TEST(PrefixCacheEngine, KvPagesAreRecycledAcrossRequests) {
+  EngineOptions o = tiny_options();
+  o.max_num_seqs = 1;
+  o.enable_prefix_caching = false;
+  std::vector<Req> reqs;
+  for (int i = 0; i < 5; ++i) {
+    Req r;
+    r.ids = prompt(60, 20 + i);
+    r.params = greedy(12);
+    reqs.push_back(r);
+  }
+  const EngineRun one = run_requests(o, {reqs[0]});
+  const EngineRun five = run_requests(o, reqs);
+  EXPECT_GT(one.stats.kv_bytes_in_use_peak, 0);
+  EXPECT_LE(one.stats.kv_bytes_in_use_peak, one.stats.kv_bytes_reserved);
+  EXPECT_EQ(five.stats.kv_bytes_reserved, one.stats.kv_bytes_reserved);
+  EXPECT_EQ(five.stats.kv_bytes_in_use_peak, one.stats.kv_bytes_in_use_peak);
+}
+
+}  // namespace
+}  // namespace deepinfer

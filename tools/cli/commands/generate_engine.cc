@@ -150,6 +150,9 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                  1e3 * st.sample_seconds / n, 1e3 * st.host_seconds / n, 1e3 * st.gap_seconds / n,
                  100.0 * st.gap_seconds /
                      std::max(1e-12, st.forward_seconds + st.sample_seconds + st.gap_seconds));
+    std::fprintf(stderr, "KV pages: %.1f MiB reserved, %.1f MiB in use at the peak\n",
+                 static_cast<double>(st.kv_bytes_reserved) / (1 << 20),
+                 static_cast<double>(st.kv_bytes_in_use_peak) / (1 << 20));
   }
   std::fflush(stdout);
   return rc;

@@ -1,10 +1,11 @@
 // Lightning indexer (spec §2.5) scores and the per-row top-k that picks the compressed rows.
 //
-// indexer_scores: one block per (token, 64 keys); the multi form gives every token its own key
-// matrix (a descriptor table, one per row) and skips blocks past the token's visible keys. The
-// token's Hi·di query and Hi weights sit in shared memory, each warp scores one key at a time
-// with its channels in registers (di <= 256), one warp reduction per head, heads summed in order
-// in FP32 (with the official BF16 rounding points when asked).
+// indexer_scores: one block per (token, 64 keys); the multi form gives every token its own paged
+// key matrix (a descriptor table, one per row: the sequence's index-key pages) and skips blocks
+// past the token's visible keys. The token's Hi·di query and Hi weights sit in shared memory,
+// each warp scores one key at a time with its channels in registers (di <= 256), one warp
+// reduction per head, heads summed in order in FP32 (with the official BF16 rounding points
+// when asked). A key's score does not depend on which page holds it.
 // topk: one block per row, an exact rank count (element i's rank = number of elements that are
 // larger, or equal with a lower index), which is the stable descending order of the reference
 // with no sort state. O(visible²) per row: correct, deterministic, and fine for decode-sized
@@ -20,14 +21,15 @@ constexpr int kMaxDiRegs = 8;  // di <= 256
 
 __global__ void __launch_bounds__(kThreads)
     indexer_scores_kernel(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc shared_keys,
-                          const MatDesc* row_keys, const int32_t* visible, bool bf16_rounding,
+                          const PagedDesc* row_keys, const int32_t* visible, bool bf16_rounding,
                           MatDesc scores) {
   extern __shared__ float qs[];  // [n_heads * di] then [n_heads] weights
   const int64_t t = blockIdx.y;
-  // row_keys (multi): row t's own key matrix, and only its visible keys are written.
-  const MatDesc keys = row_keys != nullptr ? row_keys[t] : shared_keys;
-  const int64_t di = keys.cols;
-  const int64_t vis = visible[t] < keys.rows ? visible[t] : keys.rows;
+  // row_keys (multi): row t's own paged key matrix, and only its visible keys are written.
+  const PagedDesc paged = row_keys != nullptr ? row_keys[t] : PagedDesc{};
+  const int64_t di = row_keys != nullptr ? paged.cols : shared_keys.cols;
+  const int64_t key_rows = row_keys != nullptr ? paged.rows : shared_keys.rows;
+  const int64_t vis = visible[t] < key_rows ? visible[t] : key_rows;
   const int64_t w0 = static_cast<int64_t>(blockIdx.x) * kKeysPerBlock;
   if (row_keys != nullptr && w0 >= vis) return;  // before the barrier: the whole block leaves
   float* ws = qs + n_heads * di;
@@ -36,18 +38,21 @@ __global__ void __launch_bounds__(kThreads)
     ws[i] = weights.data[t * weights.ld + i];
   __syncthreads();
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  const int64_t w_limit = row_keys != nullptr ? vis : keys.rows;
+  const int64_t w_limit = row_keys != nullptr ? vis : key_rows;
   for (int64_t w = w0 + wid; w < w0 + kKeysPerBlock && w < w_limit; w += nw) {
     float* out = scores.data + t * scores.ld + w;
     if (w >= vis) {
       if (lane == 0) *out = -__int_as_float(0x7f800000);
       continue;
     }
+    const float* key = row_keys != nullptr
+                           ? paged.pages[w / paged.page_rows] + (w % paged.page_rows) * di
+                           : shared_keys.data + w * shared_keys.ld;
     float kr[kMaxDiRegs];
 #pragma unroll
     for (int i = 0; i < kMaxDiRegs; ++i) {
       const int64_t c = lane + 32 * i;
-      kr[i] = c < di ? keys.data[w * keys.ld + c] : 0.0f;
+      kr[i] = c < di ? key[c] : 0.0f;
     }
     float sum = 0.0f;
     for (int64_t h = 0; h < n_heads; ++h) {
@@ -104,7 +109,7 @@ __global__ void __launch_bounds__(kTopkThreads)
 
 namespace {
 void launch_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
-                   const MatDesc* row_keys, int64_t di, int64_t key_cols, const int32_t* visible,
+                   const PagedDesc* row_keys, int64_t di, int64_t key_cols, const int32_t* visible,
                    bool bf16_rounding, MatDesc scores, cudaStream_t stream) {
   if (q.rows == 0 || key_cols == 0) return;
   const size_t smem = static_cast<size_t>(n_heads * di + n_heads) * sizeof(float);
@@ -129,7 +134,7 @@ void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc 
 }
 
 void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
-                                 const MatDesc* row_keys, int64_t di, const int32_t* visible,
+                                 const PagedDesc* row_keys, int64_t di, const int32_t* visible,
                                  bool bf16_rounding, MatDesc scores, cudaStream_t stream) {
   launch_scores(q, n_heads, weights, MatDesc{}, row_keys, di, scores.cols, visible, bf16_rounding,
                 scores, stream);
