@@ -146,6 +146,54 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
   return w;
 }
 
+// A prefix-cache snapshot of a prefilled sequence (what the engine keeps at every cached block
+// boundary): SequenceCache::clone copies the rings and shares the pages of compressed rows and
+// index keys. Printed next to its floor (the copied bytes read + written at the copy
+// bandwidth) and to the peer that paging replaced: a deep copy of every row the sequence holds
+// (cudaMemcpy of that many bytes, timed in the same run). Returns the JSON object.
+std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gbps) {
+  const int reps = 10;
+  const int64_t in_use0 = model.cache_memory().bytes_in_use;
+  std::vector<SequenceCache> snaps;
+  snaps.reserve(reps);
+  snaps.push_back(seq.clone());  // warm: the pools' first pages of these sizes
+  snaps.clear();
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const auto t0 = Clock::now();
+  for (int i = 0; i < reps; ++i) snaps.push_back(seq.clone());
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const double clone_ms = seconds(t0) / reps * 1e3;
+  const int64_t copied = (model.cache_memory().bytes_in_use - in_use0) / reps;
+  snaps.clear();
+  const int64_t rows_bytes = seq.footprint_bytes();  // every readable row
+  void *a = nullptr, *b = nullptr;
+  DI_CUDA_CHECK(cudaMalloc(&a, static_cast<size_t>(rows_bytes)));
+  DI_CUDA_CHECK(cudaMalloc(&b, static_cast<size_t>(rows_bytes)));
+  DI_CUDA_CHECK(cudaMemcpy(b, a, static_cast<size_t>(rows_bytes), cudaMemcpyDeviceToDevice));
+  const auto t1 = Clock::now();
+  for (int i = 0; i < reps; ++i) {
+    DI_CUDA_CHECK(cudaMemcpy(b, a, static_cast<size_t>(rows_bytes), cudaMemcpyDeviceToDevice));
+  }
+  DI_CUDA_CHECK(cudaDeviceSynchronize());
+  const double deep_ms = seconds(t1) / reps * 1e3;
+  DI_CUDA_CHECK(cudaFree(a));
+  DI_CUDA_CHECK(cudaFree(b));
+  const double floor_ms = 2.0 * static_cast<double>(copied) / (copy_gbps * 1e9) * 1e3;
+  std::printf(
+      "\nprefix snapshot at %lld tokens: %.3f ms, %.1f MiB copied (rings), %.1f MiB of pages "
+      "shared; floor %.3f ms -> floor/ours %.3f; deep copy of every row (%.1f MiB, the "
+      "unpaged clone) %.3f ms -> %.1fx\n",
+      static_cast<long long>(seq.length()), clone_ms, static_cast<double>(copied) / (1 << 20),
+      static_cast<double>(seq.page_bytes() - copied) / (1 << 20), floor_ms, floor_ms / clone_ms,
+      static_cast<double>(rows_bytes) / (1 << 20), deep_ms, deep_ms / clone_ms);
+  std::ostringstream j;
+  j << "{\"tokens\": " << seq.length() << ", \"clone_ms\": " << clone_ms
+    << ", \"copied_bytes\": " << copied << ", \"held_bytes\": " << seq.page_bytes()
+    << ", \"floor_ms\": " << floor_ms << ", \"row_bytes\": " << rows_bytes
+    << ", \"deep_copy_ms\": " << deep_ms << "}";
+  return j.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -253,6 +301,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "context prefill: %s\n", s.message().c_str());
       return 1;
     }
+    const double kv_mib = static_cast<double>(model->cache_memory().bytes_in_use) / (1 << 20);
     // Decode steps: one token per sequence. Four warm-up steps: a bucket's units run eagerly,
     // are recorded (and, when a bigger bucket grew the buffers, dropped and recorded again).
     std::vector<deepinfer::sample::SampleSpec> specs;
@@ -317,7 +366,10 @@ int main(int argc, char** argv) {
          << ", \"tokens_per_s\": " << B / ms * 1e3 << ", \"floor_ms\": " << floor_ms
          << ", \"floor_over_ours\": " << floor_ms / ms << ", \"eager_step_ms\": " << eager_ms
          << ", \"graph_max_rows\": " << graph_max_rows
-         << ", \"gpu_sampled_step_ms\": " << sampled_ms << "}";
+         << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib
+         << "}";
+    std::printf("        KV pages of the %d sequences at %d tokens: %.1f MiB (%.2f MiB each)\n", B,
+                context, kv_mib, kv_mib / B);
     first = false;
   }
   {
@@ -358,6 +410,7 @@ int main(int argc, char** argv) {
     json << ", \"prefill\": {\"tokens\": " << prefill << ", \"seconds\": " << s
          << ", \"tokens_per_s\": " << prefill / s << ", \"floor_s\": " << floor_s
          << ", \"floor_over_ours\": " << floor_s / s << "}";
+    json << ", \"snapshot\": " << snapshot_json(*model, seq, copy_gbps);
   }
   json << ", \"host_peak_rss_gib_end\": " << peak_rss_gib() << "}\n";
   if (!out_path.empty()) std::ofstream(out_path) << json.str();

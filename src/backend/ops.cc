@@ -215,10 +215,14 @@ void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
     DI_CHECK(k.rows <= scores.cols);
     const int64_t n = t1 - t0;
     page_visible.resize(static_cast<size_t>(n));
-    for (int64_t p = 0; p < k.num_pages(); ++p) {
-      // Page p holds keys [r0, r0 + rows); a row sees the part of it below its visible count.
-      const CMat kp = k.page(p);
-      const int64_t r0 = p * k.page_rows;
+    for (int64_t p0 = 0; p0 < k.num_pages();) {
+      // Pages [p0, p1) lie back to back in memory (a pool hands a sequence's pages out in
+      // address order when it can): one call over keys [r0, r0 + rows) of them.
+      int64_t p1 = p0 + 1;
+      while (p1 < k.num_pages() && k.pages[p1] == k.pages[p1 - 1] + k.page_rows * k.cols) ++p1;
+      const int64_t r0 = p0 * k.page_rows;
+      const CMat kp(k.pages[p0], std::min(k.rows, p1 * k.page_rows) - r0, k.cols);
+      // A row sees the part of them below its visible count.
       for (int64_t i = 0; i < n; ++i) {
         page_visible[static_cast<size_t>(i)] =
             static_cast<int32_t>(std::clamp<int64_t>(visible[t0 + i] - r0, 0, kp.rows));
@@ -226,6 +230,7 @@ void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
       indexer_scores(q.rows_slice(t0, n), n_heads, weights.rows_slice(t0, n), kp,
                      page_visible.data(), bf16_rounding,
                      scores.rows_slice(t0, n).cols_slice(r0, kp.rows));
+      p0 = p1;
     }
     t0 = t1;
   }

@@ -280,8 +280,8 @@ class Ops {
   // scores[t, w] for w < visible[t] is indexer_scores' value; the rest of the row is
   // unspecified (topk reads only the visible part); scores.cols must cover every keys[t].rows.
   // Each row's value is computed as by indexer_scores, whatever its companions and however the
-  // keys are paged (batch invariance). The default runs indexer_scores on every page of every
-  // run of consecutive rows sharing a page table.
+  // keys are paged (batch invariance). The default runs indexer_scores on every page (every
+  // run of pages adjacent in memory) of every run of consecutive rows sharing a page table.
   virtual void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
                                     std::span<const PagedCMat> keys, const int32_t* visible,
                                     bool bf16_rounding, Mat scores);

@@ -5,13 +5,13 @@
 // that shares its pages with the live sequence leaves both exactly as recomputation would.
 #include <gtest/gtest.h>
 
-#include <random>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/page_pool.h"
 #include "model/deepseek_v4/cache.h"
 #include "model_test_util.h"
+#include "paged_pattern.h"
 
 namespace deepinfer::model::deepseek_v4::testing {
 namespace {
@@ -157,13 +157,6 @@ TEST(ModelCache, PagedRowsCloneSharesPagesAndCopiesBeforeWriting) {
   expect_rows(live);
 }
 
-std::vector<int32_t> random_ids(int n, int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int32_t> v(static_cast<size_t>(n));
-  for (auto& x : v) x = static_cast<int32_t>(rng() % static_cast<uint32_t>(vocab));
-  return v;
-}
-
 TEST(ModelCache, LayerGeometryFollowsTheConfig) {
   auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
@@ -200,77 +193,31 @@ TEST(ModelCache, PageSizeDoesNotChangeTheLogits) {
   for (backend::Ops* ops : {&opt_ops(), &ref_ops()}) {
     auto m = load_model("v4_tiny_a", "hf_fp32", *ops);
     ASSERT_NE(m, nullptr);
-    const std::vector<int32_t> ids = random_ids(150, m->vocab_size(), 3);
-    std::vector<std::vector<float>> runs;
-    for (int page_tokens : {16, 1 << 20}) {
-      SequenceCache seq = m->new_sequence(CacheOptions{16, page_tokens});
-      std::vector<float> all;
-      for (auto [b, n] : {std::pair{0, 70}, std::pair{70, 37}}) {
-        auto out = m->extend(seq, std::span<const int32_t>(ids).subspan(b, n), LogitsWanted::kAll);
-        ASSERT_TRUE(out.ok()) << out.status().message();
-        all.insert(all.end(), out->logits.begin(), out->logits.end());
-      }
-      for (int i = 107; i < 150; ++i) {
-        auto out = m->decode(seq, ids[static_cast<size_t>(i)]);
-        ASSERT_TRUE(out.ok()) << out.status().message();
-        all.insert(all.end(), out->logits.begin(), out->logits.end());
-      }
-      runs.push_back(std::move(all));
-    }
-    EXPECT_EQ(runs[0], runs[1]) << ops->name();
+    std::string error;
+    const std::vector<float> small = paged_run(*m, 16, &error);
+    const std::vector<float> whole = paged_run(*m, 1 << 20, &error);
+    ASSERT_TRUE(error.empty()) << error;
+    ASSERT_FALSE(small.empty());
+    EXPECT_EQ(small, whole) << ops->name();
   }
 }
 
 // A prefix snapshot shares the compressed rows and index keys with the live sequence (only the
 // rings are copied); both then continue, and each computes exactly what a fresh sequence given
-// the same tokens computes. Small pages put the boundary inside a shared, partly filled page.
+// the same tokens computes.
 TEST(ModelCache, SnapshotSharesPagesAndBothContinueExactly) {
-  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
-  ASSERT_NE(m, nullptr);
-  const CacheOptions opts{16, 16};
-  const std::vector<int32_t> prefix = random_ids(90, m->vocab_size(), 5);
-  const std::vector<int32_t> tail_a = random_ids(30, m->vocab_size(), 6);
-  const std::vector<int32_t> tail_b = random_ids(25, m->vocab_size(), 7);
-
-  SequenceCache live = m->new_sequence(opts);
-  ASSERT_TRUE(m->extend(live, prefix, LogitsWanted::kNone).ok());
-  const int64_t before = m->cache_memory().bytes_in_use;
-  SequenceCache snap = live.clone();
-  const int64_t copied = m->cache_memory().bytes_in_use - before;
-  int64_t ring_bytes = 0;
-  for (size_t i = 0; i < m->config().layers.size(); ++i) {
-    const LayerCache& l = live.layer(i);
-    for (const RowRing* r : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
-      ring_bytes += r->page_bytes();
-    }
+  for (const char* variant : {"hf_fp32", "official_quant"}) {
+    auto m = load_model("v4_tiny_a", variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    const SnapshotRun r = snapshot_run(*m);
+    ASSERT_TRUE(r.error.empty()) << r.error;
+    EXPECT_EQ(r.copied_bytes, r.ring_bytes) << "a snapshot copies its rings and nothing else";
+    EXPECT_LT(r.copied_bytes, r.held_bytes);
+    ASSERT_FALSE(r.live.empty());
+    EXPECT_EQ(r.live, r.live_fresh) << variant;
+    EXPECT_EQ(r.restored, r.restored_fresh) << variant;
+    EXPECT_EQ(r.restored_again, r.live) << variant << ": the snapshot was written to";
   }
-  for (size_t i = 0; i < m->config().mtp_layers.size(); ++i) {
-    const LayerCache& l = live.mtp_layer(i);
-    for (const RowRing* r : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
-      ring_bytes += r->page_bytes();
-    }
-  }
-  EXPECT_EQ(copied, ring_bytes) << "a snapshot copies its rings and nothing else";
-  EXPECT_LT(copied, live.page_bytes());
-
-  auto continue_with = [&](SequenceCache& seq, const std::vector<int32_t>& tail) {
-    auto out = m->extend(seq, tail, LogitsWanted::kAll);
-    EXPECT_TRUE(out.ok()) << out.status().message();
-    return out.ok() ? out->logits : std::vector<float>{};
-  };
-  auto fresh = [&](const std::vector<int32_t>& tail) {
-    SequenceCache seq = m->new_sequence(opts);
-    EXPECT_TRUE(m->extend(seq, prefix, LogitsWanted::kNone).ok());
-    return continue_with(seq, tail);
-  };
-  const std::vector<float> got_live = continue_with(live, tail_a);
-  SequenceCache restored = snap.clone();  // what a prefix hit does with the stored snapshot
-  const std::vector<float> got_restored = continue_with(restored, tail_b);
-  EXPECT_EQ(got_live, fresh(tail_a));
-  EXPECT_EQ(got_restored, fresh(tail_b));
-  // The snapshot itself is untouched: a second restore continues exactly as well.
-  SequenceCache again = snap.clone();
-  EXPECT_EQ(continue_with(again, tail_a), got_live);
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ if has engine; then
           --prompts-file "$OUT/gap_prompts.txt" --max-tokens 128 --temperature 0.7 --seed 1 \
           --ignore-eos --json --stats --backend cuda $flag > "$OUT/gap_$mode.json" 2> "$OUT/gap_$mode.log"
         say "engine gap $mode exit $?: $(grep -E 'steps; per step' "$OUT/gap_$mode.log")"
-        grep -E 'tokens/s|CUDA graph' "$OUT/gap_$mode.log" | tee -a "$OUT/summary.txt"
+        grep -E 'tokens/s|CUDA graph|KV pages' "$OUT/gap_$mode.log" | tee -a "$OUT/summary.txt"
       done
       cmp -s "$OUT/gap_async.json" "$OUT/gap_sync.json" && say "engine: async == sync outputs" || say "engine: async and sync outputs DIFFER"
       cmp -s "$OUT/gap_async.json" "$OUT/gap_eager.json" && say "engine: graphs == eager outputs" || say "engine: graphs and eager outputs differ (padded rows change kernel choices)"

@@ -137,10 +137,10 @@ struct LayerCache {
 struct CacheOptions {
   int max_rollback = 16;  // tokens that rollback() can undo
   // Source tokens one page of compressed rows or index keys covers: a ratio-m list has
-  // max(1, page_tokens / m) rows per page (256 for V4's m = 4: whole 64-key blocks of the CUDA
-  // indexer and the CPU's 256-key tasks; 8 for m = 128). Tests use small pages to cross many
-  // page boundaries.
-  int page_tokens = 1024;
+  // max(1, page_tokens / m) rows per page. 256 (the KV block size) gives V4's m = 4 pages of
+  // 64 rows (whole 64-key blocks of the CUDA indexer; 128 KiB of V4-Flash attention rows per
+  // layer), and m = 128 pages of 2 rows. Tests use small pages to cross many page boundaries.
+  int page_tokens = 256;
 };
 
 class SequenceCache {

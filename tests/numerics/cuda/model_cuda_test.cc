@@ -16,7 +16,10 @@
 //     a serving pattern of growing buckets, decodes of 3 and 2 sequences, a mixed step and an
 //     eager prefill (tests/numerics/serve_pattern.h) gives the same bits replayed from graphs
 //     as with replay off (the same padded steps, every op eager); every unit is captured (none
-//     refused, the graphs replayed); and it matches the CPU within the bounds above.
+//     refused, the graphs replayed); and it matches the CPU within the bounds above;
+//   * the paged KV cache in device memory (tests/numerics/paged_pattern.h): pages of 16 tokens
+//     and one page give the same bits; a prefix snapshot copies only its rings, shares its
+//     pages, and the live sequence and restores of it continue exactly as recomputation.
 //
 // Tolerances (normalised error max|gpu - cpu| / max(max|cpu| over the row, 1)):
 //   HF semantics (FP32 math between ops): 1e-4 — different FP32 summation orders only.
@@ -40,6 +43,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "model/deepseek_v4/model.h"
+#include "paged_pattern.h"
 #include "sample_cases.h"
 #include "serve_pattern.h"
 
@@ -436,6 +440,36 @@ void check_recorded(const std::string& root, const std::string& config, const st
 
 }  // namespace
 
+void check_paged(const std::string& root, const std::string& config, const std::string& variant,
+                 deepinfer::backend::Ops& gpu) {
+  namespace t = deepinfer::model::deepseek_v4::testing;
+  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  auto m = Model::load(dir, gpu);
+  if (!m.ok()) {
+    check(false, "load " + dir);
+    return;
+  }
+  const std::string tag = config + "/" + variant + " paged KV: ";
+  std::string error;
+  const std::vector<float> small = t::paged_run(*m, 16, &error);
+  const std::vector<float> whole = t::paged_run(*m, 1 << 20, &error);
+  check(error.empty() && !small.empty() && small == whole,
+        tag + "pages of 16 tokens == one page, bitwise " + error);
+  const t::SnapshotRun r = t::snapshot_run(*m);
+  check(r.error.empty(), tag + "snapshot steps run " + r.error);
+  check(r.copied_bytes == r.ring_bytes && r.copied_bytes < r.held_bytes,
+        tag + "a snapshot copies its rings only (" + std::to_string(r.copied_bytes) + " of " +
+            std::to_string(r.held_bytes) + " bytes)");
+  check(!r.live.empty() && r.live == r.live_fresh, tag + "live after a snapshot == recomputed");
+  check(!r.restored.empty() && r.restored == r.restored_fresh,
+        tag + "restored snapshot == recomputed");
+  check(r.restored_again == r.live, tag + "the snapshot stays unwritten");
+  const auto mem = m->cache_memory();
+  std::printf("  %-44s %.2f MiB reserved\n", (tag + "pools").c_str(),
+              static_cast<double>(mem.bytes_reserved) / (1 << 20));
+  check(mem.bytes_in_use == 0, tag + "every page back in the pools once the sequences are gone");
+}
+
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // a crash must not swallow the lines before it
   const auto avail = deepinfer::backend::cuda::cuda_available();
@@ -458,6 +492,11 @@ int main(int argc, char** argv) {
   }
   check_trained_default(root, *cpu, **gpu);
   check_gpu_sampling(root, *cpu, **gpu);
+  for (const char* config : {"v4_tiny_a", "v4_tiny_b"}) {
+    for (const char* variant : {"hf_fp32", "official_quant"}) {
+      check_paged(root, config, variant, **gpu);
+    }
+  }
   auto gpu_bi = deepinfer::backend::cuda::CudaOps::create(0, /*batch_invariant=*/true);
   if (!gpu_bi.ok()) {
     std::printf("FAIL: %s\n", gpu_bi.status().message().c_str());
