@@ -96,6 +96,7 @@ class RecordingOps : public backend::ProfilingOps {
   int64_t drops() const { return drops_; }
   int64_t trace_changes() const { return trace_changes_; }
   int64_t host_arrays() const { return host_arrays_; }
+  size_t recorded_keys() const { return traces_.size(); }
 
  private:
   using Call = std::tuple<std::string, const void*, const void*, int64_t>;
@@ -150,6 +151,26 @@ TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
     EXPECT_EQ(rec.trace_changes(), 0);
     EXPECT_EQ(rec.host_arrays(), 0);
   }
+}
+
+// Models come and go on one backend: a model's recordings replay its weights and buffers, so
+// they must go with it (a CUDA graph of a destroyed model, found again under a key a later
+// model uses, replays freed memory: an illegal address on the H200 before this was mended).
+TEST(ModelRecorded, ADestroyedModelTakesItsRecordingsWithIt) {
+  RecordingOps rec(opt_ops(), 64);
+  std::vector<int32_t> prompt = Goldens("v4_tiny_a").prompt("len300");
+  prompt.resize(100);
+  for (const char* cfg : {"v4_tiny_a", "v4_tiny_b", "v4_tiny_a"}) {
+    SCOPED_TRACE(cfg);
+    auto eager = load_model(cfg, "hf_fp32", opt_ops());
+    auto recorded = load_model(cfg, "hf_fp32", rec);
+    ASSERT_TRUE(eager && recorded);
+    EXPECT_EQ(serve(*recorded, prompt), serve(*eager, prompt));
+    EXPECT_GT(rec.recorded_keys(), 0u);
+    recorded.reset();
+    EXPECT_EQ(rec.recorded_keys(), 0u) << "recordings outlived their model";
+  }
+  EXPECT_EQ(rec.trace_changes(), 0);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "model/deepseek_v4/model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -69,6 +70,13 @@ struct Model::State {
         mtp_hidden(o),
         attn(o),
         pages(std::make_shared<backend::PagePools>(o)) {}
+  // Recordings replay this model's weights and buffers: none may outlive them. (A later model
+  // on the same ops could otherwise find a unit under its key and replay freed memory.)
+  ~State() {
+    if (!recorded_print.empty()) ops->drop_recordings();
+  }
+  State(const State&) = delete;
+  State& operator=(const State&) = delete;
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -87,6 +95,13 @@ struct Model::State {
   std::shared_ptr<backend::PagePools> pages;
   // recorded's buffers when its units were recorded: a change means they moved.
   std::vector<std::pair<const void*, size_t>> recorded_print;
+  // This model's recording keys: unique per process, unlike the State's address, which a later
+  // model may be given.
+  const uint64_t record_id = next_record_id();
+  static uint64_t next_record_id() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }
 
   const io::ModelConfig& cfg() const { return ckpt.config(); }
   LayerEnv env() { return {*ops, cfg(), num, rope}; }
@@ -201,7 +216,7 @@ struct Model::State {
     DenseBuffers& d = recorded;
     const RowInputs rows = recorded_rows(in, Mb, d);
     const auto key = [&](size_t unit) {
-      uint64_t h = reinterpret_cast<uintptr_t>(this) * 0x9E3779B97F4A7C15ull;
+      uint64_t h = record_id * 0x9E3779B97F4A7C15ull;
       h ^= (static_cast<uint64_t>(unit) << 32) ^ static_cast<uint64_t>(Mb);
       return h;
     };
