@@ -236,6 +236,38 @@ void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
   }
 }
 
+void Ops::sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,
+                                int64_t d, const float* sink, float scale, bool bf16_probs,
+                                Mat o) {
+  DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
+  std::vector<float> keys;
+  std::vector<int32_t> idx;
+  for (int64_t t = 0; t < q.rows; ++t) {
+    keys.clear();
+    idx.clear();
+    for (int64_t j = 0; j < L; ++j) {
+      const float* row = key_rows[t * L + j];
+      if (row == nullptr) continue;
+      idx.push_back(static_cast<int32_t>(keys.size() / static_cast<size_t>(d)));
+      keys.insert(keys.end(), row, row + d);
+    }
+    const int64_t n = static_cast<int64_t>(idx.size());
+    sparse_attention(q.rows_slice(t, 1), n_heads, CMat(keys.data(), n, d), idx.data(), n, sink,
+                     scale, bf16_probs, o.rows_slice(t, 1));
+  }
+}
+
+void Ops::paged_row_addresses(const int32_t* sel, int64_t K, std::span<const PagedCMat> rows,
+                              const float** out, int64_t ld) {
+  for (size_t t = 0; t < rows.size(); ++t) {
+    for (int64_t k = 0; k < K; ++k) {
+      const int32_t r = sel[static_cast<int64_t>(t) * K + k];
+      DI_CHECK(r < rows[t].rows);
+      out[static_cast<int64_t>(t) * ld + k] = r >= 0 ? rows[t].row(r) : nullptr;
+    }
+  }
+}
+
 void* Ops::allocate(size_t bytes) {
   constexpr size_t kAlign = 64;
   const size_t rounded = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);

@@ -193,6 +193,26 @@ class Ops {
   virtual void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                                 const float* sink, float scale, bool bf16_probs, Mat o) = 0;
 
+  // sparse_attention with the keys named by address instead of by index: query t attends to the
+  // rows key_rows[t·L + j], j < L (addresses of d-float rows in this backend's memory, nullptr =
+  // absent), in that order. The same value, bit for bit, as sparse_attention over a matrix of
+  // those rows with idx naming them in the same order: the model reads its cache rows in place
+  // through it, with no gather. key_rows is an array in this backend's memory (host memory for
+  // the CPU backends). The default (host memory) gathers each query's rows and runs
+  // sparse_attention on them.
+  virtual void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows,
+                                     int64_t L, int64_t d, const float* sink, float scale,
+                                     bool bf16_probs, Mat o);
+
+  // The addresses of selected rows, for sparse_attention_rows: out[t·ld + k] = the address of
+  // row sel[t·K + k] of rows[t] (a paged matrix: the query's sequence's compressed rows), or
+  // nullptr where sel is negative, for t < rows.size(), k < K. sel (a top-k's output) and out
+  // are this backend's memory, so a device backend never returns the selection to the host;
+  // rows and its page tables are host arrays (as indexer_scores_multi's). The default reads sel
+  // in host memory.
+  virtual void paged_row_addresses(const int32_t* sel, int64_t K, std::span<const PagedCMat> rows,
+                                   const float** out, int64_t ld);
+
   // Compressor pooling (spec §2.4). out row r pools slots[r·spr, (r+1)·spr): per channel c,
   // out[r,c] = Σ_s softmax_s(gate_s[c]) · value_s[c] over the present slots; no present slot
   // = zero row. out [rows, width] with rows = slots.size() / spr.

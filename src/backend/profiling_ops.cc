@@ -105,6 +105,15 @@ void ProfilingOps::indexer_scores(CMat q, int64_t h, CMat w, CMat k, const int32
                                   Mat s) {
   timed("indexer_scores", [&] { inner_.indexer_scores(q, h, w, k, vis, bf, s); });
 }
+void ProfilingOps::sparse_attention_rows(CMat q, int64_t h, const float* const* rows, int64_t L,
+                                         int64_t d, const float* sink, float sc, bool bf, Mat o) {
+  timed("sparse_attention", [&] { inner_.sparse_attention_rows(q, h, rows, L, d, sink, sc, bf, o); });
+}
+void ProfilingOps::paged_row_addresses(const int32_t* sel, int64_t K,
+                                       std::span<const PagedCMat> rows, const float** out,
+                                       int64_t ld) {
+  timed("paged_row_addresses", [&] { inner_.paged_row_addresses(sel, K, rows, out, ld); });
+}
 void ProfilingOps::indexer_scores_multi(CMat q, int64_t h, CMat w, std::span<const PagedCMat> k,
                                         const int32_t* vis, bool bf, Mat s) {
   timed("indexer_scores", [&] { inner_.indexer_scores_multi(q, h, w, k, vis, bf, s); });

@@ -183,6 +183,21 @@ TEST_P(BackendVsRef, AttentionPoolIndexer) {
       ops_->sparse_attention(q.cmat(), H, kv.cmat(), idx.data(), L, sink.v.data(), 0.1f, bf16,
                              b.mat());
       EXPECT_TRUE(close(b.v, a.v, bf16 ? 1e-3 : 1e-5)) << "attention M" << M << " bf16 " << bf16;
+      // The same keys by address, each row's list padded with absent entries in other places
+      // (the model's [window | compressed] columns): this backend's bits exactly.
+      const int64_t L2 = L + 7;
+      std::vector<const float*> rows(static_cast<size_t>(M * L2), nullptr);
+      for (int64_t t = 0; t < M; ++t) {
+        for (int64_t j = 0; j < L; ++j) {
+          const int32_t r = idx[static_cast<size_t>(t * L + j)];
+          rows[static_cast<size_t>(t * L2 + j + (j >= L / 2 ? 7 : 0))] =
+              r >= 0 ? kv.cmat().row(r) : nullptr;
+        }
+      }
+      Buf c(M, H * d);
+      ops_->sparse_attention_rows(q.cmat(), H, rows.data(), L2, d, sink.v.data(), 0.1f, bf16,
+                                  c.mat());
+      EXPECT_TRUE(close(c.v, b.v, 0.0)) << "attention by address M" << M << " bf16 " << bf16;
     }
     // Compressor pooling: 8 slots per row of width 96, some missing.
     Buf vals = random_buf(rng_, 16, 96), gates = random_buf(rng_, 16, 96, -5.0f, 5.0f);
@@ -254,6 +269,37 @@ TEST_P(BackendVsRef, AttentionPoolIndexer) {
         EXPECT_TRUE(close(got, want, bf16 ? 1e-2 : 1e-5)) << "indexer multi row " << t;
         // Paging is storage only: the same bits as this backend's call on the contiguous keys.
         EXPECT_TRUE(close(got, flat, 0.0)) << "indexer multi row " << t << " paged != flat";
+      }
+    }
+    // The addresses of selected rows of each row's paged matrix (-1: none), written at a
+    // column offset of a wider table.
+    {
+      const int64_t K = 6, ld = K + 3;
+      std::vector<int32_t> sel(static_cast<size_t>(M * K));
+      for (int64_t t = 0; t < M; ++t) {
+        const int64_t nk = row_keys[static_cast<size_t>(t)].rows;
+        for (int64_t k = 0; k < K; ++k) {
+          sel[static_cast<size_t>(t * K + k)] =
+              nk == 0 || k == 4 ? -1 : static_cast<int32_t>((t * 7 + k * 13) % nk);
+        }
+      }
+      std::vector<const float*> out(static_cast<size_t>(M * ld), &keys.v[0]);
+      ops_->paged_row_addresses(sel.data(), K, row_keys, out.data() + 2, ld);
+      for (int64_t t = 0; t < M; ++t) {
+        const CMat flat = row_keys_flat[static_cast<size_t>(t)];
+        for (int64_t k = 0; k < K; ++k) {
+          const int32_t r = sel[static_cast<size_t>(t * K + k)];
+          const float* got = out[static_cast<size_t>(t * ld + 2 + k)];
+          if (r < 0) {
+            EXPECT_EQ(got, nullptr);
+          } else {
+            ASSERT_NE(got, nullptr);
+            EXPECT_EQ(std::vector<float>(got, got + di),
+                      std::vector<float>(flat.row(r), flat.row(r) + di))
+                << "row " << t << " sel " << r;
+          }
+        }
+        EXPECT_EQ(out[static_cast<size_t>(t * ld)], &keys.v[0]) << "wrote outside its columns";
       }
     }
   }

@@ -133,7 +133,11 @@ void CudaOps::free_deferred() {
 
 void CudaOps::upload(void* dst, const void* src, size_t bytes) {
   if (refuse_in_capture("an upload")) return;
-  if (bytes) DI_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  // Queued on the op stream, so it lands after the ops that still read dst's old contents and
+  // before the ones after it, without making the host wait for the stream (the legacy-stream
+  // cudaMemcpy did: a blocking stream joins it, so every upload was a full synchronisation).
+  // A pageable source is staged by the driver before the call returns: src is not read later.
+  if (bytes) DI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
 }
 
 void CudaOps::download(void* dst, const void* src, size_t bytes) {
@@ -278,23 +282,81 @@ void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
 
 void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                                const float* sink, float scale, bool bf16_probs, Mat o) {
-  const int64_t d = kv.cols;
+  arena().reset();
+  kc::SparseKeys keys;
+  keys.kv = md(kv);
+  keys.idx = on_device(idx, q.rows * L);
+  keys.d = kv.cols;
+  launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o);
+}
+
+void CudaOps::sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows,
+                                    int64_t L, int64_t d, const float* sink, float scale,
+                                    bool bf16_probs, Mat o) {
+  arena().reset();
+  kc::SparseKeys keys;
+  keys.rows = is_device_pointer(key_rows)
+                  ? key_rows
+                  : static_cast<const float* const*>(
+                        stage(key_rows, static_cast<size_t>(q.rows * L) * sizeof(const float*)));
+  keys.d = d;
+  launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o);
+}
+
+void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys, int64_t L,
+                            const float* sink, float scale, bool bf16_probs, Mat o) {
+  const int64_t d = keys.d;
   DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
   DI_CHECK(d <= 512 && L <= kc::kMaxSparseKeys);
-  arena().reset();
-  const int32_t* didx = on_device(idx, q.rows * L);
   const float* dsink = on_device(sink, n_heads);
   // Few rows (decode at small batch): the keys split across blocks, except in batch-invariant
   // mode (the split changes the P·V sums' association with the row count).
   const int64_t split =
       batch_invariant_ ? 0 : kc::sparse_attention_split_scratch(q.rows, n_heads, L, d);
   if (split > 0 &&
-      kc::launch_sparse_attention_split(md(q), n_heads, md(kv), didx, L, dsink, scale, bf16_probs,
-                                        md(o), arena().alloc_n<float>(split), stream_)) {
+      kc::launch_sparse_attention_split(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o),
+                                        arena().alloc_n<float>(split), stream_)) {
     return;
   }
-  kc::launch_sparse_attention(md(q), n_heads, md(kv), didx, L, dsink, scale, bf16_probs, md(o),
-                              stream_);
+  kc::launch_sparse_attention(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o), stream_);
+}
+
+const kc::PagedDesc* CudaOps::stage_paged(std::span<const PagedCMat> mats, int64_t cols) {
+  // Every distinct page table once (consecutive rows of a sequence share one), then a
+  // descriptor per row pointing into the staged copy.
+  std::vector<const float*>& pages = row_key_pages_;
+  std::vector<kc::PagedDesc>& table = row_key_table_;
+  pages.clear();
+  table.resize(mats.size());
+  std::vector<int64_t> offset(mats.size());
+  for (size_t t = 0; t < mats.size(); ++t) {
+    const PagedCMat& k = mats[t];
+    DI_CHECK(k.rows == 0 || (k.cols == cols && k.page_rows > 0));
+    if (t > 0 && k.pages == mats[t - 1].pages && k.rows == mats[t - 1].rows) {
+      offset[t] = offset[t - 1];
+      continue;
+    }
+    offset[t] = static_cast<int64_t>(pages.size());
+    pages.insert(pages.end(), k.pages, k.pages + k.num_pages());
+  }
+  if (pages.empty()) pages.push_back(nullptr);  // every row sees no row: a valid empty table
+  auto* dpages =
+      static_cast<const float* const*>(stage(pages.data(), pages.size() * sizeof(const float*)));
+  for (size_t t = 0; t < mats.size(); ++t) {
+    table[t] = {dpages + offset[t], mats[t].rows, cols, std::max<int64_t>(1, mats[t].page_rows)};
+  }
+  return static_cast<kc::PagedDesc*>(stage(table.data(), table.size() * sizeof(kc::PagedDesc)));
+}
+
+void CudaOps::paged_row_addresses(const int32_t* sel, int64_t K, std::span<const PagedCMat> rows,
+                                  const float** out, int64_t ld) {
+  const int64_t M = static_cast<int64_t>(rows.size());
+  if (M == 0 || K == 0) return;
+  DI_CHECK(is_device_pointer(out) && ld >= K);
+  arena().reset();
+  const int64_t cols = rows[0].cols;
+  const kc::PagedDesc* table = stage_paged(rows, cols);
+  kc::launch_paged_row_addresses(on_device(sel, M * K), M, K, table, out, ld, stream_);
 }
 
 void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) {
@@ -380,30 +442,8 @@ void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
   DI_CHECK(di <= 256 && (n_heads * di + n_heads) * 4 <= 160 * 1024);
   if (q.rows == 0) return;
   arena().reset();
-  // Every distinct page table once (consecutive rows of a sequence share one), then a
-  // descriptor per row pointing into the staged copy.
-  std::vector<const float*>& pages = row_key_pages_;
-  std::vector<kc::PagedDesc>& table = row_key_table_;
-  pages.clear();
-  table.resize(keys.size());
-  std::vector<int64_t> offset(keys.size());
-  for (size_t t = 0; t < keys.size(); ++t) {
-    const PagedCMat& k = keys[t];
-    DI_CHECK(k.rows == 0 || (k.cols == di && k.page_rows > 0 && k.rows <= scores.cols));
-    if (t > 0 && k.pages == keys[t - 1].pages && k.rows == keys[t - 1].rows) {
-      offset[t] = offset[t - 1];
-      continue;
-    }
-    offset[t] = static_cast<int64_t>(pages.size());
-    pages.insert(pages.end(), k.pages, k.pages + k.num_pages());
-  }
-  if (pages.empty()) pages.push_back(nullptr);  // every row sees no key: a valid empty table
-  auto* dpages =
-      static_cast<const float* const*>(stage(pages.data(), pages.size() * sizeof(const float*)));
-  for (size_t t = 0; t < keys.size(); ++t) {
-    table[t] = {dpages + offset[t], keys[t].rows, di, std::max<int64_t>(1, keys[t].page_rows)};
-  }
-  auto* d = static_cast<kc::PagedDesc*>(stage(table.data(), table.size() * sizeof(kc::PagedDesc)));
+  for (const PagedCMat& k : keys) DI_CHECK(k.rows <= scores.cols);
+  const kc::PagedDesc* d = stage_paged(keys, di);
   kc::launch_indexer_scores_multi(md(q), n_heads, md(weights), d, di, on_device(visible, q.rows),
                                   bf16_rounding, md(scores), stream_);
 }

@@ -95,6 +95,11 @@ class CudaOps : public Ops {
   void fake_quant_fp4(Mat x, int64_t block) override;
   void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
                       bool bf16_rounding, Mat scores) override;
+  void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,
+                             int64_t d, const float* sink, float scale, bool bf16_probs,
+                             Mat o) override;
+  void paged_row_addresses(const int32_t* sel, int64_t K, std::span<const PagedCMat> rows,
+                           const float** out, int64_t ld) override;
   void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const PagedCMat> keys,
                             const int32_t* visible, bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
@@ -139,6 +144,12 @@ class CudaOps : public Ops {
   // capturing: a graph would replay the bytes of the capture, not the caller's next ones).
   void* stage(const void* host, size_t bytes);
   void free_deferred();
+  // Device descriptors of paged matrices (their page tables staged once per distinct table),
+  // every one `cols` wide; in the op's scratch.
+  const kernels::cuda::PagedDesc* stage_paged(std::span<const PagedCMat> mats, int64_t cols);
+  // Both forms of sparse attention, keys resolved to device memory.
+  void launch_sparse(CMat q, int64_t n_heads, const kernels::cuda::SparseKeys& keys, int64_t L,
+                     const float* sink, float scale, bool bf16_probs, Mat o);
   // A device copy of n elements at p (p itself when already device memory).
   template <typename T>
   const T* on_device(const T* p, int64_t n);

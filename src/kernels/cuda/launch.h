@@ -132,9 +132,19 @@ void launch_sample(MatDesc logits, const SampleSpecDev* specs, void* scratch, in
                    cudaStream_t stream);
 
 // ---- attention/ ---------------------------------------------------------------------------
-// Shared memory holds one query's L scores; L up to kMaxSparseKeys.
+// Shared memory holds one query's L scores and key addresses; L up to kMaxSparseKeys.
 inline constexpr int64_t kMaxSparseKeys = 8192;
-void launch_sparse_attention(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
+// The keys of one sparse attention call, [rows, L] per query: by index into one matrix (kv and
+// idx, -1 = absent) or by address (rows: d-float rows anywhere in device memory, nullptr =
+// absent; kv unused). The kernels compact either into key addresses, so both forms run the
+// same arithmetic.
+struct SparseKeys {
+  MatDesc kv;
+  const int32_t* idx = nullptr;
+  const float* const* rows = nullptr;
+  int64_t d = 0;
+};
+void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                              const float* sink, float scale, bool bf16_probs, MatDesc o,
                              cudaStream_t stream);
 // The same attention with the keys split across blocks (attention/sparse_attention_split.cu),
@@ -143,9 +153,9 @@ void launch_sparse_attention(MatDesc q, int64_t n_heads, MatDesc kv, const int32
 // launches nothing) when it does not apply; then launch_sparse_attention serves the call. The
 // split depends on the row count: not batch-invariant in the P·V sums.
 int64_t sparse_attention_split_scratch(int64_t rows, int64_t n_heads, int64_t L, int64_t d);
-bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx,
-                                   int64_t L, const float* sink, float scale, bool bf16_probs,
-                                   MatDesc o, float* scratch, cudaStream_t stream);
+bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
+                                   const float* sink, float scale, bool bf16_probs, MatDesc o,
+                                   float* scratch, cudaStream_t stream);
 struct PoolSlotDev {
   const float* value;
   const float* gate;
@@ -162,6 +172,10 @@ void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc 
 void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
                                  const PagedDesc* row_keys, int64_t di, const int32_t* visible,
                                  bool bf16_rounding, MatDesc scores, cudaStream_t stream);
+// out[t·ld + k] = the address of row sel[t·K + k] of rows[t] (nullptr where sel < 0), for
+// t < M, k < K (Ops::paged_row_addresses). rows: a device table of M descriptors.
+void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const PagedDesc* rows,
+                                const float** out, int64_t ld, cudaStream_t stream);
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                  cudaStream_t stream);
 

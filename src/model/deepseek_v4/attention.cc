@@ -174,12 +174,11 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
                        ig, idx_jobs, s.comp);
   }
   // Indexer selection (CSA): top-k of the visible index keys per query, over every sequence of
-  // the step in one indexer_scores_multi + topk per block of rows, so a device backend
-  // synchronises once per layer (for the host-built key lists below), not once per sequence.
-  // sel [M, K] (row stride K = the largest per-sequence k); a row's entries past its visible
-  // count are -1, so each sequence reads exactly its own top-min(index_topk, rows) set.
+  // the step in one indexer_scores_multi + topk per block of rows. The selection stays in
+  // backend memory (s.sel, [M, K], row stride K = the largest per-sequence k; a row's entries
+  // past its visible count are -1): a device backend never returns it to the host.
   int64_t K = 0;
-  const int32_t* sel = nullptr;
+  int32_t* sel = nullptr;
   if (has_idx) {
     int64_t max_rows = 0;
     for (const SequenceSpan& sq : in.sequences) {
@@ -190,16 +189,18 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
       int32_t* vis = fit_n(s.visible, M);
       std::fill(vis, vis + M, 0);
       s.row_keys.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, di, 1});
+      s.row_comp.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, d, 1});
       for (const SequenceSpan& sq : in.sequences) {
         if (sq.count == 0) continue;
-        const backend::PagedCMat keys = layer_cache(sq).idx.rows.view();
-        if (keys.rows == 0) continue;
+        const LayerCache& lc = layer_cache(sq);
+        if (lc.idx.rows.size() == 0) continue;
         for (int64_t i = 0; i < sq.count; ++i) {
           vis[sq.begin + i] = static_cast<int32_t>((pos[sq.begin] + i + 1) / spec.compress_ratio);
-          s.row_keys[static_cast<size_t>(sq.begin + i)] = keys;
+          s.row_keys[static_cast<size_t>(sq.begin + i)] = lc.idx.rows.view();
+          s.row_comp[static_cast<size_t>(sq.begin + i)] = lc.comp.rows.view();
         }
       }
-      int32_t* out_sel = fit_n(s.sel, M * K);
+      sel = static_cast<int32_t*>(s.sel.fit_bytes(static_cast<size_t>(M * K) * sizeof(int32_t)));
       // Query blocks bound the score matrix ([block, max_rows] floats) for long prompts.
       const int64_t block =
           std::clamp<int64_t>(kIndexerScoreFloats / max_rows, 1, kIndexerQueryBlock);
@@ -210,89 +211,54 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
                                  std::span<const backend::PagedCMat>(s.row_keys)
                                      .subspan(static_cast<size_t>(i0), static_cast<size_t>(nb)),
                                  vis + i0, num.official, scores);
-        ops.topk(scores, vis + i0, K, out_sel + i0 * K);
+        ops.topk(scores, vis + i0, K, sel + i0 * K);
       }
-      sel = out_sel;
     }
   }
 
-  // Key-set width per row (window + compressed) and an upper bound of gathered rows.
-  int64_t width = 0, key_rows = 0;
+  // Every query's keys by address, read in place by one sparse_attention_rows over every
+  // sequence: columns [0, win_cols) the window (cached ring rows, then this step's rows),
+  // [win_cols, width) the compressed rows (all visible ones for HCA; CSA's selection, filled in
+  // on the backend from sel); nullptr = no key.
+  int64_t win_cols = 0, comp_cols = 0;
   for (const SequenceSpan& sq : in.sequences) {
     if (sq.count == 0) continue;
-    const int64_t L = pos[sq.begin], T = L + sq.count;
-    int64_t wcomp = 0, rows_comp = 0;
-    if (has_comp) {
-      const int64_t n_rows = T / spec.compress_ratio;
-      wcomp = has_idx ? std::min<int64_t>(cfg.index_topk, n_rows) : n_rows;
-      rows_comp = has_idx ? std::min(n_rows, sq.count * wcomp) : n_rows;
-    }
-    width = std::max(width, std::min(W, T) + wcomp);
-    key_rows += std::min(L, W - 1) + sq.count + rows_comp;
+    const int64_t T = pos[sq.begin] + sq.count;
+    win_cols = std::max(win_cols, std::min(W, T));
+    if (has_comp && !has_idx) comp_cols = std::max(comp_cols, T / spec.compress_ratio);
   }
-  int32_t* idx = fit_n(s.idx, M * width);
-  std::fill(idx, idx + M * width, -1);
-  // Every query's keys are gathered into one matrix by one gather_rows call over the rows of
-  // every sequence (cached window slots, this step's rows, compressed rows), so one
-  // sparse_attention call serves all sequences.
-  std::vector<const float*>& key_src = s.key_src;
-  key_src.clear();
-  int64_t n_keys = 0;
-  auto push_key = [&](const float* row) {
-    key_src.push_back(row);
-    return static_cast<int32_t>(n_keys++);
-  };
+  if (has_idx) comp_cols = K;
+  const int64_t width = win_cols + comp_cols;
+  std::vector<const float*>& table = s.key_rows;
+  table.assign(static_cast<size_t>(M * width), nullptr);
   for (const SequenceSpan& sq : in.sequences) {
     if (sq.count == 0) continue;
-    LayerCache& lc = layer_cache(sq);
+    const LayerCache& lc = layer_cache(sq);
     const int64_t b = sq.begin, c = sq.count, L = pos[b];
-    const bool selected = has_idx && sel != nullptr && lc.idx.rows.size() > 0;
-
-    // Window keys: cached rows [L - nw_old, L), then this step's rows.
-    const int64_t nw_old = std::min(L, W - 1);
-    const int64_t win_base = n_keys;
-    for (int64_t p = L - nw_old; p < L; ++p) push_key(lc.window.row(p));
-    for (int64_t i = 0; i < c; ++i) push_key(kv.row(b + i));
-    const int64_t origin = L - nw_old;  // position of key row win_base
-
-    // Compressed keys.
-    int64_t comp_base = n_keys;
-    int32_t* remap = nullptr;
-    if (has_comp && !has_idx) {
-      for (int64_t r = 0; r < lc.comp.rows.size(); ++r) push_key(lc.comp.rows.row(r));
-    } else if (selected) {
-      remap = fit_n(s.remap, lc.comp.rows.size());
-      std::fill(remap, remap + lc.comp.rows.size(), -1);
-      for (int64_t j = b * K; j < (b + c) * K; ++j) {
-        const int32_t r = sel[j];
-        if (r >= 0 && remap[r] < 0) remap[r] = push_key(lc.comp.rows.row(r));
-      }
-    }
-
     for (int64_t i = 0; i < c; ++i) {
       const int64_t p = L + i;
-      int32_t* row = idx + (b + i) * width;
+      const float** row = table.data() + (b + i) * width;
       int64_t j = 0;
       for (int64_t k = std::max<int64_t>(0, p - W + 1); k <= p; ++k) {
-        row[j++] = static_cast<int32_t>(win_base + (k - origin));
+        row[j++] = k < L ? lc.window.row(k) : kv.row(b + k - L);
       }
       if (has_comp && !has_idx) {
         const int64_t vis = (p + 1) / spec.compress_ratio;
-        for (int64_t r = 0; r < vis; ++r) row[j++] = static_cast<int32_t>(comp_base + r);
-      } else if (remap != nullptr) {
-        for (int64_t k = 0; k < K; ++k) {
-          const int32_t r = sel[(b + i) * K + k];
-          if (r >= 0) row[j++] = remap[r];
-        }
+        for (int64_t r = 0; r < vis; ++r) row[win_cols + r] = lc.comp.rows.row(r);
       }
-      DI_CHECK(j <= width);
     }
   }
-  DI_CHECK(n_keys <= key_rows);
-  Mat keys(fit(s.keys, key_rows * d), key_rows, d);
-  ops.gather_rows(key_src, keys.rows_slice(0, n_keys));
+  const size_t table_bytes = table.size() * sizeof(const float*);
+  auto* key_rows = static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
+  ops.upload(key_rows, table.data(), table_bytes);
+  if (sel != nullptr) ops.paged_row_addresses(sel, K, s.row_comp, key_rows + win_cols, width);
+
+  const Mat o = rows.o.rows_slice(0, M);
+  ops.sparse_attention_rows(rows.q.rows_slice(0, M), H, key_rows, width, d, w.sink,
+                            1.0f / std::sqrt(static_cast<float>(d)), num.official, o);
+  num.act(ops, o);
   // Only now may the window rings take this step's rows (one scatter for every sequence): the
-  // gather above reads slots a long chunk would overwrite.
+  // attention above read ring slots a long chunk would overwrite.
   s.win_src.clear();
   s.win_dst.clear();
   for (const SequenceSpan& sq : in.sequences) {
@@ -301,11 +267,6 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
     for (int64_t i = dropped; i < sq.count; ++i) s.win_src.push_back(kv.row(sq.begin + i));
   }
   ops.scatter_rows(s.win_src, s.win_dst, d);
-
-  const Mat o = rows.o.rows_slice(0, M);
-  ops.sparse_attention(rows.q.rows_slice(0, M), H, CMat(keys).rows_slice(0, n_keys), idx, width,
-                       w.sink, 1.0f / std::sqrt(static_cast<float>(d)), num.official, o);
-  num.act(ops, o);
 }
 
 void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,

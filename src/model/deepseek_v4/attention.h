@@ -66,15 +66,19 @@ struct AttentionBuffers {
   void fingerprint(std::vector<std::pair<const void*, size_t>>& out) const;
 };
 
-// Scratch of the core (selection, key gather, cache writes, attention). Index lists are host
-// arrays, which every backend accepts (a device backend stages them).
+// Scratch of the core (selection, key addresses, cache writes, attention). Host arrays are
+// what the host builds (a device backend stages them); the selection and the key-address table
+// are backend memory, because the backend writes them.
 struct AttentionScratch {
-  explicit AttentionScratch(backend::Ops& ops) : scores(ops), keys(ops), comp(ops) {}
-  backend::Buffer scores;  // indexer scores
-  backend::Buffer keys;    // gathered key/value rows
-  std::vector<int32_t> idx, sel, visible, remap;
-  std::vector<const float*> key_src;    // gathered key rows, in key order
+  explicit AttentionScratch(backend::Ops& ops)
+      : scores(ops), sel(ops), key_table(ops), comp(ops) {}
+  backend::Buffer scores;     // indexer scores
+  backend::Buffer sel;        // CSA top-k [M, K] (int32)
+  backend::Buffer key_table;  // every query's key addresses [M, width]
+  std::vector<int32_t> visible;
+  std::vector<const float*> key_rows;        // the table as the host builds it
   std::vector<backend::PagedCMat> row_keys;  // each query row's index keys (its sequence's)
+  std::vector<backend::PagedCMat> row_comp;  // ... and compressed rows (what sel indexes)
   std::vector<CompressorJob> comp_jobs, idx_jobs;
   std::vector<const float*> win_src;  // this step's window rows and their ring slots
   std::vector<float*> win_dst;

@@ -75,6 +75,7 @@ cuda::DeviceBuffer dev_array(const std::vector<T>& v) {
 template cuda::DeviceBuffer dev_array(const std::vector<int32_t>&);
 template cuda::DeviceBuffer dev_array(const std::vector<int64_t>&);
 template cuda::DeviceBuffer dev_array(const std::vector<float>&);
+template cuda::DeviceBuffer dev_array(const std::vector<const float*>&);
 
 std::vector<int32_t> download_ints(const cuda::DeviceBuffer& b, size_t n) {
   std::vector<int32_t> v(n);

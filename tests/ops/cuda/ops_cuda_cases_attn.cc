@@ -1,6 +1,9 @@
 // CUDA vs ref, attention side: sparse MQA with sink (head dims 64 and 512, absent keys, a token
-// with no key, BF16 probabilities, V4-Flash decode shape), compressor pooling with missing slots,
-// indexer scores (FP32 and BF16 rounding points), top-k with ties and short rows.
+// with no key, BF16 probabilities, V4-Flash decode shape; keys by index and by address),
+// compressor pooling with missing slots, indexer scores (FP32 and BF16 rounding points, paged
+// keys), the selected rows' addresses, top-k with ties and short rows.
+#include <cuda_runtime_api.h>
+
 #include <string>
 
 #include "../paged_rows.h"
@@ -39,7 +42,26 @@ CUDA_CASE(sparse_attention) {
                             " d=" + std::to_string(s.d) + " L=" + std::to_string(s.L) +
                             (with_sink ? " sink" : "") + (bf16p ? " bf16probs" : "") +
                             (dev_idx ? " device idx" : "");
-      close(ctx, t, dout.download(), want.v, bf16p ? 2e-3 : 2e-5);
+      const std::vector<float> got = dout.download();
+      close(ctx, t, got, want.v, bf16p ? 2e-3 : 2e-5);
+      // The same keys by address (a host table staged, or a device one), absent entries moved
+      // to other columns: the index form's bits exactly.
+      if (variant == 1) continue;
+      const int64_t pad = 5, L2 = s.L + pad;
+      std::vector<const float*> rows(static_cast<size_t>(s.M * L2), nullptr);
+      for (int64_t t2 = 0; t2 < s.M; ++t2) {
+        for (int64_t j = 0; j < s.L; ++j) {
+          const int32_t r = idx[static_cast<size_t>(t2 * s.L + j)];
+          rows[static_cast<size_t>(t2 * L2 + j + (j >= s.L / 3 ? pad : 0))] =
+              r >= 0 ? dkv.cmat().row(r) : nullptr;
+        }
+      }
+      const cuda::DeviceBuffer drows = dev_array(rows);
+      DBuf dout2 = dev_poisoned(s.M, s.H * s.d);
+      ctx.gpu->sparse_attention_rows(
+          dq.cmat(), s.H, dev_idx ? drows.as<const float* const>() : rows.data(), L2, s.d,
+          with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout2.mat());
+      close(ctx, t + " by address == by index", dout2.download(), got, 0.0);
     }
   }
 }
@@ -144,6 +166,37 @@ CUDA_CASE(indexer_and_topk) {
       close(ctx, name, got_vis, want_vis, bf16 ? 2e-2 : 2e-5);
       close(ctx, name + " == single call", got_vis, single_vis, 0.0);
     }
+    // paged_row_addresses over the same paged matrices: a device table at a column offset, the
+    // selection a host array (staged); each address is the page table's row.
+    const int64_t K = 9, ld = K + 4;
+    std::vector<int32_t> sel(static_cast<size_t>(M * K));
+    for (int64_t t = 0; t < M; ++t) {
+      const int64_t R = row_keys[static_cast<size_t>(t)].rows;
+      for (int64_t k = 0; k < K; ++k) {
+        sel[static_cast<size_t>(t * K + k)] =
+            R == 0 || k == 3 ? -1 : static_cast<int32_t>((t * 131 + k * 97) % R);
+      }
+    }
+    const std::vector<const float*> sentinel(static_cast<size_t>(M * ld), q.v.data());
+    const cuda::DeviceBuffer dout = dev_array(sentinel);
+    ctx.gpu->paged_row_addresses(sel.data(), K, row_keys, dout.as<const float*>() + 3, ld);
+    std::vector<const float*> got(sentinel.size());
+    DI_CUDA_CHECK(cudaMemcpy(got.data(), dout.data(), got.size() * sizeof(const float*),
+                             cudaMemcpyDeviceToHost));
+    int64_t wrong = 0;
+    for (int64_t t = 0; t < M; ++t) {
+      const PagedCMat& k = row_keys[static_cast<size_t>(t)];
+      for (int64_t j = 0; j < ld; ++j) {
+        const float* want = q.v.data();  // untouched outside [3, 3 + K)
+        if (j >= 3 && j < 3 + K) {
+          const int32_t r = sel[static_cast<size_t>(t * K + j - 3)];
+          want = r >= 0 ? k.row(r) : nullptr;
+        }
+        wrong += got[static_cast<size_t>(t * ld + j)] != want;
+      }
+    }
+    equal_ints(ctx, "paged_row_addresses: wrong addresses (inside or outside its columns)",
+               {static_cast<int32_t>(wrong)}, {0});
   }
   // top-k on identical inputs (ties from a coarse grid), k larger than some rows.
   for (int64_t R : {40, 3000}) {

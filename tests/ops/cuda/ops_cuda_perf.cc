@@ -212,6 +212,16 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
                "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
                4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
       }
+      // The same keys by address (what the model runs: cache rows read in place).
+      std::vector<const float*> rows(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);
+      const cuda::DeviceBuffer drows = dev_array(rows);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->sparse_attention_rows(q.cmat(), H, drows.as<const float* const>(), L, d,
+                                     sink.mem.as<float>(), 0.044f, true, o.mat());
+      });
+      report(p, "sparse_attention by address", "H64 d512 L640 M=" + std::to_string(M), ms,
+             4.0 * M * H * L * d, 4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
     }
     if (wanted(p, "indexer_scores")) {
       const int64_t H = 64, di = 128, R = 4096;

@@ -17,7 +17,27 @@ namespace deepinfer::backend::cpu {
 
 void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                               const float* sink, float scale, bool bf16_probs, Mat o) {
-  const int64_t d = kv.cols;
+  sparse_attention_over(q, n_heads, kv.cols, L, sink, scale, bf16_probs, o,
+                        [&](int64_t t, int64_t j) -> const float* {
+                          const int32_t r = idx[t * L + j];
+                          if (r < 0) return nullptr;
+                          DI_CHECK(r < kv.rows);
+                          return kv.row(r);
+                        });
+}
+
+void OptOps::sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows,
+                                   int64_t L, int64_t d, const float* sink, float scale,
+                                   bool bf16_probs, Mat o) {
+  sparse_attention_over(q, n_heads, d, L, sink, scale, bf16_probs, o,
+                        [&](int64_t t, int64_t j) { return key_rows[t * L + j]; });
+}
+
+// The attention of both forms; key(t, j) is query t's j-th key row, nullptr = absent.
+template <typename KeyRow>
+void OptOps::sparse_attention_over(CMat q, int64_t n_heads, int64_t d, int64_t L,
+                                   const float* sink, float scale, bool bf16_probs, Mat o,
+                                   const KeyRow& key) {
   DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
   // Task = (token, kHeads heads). Keys are visited in chunks of kKeys gathered rows, and each
   // chunk serves all the task's heads before the next is touched, so a gathered row is read
@@ -36,10 +56,8 @@ void OptOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* i
           const int64_t nh = std::min(kHeads, n_heads - h0);
           int64_t nr = 0;
           for (int64_t j = 0; j < L; ++j) {
-            const int32_t r = idx[t * L + j];
-            if (r < 0) continue;
-            DI_CHECK(r < kv.rows);
-            rows[static_cast<size_t>(nr++)] = kv.row(r);
+            const float* r = key(t, j);
+            if (r != nullptr) rows[static_cast<size_t>(nr++)] = r;
           }
           float* o0 = o.row(t) + h0 * d;
           std::fill(o0, o0 + nh * d, 0.0f);

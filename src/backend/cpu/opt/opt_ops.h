@@ -32,6 +32,9 @@ class OptOps final : public Ops {
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                         const float* sink, float scale, bool bf16_probs, Mat o) override;
+  void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,
+                             int64_t d, const float* sink, float scale, bool bf16_probs,
+                             Mat o) override;
   void softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) override;
   void hadamard128(Mat x) override;
   void fake_quant_fp8(Mat x, int64_t n, int64_t block) override;
@@ -49,6 +52,9 @@ class OptOps final : public Ops {
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
 
  private:
+  template <typename KeyRow>
+  void sparse_attention_over(CMat q, int64_t n_heads, int64_t d, int64_t L, const float* sink,
+                             float scale, bool bf16_probs, Mat o, const KeyRow& key);
   // y = x·Wᵀ with x already (act-)quantized as the caller wants; parallel over weight-row tiles.
   void gemm(CMat x, const WeightRef& w, Mat y);
   // x (copied into a contiguous buffer) with the FP8 activation quant applied when it applies.

@@ -19,18 +19,18 @@ constexpr int kThreads = 256;
 constexpr int kMaxHeadDim = kSparseMaxHeadDim;
 
 __global__ void __launch_bounds__(kThreads)
-    sparse_attention_kernel(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
+    sparse_attention_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                             const float* sink, float scale, bool bf16_probs, MatDesc o) {
   extern __shared__ float smem[];
-  float* z = smem;                                       // [L]
-  int32_t* rows = reinterpret_cast<int32_t*>(smem + L);  // [L]
+  const float** rows = reinterpret_cast<const float**>(smem);  // [L] (8-byte aligned first)
+  float* z = reinterpret_cast<float*>(rows + L);               // [L]
   __shared__ float qs[kMaxHeadDim];
   __shared__ float red[32];
   __shared__ int count;
-  const int64_t t = blockIdx.x, h = blockIdx.y, d = kv.cols;
+  const int64_t t = blockIdx.x, h = blockIdx.y, d = keys.d;
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) qs[c] = q.data[t * q.ld + h * d + c];
-  sparse_compact_rows(idx + t * L, L, rows, &count);
+  sparse_compact_rows(keys, t, L, rows, &count);
   __syncthreads();
   const int n = count;
   float* oh = o.data + t * o.ld + h * d;
@@ -39,7 +39,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   for (int j = wid; j < n; j += nw) {
-    const float* k = kv.data + static_cast<int64_t>(rows[j]) * kv.ld;
+    const float* k = rows[j];
     float s = 0.0f;
     for (int64_t c = lane; c < d; c += 32) s = fmaf(qs[c], k[c], s);
     s = warp_sum(s);
@@ -60,8 +60,7 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
     float acc = 0.0f;
-    for (int j = 0; j < n; ++j)
-      acc = fmaf(z[j], kv.data[static_cast<int64_t>(rows[j]) * kv.ld + c], acc);
+    for (int j = 0; j < n; ++j) acc = fmaf(z[j], rows[j][c], acc);
     oh[c] = acc / den;
   }
 }
@@ -71,19 +70,18 @@ constexpr int kGroupThreads = 512;
 constexpr size_t kGroupSmemLimit = 160 * 1024;
 
 size_t group_smem_bytes(int64_t L, int64_t d) {
-  return static_cast<size_t>(L) * sizeof(int32_t) +
+  return static_cast<size_t>(L) * sizeof(const float*) +
          static_cast<size_t>(kGroup) * static_cast<size_t>(L + d + 2) * sizeof(float);
 }
 
 __global__ void __launch_bounds__(kGroupThreads)
-    sparse_attention_group_kernel(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx,
-                                  int64_t L, const float* sink, float scale, bool bf16_probs,
-                                  MatDesc o) {
+    sparse_attention_group_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
+                                  const float* sink, float scale, bool bf16_probs, MatDesc o) {
   extern __shared__ float smem[];
-  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kGroup, d = kv.cols;
+  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kGroup, d = keys.d;
   const int hn = static_cast<int>(n_heads - h0 < kGroup ? n_heads - h0 : kGroup);
-  int32_t* rows = reinterpret_cast<int32_t*>(smem);  // [L]
-  float* z = smem + L;                               // [kGroup][L]
+  const float** rows = reinterpret_cast<const float**>(smem);  // [L]
+  float* z = reinterpret_cast<float*>(rows + L);               // [kGroup][L]
   float* qs = z + kGroup * L;                        // [kGroup][d]
   float* mx = qs + kGroup * d;                       // [kGroup]
   float* den = mx + kGroup;                          // [kGroup]
@@ -92,7 +90,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     const int64_t h = i / d, c = i % d;
     qs[i] = h < hn ? q.data[t * q.ld + (h0 + h) * d + c] : 0.0f;
   }
-  sparse_compact_rows(idx + t * L, L, rows, &count);
+  sparse_compact_rows(keys, t, L, rows, &count);
   __syncthreads();
   const int n = count;
   if (n == 0) {
@@ -103,7 +101,7 @@ __global__ void __launch_bounds__(kGroupThreads)
   }
   // Phase 1: scores z[h][j] = (q_h · k_j) · scale; then per head the max, probabilities
   // (BF16-rounded when asked) and FP32 denominator with the sink.
-  sparse_group_scores(qs, hn, d, kv, rows, 0, n, scale, z, L);
+  sparse_group_scores(qs, hn, d, rows, 0, n, scale, z, L);
   __syncthreads();
   sparse_group_softmax(z, L, n, hn, sink, h0, bf16_probs, mx, den);
   __syncthreads();
@@ -112,7 +110,7 @@ __global__ void __launch_bounds__(kGroupThreads)
     float acc[kGroup];
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) acc[h] = 0.0f;
-    sparse_group_pv(z, L, hn, kv, rows, 0, n, c, acc);
+    sparse_group_pv(z, L, hn, rows, 0, n, c, acc);
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
       if (h < hn) o.data[t * o.ld + (h0 + h) * d + c] = acc[h] / den[h];
@@ -122,30 +120,30 @@ __global__ void __launch_bounds__(kGroupThreads)
 
 }  // namespace
 
-void launch_sparse_attention(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
+void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                              const float* sink, float scale, bool bf16_probs, MatDesc o,
                              cudaStream_t stream) {
   if (q.rows == 0 || n_heads == 0) return;
   static const bool attr_set = [] {
     cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(2 * kMaxSparseKeys * sizeof(float)));
+                         static_cast<int>(kMaxSparseKeys * (sizeof(float) + sizeof(float*))));
     cudaFuncSetAttribute(sparse_attention_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                          static_cast<int>(kGroupSmemLimit));
     return true;
   }();
   (void)attr_set;
   const int64_t L1 = L > 0 ? L : 1;
-  const size_t gsmem = group_smem_bytes(L1, kv.cols);
+  const size_t gsmem = group_smem_bytes(L1, keys.d);
   if (gsmem <= kGroupSmemLimit) {
     const dim3 grid(static_cast<unsigned>(q.rows),
                     static_cast<unsigned>((n_heads + kGroup - 1) / kGroup));
     sparse_attention_group_kernel<<<grid, kGroupThreads, gsmem, stream>>>(
-        q, n_heads, kv, idx, L, sink, scale, bf16_probs, o);
+        q, n_heads, keys, L, sink, scale, bf16_probs, o);
     return;
   }
-  const size_t smem = static_cast<size_t>(2 * L1) * sizeof(float);
+  const size_t smem = static_cast<size_t>(L1) * (sizeof(float) + sizeof(const float*));
   const dim3 grid(static_cast<unsigned>(q.rows), static_cast<unsigned>(n_heads));
-  sparse_attention_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, kv, idx, L, sink, scale,
+  sparse_attention_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, keys, L, sink, scale,
                                                             bf16_probs, o);
 }
 

@@ -46,24 +46,24 @@ __device__ __forceinline__ void chunk_of(int n, int splits, int s, int* j0, int*
 }
 
 __global__ void __launch_bounds__(kThreads)
-    split_scores_kernel(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L,
-                        float scale, float* z, int* counts) {
+    split_scores_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L, float scale,
+                        float* z, int* counts) {
   extern __shared__ float smem[];
-  int32_t* rows = reinterpret_cast<int32_t*>(smem);  // [L]
-  float* qs = smem + L;                              // [kSparseGroup][d]
+  const float** rows = reinterpret_cast<const float**>(smem);  // [L]
+  float* qs = reinterpret_cast<float*>(rows + L);              // [kSparseGroup][d]
   __shared__ int count;
-  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kSparseGroup, d = kv.cols;
+  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kSparseGroup, d = keys.d;
   const int hn = static_cast<int>(n_heads - h0 < kSparseGroup ? n_heads - h0 : kSparseGroup);
   for (int64_t i = threadIdx.x; i < kSparseGroup * d; i += blockDim.x) {
     const int64_t h = i / d, c = i % d;
     qs[i] = h < hn ? q.data[t * q.ld + (h0 + h) * d + c] : 0.0f;
   }
-  sparse_compact_rows(idx + t * L, L, rows, &count);
+  sparse_compact_rows(keys, t, L, rows, &count);
   __syncthreads();
   if (blockIdx.y == 0 && blockIdx.z == 0 && threadIdx.x == 0) counts[t] = count;
   int j0, j1;
   chunk_of(count, static_cast<int>(gridDim.z), static_cast<int>(blockIdx.z), &j0, &j1);
-  sparse_group_scores(qs, hn, d, kv, rows, j0, j1, scale, z + (t * n_heads + h0) * L, L);
+  sparse_group_scores(qs, hn, d, rows, j0, j1, scale, z + (t * n_heads + h0) * L, L);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -79,14 +79,14 @@ __global__ void __launch_bounds__(kThreads)
 
 // partial[(s · rows + t) · H · d + h · d + c] = Σ_{j in chunk s} p[t, h, j] · v_j[c].
 __global__ void __launch_bounds__(kThreads)
-    split_pv_kernel(int64_t n_heads, MatDesc kv, const int32_t* idx, int64_t L, int64_t rows_total,
+    split_pv_kernel(int64_t n_heads, SparseKeys keys, int64_t L, int64_t rows_total,
                     const float* z, float* partial) {
   extern __shared__ float smem[];
-  int32_t* rows = reinterpret_cast<int32_t*>(smem);  // [L]
+  const float** rows = reinterpret_cast<const float**>(smem);  // [L]
   __shared__ int count;
-  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kSparseGroup, d = kv.cols;
+  const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kSparseGroup, d = keys.d;
   const int hn = static_cast<int>(n_heads - h0 < kSparseGroup ? n_heads - h0 : kSparseGroup);
-  sparse_compact_rows(idx + t * L, L, rows, &count);
+  sparse_compact_rows(keys, t, L, rows, &count);
   __syncthreads();
   int j0, j1;
   chunk_of(count, static_cast<int>(gridDim.z), static_cast<int>(blockIdx.z), &j0, &j1);
@@ -96,7 +96,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[kSparseGroup];
 #pragma unroll
     for (int h = 0; h < kSparseGroup; ++h) acc[h] = 0.0f;
-    sparse_group_pv(zt, L, hn, kv, rows, j0, j1, c, acc);
+    sparse_group_pv(zt, L, hn, rows, j0, j1, c, acc);
 #pragma unroll
     for (int h = 0; h < kSparseGroup; ++h) {
       if (h < hn) out[h * d + c] = acc[h];
@@ -130,12 +130,12 @@ int64_t sparse_attention_split_scratch(int64_t rows, int64_t n_heads, int64_t L,
   return rows * n_heads * L + rows * n_heads + rows + s.splits * rows * n_heads * d;
 }
 
-bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, MatDesc kv, const int32_t* idx,
-                                   int64_t L, const float* sink, float scale, bool bf16_probs,
-                                   MatDesc o, float* scratch, cudaStream_t stream) {
+bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
+                                   const float* sink, float scale, bool bf16_probs, MatDesc o,
+                                   float* scratch, cudaStream_t stream) {
   const SplitShape s = split_shape(q.rows, n_heads, L);
-  const int64_t d = kv.cols;
-  const size_t smem = static_cast<size_t>(L) * sizeof(int32_t) +
+  const int64_t d = keys.d;
+  const size_t smem = static_cast<size_t>(L) * sizeof(const float*) +
                       static_cast<size_t>(kSparseGroup * d) * sizeof(float);
   if (scratch == nullptr || s.splits == 0 || d > kSparseMaxHeadDim || smem > 160 * 1024) {
     return false;
@@ -155,12 +155,12 @@ bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, MatDesc kv, const
   const dim3 split_grid(static_cast<unsigned>(M), static_cast<unsigned>(s.groups),
                         static_cast<unsigned>(s.splits));
   const dim3 group_grid(static_cast<unsigned>(M), static_cast<unsigned>(s.groups));
-  split_scores_kernel<<<split_grid, kThreads, smem, stream>>>(q, n_heads, kv, idx, L, scale, z,
+  split_scores_kernel<<<split_grid, kThreads, smem, stream>>>(q, n_heads, keys, L, scale, z,
                                                              counts);
   split_softmax_kernel<<<group_grid, kThreads, 0, stream>>>(n_heads, L, sink, bf16_probs, z,
                                                            counts, den);
-  split_pv_kernel<<<split_grid, kThreads, static_cast<size_t>(L) * sizeof(int32_t), stream>>>(
-      n_heads, kv, idx, L, M, z, partial);
+  split_pv_kernel<<<split_grid, kThreads, static_cast<size_t>(L) * sizeof(const float*), stream>>>(
+      n_heads, keys, L, M, z, partial);
   const int64_t work = M * n_heads * d;
   split_combine_kernel<<<grid_for(work, 256), 256, 0, stream>>>(
       n_heads, d, M, static_cast<int>(s.splits), partial, den, counts, o);

@@ -5,23 +5,33 @@
 #pragma once
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace deepinfer::kernels::cuda {
 
 inline constexpr int kSparseMaxHeadDim = 512;
 inline constexpr int kSparseGroup = 16;  // heads per block (MQA: the key rows are shared)
 
-// Warp 0 compacts idx_row[0, L) (-1 = absent) into rows[0, count) with ballots; *count is
-// written by lane 0. The caller synchronises before reading.
-__device__ __forceinline__ void sparse_compact_rows(const int32_t* idx_row, int64_t L,
-                                                    int32_t* rows, int* count) {
+// Query t's key j as an address (nullptr = absent), from either form of SparseKeys.
+__device__ __forceinline__ const float* sparse_key(const SparseKeys& k, int64_t t, int64_t L,
+                                                   int64_t j) {
+  if (k.rows != nullptr) return k.rows[t * L + j];
+  const int32_t r = k.idx[t * L + j];
+  return r >= 0 ? k.kv.data + static_cast<int64_t>(r) * k.kv.ld : nullptr;
+}
+
+// Warp 0 compacts query t's keys [0, L) (absent ones dropped, order kept) into the addresses
+// rows[0, count) with ballots; *count is written by lane 0. The caller synchronises before
+// reading.
+__device__ __forceinline__ void sparse_compact_rows(const SparseKeys& k, int64_t t, int64_t L,
+                                                    const float** rows, int* count) {
   if ((threadIdx.x >> 5) != 0) return;
   const int lane = threadIdx.x & 31;
   int cnt = 0;
   for (int64_t b = 0; b < L; b += 32) {
-    const int32_t r = b + lane < L ? idx_row[b + lane] : -1;
-    const unsigned mask = __ballot_sync(0xffffffffu, r >= 0);
-    if (r >= 0) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
+    const float* r = b + lane < L ? sparse_key(k, t, L, b + lane) : nullptr;
+    const unsigned mask = __ballot_sync(0xffffffffu, r != nullptr);
+    if (r != nullptr) rows[cnt + __popc(mask & ((1u << lane) - 1u))] = r;
     cnt += __popc(mask);
   }
   if (lane == 0) *count = cnt;
@@ -29,13 +39,13 @@ __device__ __forceinline__ void sparse_compact_rows(const int32_t* idx_row, int6
 
 // z[h * zld + j] = (q_h · k_rows[j]) · scale for j in [j0, j1), h < hn: a warp per key holds the
 // key's channels in registers and dots them with the group's queries qs [kSparseGroup][d].
-__device__ __forceinline__ void sparse_group_scores(const float* qs, int hn, int64_t d, MatDesc kv,
-                                                    const int32_t* rows, int j0, int j1,
+__device__ __forceinline__ void sparse_group_scores(const float* qs, int hn, int64_t d,
+                                                    const float* const* rows, int j0, int j1,
                                                     float scale, float* z, int64_t zld) {
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5, nw = blockDim.x >> 5;
   constexpr int kRegs = kSparseMaxHeadDim / 32;
   for (int j = j0 + wid; j < j1; j += nw) {
-    const float* k = kv.data + static_cast<int64_t>(rows[j]) * kv.ld;
+    const float* k = rows[j];
     float kr[kRegs];
 #pragma unroll
     for (int i = 0; i < kRegs; ++i) {
@@ -85,9 +95,9 @@ __device__ __forceinline__ void sparse_group_softmax(float* z, int64_t zld, int 
 // sum in key order (heads past hn repeat head hn - 1, so p is only read within the group). Eight keys' values are loaded before their FMAs: the loads of a key
 // row are independent, and one at a time the walk was bound by their latency (~0.3 ms per
 // 640 keys whatever the batch). The FMA sequence per head is unchanged, so are the bits.
-__device__ __forceinline__ void sparse_group_pv(const float* p, int64_t zld, int hn, MatDesc kv,
-                                                const int32_t* rows, int j0, int j1, int64_t c,
-                                                float* acc) {
+__device__ __forceinline__ void sparse_group_pv(const float* p, int64_t zld, int hn,
+                                                const float* const* rows, int j0, int j1,
+                                                int64_t c, float* acc) {
   constexpr int kAhead = 8;
   int64_t off[kSparseGroup];
 #pragma unroll
@@ -96,7 +106,7 @@ __device__ __forceinline__ void sparse_group_pv(const float* p, int64_t zld, int
   for (; j + kAhead <= j1; j += kAhead) {
     float v[kAhead];
 #pragma unroll
-    for (int u = 0; u < kAhead; ++u) v[u] = kv.data[static_cast<int64_t>(rows[j + u]) * kv.ld + c];
+    for (int u = 0; u < kAhead; ++u) v[u] = rows[j + u][c];
 #pragma unroll
     for (int u = 0; u < kAhead; ++u) {
 #pragma unroll
@@ -104,7 +114,7 @@ __device__ __forceinline__ void sparse_group_pv(const float* p, int64_t zld, int
     }
   }
   for (; j < j1; ++j) {
-    const float kvc = kv.data[static_cast<int64_t>(rows[j]) * kv.ld + c];
+    const float kvc = rows[j][c];
 #pragma unroll
     for (int h = 0; h < kSparseGroup; ++h) acc[h] = fmaf(p[off[h] + j], kvc, acc[h]);
   }

@@ -140,6 +140,26 @@ void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
                 scores, stream);
 }
 
+namespace {
+__global__ void paged_row_addresses_kernel(const int32_t* sel, int64_t M, int64_t K,
+                                           const PagedDesc* rows, const float** out, int64_t ld) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= M * K) return;
+  const int64_t t = i / K, k = i % K;
+  const int32_t r = sel[i];
+  const PagedDesc p = rows[t];
+  out[t * ld + k] = r >= 0 && r < p.rows
+                        ? p.pages[r / p.page_rows] + (r % p.page_rows) * p.cols
+                        : nullptr;
+}
+}  // namespace
+
+void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const PagedDesc* rows,
+                                const float** out, int64_t ld, cudaStream_t stream) {
+  if (M == 0 || K == 0) return;
+  paged_row_addresses_kernel<<<grid_for(M * K, 256), 256, 0, stream>>>(sel, M, K, rows, out, ld);
+}
+
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                  cudaStream_t stream) {
   if (scores.rows == 0 || k == 0) return;
