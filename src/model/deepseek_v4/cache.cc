@@ -72,7 +72,7 @@ int64_t RowRing::claim(int64_t n, std::vector<float*>& dst) {
   return dropped;
 }
 
-RowRing RowRing::clone() const {
+RowRing RowRing::clone_uncopied(std::vector<Copy>& copies) const {
   RowRing r;
   r.capacity_ = capacity_;
   r.width_ = width_;
@@ -83,7 +83,16 @@ RowRing RowRing::clone() const {
     const backend::PagePool::Page p = pool_->acquire();
     r.page_ = p.id;
     r.data_ = static_cast<float*>(p.data);
-    pool_->ops().copy(r.data_, data_, static_cast<size_t>(capacity_ * width_) * sizeof(float));
+    copies.push_back({data_, r.data_, capacity_ * width_});
+  }
+  return r;
+}
+
+RowRing RowRing::clone() const {
+  std::vector<Copy> copies;
+  RowRing r = clone_uncopied(copies);
+  for (const Copy& c : copies) {
+    pool_->ops().copy(c.dst, c.src, static_cast<size_t>(c.floats) * sizeof(float));
   }
   return r;
 }
@@ -263,13 +272,18 @@ SequenceCache SequenceCache::clone() const {
   s.length_ = length_;
   s.mtp_length_ = mtp_length_;
   s.max_rollback_ = max_rollback_;
-  auto copy_layer = [](const LayerCache& l) {
+  // Every ring's page first, then one scatter_rows per ring size moves all their data (a copy
+  // per ring was five launches per layer).
+  std::vector<RowRing::Copy> copies;
+  backend::Ops* ops = nullptr;
+  auto copy_layer = [&](const LayerCache& l) {
     LayerCache c;
     c.kind = l.kind;
-    c.window = l.window.clone();
+    c.window = l.window.clone_uncopied(copies);
+    if (ops == nullptr) ops = l.window.ops();
     for (auto [dst, src] : {std::pair{&c.comp, &l.comp}, std::pair{&c.idx, &l.idx}}) {
-      dst->kv = src->kv.clone();
-      dst->gate = src->gate.clone();
+      dst->kv = src->kv.clone_uncopied(copies);
+      dst->gate = src->gate.clone_uncopied(copies);
       dst->rows = src->rows.clone();
       dst->ratio = src->ratio;
     }
@@ -277,6 +291,21 @@ SequenceCache SequenceCache::clone() const {
   };
   for (const auto& l : layers_) s.layers_.push_back(copy_layer(l));
   for (const auto& l : mtp_layers_) s.mtp_layers_.push_back(copy_layer(l));
+  std::sort(copies.begin(), copies.end(),
+            [](const RowRing::Copy& a, const RowRing::Copy& b) { return a.floats < b.floats; });
+  std::vector<const float*> src;
+  std::vector<float*> dst;
+  for (size_t i = 0; i < copies.size();) {
+    size_t j = i;
+    src.clear();
+    dst.clear();
+    for (; j < copies.size() && copies[j].floats == copies[i].floats; ++j) {
+      src.push_back(copies[j].src);
+      dst.push_back(copies[j].dst);
+    }
+    ops->scatter_rows(src, dst, copies[i].floats);
+    i = j;
+  }
   return s;
 }
 

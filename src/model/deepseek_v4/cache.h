@@ -64,9 +64,19 @@ class RowRing {
   int64_t claim(int64_t n, std::vector<float*>& dst);
   // A deep copy (a new page, a backend copy of this one).
   RowRing clone() const;
+  // The same copy with the data copy left to the caller: the copy's page is taken and
+  // {source, destination} of its capacity · width floats appended to `copies` (SequenceCache
+  // copies every ring of a snapshot with one scatter_rows per ring size).
+  struct Copy {
+    const float* src;
+    float* dst;
+    int64_t floats;
+  };
+  RowRing clone_uncopied(std::vector<Copy>& copies) const;
   int64_t page_bytes() const {
     return page_ >= 0 ? static_cast<int64_t>(pool_->page_bytes()) : 0;
   }
+  backend::Ops* ops() const { return pool_ != nullptr ? &pool_->ops() : nullptr; }
   // Forgets rows >= new_size. Rows below new_size stay readable when they were kept.
   void truncate(int64_t new_size);
 

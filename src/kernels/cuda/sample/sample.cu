@@ -19,8 +19,9 @@
 //                    than kMaxCandidates candidates is left to the host (kSampleToHost);
 //   inverse CDF      the first block whose cumulative mass exceeds u x total, then the first id
 //                    inside it (sample_inverse_cdf's dense walk).
-// The sequential parts (the mass total, the cut, the walk) run on one thread in the host's
-// order; everything else is parallel and order-free (maxima, counts, selections).
+// The sequential parts (the running mass total, the top-p cut, the walk inside the chosen
+// block) run on one thread in the host's order; everything else is parallel and order-free
+// (maxima, counts, selections, the search for the block the walk stops in).
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -100,21 +101,37 @@ __device__ int32_t count_finite(const float* x, int64_t V, int32_t* red) {
   return block_reduce(n, Red::kSum, red);
 }
 
-// bs[b] = Σ w over block b in id order (double), one thread per block; returns the total, the
-// block sums added in block order (blocked_mass), on every thread.
-__device__ double blocked_mass_d(const float* w, int64_t V, double* bs, Shared& sh) {
+// The masses of blocked_mass: block b's sum of w over its ids in id order (double, one thread
+// per block), then the block sums added in block order. Leaves cum[b] = the running total after
+// block b (the host's partial sums, bit for bit) and returns the total on every thread.
+// The running sum is one thread's, as the host's order demands; it reads the block sums 32 at
+// a time into registers first: one memory latency per 32 additions (one per addition made it
+// ~0.4 ms for a 129k vocabulary, which the batch-1 step paid).
+__device__ double blocked_mass_d(const float* w, int64_t V, double* cum, Shared& sh) {
   const int64_t nb = (V + kMassBlock - 1) / kMassBlock;
   __syncthreads();  // w was written by every thread
   for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
     double s = 0.0;
     const int64_t end = V < (b + 1) * kMassBlock ? V : (b + 1) * kMassBlock;
     for (int64_t i = b * kMassBlock; i < end; ++i) s += static_cast<double>(w[i]);
-    bs[b] = s;
+    cum[b] = s;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
+    constexpr int kAhead = 32;
     double t = 0.0;
-    for (int64_t b = 0; b < nb; ++b) t += bs[b];
+    for (int64_t b0 = 0; b0 < nb; b0 += kAhead) {
+      double v[kAhead];
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) v[u] = b0 + u < nb ? cum[b0 + u] : 0.0;
+#pragma unroll
+      for (int u = 0; u < kAhead; ++u) {
+        if (b0 + u < nb) {
+          t += v[u];
+          cum[b0 + u] = t;
+        }
+      }
+    }
     sh.total = t;
   }
   __syncthreads();
@@ -319,24 +336,30 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t i = threadIdx.x; i < V; i += blockDim.x) w[i] = exp_nonpositive_d(x[i] - m);
   __syncthreads();
-  const double total = blocked_mass_d(w, V, bs, sh);
-  if (threadIdx.x != 0) return;
+  const double total = blocked_mass_d(w, V, bs, sh);  // bs: the running totals
   const double target = s.u * total;
-  double before = 0.0;
-  for (int64_t b = 0; b < nb; ++b) {
-    const double after = before + bs[b];
-    if (after > target) {
-      const int64_t end = V < (b + 1) * kMassBlock ? V : (b + 1) * kMassBlock;
-      double partial = 0.0;
-      for (int64_t i = b * kMassBlock; i < end; ++i) {
-        partial += static_cast<double>(w[i]);
-        if (w[i] > 0.0f && before + partial > target) {
-          tokens[r] = static_cast<int32_t>(i);
-          return;
-        }
+  // The host walks the blocks in order and stops at the first whose running total passes the
+  // target (sample_inverse_cdf); the running totals are bs, so that block is the smallest b with
+  // bs[b] > target: a parallel search. Inside it the host's walk always ends at a positive id:
+  // its partial sums reach the block's sum exactly, so before + partial reaches bs[b].
+  int32_t first = INT32_MAX;
+  for (int64_t b = threadIdx.x; b < nb; b += blockDim.x) {
+    if (bs[b] > target) first = min(first, static_cast<int32_t>(b));
+  }
+  first = block_reduce(first, Red::kMin, sh.ired);
+  if (threadIdx.x != 0) return;
+  if (first != INT32_MAX) {
+    const int64_t b = first;
+    const double before = b > 0 ? bs[b - 1] : 0.0;
+    const int64_t end = V < (b + 1) * kMassBlock ? V : (b + 1) * kMassBlock;
+    double partial = 0.0;
+    for (int64_t i = b * kMassBlock; i < end; ++i) {
+      partial += static_cast<double>(w[i]);
+      if (w[i] > 0.0f && before + partial > target) {
+        tokens[r] = static_cast<int32_t>(i);
+        return;
       }
     }
-    before = after;
   }
   for (int64_t i = V - 1; i >= 0; --i) {  // u x total rounded up to total: the last positive
     if (w[i] > 0.0f) {
