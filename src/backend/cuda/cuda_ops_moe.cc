@@ -45,11 +45,16 @@ bool grouped_supported(CMat x, std::span<const ExpertWeights> experts, const Moe
 // The tensor-core stages (moe/grouped_mma.cu) are exact in BF16 only for act-quantized inputs
 // times FP4 / FP8 weights with power-of-two (E8M0) scales; they take K % 128 and rows % 16.
 bool grouped_mma_supported(std::span<const ExpertWeights> experts, const MoeOpts& opts) {
-  if (!opts.act_quant) return false;
+  if (!opts.act_quant || experts.empty()) return false;
   for (const ExpertWeights& e : experts) {
     for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
       if (!w->quantized() || w->scale.dtype != DType::kF8E8M0 || w->k % 128 != 0 || w->n % 16 != 0)
         return false;
+    }
+    // The stages are compiled per format: one for w1 and w3 of every expert, one for w2.
+    if (e.w1.format != experts[0].w1.format || e.w3.format != experts[0].w1.format ||
+        e.w2.format != experts[0].w2.format) {
+      return false;
     }
   }
   return true;
@@ -143,8 +148,9 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   if (mma) {
     uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);
     kc::launch_mat_to_bf16(md(xin), xb, stream_);
-    kc::launch_moe_gate_up_mma(xb, x.cols, table, I, l, max_active, weights.data, weights.ld, top_k,
-                               ep, h.data, h.ld, stream_);
+    kc::launch_moe_gate_up_mma(xb, x.cols, table, experts[0].w1.format == WeightFormat::kFp4, I, l,
+                               max_active, weights.data, weights.ld, top_k, ep, h.data, h.ld,
+                               stream_);
   } else {
     kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
                            h.data, h.ld, stream_);
@@ -156,8 +162,9 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   if (mma) {
     uint16_t* hb = arena().alloc_n<uint16_t>(P * I);
     kc::launch_mat_to_bf16(md(h), hb, stream_);
-    kc::launch_moe_down_mma(hb, I, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
-                            y.data, y.ld, stream_);
+    kc::launch_moe_down_mma(hb, I, table, experts[0].w2.format == WeightFormat::kFp4, D, l,
+                            max_active, weights.data, weights.ld, top_k, ep, y.data, y.ld,
+                            stream_);
   } else {
     kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
                         y.data, y.ld, stream_);

@@ -62,20 +62,24 @@ __device__ __forceinline__ uint32_t bf16x2_splat(float power_of_two) {
 // (scale <= 2, or <= 2^7: every real checkpoint), else `up` (2^63 / 2^60), then `sc`
 // (2^63 · scale / 2^60 · scale). Codes are decoded right before their mma step, so a thread
 // holds 8 registers of codes per row instead of 16 of values (occupancy).
+// kFp4 is the weights' format as a template argument: FP4 codes then take 4 registers, not 8,
+// which leaves room for more code loads in flight (the stages were bound by load latency).
+template <bool kFp4>
 struct RowCodes {
-  uint32_t w[8];  // FP4: w[0..3] (32 codes); FP8: w[0..7]
+  uint32_t w[kFp4 ? 4 : 8];  // FP4: 32 codes; FP8: 32 codes in 8 words
   uint32_t up, sc;
   bool one;  // one multiplication
 };
 
-__device__ __forceinline__ RowCodes load_row32(const WeightDesc& w, int64_t row, int64_t k0) {
+template <bool kFp4>
+__device__ __forceinline__ RowCodes<kFp4> load_row32(const WeightDesc& w, int64_t row,
+                                                     int64_t k0) {
   const uint8_t* base = static_cast<const uint8_t*>(w.w);
-  RowCodes r;
+  RowCodes<kFp4> r;
   float scale, bias_half;
-  if (w.fmt == WFmt::kFp4) {
+  if constexpr (kFp4) {
     const uint4 b = *reinterpret_cast<const uint4*>(base + row * (w.k / 2) + k0 / 2);
     r.w[0] = b.x, r.w[1] = b.y, r.w[2] = b.z, r.w[3] = b.w;
-    r.w[4] = r.w[5] = r.w[6] = r.w[7] = 0;
     scale = scale_at(w, row, k0 / w.block_k);
     bias_half = 0x1p63f;
     r.one = scale <= 2.0f;
@@ -94,9 +98,14 @@ __device__ __forceinline__ RowCodes load_row32(const WeightDesc& w, int64_t row,
 }
 
 // Element pair (2j, 2j + 1) of the row as BF16x2 (j < 16, a compile-time constant), exact.
-__device__ __forceinline__ uint32_t decode_pair(WFmt fmt, const RowCodes& c, int j) {
-  const uint32_t placed = fmt == WFmt::kFp4 ? fp4x2_scaled_down(c.w[j / 4] >> (8 * (j % 4)))
-                                            : fp8x2_scaled_down(c.w[j / 2] >> (16 * (j % 2)));
+template <bool kFp4>
+__device__ __forceinline__ uint32_t decode_pair(const RowCodes<kFp4>& c, int j) {
+  uint32_t placed;
+  if constexpr (kFp4) {
+    placed = fp4x2_scaled_down(c.w[j / 4] >> (8 * (j % 4)));
+  } else {
+    placed = fp8x2_scaled_down(c.w[j / 2] >> (16 * (j % 2)));
+  }
   return c.one ? mul_bf16x2(placed, c.sc) : mul_bf16x2(mul_bf16x2(placed, c.up), c.sc);
 }
 
@@ -109,20 +118,21 @@ __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, ui
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One 128-wide K pass of the 16-row tile: rows row_lo and row_lo + 8 of w (this thread's mma
-// rows) times pair g's staged inputs x (this thread's 32 BF16 of the pass, read per step).
-__device__ __forceinline__ void pass_128(const WeightDesc& w, int64_t row_lo, int64_t k0,
+// One 128-wide K pass of the 16-row tile from its loaded codes: rows lo and hi (this thread's
+// mma rows row_lo, row_lo + 8) times pair g's staged inputs x (this thread's 32 BF16 of the
+// pass, read per step).
+template <bool kFp4>
+__device__ __forceinline__ void pass_128(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
                                          const uint16_t* x, float* acc) {
-  const RowCodes lo = load_row32(w, row_lo, k0), hi = load_row32(w, row_lo + 8, k0);
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     const uint2 xv = *reinterpret_cast<const uint2*>(x + 4 * s);
-    mma_16816(acc, decode_pair(w.fmt, lo, 2 * s), decode_pair(w.fmt, hi, 2 * s),
-              decode_pair(w.fmt, lo, 2 * s + 1), decode_pair(w.fmt, hi, 2 * s + 1), xv.x, xv.y);
+    mma_16816(acc, decode_pair(lo, 2 * s), decode_pair(hi, 2 * s), decode_pair(lo, 2 * s + 1),
+              decode_pair(hi, 2 * s + 1), xv.x, xv.y);
   }
 }
 
-template <bool kGateUp>
+template <bool kGateUp, bool kFp4>
 __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
     grouped_mma_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
   const int e = stage_expert(st);
@@ -159,11 +169,41 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
             *reinterpret_cast<const uint4*>(in + in_rows[tk] * in_ld + kc + k);
       }
       __syncthreads();
-      for (int64_t kp = warp * kPass; kp < len; kp += kWarps * kPass) {
+      // FP4: four rows of codes are loaded before the first of their mma steps: w1 and w3 of
+      // one pass (gate-up), or two passes of w2 (down). Each accumulator still takes its passes
+      // in K order, so the sums are the same bits. FP8 codes take twice the registers: two rows
+      // at a time (four spill under the 64-register bound).
+      constexpr int64_t kStep = kWarps * kPass;
+      constexpr bool kFourRows = kFp4;
+      for (int64_t kp = warp * kPass; kp < len; kp += kGateUp || !kFourRows ? kStep : 2 * kStep) {
         const int64_t k0 = kc + kp + 32 * t;
         const uint16_t* x = &xs[g][kp + 32 * t];
-        pass_128(wa, row0 + g, k0, x, acc_a);
-        if constexpr (kGateUp) pass_128(ex.w3, row0 + g, k0, x, acc_b);
+        if constexpr (!kFourRows) {
+          pass_128(load_row32<kFp4>(wa, row0 + g, k0), load_row32<kFp4>(wa, row0 + g + 8, k0), x,
+                   acc_a);
+          if constexpr (kGateUp) {
+            pass_128(load_row32<kFp4>(ex.w3, row0 + g, k0),
+                     load_row32<kFp4>(ex.w3, row0 + g + 8, k0), x, acc_b);
+          }
+        } else if constexpr (kGateUp) {
+          const RowCodes<kFp4> alo = load_row32<kFp4>(wa, row0 + g, k0),
+                               ahi = load_row32<kFp4>(wa, row0 + g + 8, k0),
+                               blo = load_row32<kFp4>(ex.w3, row0 + g, k0),
+                               bhi = load_row32<kFp4>(ex.w3, row0 + g + 8, k0);
+          pass_128(alo, ahi, x, acc_a);
+          pass_128(blo, bhi, x, acc_b);
+        } else {
+          const bool two = kp + kStep < len;
+          const RowCodes<kFp4> lo = load_row32<kFp4>(wa, row0 + g, k0),
+                               hi = load_row32<kFp4>(wa, row0 + g + 8, k0);
+          RowCodes<kFp4> lo2, hi2;
+          if (two) {
+            lo2 = load_row32<kFp4>(wa, row0 + g, k0 + kStep);
+            hi2 = load_row32<kFp4>(wa, row0 + g + 8, k0 + kStep);
+          }
+          pass_128(lo, hi, x, acc_a);
+          if (two) pass_128(lo2, hi2, x + kStep, acc_a);
+        }
       }
     }
     // The warps' partial sums, added in warp order by warp 0.
@@ -204,20 +244,31 @@ dim3 mma_grid(int max_active, int64_t rows) {
 }  // namespace
 
 void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,
-                            int64_t inter, MoeLayout l, int max_active, const float* gates,
-                            int64_t gates_ld, int top_k, MoeEpilogue ep, float* h, int64_t h_ld,
-                            cudaStream_t stream) {
+                            bool fp4, int64_t inter, MoeLayout l, int max_active,
+                            const float* gates, int64_t gates_ld, int top_k, MoeEpilogue ep,
+                            float* h, int64_t h_ld, cudaStream_t stream) {
   if (max_active <= 0) return;
-  grouped_mma_kernel<true><<<mma_grid(max_active, inter), kWarps * 32, 0, stream>>>(
-      x, x_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, h, h_ld});
+  const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, h, h_ld};
+  const dim3 grid = mma_grid(max_active, inter);
+  if (fp4) {
+    grouped_mma_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
+  } else {
+    grouped_mma_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
+  }
 }
 
-void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
-                         MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
-                         int top_k, MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream) {
+void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, bool fp4,
+                         int64_t dim, MoeLayout l, int max_active, const float* gates,
+                         int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
+                         cudaStream_t stream) {
   if (max_active <= 0) return;
-  grouped_mma_kernel<false><<<mma_grid(max_active, dim), kWarps * 32, 0, stream>>>(
-      h, h_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, y, y_ld});
+  const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, y, y_ld};
+  const dim3 grid = mma_grid(max_active, dim);
+  if (fp4) {
+    grouped_mma_kernel<false, true><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
+  } else {
+    grouped_mma_kernel<false, false><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
+  }
 }
 
 }  // namespace deepinfer::kernels::cuda
