@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "sample/sample_spec.h"
 
 namespace deepinfer::backend::cuda_test {
 namespace {
@@ -136,6 +137,39 @@ void perf_linear(Perf& p, std::mt19937& rng) {
           M == 4096 ? 3 : 20);
       report(p, l.name, std::to_string(l.n) + "x" + std::to_string(l.k) + " M=" + std::to_string(M),
              ms, 2.0 * M * l.n * l.k, w->bytes + 4.0 * M * (l.k + l.n));
+    }
+  }
+}
+
+// Ops::sample over V4's 129,280-id rows resident on the device (tokens back to the host), for
+// the filter mixes a server sees: greedy, temperature alone, temperature + top-k 50 (the
+// decode bench's), temperature + top-p 0.9. Ceiling: one read of the logits.
+void perf_sample(Perf& p, std::mt19937& rng) {
+  if (!wanted(p, "sample")) return;
+  const int64_t V = 129280;
+  for (int64_t rows : {1, 256}) {
+    const DBuf logits = dev_random(rng, rows, V, -4.0f, 4.0f);
+    struct Mix {
+      const char* name;
+      float temperature;
+      int top_k;
+      float top_p;
+    };
+    for (const Mix& m : {Mix{"greedy", 0.0f, 0, 1.0f}, Mix{"t0.8", 0.8f, 0, 1.0f},
+                         Mix{"t0.8 top-k 50", 0.8f, 50, 1.0f}, Mix{"t0.8 top-p 0.9", 0.8f, 0, 0.9f}}) {
+      std::vector<SampleSpec> specs;
+      for (int64_t r = 0; r < rows; ++r) {
+        sample::SamplingParams sp;
+        sp.temperature = m.temperature;
+        sp.top_k = m.top_k;
+        sp.top_p = m.top_p;
+        specs.push_back(sample::make_sample_spec(sp, {7, 1, static_cast<uint32_t>(r)}));
+      }
+      std::vector<int32_t> tokens(static_cast<size_t>(rows));
+      const double ms =
+          time_ms(*p.gpu, [&] { p.gpu->sample(logits.cmat(), specs, tokens.data()); }, 10);
+      report(p, "sample", std::string(m.name) + " V129280 rows=" + std::to_string(rows), ms, 0,
+             4.0 * rows * V);
     }
   }
 }
@@ -344,6 +378,7 @@ int run_perf(cuda::CudaOps& gpu, const std::string& filter) {
         p.copy_gbs, kMatmulTflops);
   }
   std::mt19937 rng(7);
+  perf_sample(p, rng);
   perf_linear(p, rng);
   perf_moe(p, rng);
   perf_attention_side(p, rng);

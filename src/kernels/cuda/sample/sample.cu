@@ -147,10 +147,21 @@ __device__ float kth_largest(const float* x, int64_t V, int32_t k, Shared& sh) {
     for (int i = threadIdx.x; i < 256; i += blockDim.x) sh.hist_radix[i] = 0;
     __syncthreads();
     const uint32_t mask = shift == 24 ? 0u : (0xFFFFFFFFu << (shift + 8));
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-      if (x[i] == neg_inf()) continue;
-      const uint32_t u = static_cast<uint32_t>(order_key(__float_as_int(x[i]))) ^ 0x80000000u;
-      if ((u & mask) == (prefix & mask)) atomicAdd(&sh.hist_radix[(u >> shift) & 0xFF], 1u);
+    // Counts aggregated per warp before the shared atomic: a row's values share a few top
+    // digits (sign and exponent), and one atomic per element on those bins serialised the whole
+    // block (~0.3 ms per 129k row). Every lane runs every iteration (the match needs the warp).
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    for (int64_t i0 = 0; i0 < V; i0 += blockDim.x) {
+      const int64_t i = i0 + threadIdx.x;
+      int bin = -1;
+      if (i < V && x[i] != neg_inf()) {
+        const uint32_t u = static_cast<uint32_t>(order_key(__float_as_int(x[i]))) ^ 0x80000000u;
+        if ((u & mask) == (prefix & mask)) bin = static_cast<int>((u >> shift) & 0xFF);
+      }
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin >= 0 && lane == __ffs(peers) - 1) {
+        atomicAdd(&sh.hist_radix[bin], static_cast<unsigned>(__popc(peers)));
+      }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
