@@ -64,6 +64,10 @@ class CudaOps : public Ops {
   // Off: run_recorded runs every unit eagerly (record_max_rows unchanged, so the model keeps
   // the same padded step form): the A/B of benchmarks and the bitwise check of replays.
   void set_replay(bool on) { replay_ = on; }
+  // Quantized linears of act-quantized rows take the tensor-core stage of the grouped MoE
+  // (FP8/FP4 codes read in place, cuda_gemm.cc) for 5 <= M <= this many rows (0: never; then
+  // M <= 16 runs the rows GEMV and more rows cuBLAS on a dequantized copy): the benchmarks' A/B.
+  void set_linear_mma_max_rows(int64_t rows) { linear_mma_max_rows_ = rows; }
   struct RecordStats {
     int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
     std::string last_refusal;  // why the last refused capture was refused
@@ -171,6 +175,12 @@ class CudaOps : public Ops {
   // Device copy of the experts' weight descriptors, made once per expert list (the model's
   // weights never move while it is loaded).
   const kernels::cuda::GroupedExpert* expert_table(std::span<const ExpertWeights> experts);
+  // The device copy of descriptor list `t` kept under `key` (uploaded again only when the
+  // descriptors changed: a capture refuses that).
+  const kernels::cuda::GroupedExpert* cached_table(const void* key,
+                                                   std::vector<kernels::cuda::GroupedExpert> t);
+  // y = x · Wᵀ on the grouped MoE tensor-core stage as one expert (cuda_gemm.cc).
+  void linear_mma(CMat x, const WeightRef& w, Mat y);
 
   cudaStream_t stream_ = nullptr;
   cudaStream_t alloc_stream_ = nullptr;  // zero-fills of allocate(), never captured
@@ -201,7 +211,8 @@ class CudaOps : public Ops {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)
     DeviceBuffer device;
   };
-  std::unordered_map<const ExpertWeights*, ExpertTable> expert_tables_;
+  std::unordered_map<const void*, ExpertTable> expert_tables_;
+  int64_t linear_mma_max_rows_ = 64;
   std::vector<kernels::cuda::PagedDesc> row_key_table_;  // indexer_scores_multi's staging
   std::vector<const float*> row_key_pages_;              // (its page tables, concatenated)
   std::vector<const void*> scatter_table_;             // scatter_rows' staging

@@ -76,9 +76,13 @@ const kc::GroupedExpert* CudaOps::expert_table(std::span<const ExpertWeights> ex
   std::vector<kc::GroupedExpert> t(experts.size());
   for (size_t i = 0; i < experts.size(); ++i)
     t[i] = {wd(experts[i].w1), wd(experts[i].w3), wd(experts[i].w2)};
+  return cached_table(experts.data(), std::move(t));
+}
+
+const kc::GroupedExpert* CudaOps::cached_table(const void* key, std::vector<kc::GroupedExpert> t) {
   // Keyed by the list's address, checked against the descriptors themselves: a later model may
   // reuse the address of a freed list.
-  ExpertTable& slot = expert_tables_[experts.data()];
+  ExpertTable& slot = expert_tables_[key];
   bool same = slot.host.size() == t.size();
   for (size_t i = 0; same && i < t.size(); ++i) {
     same = same_desc(slot.host[i].w1, t[i].w1) && same_desc(slot.host[i].w3, t[i].w3) &&

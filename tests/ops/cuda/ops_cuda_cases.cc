@@ -33,7 +33,7 @@ CUDA_CASE(linear_all_formats) {
   for (WKind kind : kinds) {
     for (const Shape& s : shapes) {
       auto w = random_weight(ctx.rng, kind, s.n, s.k);
-      for (int64_t M : {1, 2, 5, 16, 17, 70}) {
+      for (int64_t M : {1, 2, 5, 16, 17, 40, 70}) {
         for (bool aq : {false, true}) {
           if (aq && !w->ref.quantized()) continue;
           const Buf x = random_buf(ctx.rng, M, s.k);

@@ -127,16 +127,24 @@ void perf_linear(Perf& p, std::mt19937& rng) {
               L{"linear fp4 expert w1", WKind::kFp4, 2048, 4096}}) {
     if (!wanted(p, l.name)) continue;
     auto w = perf_weight(l.kind, l.n, l.k);
-    for (int64_t M : {1, 16, 128, 4096}) {
+    for (int64_t M : {1, 8, 16, 32, 64, 128, 4096}) {
       if (M == 4096 && l.n > 40000) continue;
       const DBuf x = dev_random(rng, M, l.k);
       DBuf y = dev_poisoned(M, l.n);
       const bool aq = l.kind != WKind::kBf16;
-      const double ms = time_ms(
-          *p.gpu, [&] { p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq}); },
-          M == 4096 ? 3 : 20);
-      report(p, l.name, std::to_string(l.n) + "x" + std::to_string(l.k) + " M=" + std::to_string(M),
-             ms, 2.0 * M * l.n * l.k, w->bytes + 4.0 * M * (l.k + l.n));
+      const std::string shape =
+          std::to_string(l.n) + "x" + std::to_string(l.k) + " M=" + std::to_string(M);
+      const double flops = 2.0 * M * l.n * l.k, bytes = w->bytes + 4.0 * M * (l.k + l.n);
+      const auto run = [&] { p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq}); };
+      report(p, l.name, shape, time_ms(*p.gpu, run, M == 4096 ? 3 : 20), flops, bytes);
+      // 5 <= M <= 64 of quantized weights take the grouped tensor-core stage: the same call
+      // without it (rows GEMV to 16 rows, cuBLAS on a dequantized copy above), same run.
+      if (aq && M >= 5 && M <= 64) {
+        p.gpu->set_linear_mma_max_rows(0);
+        report(p, l.name, shape + " without the mma stage", time_ms(*p.gpu, run, 20), flops,
+               bytes);
+        p.gpu->set_linear_mma_max_rows(64);
+      }
     }
   }
 }
