@@ -7,10 +7,14 @@
 // is dequantized into scratch per call (no second resident copy of the model), which costs
 // 2 bytes written and read per weight element: cheap next to the FLOPs at M > 16.
 //
-// For 5 <= M <= 64 rows of act-quantized activations and an FP8/FP4 E8M0 weight, the grouped
-// MoE's tensor-core stage runs the product as one expert (linear_mma): it reads the stored
-// codes in place, so it neither streams a dequantized copy nor runs the rows GEMV, which reach
-// 4-7% of the copy bandwidth there. The same exact products, summed in another FP32 order.
+// For a few act-quantized rows and a wide FP8/FP4 E8M0 weight, the grouped MoE's tensor-core
+// stage runs the product as one expert (linear_mma): it reads the stored codes in place, so it
+// neither streams a dequantized copy nor runs the rows GEMV (4-7% of the copy bandwidth
+// there). The same exact products, summed in another FP32 order. Its blocks are 16 weight rows
+// each and walk the rows 8 at a time, so it wins only with many blocks and few rows
+// (bench/results/cuda_linear_perf_h200_2026-12-01_stop12.txt, same-run A/B): N >= 4096 and
+// M <= 32 (wq_b 32768x1024: 2.1-2.5x at M = 8..32; wo_b 4096x8192: 1.2-1.4x), or N >= 16384 and
+// M <= 64 (wq_b: 1.4x at 64); narrower weights lose (wq_a 1024x4096: 0.5x).
 //
 // FP32 activations (the head, compressor and router projections, wo_a, HF checkpoints) with a
 // dense BF16 weight, or an E8M0-scaled FP8/FP4 one dequantized as above, take the split path:
@@ -24,6 +28,7 @@
 #include <cublas_v2.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -144,7 +149,8 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
     kc::launch_linear_invariant(md(x), wd(w), md(y), stream_);
     return;
   }
-  if (x_act_quantized && M >= kLinearMmaMinRows && M <= linear_mma_max_rows_ && w.quantized() &&
+  const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, N >= 16384 ? 64 : 32);
+  if (x_act_quantized && M >= kLinearMmaMinRows && M <= mma_rows && N >= 4096 && w.quantized() &&
       w.scale.dtype == DType::kF8E8M0 && K % 128 == 0 && N % 16 == 0) {
     linear_mma(x, w, y);
     return;

@@ -65,8 +65,9 @@ class CudaOps : public Ops {
   // the same padded step form): the A/B of benchmarks and the bitwise check of replays.
   void set_replay(bool on) { replay_ = on; }
   // Quantized linears of act-quantized rows take the tensor-core stage of the grouped MoE
-  // (FP8/FP4 codes read in place, cuda_gemm.cc) for 5 <= M <= this many rows (0: never; then
-  // M <= 16 runs the rows GEMV and more rows cuBLAS on a dequantized copy): the benchmarks' A/B.
+  // (FP8/FP4 codes read in place, cuda_gemm.cc) for 5 <= M <= min(this, 32 or 64 by the
+  // weight's width) rows (0: never; then M <= 16 runs the rows GEMV and more rows cuBLAS on a
+  // dequantized copy): the benchmarks' A/B.
   void set_linear_mma_max_rows(int64_t rows) { linear_mma_max_rows_ = rows; }
   struct RecordStats {
     int64_t eager = 0, captured = 0, replayed = 0, refused = 0;

@@ -29,7 +29,8 @@ CUDA_CASE(linear_all_formats) {
   struct Shape {
     int64_t n, k;
   };
-  const Shape shapes[] = {{37, 256}, {130, 520}, {64, 4096}, {5, 96}};
+  // 4096 x 256: wide enough for the grouped tensor-core stage at 5..32 rows (cuda_gemm.cc).
+  const Shape shapes[] = {{37, 256}, {130, 520}, {64, 4096}, {5, 96}, {4096, 256}};
   for (WKind kind : kinds) {
     for (const Shape& s : shapes) {
       auto w = random_weight(ctx.rng, kind, s.n, s.k);

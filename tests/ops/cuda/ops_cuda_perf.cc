@@ -137,8 +137,9 @@ void perf_linear(Perf& p, std::mt19937& rng) {
       const double flops = 2.0 * M * l.n * l.k, bytes = w->bytes + 4.0 * M * (l.k + l.n);
       const auto run = [&] { p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq}); };
       report(p, l.name, shape, time_ms(*p.gpu, run, M == 4096 ? 3 : 20), flops, bytes);
-      // 5 <= M <= 64 of quantized weights take the grouped tensor-core stage: the same call
-      // without it (rows GEMV to 16 rows, cuBLAS on a dequantized copy above), same run.
+      // The same call without the grouped tensor-core stage (rows GEMV to 16 rows, cuBLAS on a
+      // dequantized copy above), same run: where the stage is taken (cuda_gemm.cc) it is the
+      // peer, elsewhere the two lines time the same path.
       if (aq && M >= 5 && M <= 64) {
         p.gpu->set_linear_mma_max_rows(0);
         report(p, l.name, shape + " without the mma stage", time_ms(*p.gpu, run, 20), flops,
