@@ -113,7 +113,8 @@ PagedRows::PagedRows(PagedRows&& o) noexcept
       pages_(std::move(o.pages_)),
       width_(o.width_),
       size_(std::exchange(o.size_, 0)),
-      page_rows_(o.page_rows_) {
+      page_rows_(o.page_rows_),
+      maybe_shared_(o.maybe_shared_) {
   o.ids_.clear();
   o.pages_.clear();
 }
@@ -129,6 +130,7 @@ PagedRows& PagedRows::operator=(PagedRows&& o) noexcept {
     width_ = o.width_;
     size_ = std::exchange(o.size_, 0);
     page_rows_ = o.page_rows_;
+    maybe_shared_ = o.maybe_shared_;
   }
   return *this;
 }
@@ -151,7 +153,7 @@ void PagedRows::init(backend::PagePools& pools, int64_t width, int64_t page_rows
 void PagedRows::claim(int64_t n, std::vector<float*>& dst) {
   if (n <= 0) return;
   const int64_t filled = size_ % page_rows_;  // rows already in the last page
-  if (filled > 0) {
+  if (filled > 0 && maybe_shared_) {
     const size_t last = ids_.size() - 1;
     if (pool_->ref_count(ids_[last]) > 1) {  // a snapshot holds it: write a copy of our own
       const backend::PagePool::Page p = pool_->acquire();
@@ -186,6 +188,7 @@ PagedRows PagedRows::clone() const {
   l.pool_ = pool_;
   l.width_ = width_;
   l.page_rows_ = page_rows_;
+  maybe_shared_ = l.maybe_shared_ = true;
   if (!ids_.empty()) pool_->retain(ids_);
   l.ids_ = ids_;
   l.pages_ = pages_;

@@ -128,6 +128,9 @@ class PagedRows {
   std::vector<int32_t> ids_;
   std::vector<const float*> pages_;  // addresses of ids_, in order (the view's page table)
   int64_t width_ = 0, size_ = 0, page_rows_ = 1;
+  // Set on both sides of a clone: only then may a page have another holder, so a list never
+  // cloned appends without asking the pool (its mutex) for reference counts.
+  mutable bool maybe_shared_ = false;
 };
 
 // The running state of one compressor: the (kv, gate + ape) rows of recent tokens.
