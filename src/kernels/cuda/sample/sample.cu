@@ -105,8 +105,9 @@ __device__ int32_t count_finite(const float* x, int64_t V, int32_t* red) {
 // per block), then the block sums added in block order. Leaves cum[b] = the running total after
 // block b (the host's partial sums, bit for bit) and returns the total on every thread.
 // The running sum is one thread's, as the host's order demands; it reads the block sums 32 at
-// a time into registers first: one memory latency per 32 additions (one per addition made it
-// ~0.4 ms for a 129k vocabulary, which the batch-1 step paid).
+// a time into registers first: one memory latency per 32 additions, not one per addition.
+// (That was not what a single row costs: 0.28 ms at temperature alone before and after,
+// bench/results/cuda_sample_perf_h200_2026-12-01_stop12.txt; the row's one block is.)
 __device__ double blocked_mass_d(const float* w, int64_t V, double* cum, Shared& sh) {
   const int64_t nb = (V + kMassBlock - 1) / kMassBlock;
   __syncthreads();  // w was written by every thread
@@ -148,8 +149,9 @@ __device__ float kth_largest(const float* x, int64_t V, int32_t k, Shared& sh) {
     __syncthreads();
     const uint32_t mask = shift == 24 ? 0u : (0xFFFFFFFFu << (shift + 8));
     // Counts aggregated per warp before the shared atomic: a row's values share a few top
-    // digits (sign and exponent), and one atomic per element on those bins serialised the whole
-    // block (~0.3 ms per 129k row). Every lane runs every iteration (the match needs the warp).
+    // digits (sign and exponent), so per-element atomics pile onto a few bins. (No measurable
+    // change in the batch-1 step, which the row's one block bounds.) Every lane runs every
+    // iteration (the match needs the whole warp).
     const int lane = static_cast<int>(threadIdx.x & 31);
     for (int64_t i0 = 0; i0 < V; i0 += blockDim.x) {
       const int64_t i = i0 + threadIdx.x;
