@@ -56,11 +56,6 @@ struct PagedCMat {
 
   const float* row(int64_t r) const { return pages[r / page_rows] + (r % page_rows) * cols; }
   int64_t num_pages() const { return (rows + page_rows - 1) / page_rows; }
-  // Rows [p · page_rows, ...) of page p, as a contiguous matrix.
-  CMat page(int64_t p) const {
-    const int64_t r0 = p * page_rows;
-    return {pages[p], (rows - r0) < page_rows ? rows - r0 : page_rows, cols};
-  }
 };
 
 }  // namespace deepinfer::backend

@@ -148,14 +148,6 @@ void Ops::hadamard(Mat x, int64_t n) {
   }
 }
 
-void Ops::gather_rows(std::span<const float* const> rows, Mat dst) {
-  DI_CHECK(static_cast<int64_t>(rows.size()) == dst.rows);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    std::memcpy(dst.row(static_cast<int64_t>(i)), rows[i],
-                static_cast<size_t>(dst.cols) * sizeof(float));
-  }
-}
-
 void Ops::scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                        int64_t cols) {
   DI_CHECK(src.size() == dst.size() && cols >= 0);

@@ -276,10 +276,6 @@ class Ops {
   // real model); other widths serve small configs. The default is the host loop.
   virtual void hadamard(Mat x, int64_t n);
 
-  // dst row i <- the dst.cols floats at rows[i], a row of any matrix in this backend's memory
-  // (`rows` itself is a host array). One call gathers rows of many matrices, e.g. the cached
-  // keys of every sequence of a step. The default is host copies.
-  virtual void gather_rows(std::span<const float* const> rows, Mat dst);
   // dst[i][0, cols) <- src[i][0, cols) for every pair: rows of any matrices of this backend's
   // memory (the pointer lists are host arrays), e.g. one call writes a layer's new cache rows
   // for every sequence of a step. Destinations must not overlap each other or any source. The

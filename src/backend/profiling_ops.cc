@@ -143,9 +143,6 @@ void ProfilingOps::rms_norm_bf16(Mat x, int64_t g, float eps) {
 void ProfilingOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {
   timed("sample", [&] { inner_.sample(logits, specs, tokens); });
 }
-void ProfilingOps::gather_rows(std::span<const float* const> rows, Mat dst) {
-  timed("gather_rows", [&] { inner_.gather_rows(rows, dst); });
-}
 void ProfilingOps::scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                                 int64_t cols) {
   timed("scatter_rows", [&] { inner_.scatter_rows(src, dst, cols); });

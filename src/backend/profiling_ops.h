@@ -73,7 +73,6 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
   void rms_norm_bf16(Mat x, int64_t group, float eps) override;
   void hadamard(Mat x, int64_t n) override;
-  void gather_rows(std::span<const float* const> rows, Mat dst) override;
   void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) override;
   void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                     int64_t cols) override;

@@ -71,8 +71,13 @@ TEST(ModelCache, RingKeepsNewestRowsAndTruncates) {
   EXPECT_EQ(ring.row(4)[0], 1000.0f);
   EXPECT_EQ(ring.row(2)[0], 20.0f);
   EXPECT_EQ(ring.row(3)[0], 30.0f);
-  // A clone is a copy: appending to it leaves the original's rows alone.
-  RowRing copy = ring.clone();
+  // A clone is a copy (its data moved as SequenceCache::clone moves it): appending to it leaves
+  // the original's rows alone.
+  std::vector<RowRing::Copy> copies;
+  RowRing copy = ring.clone_uncopied(copies);
+  ASSERT_EQ(copies.size(), 1u);
+  ops->scatter_rows({&copies[0].src, 1}, {&copies[0].dst, 1}, copies[0].floats);
+  EXPECT_EQ(copy.row(2)[0], 20.0f);
   std::vector<float> c = rows_from(200, 1, 2);
   append(*ops, copy, c, 1);
   EXPECT_EQ(copy.row(5)[0], 2000.0f);

@@ -369,14 +369,6 @@ void CudaOps::softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_ro
   kc::launch_softmax_pool(dev, slots_per_row, md(out), stream_);
 }
 
-void CudaOps::gather_rows(std::span<const float* const> rows, Mat dst) {
-  DI_CHECK(static_cast<int64_t>(rows.size()) == dst.rows);
-  if (rows.empty()) return;
-  arena().reset();
-  auto* d = static_cast<const float**>(stage(rows.data(), rows.size() * sizeof(const float*)));
-  kc::launch_gather_rows(d, md(dst), stream_);
-}
-
 void CudaOps::scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                            int64_t cols) {
   DI_CHECK(src.size() == dst.size() && cols >= 0);

@@ -119,7 +119,6 @@ class CudaOps : public Ops {
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
   void rms_norm_bf16(Mat x, int64_t group, float eps) override;
   void hadamard(Mat x, int64_t n) override;
-  void gather_rows(std::span<const float* const> rows, Mat dst) override;
   // On the GPU (kernels/cuda/sample/sample.cu); a row whose top_p candidates do not fit the
   // kernel's shared memory is downloaded and drawn on the host (Ops::sample).
   void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) override;

@@ -67,8 +67,6 @@ void launch_add(MatDesc a, MatDesc b, MatDesc out, cudaStream_t stream);
 void launch_scale(MatDesc x, float s, cudaStream_t stream);
 // dst[i] = src[rows[i]] (rows null = identity); rows is a device array.
 void launch_copy_rows(MatDesc src, const int32_t* rows, MatDesc dst, cudaStream_t stream);
-// dst[i] = the dst.cols floats at rows[i] (rows: a device array of device row pointers).
-void launch_gather_rows(const float* const* rows, MatDesc dst, cudaStream_t stream);
 // dst[i][0, cols) <- src[i][0, cols) for i < n (device tables of row pointers).
 void launch_scatter_rows(const float* const* src, float* const* dst, int64_t n, int64_t cols,
                          cudaStream_t stream);

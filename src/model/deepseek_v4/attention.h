@@ -4,11 +4,11 @@
 // Shape of one call: the dense projections (q path, shared K=V latent, compressor and indexer
 // projections, output projection) run over all M rows of the step; the CSA selection (indexer
 // scores + top-k) runs over all rows at once, each row reading its own sequence's index keys;
-// the key lists are built per sequence and each query's key set (window rows oldest→newest,
-// then compressed rows) is gathered into one key matrix, so a single sparse_attention call
-// serves every sequence. The cache
-// is updated at the end of the call (window rows, compressor state, emitted rows); the
-// sequence's length is advanced by the caller after the last layer.
+// each query's key set (window rows oldest→newest, then compressed rows) is a row of cache-row
+// addresses (the CSA part written on the backend from the top-k), so a single
+// sparse_attention_rows call serves every sequence and reads the cache in place. The cache is
+// updated during the call (compressor state and emitted rows first, window rows after the
+// attention); the sequence's length is advanced by the caller after the last layer.
 #pragma once
 
 #include <cstdint>
@@ -105,7 +105,7 @@ AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int
 void attention_project(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                        backend::CMat u, const RowInputs& rows, AttentionBuffers& b,
                        const AttentionRows& r);
-// Compressors, CSA selection, key gather, window writes and sparse attention of the step's
+// Compressors, CSA selection, key addresses, sparse attention and window writes of the step's
 // sequences: r.o [rows of `in`] = attention. r's views may have more rows than `in` (padding).
 void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                     bool mtp, size_t cache_index, const AttentionRows& r, const StepInputs& in,

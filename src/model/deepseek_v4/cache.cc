@@ -88,15 +88,6 @@ RowRing RowRing::clone_uncopied(std::vector<Copy>& copies) const {
   return r;
 }
 
-RowRing RowRing::clone() const {
-  std::vector<Copy> copies;
-  RowRing r = clone_uncopied(copies);
-  for (const Copy& c : copies) {
-    pool_->ops().copy(c.dst, c.src, static_cast<size_t>(c.floats) * sizeof(float));
-  }
-  return r;
-}
-
 void RowRing::truncate(int64_t new_size) {
   DI_CHECK(new_size <= size_);
   size_ = new_size;

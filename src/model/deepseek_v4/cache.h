@@ -62,9 +62,7 @@ class RowRing {
   // slot of each row that survives, the newest min(n, capacity), is pushed onto `dst` in row
   // order. Returns how many leading rows of the n were dropped (n - kept).
   int64_t claim(int64_t n, std::vector<float*>& dst);
-  // A deep copy (a new page, a backend copy of this one).
-  RowRing clone() const;
-  // The same copy with the data copy left to the caller: the copy's page is taken and
+  // A deep copy with the data copy left to the caller: the copy's page is taken and
   // {source, destination} of its capacity · width floats appended to `copies` (SequenceCache
   // copies every ring of a snapshot with one scatter_rows per ring size).
   struct Copy {

@@ -95,10 +95,6 @@ __global__ void scatter_add_rows_kernel(MatDesc src, const int32_t* rows, MatDes
   }
 }
 
-__global__ void gather_rows_kernel(const float* const* rows, MatDesc dst) {
-  DI_EW_LOOP(dst) { dst.data[r * dst.ld + c] = rows[r][c]; }
-}
-
 // One block per row pair; rows are short (<= a few thousand floats), so a grid-stride loop over
 // the columns of one row per block is enough.
 __global__ void scatter_rows_kernel(const float* const* src, float* const* dst, int64_t cols) {
@@ -114,10 +110,6 @@ void launch_scatter_rows(const float* const* src, float* const* dst, int64_t n, 
   if (n > 0 && cols > 0) {
     scatter_rows_kernel<<<static_cast<unsigned>(n), 256, 0, stream>>>(src, dst, cols);
   }
-}
-
-void launch_gather_rows(const float* const* rows, MatDesc dst, cudaStream_t stream) {
-  if (dst.rows && dst.cols) gather_rows_kernel<<<ew_grid(dst), kEw, 0, stream>>>(rows, dst);
 }
 
 void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
