@@ -12,7 +12,7 @@
 
 #include "backend/quant.h"
 #include "base/check.h"
-#include "sample/processors.h"
+#include "sample/sampler.h"
 
 namespace deepinfer::backend {
 
@@ -160,9 +160,7 @@ void Ops::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens
   DI_CHECK(static_cast<int64_t>(specs.size()) == logits.rows);
   const size_t V = static_cast<size_t>(logits.cols);
   std::vector<float> row(V);
-  std::vector<float> topk_scratch;
-  sample::TopPScratch topp_scratch;
-  sample::InverseCdfScratch cdf_scratch;
+  sample::DrawScratch scratch;
   for (int64_t r = 0; r < logits.rows; ++r) {
     const float* src = logits.data + r * logits.ld;
     if (host_memory()) {
@@ -170,23 +168,10 @@ void Ops::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens
     } else {
       download(row.data(), src, V * sizeof(float));
     }
-    const SampleSpec& s = specs[static_cast<size_t>(r)];
-    int32_t& out = tokens[r];
     bool finite = true;
     for (float x : row) finite &= x < std::numeric_limits<float>::infinity();  // NaN fails too
-    if (!finite) {
-      out = kSampleNonFinite;
-      continue;
-    }
-    if (s.greedy) {
-      out = sample::argmax_lowest_id(row);
-      continue;
-    }
-    sample::apply_temperature(row, s.temperature);
-    sample::apply_min_p(row, s.min_p);
-    sample::apply_top_k(row, s.top_k, topk_scratch);
-    sample::apply_top_p(row, s.top_p, topp_scratch);
-    out = sample::sample_inverse_cdf(row, s.u, cdf_scratch);
+    tokens[r] = finite ? sample::draw_filtered(row, specs[static_cast<size_t>(r)], scratch)
+                       : kSampleNonFinite;
   }
 }
 

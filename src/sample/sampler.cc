@@ -18,6 +18,15 @@ Status no_token_left(const char* after) {
 
 }  // namespace
 
+int32_t draw_filtered(std::span<float> row, const SampleSpec& s, DrawScratch& scratch) {
+  if (s.greedy) return argmax_lowest_id(row);
+  apply_temperature(row, s.temperature);
+  apply_min_p(row, s.min_p);
+  apply_top_k(row, s.top_k, scratch.top_k);
+  apply_top_p(row, s.top_p, scratch.top_p);
+  return sample_inverse_cdf(row, s.u, scratch.cdf);
+}
+
 Expected<SampleResult> Sampler::sample(std::span<const float> logits, const SampleContext& ctx) {
   if (ctx.params == nullptr) return invalid_argument("SampleContext.params is null");
   const SamplingParams& p = *ctx.params;
@@ -43,7 +52,7 @@ Expected<SampleResult> Sampler::sample(std::span<const float> logits, const Samp
   SampleResult result;
   double lse = 0.0;
   if (p.logprobs) {
-    lse = log_sum_exp(row, cdf_scratch_.weights);
+    lse = log_sum_exp(row, draw_.cdf.weights);
     if (std::isinf(lse)) return no_token_left("after the token bitmask");
     result.has_logprobs = true;
     result.top = top_logprobs(row, *p.logprobs, lse);
@@ -63,17 +72,8 @@ Expected<SampleResult> Sampler::sample(std::span<const float> logits, const Samp
                            p.frequency_penalty));
   }
 
-  if (p.is_greedy()) {
-    result.token = argmax_lowest_id(row);
-    if (result.token < 0) return no_token_left("after masking and penalties");
-  } else {
-    apply_temperature(row, p.effective_temperature());
-    apply_min_p(row, p.min_p);
-    apply_top_k(row, p.top_k, topk_scratch_);
-    apply_top_p(row, p.top_p, topp_scratch_);
-    result.token = sample_inverse_cdf(row, sample_uniform(ctx.key), cdf_scratch_);
-    if (result.token < 0) return no_token_left("after masking and penalties");
-  }
+  result.token = draw_filtered(row, make_sample_spec(p, ctx.key), draw_);
+  if (result.token < 0) return no_token_left("after masking and penalties");
 
   if (p.logprobs) {
     result.logprob = logprob_of(raw_, result.token, lse);

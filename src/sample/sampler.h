@@ -26,10 +26,22 @@
 #include "sample/logprobs.h"
 #include "sample/philox.h"
 #include "sample/processors.h"
+#include "sample/sample_spec.h"
 #include "sample/sampling_params.h"
 #include "sample/token_counts.h"
 
 namespace deepinfer::sample {
+
+// The filters and the draw, the tail of the pipeline that a backend reproduces (Ops::sample,
+// sample_spec.h): greedy -> the lowest-id argmax, else temperature -> min_p -> top_k -> top_p
+// -> inverse CDF at s.u. Returns -1 when no token is left. Sampler::sample runs it after the
+// masks and penalties; Ops::sample's default runs it alone (the oracle of a device kernel).
+struct DrawScratch {
+  std::vector<float> top_k;
+  TopPScratch top_p;
+  InverseCdfScratch cdf;
+};
+int32_t draw_filtered(std::span<float> row, const SampleSpec& s, DrawScratch& scratch);
 
 // Everything besides the logits that one draw depends on.
 struct SampleContext {
@@ -66,9 +78,7 @@ class Sampler {
  private:
   std::vector<float> work_;
   std::vector<float> raw_;  // the masked raw row, kept only when logprobs are asked for
-  std::vector<float> topk_scratch_;
-  TopPScratch topp_scratch_;
-  InverseCdfScratch cdf_scratch_;
+  DrawScratch draw_;
 };
 
 // One-off convenience (allocates its scratch each call).
