@@ -149,8 +149,9 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
 // A prefix-cache snapshot of a prefilled sequence (what the engine keeps at every cached block
 // boundary): SequenceCache::clone copies the rings and shares the pages of compressed rows and
 // index keys. Printed next to its floor (the copied bytes read + written at the copy
-// bandwidth) and to the peer that paging replaced: a deep copy of every row the sequence holds
-// (cudaMemcpy of that many bytes, timed in the same run). Returns the JSON object.
+// bandwidth) and to a peer: one cudaMemcpy of as many bytes as every row the sequence holds,
+// timed in the same run (what the unpaged clone moved, in one copy instead of one per ring and
+// row list: a lower bound on its time). Returns the JSON object.
 std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gbps) {
   const int reps = 10;
   const int64_t in_use0 = model.cache_memory().bytes_in_use;
@@ -181,8 +182,8 @@ std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gb
   const double floor_ms = 2.0 * static_cast<double>(copied) / (copy_gbps * 1e9) * 1e3;
   std::printf(
       "\nprefix snapshot at %lld tokens: %.3f ms, %.1f MiB copied (rings), %.1f MiB of pages "
-      "shared; floor %.3f ms -> floor/ours %.3f; deep copy of every row (%.1f MiB, the "
-      "unpaged clone) %.3f ms -> %.1fx\n",
+      "shared; floor %.3f ms -> floor/ours %.3f; one cudaMemcpy of every row's bytes (%.1f MiB, "
+      "what the unpaged clone moved) %.3f ms -> %.1fx\n",
       static_cast<long long>(seq.length()), clone_ms, static_cast<double>(copied) / (1 << 20),
       static_cast<double>(seq.page_bytes() - copied) / (1 << 20), floor_ms, floor_ms / clone_ms,
       static_cast<double>(rows_bytes) / (1 << 20), deep_ms, deep_ms / clone_ms);

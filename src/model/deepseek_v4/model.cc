@@ -118,6 +118,11 @@ struct Model::State {
     return p;
   }
 
+  // a[i] = the ape row of step row i for compressor ratio ratios[k] (its position mod ratio).
+  void fill_ape(const StepInputs& in, size_t k, int32_t* a) const {
+    for (size_t i = 0; i < in.positions.size(); ++i) a[i] = in.positions[i] % ratios[k];
+  }
+
   // RowInputs of an eager step: the host arrays of `in`, ape rows computed here.
   RowInputs host_rows(const StepInputs& in) {
     const int64_t M = static_cast<int64_t>(in.token_ids.size());
@@ -126,9 +131,8 @@ struct Model::State {
     r.positions = in.positions.data();
     int32_t* ape = fit_n(row_host, static_cast<int64_t>(ratios.size()) * M);
     for (size_t k = 0; k < ratios.size(); ++k) {
-      int32_t* a = ape + static_cast<int64_t>(k) * M;
-      for (int64_t i = 0; i < M; ++i) a[i] = in.positions[static_cast<size_t>(i)] % ratios[k];
-      r.ape.emplace_back(ratios[k], a);
+      fill_ape(in, k, ape + static_cast<int64_t>(k) * M);
+      r.ape.emplace_back(ratios[k], ape + static_cast<int64_t>(k) * M);
     }
     return r;
   }
@@ -136,15 +140,13 @@ struct Model::State {
   // RowInputs of a recorded step of Mb >= M rows, in d.rows (one upload): rows past M are
   // padding (token 0 at position 0), which the dense parts compute and nothing reads.
   RowInputs recorded_rows(const StepInputs& in, int64_t Mb, DenseBuffers& d) {
-    const int64_t M = static_cast<int64_t>(in.token_ids.size());
     const int64_t n_arrays = 2 + static_cast<int64_t>(ratios.size());
     int32_t* h = fit_n(row_host, n_arrays * Mb);
     std::fill(h, h + n_arrays * Mb, 0);
     std::copy(in.token_ids.begin(), in.token_ids.end(), h);
     std::copy(in.positions.begin(), in.positions.end(), h + Mb);
     for (size_t k = 0; k < ratios.size(); ++k) {
-      int32_t* a = h + (2 + static_cast<int64_t>(k)) * Mb;
-      for (int64_t i = 0; i < M; ++i) a[i] = in.positions[static_cast<size_t>(i)] % ratios[k];
+      fill_ape(in, k, h + (2 + static_cast<int64_t>(k)) * Mb);
     }
     const size_t bytes = static_cast<size_t>(n_arrays * Mb) * sizeof(int32_t);
     auto* dev = static_cast<int32_t*>(d.rows.fit_bytes(bytes));
