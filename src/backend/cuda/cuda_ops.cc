@@ -165,6 +165,7 @@ const T* CudaOps::on_device(const T* p, int64_t n) {
 }
 template const int32_t* CudaOps::on_device(const int32_t*, int64_t);
 template const float* CudaOps::on_device(const float*, int64_t);
+template const float* const* CudaOps::on_device(const float* const*, int64_t);
 
 void CudaOps::store_ints(const int32_t* src, int32_t* dst, int64_t n) {
   if (n == 0) return;
@@ -295,10 +296,7 @@ void CudaOps::sparse_attention_rows(CMat q, int64_t n_heads, const float* const*
                                     bool bf16_probs, Mat o) {
   arena().reset();
   kc::SparseKeys keys;
-  keys.rows = is_device_pointer(key_rows)
-                  ? key_rows
-                  : static_cast<const float* const*>(
-                        stage(key_rows, static_cast<size_t>(q.rows * L) * sizeof(const float*)));
+  keys.rows = on_device(key_rows, q.rows * L);
   keys.d = d;
   launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o);
 }
