@@ -35,7 +35,7 @@ using deepinfer::EngineOptions;
 using deepinfer::SamplingParams;
 using deepinfer::runtime::EngineCore;
 using Clock = std::chrono::steady_clock;
-namespace v4 = deepinfer::model::deepseek_v4;
+namespace v4 = deepinfer::model;
 
 constexpr double kFloorUs = 2000.0;  // V4-Flash batch-1 decode weight-read floor on one H200
 

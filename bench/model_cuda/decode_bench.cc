@@ -49,17 +49,17 @@
 #include "backend/cuda/device.h"
 #include "backend/profiling_ops.h"
 #include "io/checkpoint.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using deepinfer::model::deepseek_v4::LogitsWanted;
-using deepinfer::model::deepseek_v4::Model;
-using deepinfer::model::deepseek_v4::SequenceCache;
-using deepinfer::model::deepseek_v4::SequenceSpan;
-using deepinfer::model::deepseek_v4::StepInputs;
-using deepinfer::model::deepseek_v4::StepOutputs;
+using deepinfer::model::LogitsWanted;
+using deepinfer::model::Model;
+using deepinfer::model::SequenceCache;
+using deepinfer::model::SequenceSpan;
+using deepinfer::model::StepInputs;
+using deepinfer::model::StepOutputs;
 
 double seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
@@ -258,11 +258,12 @@ int main(int argc, char** argv) {
   const auto t_load = Clock::now();
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
-  auto model = Model::load(model_dir, prof);
-  if (!model.ok()) {
-    std::fprintf(stderr, "%s\n", model.status().message().c_str());
+  auto loaded = deepinfer::model::load_model(model_dir, prof);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
     return 1;
   }
+  Model* model = loaded->get();
   const double load_s = seconds(t_load);
   size_t free1 = 0;
   cudaMemGetInfo(&free1, &total);

@@ -47,7 +47,7 @@ struct CMat {
 
 // Rows of a matrix kept in fixed-size pages (a paged KV cache's row list): row r is at
 // pages[r / page_rows] + (r % page_rows) * cols. `pages` is a host array of this backend's
-// addresses, owned by whoever made the view (model/deepseek_v4/cache.h PagedRows).
+// addresses, owned by whoever made the view (model/cache.h PagedRows).
 struct PagedCMat {
   const float* const* pages = nullptr;
   int64_t rows = 0;

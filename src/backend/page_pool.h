@@ -8,7 +8,7 @@
 // never moved or returned until the pool dies; a released page goes on a free list and the next
 // acquire of any sequence reuses it. Pages are shared by reference count: a prefix-cache
 // snapshot of a sequence holds the same pages as the sequence (copy-on-write by the holder that
-// writes, see PagedRows in model/deepseek_v4/cache.h).
+// writes, see PagedRows in model/cache.h).
 //
 // Reuse is safe without waiting for the device: every op of a backend runs in issue order on one
 // stream, so the writes of a page's next owner queue behind the reads of its last one.

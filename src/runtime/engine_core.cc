@@ -71,8 +71,8 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   // The batch-invariance option reaches the backend, which picks its kernels by it.
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
                       backend::make_ops(options.backend, threads, options.batch_invariant));
-  DI_ASSIGN_OR_RETURN(model::deepseek_v4::Model model,
-                      model::deepseek_v4::Model::load(options.model_dir, *ops));
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
+                      model::load_model(options.model_dir, *ops));
 
   std::optional<tokenizer::Tokenizer> tok;
   std::string tok_path = options.tokenizer_path;
@@ -86,7 +86,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     tok.emplace(std::move(t));
   }
 
-  const io::ModelConfig& cfg = model.config();
+  const io::ModelConfig& cfg = model->config();
   sched::SchedulerConfig sc;
   sc.max_num_batched_tokens = options.max_num_batched_tokens;
   sc.max_num_seqs = options.max_num_seqs;
@@ -96,7 +96,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   kv::KvConfig kc;
   if (options.kv_block_size > 0) kc.block_size = options.kv_block_size;
   kc.enable_prefix_caching = options.enable_prefix_caching;
-  kc.max_rollback_tokens = model::deepseek_v4::CacheOptions{}.max_rollback;
+  kc.max_rollback_tokens = model::CacheOptions{}.max_rollback;
   if (options.num_kv_blocks > 0) {
     kc.num_blocks = options.num_kv_blocks;
   } else {
@@ -111,12 +111,12 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
 }
 
-EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Model model,
+EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, std::unique_ptr<model::Model> model,
                        std::optional<tokenizer::Tokenizer> tok, sched::Scheduler sched,
                        const EngineOptions& options)
     : ops_(std::move(ops)), model_(std::move(model)), tok_(std::move(tok)), options_(options) {
   sched_.emplace(std::move(sched));
-  for (int64_t e : model_.config().eos_token_ids) eos_.push_back(static_cast<int32_t>(e));
+  for (int64_t e : model_->config().eos_token_ids) eos_.push_back(static_cast<int32_t>(e));
   engine_seed_ = (static_cast<uint64_t>(std::random_device{}()) << 32) ^ std::random_device{}();
   if (options.batch_invariant) {
     batch_invariant_ = *options.batch_invariant;
@@ -145,7 +145,7 @@ EngineCore::~EngineCore() {
 std::string EngineCore::describe() const {
   const auto& kv = sched_->kv();
   return "model " + options_.model_dir + " (vocab " + std::to_string(vocab_size()) + ", " +
-         std::to_string(model_.config().num_layers) + " layers), backend " + ops_->name() +
+         std::to_string(model_->config().num_layers) + " layers), backend " + ops_->name() +
          ", max_model_len " + std::to_string(max_model_len()) + ", max_num_seqs " +
          std::to_string(sched_->config().max_num_seqs) + ", token budget " +
          std::to_string(sched_->config().max_num_batched_tokens) + ", KV " +
@@ -331,7 +331,7 @@ void EngineCore::process(StepJob& job) {
   stats_.sample_seconds += job.sample_seconds;
   stats_.prefix_restores += job.prefix_restores;
   stats_.prefix_recomputes += job.prefix_recomputes;
-  const backend::PagePool::Stats kv = model_.cache_memory();
+  const backend::PagePool::Stats kv = model_->cache_memory();
   stats_.kv_bytes_reserved = kv.bytes_reserved;
   stats_.kv_bytes_in_use_peak = std::max(stats_.kv_bytes_in_use_peak, kv.bytes_in_use);
   for (const sched::ScheduledRequest& sr : job.plan.requests) {

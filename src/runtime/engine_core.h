@@ -70,7 +70,7 @@
 #include "backend/ops.h"
 #include "base/thread_pool.h"
 #include "deepinfer/engine.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 #include "runtime/step_executor.h"
 #include "sample/sampler.h"
 #include "sample/stop_checker.h"
@@ -93,7 +93,7 @@ class EngineCore {
   std::vector<RequestOutput> step();
   bool has_unfinished() const { return !parents_.empty(); }
 
-  int64_t vocab_size() const { return model_.vocab_size(); }
+  int64_t vocab_size() const { return model_->vocab_size(); }
   int64_t max_model_len() const { return sched_->config().max_model_len; }
   const tokenizer::Tokenizer* tokenizer() const { return tok_ ? &*tok_ : nullptr; }
   const EngineStats& stats() const { return stats_; }
@@ -104,8 +104,8 @@ class EngineCore {
   // Benchmark seam (bench/engine/step_host_time): replaces Model::forward with `forward`, which
   // must fill out.logits with one vocabulary-sized row per span asking for logits. The model's
   // caches are then neither created nor checked. Call before the first step.
-  using ForwardFn = std::function<Status(const model::deepseek_v4::StepInputs& in,
-                                         model::deepseek_v4::StepOutputs& out)>;
+  using ForwardFn = std::function<Status(const model::StepInputs& in,
+                                         model::StepOutputs& out)>;
   void replace_forward_for_benchmark(ForwardFn forward) { stand_in_forward_ = std::move(forward); }
 
  private:
@@ -115,7 +115,7 @@ class EngineCore {
     uint64_t seed = 0;
     int32_t index = 0;
     int64_t num_sampled = 0;  // output position of the next sample (RNG key)
-    std::optional<model::deepseek_v4::SequenceCache> cache;
+    std::optional<model::SequenceCache> cache;
     sample::TokenCounts history;  // only filled when the params have penalties
     std::optional<structured::GrammarMatcher> matcher;  // structured outputs only
     std::vector<uint32_t> mask;  // the matcher's next-token mask, model-vocabulary sized
@@ -165,12 +165,12 @@ class EngineCore {
   };
   // A sequence state at a cached block boundary (prefix caching, engine_exec.cc).
   struct PrefixSnapshot {
-    std::shared_ptr<const model::deepseek_v4::SequenceCache> cache;
+    std::shared_ptr<const model::SequenceCache> cache;
     int64_t bytes = 0;
     uint64_t used = 0;  // LRU clock
   };
 
-  EngineCore(std::unique_ptr<backend::Ops> ops, model::deepseek_v4::Model model,
+  EngineCore(std::unique_ptr<backend::Ops> ops, std::unique_ptr<model::Model> model,
              std::optional<tokenizer::Tokenizer> tok, sched::Scheduler sched,
              const EngineOptions& options);
 
@@ -210,10 +210,10 @@ class EngineCore {
   void fill_mask(SeqExec& e);
   // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
   Status restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job);
-  void save_snapshot(kv::BlockId block, const model::deepseek_v4::SequenceCache& c);
+  void save_snapshot(kv::BlockId block, const model::SequenceCache& c);
 
   std::unique_ptr<backend::Ops> ops_;  // outlives model_ (declared first, destroyed last)
-  model::deepseek_v4::Model model_;
+  std::unique_ptr<model::Model> model_;
   std::optional<tokenizer::Tokenizer> tok_;
   std::optional<sched::Scheduler> sched_;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // made on first use
@@ -251,9 +251,9 @@ class EngineCore {
   // Draws of one round in parallel: a request's draw depends only on its own row and state
   // (sampler.h), so the results are those of the serial loop. Null: sampling_threads 1.
   std::unique_ptr<ThreadPool> sampling_pool_;
-  std::vector<model::deepseek_v4::SequenceSpan> spans_;
+  std::vector<model::SequenceSpan> spans_;
   std::vector<size_t> order_;
-  model::deepseek_v4::StepOutputs step_out_;
+  model::StepOutputs step_out_;
 
   // Last: destroyed first, so an outstanding job finishes before anything it uses goes away.
   std::unique_ptr<StepExecutor> executor_;

@@ -104,7 +104,7 @@ void EngineCore::backend_sample_specs(const StepJob& job) {
   sample_specs_.clear();
   if (!backend_sampling_ || stand_in_forward_) return;  // a stand-in forward returns logits
   for (size_t k = 0; k < spans_.size(); ++k) {
-    if (spans_[k].logits == model::deepseek_v4::LogitsWanted::kNone) continue;
+    if (spans_[k].logits == model::LogitsWanted::kNone) continue;
     const SeqExec& e = *job.seqs[order_[k]];
     const uint64_t position = static_cast<uint64_t>(e.num_sampled);
     if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false)) {
@@ -162,9 +162,9 @@ void EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
 // is bitwise the state the prefix computes (prefill == chunked == decode bit for bit on the CPU,
 // and on the GPU under DEEPINFER_BATCH_INVARIANT).
 
-void EngineCore::save_snapshot(kv::BlockId block, const model::deepseek_v4::SequenceCache& c) {
+void EngineCore::save_snapshot(kv::BlockId block, const model::SequenceCache& c) {
   if (block == kv::kNullBlock) return;
-  auto snap = std::make_shared<const model::deepseek_v4::SequenceCache>(c.clone());
+  auto snap = std::make_shared<const model::SequenceCache>(c.clone());
   const int64_t bytes = snap->footprint_bytes();
   PrefixSnapshot& slot = snapshots_[block];
   snapshot_bytes_ += bytes - slot.bytes;
@@ -206,9 +206,9 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
     return internal_error("prefix hit of " + std::to_string(h) + " tokens but the request knows " +
                           std::to_string(e.known.size()));
   }
-  e.cache.emplace(model_.new_sequence());
-  auto out = model_.extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                           model::deepseek_v4::LogitsWanted::kNone);
+  e.cache.emplace(model_->new_sequence());
+  auto out = model_->extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
+                           model::LogitsWanted::kNone);
   if (!out.ok()) return out.status();
   ++job.prefix_recomputes;
   return {};
@@ -238,7 +238,7 @@ void EngineCore::execute(StepJob& job) {
 }
 
 void EngineCore::execute_unguarded(StepJob& job) {
-  using model::deepseek_v4::LogitsWanted;
+  using model::LogitsWanted;
   job.started = Clock::now();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;
@@ -263,7 +263,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
           continue;
         }
       } else {
-        e->cache.emplace(model_.new_sequence());
+        e->cache.emplace(model_->new_sequence());
       }
     }
     if (!stand_in_forward_ && e->cache->length() != sr.start_pos) {
@@ -277,7 +277,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
     left.push_back({i, sr.start_pos, sr.start_pos + sr.num_tokens, sr.token_offset});
   }
   const bool snapshots = block_size_ > 0 && !stand_in_forward_;
-  const int64_t V = model_.vocab_size();
+  const int64_t V = model_->vocab_size();
   std::vector<int32_t> ids, pos;
   std::vector<int64_t> piece_end;
   while (!left.empty()) {
@@ -292,7 +292,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
       const sched::ScheduledRequest& sr = plan.requests[p.i];
       int64_t end = p.end;
       if (snapshots) end = std::min(end, (p.pos / block_size_ + 1) * block_size_);
-      model::deepseek_v4::SequenceSpan span;
+      model::SequenceSpan span;
       span.cache = job.seqs[p.i]->cache ? &*job.seqs[p.i]->cache : nullptr;
       span.begin = static_cast<int64_t>(ids.size());
       span.count = end - p.pos;
@@ -306,7 +306,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
       order_.push_back(p.i);
       piece_end.push_back(end);
     }
-    model::deepseek_v4::StepInputs in;
+    model::StepInputs in;
     in.token_ids = ids;
     in.positions = pos;
     in.sequences = spans_;
@@ -314,7 +314,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
     in.sample_specs = sample_specs_;
     const auto t0 = Clock::now();
     const Status st =
-        stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_.forward(in, step_out_);
+        stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_->forward(in, step_out_);
     job.forward_seconds += seconds_since(t0);
     if (!st.ok()) {
       for (const Piece& p : left) {

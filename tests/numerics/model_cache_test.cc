@@ -1,4 +1,4 @@
-// The cache containers of the forward pass (model/deepseek_v4/cache.h) over the page pools
+// The cache containers of the forward pass (model/cache.h) over the page pools
 // (backend/page_pool.h): ring semantics that rollback relies on, paged row lists (rows never
 // move, pages recycled, clones share pages and copy a shared page before writing into it), and
 // the model on top: paging is storage only (the same bits for any page size), and a snapshot
@@ -9,11 +9,11 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/page_pool.h"
-#include "model/deepseek_v4/cache.h"
+#include "model/cache.h"
 #include "model_test_util.h"
 #include "paged_pattern.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 namespace {
 
 std::vector<float> rows_from(int64_t first, int64_t n, int64_t width) {
@@ -163,14 +163,13 @@ TEST(ModelCache, PagedRowsCloneSharesPagesAndCopiesBeforeWriting) {
 }
 
 TEST(ModelCache, LayerGeometryFollowsTheConfig) {
-  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  auto m = load_test_model("v4_tiny_a", "hf_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
   SequenceCache seq = m->new_sequence(CacheOptions{5, 16});
   EXPECT_EQ(seq.max_rollback(), 5);
   const auto& layers = m->config().layers;
   for (size_t i = 0; i < layers.size(); ++i) {
     LayerCache& l = seq.layer(i);
-    EXPECT_EQ(l.kind, layers[i].attention);
     EXPECT_EQ(l.window.width(), m->config().head_dim);
     EXPECT_EQ(l.comp.ratio, layers[i].compress_ratio);
     EXPECT_EQ(l.idx.ratio, layers[i].attention == io::AttentionKind::kCSA ? 4 : 0);
@@ -196,7 +195,7 @@ TEST(ModelCache, LayerGeometryFollowsTheConfig) {
 // several chunks and in decode, on both CPU backends.
 TEST(ModelCache, PageSizeDoesNotChangeTheLogits) {
   for (backend::Ops* ops : {&opt_ops(), &ref_ops()}) {
-    auto m = load_model("v4_tiny_a", "hf_fp32", *ops);
+    auto m = load_test_model("v4_tiny_a", "hf_fp32", *ops);
     ASSERT_NE(m, nullptr);
     std::string error;
     const std::vector<float> small = paged_run(*m, 16, &error);
@@ -212,7 +211,7 @@ TEST(ModelCache, PageSizeDoesNotChangeTheLogits) {
 // the same tokens computes.
 TEST(ModelCache, SnapshotSharesPagesAndBothContinueExactly) {
   for (const char* variant : {"hf_fp32", "official_quant"}) {
-    auto m = load_model("v4_tiny_a", variant, opt_ops());
+    auto m = load_test_model("v4_tiny_a", variant, opt_ops());
     ASSERT_NE(m, nullptr);
     const SnapshotRun r = snapshot_run(*m);
     ASSERT_TRUE(r.error.empty()) << r.error;
@@ -226,4 +225,4 @@ TEST(ModelCache, SnapshotSharesPagesAndBothContinueExactly) {
 }
 
 }  // namespace
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

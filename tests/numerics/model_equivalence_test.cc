@@ -17,7 +17,7 @@
 
 #include "model_test_util.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 namespace {
 
 constexpr double kStepShapeMaxAbs = 5e-5;
@@ -69,7 +69,7 @@ const Case kCases[] = {{"v4_tiny_a", "hf_fp32"},
 
 TEST(ModelEquivalence, PrefillEqualsDecodeEqualsChunked) {
   for (const Case& c : kCases) {
-    auto m = load_model(c.cfg, c.variant, opt_ops());
+    auto m = load_test_model(c.cfg, c.variant, opt_ops());
     ASSERT_NE(m, nullptr);
     const int64_t V = m->vocab_size();
     // 120 tokens: crosses the window (8 / 16) many times, CSA rows every 4, HCA every 8 / 16.
@@ -98,7 +98,7 @@ TEST(ModelEquivalence, PrefillEqualsDecodeEqualsChunked) {
 // sequence. N and k are chosen so that the rolled-back tokens close CSA, HCA and window rows.
 TEST(ModelEquivalence, RollbackEqualsRecomputation) {
   for (const Case& c : kCases) {
-    auto m = load_model(c.cfg, c.variant, opt_ops());
+    auto m = load_test_model(c.cfg, c.variant, opt_ops());
     ASSERT_NE(m, nullptr);
     const int64_t V = m->vocab_size();
     const std::vector<int32_t> src = prompt_ids(c.cfg, "len300");
@@ -129,7 +129,7 @@ TEST(ModelEquivalence, RollbackEqualsRecomputation) {
 }
 
 TEST(ModelEquivalence, RollbackLimits) {
-  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  auto m = load_test_model("v4_tiny_a", "hf_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
   SequenceCache seq = m->new_sequence(CacheOptions{4});
   const std::vector<int32_t> ids = prompt_ids("v4_tiny_a", "len40");
@@ -144,7 +144,7 @@ TEST(ModelEquivalence, RollbackLimits) {
 
 // Two sequences of different lengths (one prefilling, one decoding) in one step == each alone.
 TEST(ModelEquivalence, SeveralSequencesInOneStep) {
-  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  auto m = load_test_model("v4_tiny_a", "hf_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
   const int64_t V = m->vocab_size();
   const std::vector<int32_t> a = prompt_ids("v4_tiny_a", "len40");
@@ -174,8 +174,8 @@ TEST(ModelEquivalence, SeveralSequencesInOneStep) {
 
 TEST(ModelEquivalence, RefBackendEqualsOpt) {
   for (const Case& c : kCases) {
-    auto opt = load_model(c.cfg, c.variant, opt_ops());
-    auto ref = load_model(c.cfg, c.variant, ref_ops());
+    auto opt = load_test_model(c.cfg, c.variant, opt_ops());
+    auto ref = load_test_model(c.cfg, c.variant, ref_ops());
     ASSERT_TRUE(opt && ref);
     const std::vector<int32_t> ids = prompt_ids(c.cfg, "len40");
     expect_close(prefill_all(*ref, ids), prefill_all(*opt, ids), opt->vocab_size(),
@@ -184,7 +184,7 @@ TEST(ModelEquivalence, RefBackendEqualsOpt) {
 }
 
 TEST(ModelEquivalence, StepErrors) {
-  auto m = load_model("v4_tiny_a", "hf_fp32", opt_ops());
+  auto m = load_test_model("v4_tiny_a", "hf_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
   SequenceCache seq = m->new_sequence();
   const int32_t bad[] = {5, 256};
@@ -219,7 +219,7 @@ TEST(ModelEquivalence, StepErrors) {
   EXPECT_NE(draws.message().find("one SampleSpec per row"), std::string::npos) << draws.message();
   EXPECT_EQ(seq.length(), 0);
   // MTP on a checkpoint without mtp.* tensors.
-  auto mb = load_model("v4_tiny_b", "hf_fp32", opt_ops());
+  auto mb = load_test_model("v4_tiny_b", "hf_fp32", opt_ops());
   ASSERT_NE(mb, nullptr);
   EXPECT_FALSE(mb->has_mtp());
   SequenceCache sb = mb->new_sequence();
@@ -227,7 +227,7 @@ TEST(ModelEquivalence, StepErrors) {
 }
 
 TEST(ModelEquivalence, BadModelDir) {
-  auto m = Model::load(source_dir() + "/tests/data/model/does_not_exist", opt_ops());
+  auto m = load_model(source_dir() + "/tests/data/model/does_not_exist", opt_ops());
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("does_not_exist"), std::string::npos) << m.status().message();
 }
@@ -235,7 +235,7 @@ TEST(ModelEquivalence, BadModelDir) {
 // MTP drafting step by step (one row per decode step, as a speculative engine would run it)
 // == the MTP rows of one call, and MTP rollback keeps the MTP state consistent.
 TEST(ModelEquivalence, MtpIncrementalEqualsBatched) {
-  auto m = load_model("v4_tiny_a", "official_fp32", opt_ops());
+  auto m = load_test_model("v4_tiny_a", "official_fp32", opt_ops());
   ASSERT_NE(m, nullptr);
   ASSERT_TRUE(m->has_mtp());
   const int64_t V = m->vocab_size(),
@@ -263,10 +263,10 @@ TEST(ModelEquivalence, MtpIncrementalEqualsBatched) {
     prev_hidden = o->hidden;
   }
   expect_close(got, *want, V, false, "MTP incremental vs batched");
-  EXPECT_EQ(s2.mtp_length(), T - 1);
+  EXPECT_EQ(s2.draft_length(), T - 1);
   ASSERT_TRUE(s2.rollback(3).ok());
-  EXPECT_EQ(s2.mtp_length(), T - 4);
+  EXPECT_EQ(s2.draft_length(), T - 4);
 }
 
 }  // namespace
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

@@ -21,7 +21,7 @@
 
 #include "model_test_util.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 namespace {
 
 constexpr double kHfMaxAbs = 1e-4;
@@ -43,7 +43,7 @@ void check_hf_variant(const std::string& variant, const std::string& key_prefix)
   for (const char* cfg : kConfigs) {
     Goldens g(cfg);
     ASSERT_TRUE(g.ok());
-    auto m = load_model(cfg, variant, opt_ops());
+    auto m = load_test_model(cfg, variant, opt_ops());
     ASSERT_NE(m, nullptr);
     EXPECT_FALSE(m->official_semantics());
     for (const char* p : kPrompts) {
@@ -74,8 +74,8 @@ TEST(ModelGolden, OfficialNamesFp32MatchHf) {
   check_hf_variant("official_fp32", "hf_fp32");
   for (const char* cfg : kConfigs) {
     Goldens g(cfg);
-    auto hf = load_model(cfg, "hf_fp32", opt_ops());
-    auto off = load_model(cfg, "official_fp32", opt_ops());
+    auto hf = load_test_model(cfg, "hf_fp32", opt_ops());
+    auto off = load_test_model(cfg, "official_fp32", opt_ops());
     ASSERT_TRUE(hf && off);
     const std::vector<int32_t> ids = g.prompt("len40");
     EXPECT_EQ(prefill_all(*hf, ids), prefill_all(*off, ids)) << cfg;
@@ -86,7 +86,7 @@ TEST(ModelGolden, OfficialQuantLogits) {
   for (const char* cfg : kConfigs) {
     Goldens g(cfg);
     ASSERT_TRUE(g.ok());
-    auto m = load_model(cfg, "official_quant", opt_ops());
+    auto m = load_test_model(cfg, "official_quant", opt_ops());
     ASSERT_NE(m, nullptr);
     EXPECT_TRUE(m->official_semantics());
     const int64_t V = g.vocab();
@@ -136,7 +136,7 @@ void check_continuation(const char* cfg, const std::string& variant, const std::
   if (!c.contains(key)) GTEST_SKIP() << "no continuation golden " << key;
   std::vector<int32_t> want;
   for (const auto& v : c[key]["tokens"]) want.push_back(v.get<int32_t>());
-  auto m = load_model(cfg, variant, opt_ops());
+  auto m = load_test_model(cfg, variant, opt_ops());
   ASSERT_NE(m, nullptr);
   SequenceCache seq = m->new_sequence();
   auto out = m->extend(seq, g.prompt(prompt));
@@ -172,7 +172,7 @@ TEST(ModelGolden, DecodeOfficialQuantTeacherForced) {
     Goldens g(cfg);
     ASSERT_TRUE(g.ok());
     const auto& c = g.json()["continuations"]["official_quant.len40"];
-    auto m = load_model(cfg, "official_quant", opt_ops());
+    auto m = load_test_model(cfg, "official_quant", opt_ops());
     ASSERT_NE(m, nullptr);
     SequenceCache seq = m->new_sequence();
     auto out = m->extend(seq, g.prompt("len40"));
@@ -202,7 +202,7 @@ void check_mtp(const std::string& variant, const std::string& key_prefix, double
   const char* cfg = "v4_tiny_a";
   Goldens g(cfg);
   ASSERT_TRUE(g.ok());
-  auto m = load_model(cfg, variant, opt_ops());
+  auto m = load_test_model(cfg, variant, opt_ops());
   ASSERT_NE(m, nullptr);
   ASSERT_TRUE(m->has_mtp());
   const int64_t V = g.vocab(),
@@ -240,4 +240,4 @@ TEST(ModelGolden, MtpDraftOfficialQuant) {
 }
 
 }  // namespace
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

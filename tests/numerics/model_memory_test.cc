@@ -10,7 +10,7 @@
 #include "backend/profiling_ops.h"
 #include "model_test_util.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 namespace {
 
 // The CPU opt backend with a byte budget: allocations past it throw as an exhausted device would.
@@ -55,7 +55,7 @@ std::vector<int32_t> ids(int n, int64_t vocab) {
 
 TEST(ModelMemory, ExhaustedStepIsAStatusAndTheModelKeepsWorking) {
   BudgetOps ops(opt_ops());
-  auto m = load_model("v4_tiny_a", "hf_fp32", ops);
+  auto m = load_test_model("v4_tiny_a", "hf_fp32", ops);
   ASSERT_NE(m, nullptr);
   const auto prompt = ids(300, m->vocab_size());
 
@@ -67,7 +67,7 @@ TEST(ModelMemory, ExhaustedStepIsAStatusAndTheModelKeepsWorking) {
   // A second model whose step scratch is not allocated yet, under a budget that holds its
   // sequence rings but not a 300-token step.
   BudgetOps tight(opt_ops());
-  auto m2 = load_model("v4_tiny_a", "hf_fp32", tight);
+  auto m2 = load_test_model("v4_tiny_a", "hf_fp32", tight);
   ASSERT_NE(m2, nullptr);
   SequenceCache doomed = m2->new_sequence();
   tight.set_budget(tight.in_use() + 16 * 1024);
@@ -89,11 +89,11 @@ TEST(ModelMemory, ExhaustedStepIsAStatusAndTheModelKeepsWorking) {
 
 TEST(ModelMemory, NewSequenceThatDoesNotFitThrowsOutOfMemory) {
   BudgetOps ops(opt_ops());
-  auto m = load_model("v4_tiny_a", "hf_fp32", ops);
+  auto m = load_test_model("v4_tiny_a", "hf_fp32", ops);
   ASSERT_NE(m, nullptr);
   ops.set_budget(ops.in_use());
   EXPECT_THROW((void)m->new_sequence(), backend::OutOfMemory);
 }
 
 }  // namespace
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

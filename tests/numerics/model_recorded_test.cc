@@ -23,7 +23,7 @@
 #include "model_test_util.h"
 #include "serve_pattern.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 namespace {
 
 class RecordingOps : public backend::ProfilingOps {
@@ -136,8 +136,8 @@ TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.cfg) + "/" + c.variant);
     RecordingOps rec(opt_ops(), 64);
-    auto eager = load_model(c.cfg, c.variant, opt_ops());
-    auto recorded = load_model(c.cfg, c.variant, rec);
+    auto eager = load_test_model(c.cfg, c.variant, opt_ops());
+    auto recorded = load_test_model(c.cfg, c.variant, rec);
     ASSERT_TRUE(eager && recorded);
     std::vector<int32_t> prompt = Goldens(c.cfg).prompt("len300");
     prompt.resize(100);
@@ -162,8 +162,8 @@ TEST(ModelRecorded, ADestroyedModelTakesItsRecordingsWithIt) {
   prompt.resize(100);
   for (const char* cfg : {"v4_tiny_a", "v4_tiny_b", "v4_tiny_a"}) {
     SCOPED_TRACE(cfg);
-    auto eager = load_model(cfg, "hf_fp32", opt_ops());
-    auto recorded = load_model(cfg, "hf_fp32", rec);
+    auto eager = load_test_model(cfg, "hf_fp32", opt_ops());
+    auto recorded = load_test_model(cfg, "hf_fp32", rec);
     ASSERT_TRUE(eager && recorded);
     EXPECT_EQ(serve(*recorded, prompt), serve(*eager, prompt));
     EXPECT_GT(rec.recorded_keys(), 0u);
@@ -174,4 +174,4 @@ TEST(ModelRecorded, ADestroyedModelTakesItsRecordingsWithIt) {
 }
 
 }  // namespace
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

@@ -12,7 +12,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "base/numeric_types.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 
 std::string source_dir() {
   const char* d = std::getenv("DEEPINFER_SOURCE_DIR");
@@ -45,12 +45,12 @@ nlohmann::json read_json(const std::string& path) {
 
 }  // namespace
 
-std::unique_ptr<Model> load_model(const std::string& config, const std::string& variant,
-                                  backend::Ops& ops) {
-  auto m = Model::load(model_dir(config, variant), ops);
+std::unique_ptr<Model> load_test_model(const std::string& config, const std::string& variant,
+                                       backend::Ops& ops) {
+  auto m = load_model(model_dir(config, variant), ops);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   if (!m.ok()) return nullptr;
-  return std::make_unique<Model>(std::move(m).value());
+  return std::move(m).value();
 }
 
 Goldens::Goldens(const std::string& config) {
@@ -114,4 +114,4 @@ std::vector<float> prefill_all(Model& m, std::span<const int32_t> ids) {
   return std::move(out->logits);
 }
 
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

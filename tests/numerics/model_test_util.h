@@ -12,9 +12,9 @@
 
 #include "backend/ops.h"
 #include "io/safetensors.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 
 std::string source_dir();  // $DEEPINFER_SOURCE_DIR, the repository root
 // tests/data/model/<config>/<variant>, e.g. ("v4_tiny_a", "hf_fp32").
@@ -25,8 +25,8 @@ backend::Ops& opt_ops();
 backend::Ops& ref_ops();
 
 // Loads or fails the test (returns nullptr and records a failure).
-std::unique_ptr<Model> load_model(const std::string& config, const std::string& variant,
-                                  backend::Ops& ops);
+std::unique_ptr<Model> load_test_model(const std::string& config, const std::string& variant,
+                                       backend::Ops& ops);
 
 // goldens.safetensors + goldens.json of one config.
 class Goldens {
@@ -58,4 +58,4 @@ Diff compare_logits(std::span<const float> got, std::span<const float> want, int
 // Runs a whole prompt as one prefill and returns logits of every position [T, V].
 std::vector<float> prefill_all(Model& m, std::span<const int32_t> ids);
 
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

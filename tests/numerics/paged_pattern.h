@@ -1,4 +1,4 @@
-// Scripted checks of the paged KV cache (model/deepseek_v4/cache.h), shared by the CPU test
+// Scripted checks of the paged KV cache (model/cache.h), shared by the CPU test
 // (model_cache_test.cc) and its GPU twin (cuda/model_cuda_test.cc): what a model computes
 // must not depend on how its rows are paged, and a prefix snapshot that shares pages with the
 // live sequence must leave both exactly where recomputation would.
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 
 inline std::vector<int32_t> paged_ids(int n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -92,7 +92,7 @@ inline SnapshotRun snapshot_run(Model& m) {
   r.held_bytes = live.page_bytes();
   for (size_t i = 0; i < m.config().layers.size() + m.config().mtp_layers.size(); ++i) {
     const size_t n = m.config().layers.size();
-    const LayerCache& l = i < n ? live.layer(i) : live.mtp_layer(i - n);
+    const LayerCache& l = i < n ? live.layer(i) : live.draft_layer(i - n);
     for (const RowRing* ring : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
       r.ring_bytes += ring->page_bytes();
     }
@@ -110,4 +110,4 @@ inline SnapshotRun snapshot_run(Model& m) {
   return r;
 }
 
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

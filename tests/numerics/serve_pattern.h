@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 
-namespace deepinfer::model::deepseek_v4::testing {
+namespace deepinfer::model::testing {
 
 // prompt: at least 100 ids.
 inline std::vector<float> serve_pattern(Model& m, std::span<const int32_t> prompt,
@@ -55,4 +55,4 @@ inline std::vector<float> serve_pattern(Model& m, std::span<const int32_t> promp
   return all;
 }
 
-}  // namespace deepinfer::model::deepseek_v4::testing
+}  // namespace deepinfer::model::testing

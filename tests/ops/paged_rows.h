@@ -1,4 +1,4 @@
-// Key matrices stored the way the paged KV cache stores them (model/deepseek_v4/cache.h
+// Key matrices stored the way the paged KV cache stores them (model/cache.h
 // PagedRows), for the indexer_scores_multi cases of the CPU and CUDA harnesses: pages of
 // page_rows rows placed in REVERSE order in one buffer, with a gap row between pages, so a
 // kernel that read the rows as one contiguous matrix, or ignored the page size, reads wrong rows.

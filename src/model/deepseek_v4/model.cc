@@ -1,19 +1,21 @@
-// Model (see model.h): load, the block composition (mHC -> attention -> mHC -> MoE), the head,
-// the MTP block, and step validation. Composition only: every numerical step is an op call or
-// one of the layer pieces (attention.cc, compressor.cc, moe.cc).
+// DeepSeek-V4 (see model.h): load, the block composition (mHC -> attention -> mHC -> MoE), the
+// head, the MTP block. Composition only: every numerical step is an op call or one of the
+// shared layer pieces (model/layers: attention, compressor, moe); step validation and the
+// CUDA-graph policy are shared with V4.1 (model/step_check.h, model/recorded_steps.h).
 #include "model/deepseek_v4/model.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <string>
 
 #include "base/check.h"
 #include "io/checkpoint.h"
-#include "model/deepseek_v4/attention.h"
-#include "model/deepseek_v4/moe.h"
-#include "model/deepseek_v4/numerics.h"
 #include "model/deepseek_v4/weights.h"
+#include "model/layers/attention.h"
+#include "model/layers/moe.h"
+#include "model/layers/numerics.h"
+#include "model/recorded_steps.h"
+#include "model/step_check.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -44,21 +46,11 @@ struct DenseBuffers {
   }
 };
 
-// Row counts of recorded steps: a step of M rows runs padded to the smallest bucket >= M, so a
-// few graph sets serve every batch size (vLLM's capture sizes, in the same spirit).
-int64_t row_bucket(int64_t M, int64_t max_rows) {
-  int64_t b = 1;
-  while (b < M && b < 8) b *= 2;
-  if (b < M) b = (M + 7) / 8 * 8;      // 8-row steps up to 64
-  if (b > 64) b = (M + 31) / 32 * 32;  // then 32
-  if (b > 512) b = (M + 63) / 64 * 64;  // then 64
-  return std::min(b, max_rows);
-}
-
 }  // namespace
 
-struct Model::State {
-  explicit State(backend::Ops& o)
+class V4Model final : public model::Model {
+ public:
+  explicit V4Model(backend::Ops& o)
       : ops(&o),
         eager(o),
         recorded(o),
@@ -69,14 +61,30 @@ struct Model::State {
         mtp_h(o),
         mtp_hidden(o),
         attn(o),
-        pages(std::make_shared<backend::PagePools>(o)) {}
-  // Recordings replay this model's weights and buffers: none may outlive them. (A later model
-  // on the same ops could otherwise find a unit under its key and replay freed memory.)
-  ~State() {
-    if (!recorded_print.empty()) ops->drop_recordings();
+        pages(std::make_shared<backend::PagePools>(o)),
+        recording(o) {}
+  V4Model(const V4Model&) = delete;
+  V4Model& operator=(const V4Model&) = delete;
+
+  static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
+                                                                backend::Ops& ops);
+
+  const io::ModelConfig& config() const override { return cfg(); }
+  bool official_semantics() const override { return num.official; }
+  DrafterKind drafter() const override { return w.mtp.empty() ? DrafterKind::kNone : DrafterKind::kMtp; }
+  SequenceCache new_sequence(const CacheOptions& options) const override {
+    return SequenceCache::create(*pages, plan, options);
   }
-  State(const State&) = delete;
-  State& operator=(const State&) = delete;
+  backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
+  Status forward(const StepInputs& in, StepOutputs& out) override;
+  Expected<std::vector<float>> mtp_draft(SequenceCache& cache, std::span<const float> hidden,
+                                         std::span<const int32_t> next_ids) override;
+
+ private:
+  Status forward_unguarded(const StepInputs& in, StepOutputs& out);
+  Expected<std::vector<float>> mtp_draft_unguarded(SequenceCache& cache,
+                                                   std::span<const float> hidden,
+                                                   std::span<const int32_t> next_ids);
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -85,6 +93,7 @@ struct Model::State {
   RopeTables rope;
   std::vector<int> ratios;  // every compressor ratio of the model (RowInputs::ape)
 
+  CachePlan plan;
   // Step scratch (grow-only), in the backend's memory.
   DenseBuffers eager, recorded;
   backend::Buffer head_in, head_y, logits_buf;
@@ -93,15 +102,8 @@ struct Model::State {
   AttentionScratch attn;  // the attention cores' scratch (eager in every step)
   // Every sequence's KV pages (cache.h); shared so snapshots may outlive nothing but the ops.
   std::shared_ptr<backend::PagePools> pages;
-  // recorded's buffers when its units were recorded: a change means they moved.
-  std::vector<std::pair<const void*, size_t>> recorded_print;
-  // This model's recording keys: unique per process, unlike the State's address, which a later
-  // model may be given.
-  const uint64_t record_id = next_record_id();
-  static uint64_t next_record_id() {
-    static std::atomic<uint64_t> next{1};
-    return next.fetch_add(1);
-  }
+  // Declared last: its destructor drops this model's recordings before the buffers they use go.
+  RecordedSteps recording;
 
   const io::ModelConfig& cfg() const { return ckpt.config(); }
   LayerEnv env() { return {*ops, cfg(), num, rope}; }
@@ -217,31 +219,22 @@ struct Model::State {
     const int64_t Mb = X.rows;
     DenseBuffers& d = recorded;
     const RowInputs rows = recorded_rows(in, Mb, d);
-    const auto key = [&](size_t unit) {
-      uint64_t h = record_id * 0x9E3779B97F4A7C15ull;
-      h ^= (static_cast<uint64_t>(unit) << 32) ^ static_cast<uint64_t>(Mb);
-      return h;
-    };
     const auto& layers = w.layers;
-    ops->run_recorded(key(0), [&] {
+    recording.run(0, Mb, [&] {
       embed_streams(rows.ids, X, d);
       if (!layers.empty()) attention_in(layers[0], X, rows, d);
     });
     for (size_t l = 0; l < layers.size(); ++l) {
       attention_core(env(), layers[l].attn, layers[l].spec, false, l,
                      attention_rows(env(), layers[l].attn, Mb, d.attn), in, attn);
-      ops->run_recorded(key(l + 1), [&] {
+      recording.run(l + 1, Mb, [&] {
         attention_out_ffn(layers[l], X, rows, d);
         if (l + 1 < layers.size()) attention_in(layers[l + 1], X, rows, d);
       });
     }
     // A unit's first (eager) run may have grown a buffer: units recorded before then point to
     // freed memory, so every recording goes (they are made again, two steps later).
-    auto print = d.fingerprint();
-    if (print != recorded_print) {
-      if (!recorded_print.empty()) ops->drop_recordings();
-      recorded_print = std::move(print);
-    }
+    recording.buffers_after_step(d.fingerprint());
   }
 
   // logits [R, V] = head(norm(hc_head(X))) (spec §2.1, §2.2 final collapse).
@@ -276,75 +269,57 @@ struct Model::State {
     return lg;
   }
 
-  Status validate(const StepInputs& in, bool mtp) const {
-    const int64_t M = static_cast<int64_t>(in.token_ids.size());
-    if (static_cast<int64_t>(in.positions.size()) != M) {
-      return invalid_argument("step has " + std::to_string(M) + " token ids but " +
-                              std::to_string(in.positions.size()) + " positions");
-    }
-    const int64_t V = cfg().vocab_size;
-    for (int64_t i = 0; i < M; ++i) {
-      if (in.token_ids[i] < 0 || in.token_ids[i] >= V) {
-        return out_of_range("token id " + std::to_string(in.token_ids[i]) + " at step row " +
-                            std::to_string(i) + " is outside the vocabulary [0, " +
-                            std::to_string(V) + ")");
-      }
-    }
-    int64_t next = 0;
-    for (size_t k = 0; k < in.sequences.size(); ++k) {
-      const SequenceSpan& sq = in.sequences[k];
-      if (sq.cache == nullptr || sq.begin != next || sq.count < 0 || sq.begin + sq.count > M) {
-        return invalid_argument("step sequences must be non-null and cover the rows contiguously");
-      }
-      for (size_t j = 0; j < k; ++j) {
-        if (in.sequences[j].cache == sq.cache) {
-          return invalid_argument("step lists the same sequence cache twice (spans " +
-                                  std::to_string(j) + " and " + std::to_string(k) + ")");
-        }
-      }
-      const int64_t L = mtp ? sq.cache->mtp_length() : sq.cache->length();
-      for (int64_t i = 0; i < sq.count; ++i) {
-        if (in.positions[sq.begin + i] != L + i) {
-          return invalid_argument("position " + std::to_string(in.positions[sq.begin + i]) +
-                                  " at step row " + std::to_string(sq.begin + i) +
-                                  " does not continue its sequence (length " + std::to_string(L) +
-                                  ")");
-        }
-      }
-      next = sq.begin + sq.count;
-    }
-    if (next != M) return invalid_argument("step sequences do not cover every row");
-    return {};
-  }
 };
-
-Model::Model(std::unique_ptr<State> s) : s_(std::move(s)) {}
-Model::Model(Model&&) noexcept = default;
-Model& Model::operator=(Model&&) noexcept = default;
-Model::~Model() = default;
 
 namespace {
 
-// An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
-// says what ran out, what the model was doing and what needs less memory.
-Status out_of_memory(const backend::OutOfMemory& e, const std::string& doing,
-                     const std::string& fix) {
-  return resource_exhausted(std::string(e.what()) + " while " + doing + ". " + fix);
+LayerCachePlan::Compressed compressed_plan(int ratio, int64_t d_c, bool overlap) {
+  LayerCachePlan::Compressed p;
+  p.ratio = ratio;
+  p.row_width = d_c;
+  p.state_width = overlap ? 2 * d_c : d_c;
+  // An unfinished row needs its own window's tokens, plus the previous window's for the
+  // overlap half.
+  p.state_tokens = overlap ? 2 * ratio : ratio;
+  return p;
+}
+
+LayerCachePlan layer_plan(const io::ModelConfig& c, const io::LayerSpec& spec) {
+  LayerCachePlan p;
+  p.window_width = c.head_dim;
+  const bool overlap = spec.compress_ratio == 4;
+  if (spec.attention != io::AttentionKind::kSWA) {
+    p.comp = compressed_plan(spec.compress_ratio, c.head_dim, overlap);
+  }
+  if (spec.attention == io::AttentionKind::kCSA) {
+    p.idx = compressed_plan(spec.compress_ratio, c.index_head_dim, overlap);
+  }
+  return p;
 }
 
 }  // namespace
 
-Expected<Model> Model::load(const std::string& model_dir, backend::Ops& ops) {
+CachePlan cache_plan(const io::ModelConfig& c) {
+  CachePlan plan;
+  plan.window = c.sliding_window;
+  plan.draft_lag = 1;  // MTP row t uses token t + 1
+  for (const auto& spec : c.layers) plan.layers.push_back(layer_plan(c, spec));
+  for (const auto& spec : c.mtp_layers) plan.draft_layers.push_back(layer_plan(c, spec));
+  return plan;
+}
+
+Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops) {
   try {
-    return load_unguarded(model_dir, ops);
+    return V4Model::load_unguarded(model_dir, ops);
   } catch (const backend::OutOfMemory& e) {
-    return out_of_memory(e, "loading " + model_dir + " on backend '" + ops.name() + "'",
-                         "The weights do not fit: use a device with more memory, or the CPU.");
+    return out_of_memory_status(e, "loading " + model_dir + " on backend '" + ops.name() + "'",
+                                "The weights do not fit: use a device with more memory, or the CPU.");
   }
 }
 
-Expected<Model> Model::load_unguarded(const std::string& model_dir, backend::Ops& ops) {
-  auto s = std::make_unique<State>(ops);
+Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::string& model_dir,
+                                                                  backend::Ops& ops) {
+  auto s = std::make_unique<V4Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
   const io::ModelConfig& c = s->ckpt.config();
   if (c.num_kv_heads != 1) {
@@ -368,12 +343,14 @@ Expected<Model> Model::load_unguarded(const std::string& model_dir, backend::Ops
     }
   }
   DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
+  s->plan = cache_plan(c);
   s->num = Numerics::from_config(c);
   s->rope = RopeTables::from_config(c, ops);
   // The compressor ratios in use: each gets its ape-row array in a step's RowInputs.
   auto add_ratio = [&](const AttentionWeights& a) {
     for (const CompressorWeights* cw :
-         {a.compressor ? &*a.compressor : nullptr, a.indexer ? &a.indexer->compressor : nullptr}) {
+         {a.compressor ? &*a.compressor : nullptr,
+          a.indexer && a.indexer->compressor ? &*a.indexer->compressor : nullptr}) {
       if (cw != nullptr && std::find(s->ratios.begin(), s->ratios.end(), cw->ratio) ==
                                s->ratios.end()) {
         s->ratios.push_back(cw->ratio);
@@ -402,25 +379,14 @@ Expected<Model> Model::load_unguarded(const std::string& model_dir, backend::Ops
     DI_TRY(backend::require(ops, {F::kActQuantFp8, F::kBf16Probs, F::kIndexerBf16, F::kFakeQuantFp8,
                                   F::kFakeQuantFp4, F::kFp8Weights}));
   }
-  return Model(std::move(s));
+  return std::unique_ptr<model::Model>(std::move(s));
 }
 
-const io::ModelConfig& Model::config() const { return s_->cfg(); }
-bool Model::official_semantics() const { return s_->num.official; }
-bool Model::has_mtp() const { return !s_->w.mtp.empty(); }
-int64_t Model::vocab_size() const { return s_->cfg().vocab_size; }
-
-SequenceCache Model::new_sequence(const CacheOptions& options) const {
-  return SequenceCache::create(*s_->pages, s_->cfg(), options);
-}
-
-backend::PagePool::Stats Model::cache_memory() const { return s_->pages->stats(); }
-
-Status Model::forward(const StepInputs& in, StepOutputs& out) {
+Status V4Model::forward(const StepInputs& in, StepOutputs& out) {
   try {
     return forward_unguarded(in, out);
   } catch (const backend::OutOfMemory& e) {
-    return out_of_memory(
+    return out_of_memory_status(
         e,
         "running a step of " + std::to_string(in.token_ids.size()) + " tokens over " +
             std::to_string(in.sequences.size()) +
@@ -429,28 +395,15 @@ Status Model::forward(const StepInputs& in, StepOutputs& out) {
   }
 }
 
-Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
-  State& s = *s_;
-  DI_TRY(s.validate(in, false));
-  // The logits rows (and their draws) are checked before anything runs: a refused step leaves
-  // every cache as it was.
-  out.logit_row_of.clear();
-  for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count == 0 || sq.logits == LogitsWanted::kNone) continue;
-    const int64_t first = sq.logits == LogitsWanted::kAll ? sq.begin : sq.begin + sq.count - 1;
-    for (int64_t r = first; r < sq.begin + sq.count; ++r) out.logit_row_of.push_back(r);
-  }
-  out.logit_rows = static_cast<int64_t>(out.logit_row_of.size());
-  if (!in.sample_specs.empty() &&
-      static_cast<int64_t>(in.sample_specs.size()) != out.logit_rows) {
-    return invalid_argument("step asks for " + std::to_string(in.sample_specs.size()) +
-                            " draws but has " + std::to_string(out.logit_rows) +
-                            " logits rows: give one SampleSpec per row that wants logits");
-  }
+Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
+  V4Model& s = *this;
+  // The step and its logits rows (and their draws) are checked before anything runs: a refused
+  // step leaves every cache as it was.
+  DI_TRY(check_step(in, cfg().vocab_size, false));
+  DI_TRY(plan_logit_rows(in, out));
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
-  const int64_t max_rows = s.ops->record_max_rows();
-  const int64_t Mb = M > 0 && M <= max_rows ? row_bucket(M, max_rows) : 0;
+  const int64_t Mb = s.recording.bucket(M);
   Mat X;
   if (Mb > 0) {
     X = Mat(fit(s.recorded.x, Mb * nD), Mb, nD);
@@ -482,36 +435,20 @@ Status Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   return {};
 }
 
-Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_t> ids,
-                                    LogitsWanted logits, bool keep_hidden) {
-  std::vector<int32_t> pos(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i)
-    pos[i] = static_cast<int32_t>(cache.length() + static_cast<int64_t>(i));
-  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits};
-  StepInputs in{ids, pos, {&span, 1}, keep_hidden};
-  StepOutputs out;
-  DI_TRY(forward(in, out));
-  return out;
-}
-
-Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
-  return extend(cache, {&token, 1});
-}
-
-Expected<std::vector<float>> Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
+Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
                                               std::span<const int32_t> next_ids) {
   try {
     return mtp_draft_unguarded(cache, hidden, next_ids);
   } catch (const backend::OutOfMemory& e) {
-    return out_of_memory(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
+    return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
                          "Fewer draft rows per call need less memory.");
   }
 }
 
-Expected<std::vector<float>> Model::mtp_draft_unguarded(SequenceCache& cache,
-                                                        std::span<const float> hidden,
-                                                        std::span<const int32_t> next_ids) {
-  State& s = *s_;
+Expected<std::vector<float>> V4Model::mtp_draft_unguarded(SequenceCache& cache,
+                                                          std::span<const float> hidden,
+                                                          std::span<const int32_t> next_ids) {
+  V4Model& s = *this;
   if (s.w.mtp.empty()) {
     return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");
   }
@@ -522,22 +459,21 @@ Expected<std::vector<float>> Model::mtp_draft_unguarded(SequenceCache& cache,
                             " values, expected " + std::to_string(M) + " rows x " +
                             std::to_string(n * D));
   }
-  if (cache.mtp_length() + M > cache.length()) {
+  if (cache.draft_length() + M > cache.length()) {
     return invalid_argument(
         "mtp_draft: the MTP block would run ahead of the main model (MTP "
         "length " +
-        std::to_string(cache.mtp_length()) + " + " + std::to_string(M) + " > main length " +
+        std::to_string(cache.draft_length()) + " + " + std::to_string(M) + " > main length " +
         std::to_string(cache.length()) + ")");
   }
   int32_t* pos = fit_n(s.mtp_pos, M);
-  for (int64_t i = 0; i < M; ++i) pos[i] = static_cast<int32_t>(cache.mtp_length() + i);
+  for (int64_t i = 0; i < M; ++i) pos[i] = static_cast<int32_t>(cache.draft_length() + i);
   const SequenceSpan span{&cache, 0, M, LogitsWanted::kAll};
   StepInputs in{next_ids, {pos, static_cast<size_t>(M)}, {&span, 1}, false};
-  DI_TRY(s.validate(in, true));
+  DI_TRY(check_step(in, cfg().vocab_size, true));
 
   const MtpWeights& mw = s.w.mtp[0];
   backend::Ops& o = *s.ops;
-  const Numerics& num = s.num;
   std::vector<float> logits;
   if (M == 0) return logits;
   // e = enorm(embed(next)); Hs = hnorm(X_main) per stream; X = e_proj(e) + h_proj(Hs).
@@ -561,7 +497,7 @@ Expected<std::vector<float>> Model::mtp_draft_unguarded(SequenceCache& cache,
   for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
   num.act(o, X);
   s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
-  cache.advance_mtp(M);
+  cache.advance_draft(M);
   Mat lg(fit(s.logits_buf, M * c.vocab_size), M, c.vocab_size);
   s.head(mw.head, X, lg);
   backend::download_mat(o, lg, logits);

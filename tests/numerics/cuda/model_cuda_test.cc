@@ -42,20 +42,21 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 #include "paged_pattern.h"
 #include "sample_cases.h"
 #include "serve_pattern.h"
 
 namespace {
 
-using deepinfer::model::deepseek_v4::CacheOptions;
-using deepinfer::model::deepseek_v4::LogitsWanted;
-using deepinfer::model::deepseek_v4::Model;
-using deepinfer::model::deepseek_v4::SequenceCache;
-using deepinfer::model::deepseek_v4::SequenceSpan;
-using deepinfer::model::deepseek_v4::StepInputs;
-using deepinfer::model::deepseek_v4::StepOutputs;
+using deepinfer::model::CacheOptions;
+using deepinfer::model::load_model;
+using deepinfer::model::LogitsWanted;
+using deepinfer::model::Model;
+using deepinfer::model::SequenceCache;
+using deepinfer::model::SequenceSpan;
+using deepinfer::model::StepInputs;
+using deepinfer::model::StepOutputs;
 
 int g_checks = 0, g_failures = 0;
 
@@ -161,12 +162,14 @@ void check_close(const std::string& what, const Err& e, bool official, int64_t l
 void run_checkpoint(const std::string& root, const std::string& config, const std::string& variant,
                     deepinfer::backend::Ops& cpu, deepinfer::backend::Ops& gpu) {
   const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
-  auto mc = Model::load(dir, cpu);
-  auto mg = Model::load(dir, gpu);
-  if (!mc.ok() || !mg.ok()) {
-    check(false, "load " + dir + ": " + (mc.ok() ? mg.status().message() : mc.status().message()));
+  auto mc_r = load_model(dir, cpu);
+  auto mg_r = load_model(dir, gpu);
+  if (!mc_r.ok() || !mg_r.ok()) {
+    check(false, "load " + dir + ": " + (mc_r.ok() ? mg_r.status().message() : mc_r.status().message()));
     return;
   }
+  Model* mc = mc_r->get();
+  Model* mg = mg_r->get();
   const bool official = mg->official_semantics();
   const int64_t V = mg->vocab_size();
   std::printf("%s/%s (%s semantics)\n", config.c_str(), variant.c_str(),
@@ -261,12 +264,14 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
 void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu,
                            deepinfer::backend::Ops& gpu) {
   const std::string dir = root + "/models/default";
-  auto mc = Model::load(dir, cpu);
-  auto mg = Model::load(dir, gpu);
-  if (!mc.ok() || !mg.ok()) {
-    check(false, "load " + dir + ": " + (mc.ok() ? mg.status().message() : mc.status().message()));
+  auto mc_r = load_model(dir, cpu);
+  auto mg_r = load_model(dir, gpu);
+  if (!mc_r.ok() || !mg_r.ok()) {
+    check(false, "load " + dir + ": " + (mc_r.ok() ? mg_r.status().message() : mc_r.status().message()));
     return;
   }
+  Model* mc = mc_r->get();
+  Model* mg = mg_r->get();
   std::printf("models/default (trained, official semantics)\n");
   const std::vector<int32_t> prompt = {5, 17, 42, 99, 123};
   const int n = 64;
@@ -302,11 +307,12 @@ void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu
 void check_batch_invariance(const std::string& root, const std::string& config,
                             const std::string& variant, deepinfer::backend::Ops& gpu_bi) {
   const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
-  auto m = Model::load(dir, gpu_bi);
-  if (!m.ok()) {
-    check(false, "load " + dir + ": " + m.status().message());
+  auto m_r = load_model(dir, gpu_bi);
+  if (!m_r.ok()) {
+    check(false, "load " + dir + ": " + m_r.status().message());
     return;
   }
+  Model* m = m_r->get();
   const int64_t V = m->vocab_size();
   const std::string tag = config + "/" + variant + " batch-invariant ";
   const auto pa = random_ids(13, V, 21), pb = random_ids(40, V, 22);
@@ -360,11 +366,12 @@ void check_batch_invariance(const std::string& root, const std::string& config,
 void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
                         deepinfer::backend::Ops& gpu) {
   const std::string dir = root + "/tests/data/model/v4_tiny_a/official_quant";
-  auto m = Model::load(dir, gpu);
-  if (!m.ok()) {
+  auto m_r = load_model(dir, gpu);
+  if (!m_r.ok()) {
     check(false, "load " + dir);
     return;
   }
+  Model* m = m_r->get();
   const int64_t V = m->vocab_size(), n = 9;
   const std::vector<int32_t> prompt = random_ids(30, V, 51);
   std::vector<SequenceCache> a, b;
@@ -399,27 +406,30 @@ void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
 void check_recorded(const std::string& root, const std::string& config, const std::string& variant,
                     deepinfer::backend::Ops& cpu, deepinfer::backend::cuda::CudaOps& gpu_rec) {
   const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
-  auto replayed = Model::load(dir, gpu_rec);
-  auto eager = Model::load(dir, gpu_rec);
-  auto ref = Model::load(dir, cpu);
-  if (!replayed.ok() || !eager.ok() || !ref.ok()) {
+  auto replayed_r = load_model(dir, gpu_rec);
+  auto eager_r = load_model(dir, gpu_rec);
+  auto ref_r = load_model(dir, cpu);
+  if (!replayed_r.ok() || !eager_r.ok() || !ref_r.ok()) {
     check(false, "load " + dir);
     return;
   }
+  Model* replayed = replayed_r->get();
+  Model* eager = eager_r->get();
+  Model* ref = ref_r->get();
   const std::string tag = config + "/" + variant + " graphs ";
   const int64_t V = replayed->vocab_size();
   const std::vector<int32_t> prompt = random_ids(100, V, 41);
   std::string e1, e2, e3;
   const auto before = gpu_rec.record_stats();
-  const std::vector<float> got = deepinfer::model::deepseek_v4::testing::serve_pattern(
+  const std::vector<float> got = deepinfer::model::testing::serve_pattern(
       *replayed, prompt, &e1);
   const auto after = gpu_rec.record_stats();
   gpu_rec.set_replay(false);
-  const std::vector<float> want = deepinfer::model::deepseek_v4::testing::serve_pattern(
+  const std::vector<float> want = deepinfer::model::testing::serve_pattern(
       *eager, prompt, &e2);
   gpu_rec.set_replay(true);
   const std::vector<float> cpu_logits =
-      deepinfer::model::deepseek_v4::testing::serve_pattern(*ref, prompt, &e3);
+      deepinfer::model::testing::serve_pattern(*ref, prompt, &e3);
   check(e1.empty() && e2.empty() && e3.empty(), tag + "steps ran: " + e1 + e2 + e3);
   const int64_t replays = after.replayed - before.replayed;
   const int64_t refused = after.refused - before.refused;
@@ -442,13 +452,14 @@ void check_recorded(const std::string& root, const std::string& config, const st
 
 void check_paged(const std::string& root, const std::string& config, const std::string& variant,
                  deepinfer::backend::Ops& gpu) {
-  namespace t = deepinfer::model::deepseek_v4::testing;
+  namespace t = deepinfer::model::testing;
   const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
-  auto m = Model::load(dir, gpu);
-  if (!m.ok()) {
+  auto m_r = load_model(dir, gpu);
+  if (!m_r.ok()) {
     check(false, "load " + dir);
     return;
   }
+  Model* m = m_r->get();
   const std::string tag = config + "/" + variant + " paged KV: ";
   std::string error;
   const std::vector<float> small = t::paged_run(*m, 16, &error);

@@ -10,7 +10,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "engine_run_util.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 
 namespace deepinfer {
 namespace {
@@ -38,8 +38,9 @@ std::vector<std::vector<int32_t>> prompts() {
 // Greedy continuation by hand with Model::extend (one sequence, prefill then decodes).
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
   auto ops = backend::cpu::make_opt_ops(1);
-  auto m = model::deepseek_v4::Model::load(model_dir(), *ops);
-  EXPECT_TRUE(m.ok());
+  auto loaded = model::load_model(model_dir(), *ops);
+  EXPECT_TRUE(loaded.ok());
+  model::Model* m = loaded->get();
   auto seq = m->new_sequence();
   std::vector<int32_t> out, feed = prompt;
   for (int i = 0; i < n; ++i) {

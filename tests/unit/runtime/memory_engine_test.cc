@@ -14,7 +14,7 @@
 namespace deepinfer {
 namespace {
 
-namespace v4 = model::deepseek_v4;
+namespace v4 = model;
 using engine_test::greedy;
 using engine_test::prompt;
 using engine_test::tiny_dir;

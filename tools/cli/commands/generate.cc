@@ -1,6 +1,6 @@
 // `deepinfer generate --model DIR --prompt-ids 5,17,42 --max-tokens N --temperature 0
 // [--ignore-eos] [--json] [--backend opt|ref|cuda]`: greedy generation from token ids on the CPU
-// backend, one sequence, through model::deepseek_v4::Model (prefill, then one decode step per
+// backend, one sequence, through the model::Model interface (prefill, then one decode step per
 // token). Sampling (temperature > 0) arrives with the engine issue; until then a non-zero
 // temperature is refused rather than silently ignored. Prints the generated ids (and their text
 // when the model directory has a tokenizer.json). `--stats` adds timings (load, prefill = the first
@@ -27,7 +27,7 @@
 #include "base/options.h"
 #include "commands.h"
 #include "commands/generate_engine.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
@@ -137,11 +137,10 @@ int run(GenerateArgs args) {
   std::unique_ptr<backend::Ops> ops = std::move(*made);
   if (std::string_view(ops->name()) != "cpu-opt") threads = 1;
 
-  using model::deepseek_v4::Model;
   const auto t_load = Clock::now();
-  auto loaded = Model::load(args.model_dir, *ops);
+  auto loaded = model::load_model(args.model_dir, *ops);
   if (!loaded.ok()) return fail(1, loaded.status().message());
-  Model& m = *loaded;
+  model::Model& m = **loaded;
   const double load_s = seconds_since(t_load);
   const int64_t rss_after_load = current_rss_bytes();
   const int64_t peak_after_load = peak_rss_bytes();

@@ -26,15 +26,15 @@
 #include "backend/select.h"
 #include "base/options.h"
 #include "commands.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using model::deepseek_v4::LogitsWanted;
-using model::deepseek_v4::Model;
+using model::LogitsWanted;
+using model::Model;
 
 struct PerplexityArgs {
   std::string model_dir;
@@ -197,9 +197,9 @@ int run(const PerplexityArgs& args) {
     return fail(1, t.status().message());
   }
 
-  auto loaded = Model::load(args.model_dir, *ops);
+  auto loaded = model::load_model(args.model_dir, *ops);
   if (!loaded.ok()) return fail(1, loaded.status().message());
-  Model& m = *loaded;
+  Model& m = **loaded;
   const int64_t V = m.vocab_size();
 
   int64_t documents = -1;

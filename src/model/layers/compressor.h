@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "backend/ops.h"
-#include "model/deepseek_v4/cache.h"
-#include "model/deepseek_v4/numerics.h"
-#include "model/deepseek_v4/weights.h"
+#include "model/cache.h"
+#include "model/layers/numerics.h"
+#include "model/layers/weights.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 enum class CompressedRowKind : uint8_t {
   kAttention,  // official: FP8 fake-quant of the non-rope channels
@@ -56,4 +56,4 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
                            backend::CMat gate, std::span<const CompressorJob> jobs,
                            CompressorScratch& scratch);
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

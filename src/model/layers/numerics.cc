@@ -1,12 +1,12 @@
 // Model-side numeric helpers (see numerics.h).
-#include "model/deepseek_v4/numerics.h"
+#include "model/layers/numerics.h"
 
 #include <cmath>
 
 #include "backend/quant.h"
 #include "base/check.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 Numerics Numerics::from_config(const io::ModelConfig& c) {
   Numerics n;
@@ -47,4 +47,4 @@ RopeTables RopeTables::from_config(const io::ModelConfig& c, backend::Ops& ops) 
   return t;
 }
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

@@ -1,6 +1,6 @@
 // Attention of one layer (see attention.h). Rounding points follow spec §2.0/§2.3 in official
 // semantics (Numerics::act) and are no-ops in HF semantics.
-#include "model/deepseek_v4/attention.h"
+#include "model/layers/attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "base/check.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 using backend::CMat;
 using backend::Mat;
@@ -96,7 +96,7 @@ AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int
     r.cg = Mat(fit(b.comp_gate, M * cw), M, cw);
   }
   if (w.indexer.has_value()) {
-    const int64_t iwd = w.indexer->compressor.width();
+    const int64_t iwd = w.indexer->compressor->width();
     const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
     r.ikv = Mat(fit(b.idx_kv, M * iwd), M, iwd);
     r.ig = Mat(fit(b.idx_gate, M * iwd), M, iwd);
@@ -116,7 +116,7 @@ void attention_project(const LayerEnv& env, const AttentionWeights& w, const io:
                        b.ape);
   }
   if (w.indexer.has_value()) {
-    const CompressorWeights& icw = w.indexer->compressor;
+    const CompressorWeights& icw = *w.indexer->compressor;
     compressor_project(env.ops, icw, u, rows.ape_rows(icw.ratio), r.ikv, r.ig, b.ape);
     project_indexer(env, *w.indexer, env.rope.compress, u, r.qr, pos, r.iq, r.iw);
   }
@@ -151,7 +151,7 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
   // Every sequence's compressors take this step's rows first: the selection below scores all
   // sequences' index keys at once.
   auto layer_cache = [&](const SequenceSpan& sq) -> LayerCache& {
-    return mtp ? sq.cache->mtp_layer(cache_index) : sq.cache->layer(cache_index);
+    return mtp ? sq.cache->draft_layer(cache_index) : sq.cache->layer(cache_index);
   };
   std::vector<CompressorJob>& comp_jobs = s.comp_jobs;
   std::vector<CompressorJob>& idx_jobs = s.idx_jobs;
@@ -170,7 +170,7 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
                        comp_jobs, s.comp);
   }
   if (has_idx) {
-    compressor_advance(ops, num, w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs, ikv,
+    compressor_advance(ops, num, *w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs, ikv,
                        ig, idx_jobs, s.comp);
   }
   // Indexer selection (CSA): top-k of the visible index keys per query, over every sequence of
@@ -293,4 +293,4 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
   num.act(ops, out);
 }
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

@@ -11,10 +11,10 @@
 #include <span>
 #include <vector>
 
-#include "model/deepseek_v4/cache.h"
+#include "model/cache.h"
 #include "sample/sample_spec.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 enum class LogitsWanted : uint8_t { kNone, kLast, kAll };
 
@@ -48,4 +48,4 @@ struct StepOutputs {
   std::vector<float> hidden;
 };
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

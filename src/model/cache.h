@@ -1,14 +1,20 @@
-// Per-sequence KV / state cache of the DeepSeek-V4 forward pass (spec §3), in the backend's
-// memory (host for the CPU backends, device for CUDA: backend/buffer.h).
+// Per-sequence KV / state cache of the DeepSeek-V4 family (spec §3, §6.3), in the backend's
+// memory (host for the CPU backends, device for CUDA: backend/buffer.h). Both families use it;
+// a family says what each layer keeps through a CachePlan.
 //
-// One LayerCache per attention layer (main layers, then MTP blocks) holds the four kinds of
-// state a V4 layer needs:
+// One LayerCache per attention layer (main layers, then the draft layers: V4's MTP blocks,
+// V4.1's DSpark stages) holds up to four kinds of state:
 //   window      sliding-window K=V rows (already RoPE'd and fake-quantized), a ring keyed by
 //               absolute position;
-//   comp_state  the compressor's per-token (kv, gate+ape) rows not yet folded into a finished
-//               compressed row (plus, for ratio 4, the previous window's rows: the overlap half);
-//   comp_rows   finished compressed rows, row w covering tokens [w·m, (w+1)·m);
-//   idx_state / idx_rows: the same two for the CSA indexer's own compressor (index keys).
+//   comp        the compressor's per-token (kv, gate) rows not yet folded into a finished
+//               compressed row (plus, for V4's ratio 4, the previous window's rows: the overlap
+//               half), and the finished compressed rows, row w covering tokens [w·m, (w+1)·m);
+//   idx         index keys: V4 CSA layers' own indexer compressor (state + rows); V4.1 Full
+//               layers' keys derived from their compressed latents (rows only).
+// Compressed rows and index keys belong to the layer that makes them: every V4 compressed
+// layer, only the KV-source (Full) layers in V4.1, whose later layers read the source's rows
+// (layers/attention.h: a layer's view names the source it reads). V4.1 also keeps, per
+// sequence, the last compressed token ids its Engram hashes look back on.
 //
 // Rows are stored as the FP32 values the attention reads (BF16-exact in official semantics).
 // Rings keep `max_rollback` rows beyond what the next step needs, so rolling back the last k
@@ -30,15 +36,15 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "backend/buffer.h"
 #include "backend/mat.h"
 #include "backend/page_pool.h"
 #include "base/status.h"
-#include "io/model_config.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 // Fixed-width FP32 rows addressed by absolute index; keeps the newest `capacity` rows in one
 // page of the pool.
@@ -139,10 +145,32 @@ struct CompressorState {
 };
 
 struct LayerCache {
-  io::AttentionKind kind = io::AttentionKind::kSWA;
   RowRing window;
-  CompressorState comp;  // CSA, HCA
-  CompressorState idx;   // CSA (indexer keys)
+  CompressorState comp;  // V4 CSA, HCA; V4.1 Full layers
+  CompressorState idx;   // V4 CSA (indexer keys + their compressor); V4.1 Full layers (keys)
+};
+
+// What one layer keeps (a family's choice, from its config).
+struct LayerCachePlan {
+  int64_t window_width = 0;  // K=V row width; 0 = no window
+  struct Compressed {
+    int ratio = 0;            // 0 = none
+    int64_t row_width = 0;    // finished rows
+    int64_t state_width = 0;  // per-token (kv, gate) rows; 0 = no running state
+    int64_t state_tokens = 0; // tokens an unfinished row still needs (before rollback slack)
+  };
+  Compressed comp, idx;
+};
+
+struct CachePlan {
+  std::vector<LayerCachePlan> layers, draft_layers;
+  int64_t window = 0;  // sliding window W (rows kept behind the next token)
+  // Positions a draft layer's state lags the main layers by: V4's MTP row t uses token t + 1
+  // (1); V4.1's DSpark context rings hold exactly the processed positions (0).
+  int64_t draft_lag = 0;
+  // Compressed token ids the Engram hash looks back on (V4.1: engram_max_ngram_size - 1; 0 =
+  // none).
+  int64_t engram_history = 0;
 };
 
 struct CacheOptions {
@@ -158,22 +186,32 @@ class SequenceCache {
  public:
   // Storage comes from `pools` (pages of host or device memory); the pools' ops must outlive
   // the cache (the pools themselves are kept alive by the cache).
-  static SequenceCache create(backend::PagePools& pools, const io::ModelConfig& config,
+  static SequenceCache create(backend::PagePools& pools, const CachePlan& plan,
                               const CacheOptions& options = {});
 
-  int64_t length() const { return length_; }          // tokens processed by the main layers
-  int64_t mtp_length() const { return mtp_length_; }  // positions processed by the MTP block
+  int64_t length() const { return length_; }  // tokens processed by the main layers
+  // Positions processed by the draft layers (V4 MTP block, V4.1 DSpark context rings).
+  int64_t draft_length() const { return draft_length_; }
   int max_rollback() const { return max_rollback_; }
 
-  // Undo the last k tokens (k <= max_rollback). The MTP state is cut so that it never holds a
-  // row that used a rolled-back token (row t of the MTP block uses token t + 1).
+  // Undo the last k tokens (k <= max_rollback). The draft state is cut so that it never holds a
+  // row that used a rolled-back token (CachePlan::draft_lag).
   Status rollback(int64_t k);
 
   // Model-side access.
+  size_t num_layers() const { return layers_.size(); }
+  size_t num_draft_layers() const { return draft_layers_.size(); }
   LayerCache& layer(size_t i) { return layers_[i]; }
-  LayerCache& mtp_layer(size_t i) { return mtp_layers_[i]; }
+  const LayerCache& layer(size_t i) const { return layers_[i]; }
+  LayerCache& draft_layer(size_t i) { return draft_layers_[i]; }
+  const LayerCache& draft_layer(size_t i) const { return draft_layers_[i]; }
   void advance(int64_t n) { length_ += n; }
-  void advance_mtp(int64_t n) { mtp_length_ += n; }
+  void advance_draft(int64_t n) { draft_length_ += n; }
+
+  // V4.1 Engram look-back: the compressed ids of positions [length() - size, length()), oldest
+  // first (fewer at the sequence start). The model appends a step's ids after its forward.
+  std::span<const int32_t> engram_history() const;
+  void push_engram_history(std::span<const int32_t> ids);
 
   // Bytes of FP32 state held now (for logs and tests).
   int64_t footprint_bytes() const;
@@ -189,9 +227,14 @@ class SequenceCache {
  private:
   static void truncate_layer(LayerCache& c, int64_t new_len);
 
-  std::vector<LayerCache> layers_, mtp_layers_;
-  int64_t length_ = 0, mtp_length_ = 0;
+  std::vector<LayerCache> layers_, draft_layers_;
+  int64_t length_ = 0, draft_length_ = 0;
+  int64_t draft_lag_ = 0;
   int max_rollback_ = 0;
+  // Engram look-back: the compressed ids of the last positions, oldest first, the last being
+  // position length() - 1; at most engram_need_ + max_rollback_ are kept.
+  std::vector<int32_t> engram_ids_;
+  int64_t engram_need_ = 0;
 };
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

@@ -18,7 +18,7 @@
 #include "backend/ops.h"
 #include "io/model_config.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 // Channels per FP8 fake-quant block of window / compressed KV rows (spec §2.3 step 3): fixed,
 // independent of the weight block size.
@@ -70,4 +70,4 @@ T* fit_n(std::vector<T>& v, int64_t n) {
   return v.data();
 }
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

@@ -13,10 +13,10 @@
 #include "backend/buffer.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
-#include "model/deepseek_v4/numerics.h"
-#include "model/deepseek_v4/weights.h"
+#include "model/layers/numerics.h"
+#include "model/layers/weights.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 struct MoeScratch {
   explicit MoeScratch(backend::Ops& ops)
@@ -38,4 +38,4 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
                  MoeScratch& s);
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

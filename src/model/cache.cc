@@ -1,6 +1,6 @@
 // SequenceCache (see cache.h): rings sized so that the next step and a rollback both find
 // every row they need.
-#include "model/deepseek_v4/cache.h"
+#include "model/cache.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,7 +9,7 @@
 
 #include "base/check.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 // ---- RowRing: one page of the pool ------------------------------------------------------
 
@@ -189,30 +189,25 @@ PagedRows PagedRows::clone() const {
 
 namespace {
 
-void init_compressor(backend::PagePools& pools, CompressorState& s, int ratio, int d_c,
-                     int rollback, int page_tokens) {
-  const bool overlap = ratio == 4;
-  const int64_t width = overlap ? 2 * d_c : d_c;
-  // Tokens whose rows an unfinished window still needs: the current window, plus the previous
-  // one for the overlap half; + rollback slack.
-  const int64_t cap = (overlap ? 2 * ratio : ratio) + rollback;
-  s.kv.init(pools, cap, width);
-  s.gate.init(pools, cap, width);
-  s.rows.init(pools, d_c, std::max(1, page_tokens / ratio));
-  s.ratio = ratio;
+void init_compressed(backend::PagePools& pools, CompressorState& s,
+                     const LayerCachePlan::Compressed& p, int rollback, int page_tokens) {
+  if (p.ratio <= 0) return;
+  if (p.state_width > 0) {
+    // Tokens whose rows an unfinished row still needs, + rollback slack.
+    const int64_t cap = p.state_tokens + rollback;
+    s.kv.init(pools, cap, p.state_width);
+    s.gate.init(pools, cap, p.state_width);
+  }
+  s.rows.init(pools, p.row_width, std::max(1, page_tokens / p.ratio));
+  s.ratio = p.ratio;
 }
 
-LayerCache make_layer(backend::PagePools& pools, const io::ModelConfig& c,
-                      const io::LayerSpec& spec, int rollback, int page_tokens) {
+LayerCache make_layer(backend::PagePools& pools, const LayerCachePlan& p, int64_t window,
+                      int rollback, int page_tokens) {
   LayerCache l;
-  l.kind = spec.attention;
-  l.window.init(pools, c.sliding_window + rollback, c.head_dim);
-  if (spec.attention != io::AttentionKind::kSWA) {
-    init_compressor(pools, l.comp, spec.compress_ratio, c.head_dim, rollback, page_tokens);
-  }
-  if (spec.attention == io::AttentionKind::kCSA) {
-    init_compressor(pools, l.idx, spec.compress_ratio, c.index_head_dim, rollback, page_tokens);
-  }
+  if (p.window_width > 0) l.window.init(pools, window + rollback, p.window_width);
+  init_compressed(pools, l.comp, p.comp, rollback, page_tokens);
+  init_compressed(pools, l.idx, p.idx, rollback, page_tokens);
   return l;
 }
 
@@ -223,18 +218,35 @@ int64_t ring_bytes(const RowRing& r) {
 
 }  // namespace
 
-SequenceCache SequenceCache::create(backend::PagePools& pools, const io::ModelConfig& config,
+SequenceCache SequenceCache::create(backend::PagePools& pools, const CachePlan& plan,
                                     const CacheOptions& options) {
   SequenceCache s;
   s.max_rollback_ = std::max(0, options.max_rollback);
+  s.draft_lag_ = plan.draft_lag;
+  s.engram_need_ = plan.engram_history;
   const int page_tokens = std::max(1, options.page_tokens);
-  for (const auto& spec : config.layers) {
-    s.layers_.push_back(make_layer(pools, config, spec, s.max_rollback_ + 1, page_tokens));
+  for (const auto& p : plan.layers) {
+    s.layers_.push_back(make_layer(pools, p, plan.window, s.max_rollback_ + 1, page_tokens));
   }
-  for (const auto& spec : config.mtp_layers) {
-    s.mtp_layers_.push_back(make_layer(pools, config, spec, s.max_rollback_ + 1, page_tokens));
+  for (const auto& p : plan.draft_layers) {
+    s.draft_layers_.push_back(make_layer(pools, p, plan.window, s.max_rollback_ + 1, page_tokens));
   }
   return s;
+}
+
+std::span<const int32_t> SequenceCache::engram_history() const {
+  const size_t n = std::min(engram_ids_.size(), static_cast<size_t>(engram_need_));
+  return std::span<const int32_t>(engram_ids_).subspan(engram_ids_.size() - n);
+}
+
+void SequenceCache::push_engram_history(std::span<const int32_t> ids) {
+  if (engram_need_ == 0) return;
+  engram_ids_.insert(engram_ids_.end(), ids.begin(), ids.end());
+  const size_t keep = static_cast<size_t>(engram_need_ + max_rollback_);
+  if (engram_ids_.size() > 2 * keep) {  // trim in batches: no shifting per decode step
+    engram_ids_.erase(engram_ids_.begin(),
+                      engram_ids_.begin() + static_cast<std::ptrdiff_t>(engram_ids_.size() - keep));
+  }
 }
 
 void SequenceCache::truncate_layer(LayerCache& c, int64_t new_len) {
@@ -256,23 +268,28 @@ Status SequenceCache::rollback(int64_t k) {
   }
   length_ -= k;
   for (auto& l : layers_) truncate_layer(l, length_);
-  mtp_length_ = std::min(mtp_length_, std::max<int64_t>(0, length_ - 1));
-  for (auto& l : mtp_layers_) truncate_layer(l, mtp_length_);
+  draft_length_ = std::min(draft_length_, std::max<int64_t>(0, length_ - draft_lag_));
+  for (auto& l : draft_layers_) truncate_layer(l, draft_length_);
+  if (engram_need_ > 0) {
+    engram_ids_.resize(engram_ids_.size() - std::min(engram_ids_.size(), static_cast<size_t>(k)));
+  }
   return {};
 }
 
 SequenceCache SequenceCache::clone() const {
   SequenceCache s;
   s.length_ = length_;
-  s.mtp_length_ = mtp_length_;
+  s.draft_length_ = draft_length_;
+  s.draft_lag_ = draft_lag_;
   s.max_rollback_ = max_rollback_;
+  s.engram_ids_ = engram_ids_;
+  s.engram_need_ = engram_need_;
   // Every ring's page first, then one scatter_rows per ring size moves all their data (a copy
   // per ring was five launches per layer).
   std::vector<RowRing::Copy> copies;
   backend::Ops* ops = nullptr;
   auto copy_layer = [&](const LayerCache& l) {
     LayerCache c;
-    c.kind = l.kind;
     c.window = l.window.clone_uncopied(copies);
     if (ops == nullptr) ops = l.window.ops();
     for (auto [dst, src] : {std::pair{&c.comp, &l.comp}, std::pair{&c.idx, &l.idx}}) {
@@ -284,7 +301,7 @@ SequenceCache SequenceCache::clone() const {
     return c;
   };
   for (const auto& l : layers_) s.layers_.push_back(copy_layer(l));
-  for (const auto& l : mtp_layers_) s.mtp_layers_.push_back(copy_layer(l));
+  for (const auto& l : draft_layers_) s.draft_layers_.push_back(copy_layer(l));
   std::sort(copies.begin(), copies.end(),
             [](const RowRing::Copy& a, const RowRing::Copy& b) { return a.floats < b.floats; });
   std::vector<const float*> src;
@@ -305,7 +322,7 @@ SequenceCache SequenceCache::clone() const {
 
 int64_t SequenceCache::page_bytes() const {
   int64_t b = 0;
-  for (const auto* v : {&layers_, &mtp_layers_}) {
+  for (const auto* v : {&layers_, &draft_layers_}) {
     for (const auto& l : *v) {
       for (const RowRing* r : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
         b += r->page_bytes();
@@ -318,7 +335,7 @@ int64_t SequenceCache::page_bytes() const {
 
 int64_t SequenceCache::footprint_bytes() const {
   int64_t b = 0;
-  for (const auto* v : {&layers_, &mtp_layers_}) {
+  for (const auto* v : {&layers_, &draft_layers_}) {
     for (const auto& l : *v) {
       b += ring_bytes(l.window) + ring_bytes(l.comp.kv) + ring_bytes(l.comp.gate) +
            ring_bytes(l.idx.kv) + ring_bytes(l.idx.gate);
@@ -328,4 +345,4 @@ int64_t SequenceCache::footprint_bytes() const {
   return b;
 }
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

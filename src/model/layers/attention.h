@@ -17,12 +17,12 @@
 
 #include "backend/ops.h"
 #include "io/model_config.h"
-#include "model/deepseek_v4/compressor.h"
-#include "model/deepseek_v4/numerics.h"
-#include "model/deepseek_v4/step.h"
-#include "model/deepseek_v4/weights.h"
+#include "model/layers/compressor.h"
+#include "model/layers/numerics.h"
+#include "model/step.h"
+#include "model/layers/weights.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 // Integer inputs of a step's dense parts, per row: token ids, positions and, per compress
 // ratio, the compressor's ape row (position mod ratio). Host arrays in an eager step; in a
@@ -122,4 +122,4 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
                        const StepInputs& in, backend::Mat out, AttentionBuffers& b,
                        AttentionScratch& s);
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

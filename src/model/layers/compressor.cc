@@ -1,11 +1,11 @@
 // Compressor (see compressor.h). Row w of ratio m pools tokens [w·m, (w+1)·m) (non-overlapping,
 // HCA) or, for m = 4, the first-half channels of window w−1 and the second-half channels of
 // window w (8 slots; window −1 is empty), channel-wise softmax over the gate logits.
-#include "model/deepseek_v4/compressor.h"
+#include "model/layers/compressor.h"
 
 #include "base/check.h"
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 using backend::CMat;
 using backend::Mat;
@@ -14,10 +14,11 @@ void compressor_project(backend::Ops& ops, const CompressorWeights& w, CMat u,
                         const int32_t* ape_rows, Mat kv, Mat gate, backend::Buffer& ape) {
   // FP32 compute on the (BF16-exact) block input in both semantics (spec §2.0).
   ops.linear(u, w.wkv, kv);
-  ops.linear(u, w.wgate, gate);
-  // gate += ape[pos mod m]: gather the ape rows, then one add.
+  if (!w.wgate) return;  // ratio 1 (V4.1): every token is its own row, no gate
+  ops.linear(u, *w.wgate, gate);
+  // gate += ape[pos mod m] (V4): gather the ape rows, then one add.
   const int64_t width = w.width(), M = gate.rows;
-  if (M == 0) return;
+  if (M == 0 || w.ape == nullptr) return;
   Mat a(fit(ape, M * width), M, width);
   ops.copy_rows(CMat(w.ape, w.ratio, width), ape_rows, a);
   ops.add(gate, a, gate);
@@ -111,4 +112,4 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
   return n_new;
 }
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

@@ -1,9 +1,9 @@
 // MoE FFN (see moe.h).
-#include "model/deepseek_v4/moe.h"
+#include "model/layers/moe.h"
 
 #include <algorithm>
 
-namespace deepinfer::model::deepseek_v4 {
+namespace deepinfer::model {
 
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
@@ -45,4 +45,4 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   num.act(ops, out);
 }
 
-}  // namespace deepinfer::model::deepseek_v4
+}  // namespace deepinfer::model

@@ -1,0 +1,168 @@
+// Binder (see binder.h): io::Weight -> backend::WeightRef, once, at load.
+#include "model/layers/binder.h"
+
+#include <string>
+#include <vector>
+
+#include "base/numeric_types.h"
+
+namespace deepinfer::model {
+
+using backend::WeightRef;
+
+namespace {
+
+// The weight as a WeightRef over the mapped bytes, in whatever format the checkpoint stores it.
+Expected<WeightRef> view_of(const io::Weight& w) {
+  auto r = [&]() -> Expected<WeightRef> {
+    switch (w.format) {
+      case io::WeightFormat::kFp8Block:
+        return WeightRef::fp8(w.data, *w.scale, w.block_out, w.block_in);
+      case io::WeightFormat::kFp4Block:
+        return WeightRef::fp4(w.data, *w.scale, w.block_in);
+      case io::WeightFormat::kPlain:
+        break;
+    }
+    return WeightRef::dense(w.data);
+  }();
+  if (!r.ok()) return r.status().with_context("binding tensor '" + w.stored_name + "'");
+  return r;
+}
+
+}  // namespace
+
+WeightRef Binder::place(const WeightRef& w) { return backend::place_weight(ops_, w, store_.placed); }
+TensorView Binder::place(const TensorView& t) {
+  return backend::place_tensor(ops_, t, store_.placed);
+}
+
+Expected<WeightRef> Binder::linear(const std::string& name) {
+  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  DI_ASSIGN_OR_RETURN(const WeightRef r, view_of(w));
+  return place(r);
+}
+
+Expected<WeightRef> Binder::host_table(const std::string& name) {
+  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  return view_of(w);
+}
+
+Expected<WeightRef> Binder::vector(const std::string& name) {
+  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  TensorView v = TensorView::make(w.data.dtype, {1, w.data.numel()}, w.data.data);
+  auto r = WeightRef::dense(v);
+  if (!r.ok()) return r.status().with_context("binding tensor '" + w.stored_name + "'");
+  return place(*r);
+}
+
+Expected<const float*> Binder::floats(const std::string& name) {
+  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  const TensorView& t = w.data;
+  if (t.dtype == DType::kF32)
+    return backend::place_floats(ops_, t.ptr<float>(), t.numel(), store_.placed);
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    switch (t.dtype) {
+      case DType::kBF16:
+        v[i] = bf16_to_float(t.ptr<uint16_t>()[i]);
+        break;
+      case DType::kF16:
+        v[i] = fp16_to_float(t.ptr<uint16_t>()[i]);
+        break;
+      default:
+        return invalid_argument("tensor '" + w.stored_name + "': expected a float dtype, got " +
+                                std::string(dtype_name(t.dtype)));
+    }
+  }
+  store_.owned.push_back(std::move(v));
+  return backend::place_floats(ops_, store_.owned.back().data(), t.numel(), store_.placed);
+}
+
+Expected<HcWeights> Binder::hc(const std::string& prefix, int64_t rows, int64_t cols) {
+  HcWeights h;
+  DI_ASSIGN_OR_RETURN(const float* fn, floats(prefix + "_fn"));
+  h.fn = backend::CMat(fn, rows, cols);
+  DI_ASSIGN_OR_RETURN(h.base, floats(prefix + "_base"));
+  DI_ASSIGN_OR_RETURN(h.scale, floats(prefix + "_scale"));
+  return h;
+}
+
+Expected<CompressorWeights> Binder::compressor(const std::string& prefix, int ratio, int d_c,
+                                               bool overlap, bool has_ape) {
+  CompressorWeights c;
+  c.ratio = ratio;
+  c.d_c = d_c;
+  c.overlap = overlap;
+  DI_ASSIGN_OR_RETURN(c.wkv, linear(prefix + "wkv.weight"));
+  if (ratio > 1) {
+    DI_ASSIGN_OR_RETURN(c.wgate, linear(prefix + "wgate.weight"));
+  }
+  if (has_ape) {
+    DI_ASSIGN_OR_RETURN(c.ape, floats(prefix + "ape"));
+  }
+  DI_ASSIGN_OR_RETURN(c.norm, vector(prefix + "norm.weight"));
+  return c;
+}
+
+Expected<backend::ExpertWeights> Binder::expert(const std::string& prefix) {
+  backend::ExpertWeights e;
+  DI_ASSIGN_OR_RETURN(e.w1, linear(prefix + "w1.weight"));
+  DI_ASSIGN_OR_RETURN(e.w2, linear(prefix + "w2.weight"));
+  DI_ASSIGN_OR_RETURN(e.w3, linear(prefix + "w3.weight"));
+  return e;
+}
+
+Expected<BlockWeights> Binder::block_common(const std::string& p, const io::LayerSpec& spec,
+                                            int n_experts, int top_k) {
+  const io::ModelConfig& c = ckpt_.config();
+  const int64_t n = c.hc_mult, nD = static_cast<int64_t>(c.hc_mult) * c.hidden_size;
+  BlockWeights b;
+  b.spec = spec;
+  DI_ASSIGN_OR_RETURN(b.attn_norm, vector(p + "attn_norm.weight"));
+  DI_ASSIGN_OR_RETURN(b.ffn_norm, vector(p + "ffn_norm.weight"));
+  DI_ASSIGN_OR_RETURN(b.hc_attn, hc(p + "hc_attn", (2 + n) * n, nD));
+  DI_ASSIGN_OR_RETURN(b.hc_ffn, hc(p + "hc_ffn", (2 + n) * n, nD));
+
+  AttentionWeights& a = b.attn;
+  const std::string ap = p + "attn.";
+  DI_ASSIGN_OR_RETURN(a.wq_a, linear(ap + "wq_a.weight"));
+  DI_ASSIGN_OR_RETURN(a.q_norm, vector(ap + "q_norm.weight"));
+  DI_ASSIGN_OR_RETURN(a.wq_b, linear(ap + "wq_b.weight"));
+  DI_ASSIGN_OR_RETURN(a.wkv, linear(ap + "wkv.weight"));
+  DI_ASSIGN_OR_RETURN(a.kv_norm, vector(ap + "kv_norm.weight"));
+  DI_ASSIGN_OR_RETURN(a.wo_a, linear(ap + "wo_a.weight"));
+  DI_ASSIGN_OR_RETURN(a.wo_b, linear(ap + "wo_b.weight"));
+  if (a.wo_a.quantized() && c.o_lora_rank % a.wo_a.block_n != 0) {
+    return unimplemented("tensor '" + ap + "wo_a.weight': o_lora_rank " +
+                         std::to_string(c.o_lora_rank) + " is not a multiple of its scale block " +
+                         std::to_string(a.wo_a.block_n) + " (groups must start on a block)");
+  }
+  for (int g = 0; g < c.o_groups; ++g) {
+    a.wo_a_groups.push_back(a.wo_a.slice_rows(int64_t{g} * c.o_lora_rank, c.o_lora_rank));
+  }
+  DI_ASSIGN_OR_RETURN(a.sink, floats(ap + "attn_sink"));
+
+  MoeWeights& m = b.moe;
+  const std::string fp = p + "ffn.";
+  m.kind = spec.moe;
+  m.top_k = top_k;
+  DI_ASSIGN_OR_RETURN(m.gate, linear(fp + "gate.weight"));
+  if (spec.moe == io::MoeKind::kHash) {
+    DI_ASSIGN_OR_RETURN(const io::Weight t, ckpt_.get(fp + "gate.tid2eid"));
+    m.tid2eid = place(t.data);
+    m.top_k = static_cast<int>(m.tid2eid.dim(1));
+  } else if (ckpt_.has(fp + "gate.bias")) {
+    DI_ASSIGN_OR_RETURN(m.bias, floats(fp + "gate.bias"));
+  }
+  m.experts.reserve(static_cast<size_t>(n_experts));
+  for (int e = 0; e < n_experts; ++e) {
+    DI_ASSIGN_OR_RETURN(auto ew, expert(fp + "experts." + std::to_string(e) + "."));
+    m.experts.push_back(ew);
+  }
+  if (c.n_shared_experts > 0) {
+    DI_ASSIGN_OR_RETURN(m.shared, expert(fp + "shared_experts."));
+  }
+  return b;
+}
+
+}  // namespace deepinfer::model

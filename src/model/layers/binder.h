@@ -1,0 +1,56 @@
+// Binder: the validated checkpoint (io::Checkpoint) turned into backend::WeightRef views and
+// FP32 parameter pointers, once at load. Both families bind through it, so the formats a weight
+// may have (dense, FP8 block, FP4 block) and the placement on a GPU backend are decided in one
+// place; what a family adds is only which tensors its layers have.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "backend/ops.h"
+#include "base/status.h"
+#include "io/checkpoint.h"
+#include "model/layers/weights.h"
+
+namespace deepinfer::model {
+
+class Binder {
+ public:
+  Binder(const io::Checkpoint& ckpt, backend::Ops& ops, WeightStore& store)
+      : ckpt_(ckpt), ops_(ops), store_(store) {}
+
+  const io::Checkpoint& checkpoint() const { return ckpt_; }
+
+  // A linear (or expert linear) in whatever format the checkpoint stores it, in the backend's
+  // memory.
+  Expected<backend::WeightRef> linear(const std::string& name);
+  // The same, but left where the checkpoint maps it (host memory) whatever the backend: tables
+  // the model gathers rows from on the host (V4.1 Engram), which may be bigger than a GPU.
+  Expected<backend::WeightRef> host_table(const std::string& name);
+  // A 1-D float vector (RMSNorm weight) as a dense [1, n] WeightRef over the same bytes.
+  Expected<backend::WeightRef> vector(const std::string& name);
+  // FP32 data of a small float tensor in the backend's memory (the mapped bytes when stored F32
+  // on a host backend, else an owned FP32 copy).
+  Expected<const float*> floats(const std::string& name);
+  TensorView place(const TensorView& t);
+
+  // mHC site `prefix`_fn / _base / _scale with fn [rows, cols].
+  Expected<HcWeights> hc(const std::string& prefix, int64_t rows, int64_t cols);
+  // Compressor at `prefix` (ending in '.'): wkv, norm, and wgate / ape when the layout has them.
+  Expected<CompressorWeights> compressor(const std::string& prefix, int ratio, int d_c,
+                                         bool overlap, bool has_ape);
+  Expected<backend::ExpertWeights> expert(const std::string& prefix);
+  // What every block of both families has: norms, the two mHC sites, the attention projections
+  // and sink, and the MoE of `spec.moe` kind with `n_experts` routed experts (top_k per token).
+  Expected<BlockWeights> block_common(const std::string& prefix, const io::LayerSpec& spec,
+                                      int n_experts, int top_k);
+
+ private:
+  backend::WeightRef place(const backend::WeightRef& w);
+
+  const io::Checkpoint& ckpt_;
+  backend::Ops& ops_;
+  WeightStore& store_;
+};
+
+}  // namespace deepinfer::model

@@ -1,0 +1,88 @@
+// The weights of the pieces both DeepSeek-V4 families are built from (mHC sites, attention with
+// its compressor and indexer, MoE), as the backend::WeightRef views and FP32 parameter pointers
+// the layer code reads. Filled once at load by a family's binding (deepseek_v4/weights.cc,
+// deepseek_v41/weights.cc) through the shared Binder (binder.h).
+//
+// Big weights stay zero-copy views of the memory-mapped checkpoint on the CPU backends; a GPU
+// backend gets device copies (backend::place_weight), kept alive by WeightStore::placed. Every
+// optional part is present exactly when the layer's role needs it, so layer code tests presence
+// rather than re-deriving the role.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "backend/buffer.h"
+#include "backend/mat.h"
+#include "backend/ops.h"
+#include "backend/weight_ref.h"
+#include "io/model_config.h"
+
+namespace deepinfer::model {
+
+// One mHC site (spec §2.2): fn [(2+n)n, nD] (or [n, nD] for a V4 head), base, scale, all FP32.
+struct HcWeights {
+  backend::CMat fn;
+  const float* base = nullptr;
+  const float* scale = nullptr;
+};
+
+// Compressor of an attention layer or of a V4 indexer (spec §2.4, §6.2).
+struct CompressorWeights {
+  backend::WeightRef wkv;                  // [c·d_c, D], FP32 compute
+  std::optional<backend::WeightRef> wgate;  // [c·d_c, D]; absent at ratio 1 (V4.1: no pooling)
+  const float* ape = nullptr;              // [ratio, c·d_c]; null in V4.1 (no position bias)
+  backend::WeightRef norm;                 // [1, d_c]
+  int ratio = 0;
+  int d_c = 0;
+  bool overlap = false;  // V4 ratio 4: c = 2, rows pool the previous window's first half too
+  int width() const { return overlap ? 2 * d_c : d_c; }
+};
+
+// Lightning indexer of an index-source layer. V4: its own compressor makes the index keys.
+// V4.1 (spec §6.7 item 4): a Full layer derives them from its compressed latent (wk, k_norm);
+// a Reindex layer has neither and scores the keys of its KV source.
+struct IndexerWeights {
+  backend::WeightRef wq_b;                       // [Hi·di, q_lora]
+  backend::WeightRef weights_proj;               // [Hi, D]
+  std::optional<CompressorWeights> compressor;   // V4: d_c = index_head_dim, overlapping
+  std::optional<backend::WeightRef> wk, k_norm;  // V4.1 Full layers: [di, d], [1, di]
+};
+
+struct AttentionWeights {
+  backend::WeightRef wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b;
+  std::vector<backend::WeightRef> wo_a_groups;  // wo_a rows [g·o_lora, (g+1)·o_lora), per group
+  const float* sink = nullptr;                  // [H]
+  std::optional<CompressorWeights> compressor;  // V4 CSA/HCA; V4.1 KV sources (Full layers)
+  std::optional<IndexerWeights> indexer;        // V4 CSA; V4.1 index sources
+};
+
+struct MoeWeights {
+  io::MoeKind kind = io::MoeKind::kScore;
+  backend::WeightRef gate;      // [E, D]
+  const float* bias = nullptr;  // [E], score routing only (may be null)
+  TensorView tid2eid;           // [V, k] I32/I64, hash routing only
+  std::vector<backend::ExpertWeights> experts;
+  std::optional<backend::ExpertWeights> shared;
+  int top_k = 0;  // routed experts per token (the layer's, which a V4.1 drafter stage sets)
+};
+
+struct BlockWeights {
+  io::LayerSpec spec;
+  backend::WeightRef attn_norm, ffn_norm;
+  HcWeights hc_attn, hc_ffn;
+  AttentionWeights attn;
+  MoeWeights moe;
+};
+
+// Memory a family's weights own besides the mapped checkpoint: FP32 copies of small parameters
+// that were not stored as F32 (a deque: pointers stay valid), and backend-memory copies of every
+// weight when the backend's memory is not host memory (a GPU).
+struct WeightStore {
+  std::deque<std::vector<float>> owned;
+  std::vector<backend::Buffer> placed;
+};
+
+}  // namespace deepinfer::model

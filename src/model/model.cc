@@ -1,0 +1,59 @@
+// The model interface's shared parts (see model.h): loading by family, the single-sequence
+// conveniences, and the defaults of the drafter entry points.
+#include "model/model.h"
+
+#include <vector>
+
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::model {
+
+const char* drafter_kind_name(DrafterKind k) {
+  switch (k) {
+    case DrafterKind::kNone:
+      return "none";
+    case DrafterKind::kMtp:
+      return "mtp";
+    case DrafterKind::kDSpark:
+      return "dspark";
+  }
+  return "?";
+}
+
+Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops) {
+  return deepseek_v4::load(model_dir, ops);
+}
+
+Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& doing,
+                            const std::string& fix) {
+  return resource_exhausted(std::string(e.what()) + " while " + doing + ". " + fix);
+}
+
+Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_t> ids,
+                                    LogitsWanted logits, bool keep_hidden) {
+  std::vector<int32_t> pos(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i)
+    pos[i] = static_cast<int32_t>(cache.length() + static_cast<int64_t>(i));
+  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits};
+  StepInputs in{ids, pos, {&span, 1}, keep_hidden};
+  StepOutputs out;
+  DI_TRY(forward(in, out));
+  return out;
+}
+
+Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
+  return extend(cache, {&token, 1});
+}
+
+Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const float>,
+                                              std::span<const int32_t>) {
+  return failed_precondition("model " + config().source + " has no MTP block (drafter: " +
+                             drafter_kind_name(drafter()) + ")");
+}
+
+Expected<DraftBlock> Model::dspark_draft(SequenceCache&, int32_t, int, std::span<const int32_t>) {
+  return failed_precondition("model " + config().source + " has no DSpark drafter (drafter: " +
+                             drafter_kind_name(drafter()) + ")");
+}
+
+}  // namespace deepinfer::model

@@ -1,0 +1,104 @@
+// Model: the seam between the engine and a model family. DeepSeek-V4 (deepseek_v4/) and
+// DeepSeek-V4.1 (deepseek_v41/) implement it; the runtime, the CLI, the Python API and the
+// benchmarks hold a Model and never name a family.
+//
+//   auto ops = backend::cpu::make_opt_ops();
+//   DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model("/models/v41", *ops));
+//   SequenceCache seq = m->new_sequence();
+//   DI_ASSIGN_OR_RETURN(auto out, m->extend(seq, prompt_ids));   // prefill: last-row logits
+//   DI_ASSIGN_OR_RETURN(auto next, m->decode(seq, token));       // decode = extend by one
+//
+// Every step shape (prefill, chunked prefill, decode, a verify block, several sequences at once
+// through forward()) goes through the same code, so they agree by construction up to FP32
+// summation order. The numeric semantics come from the checkpoint (quantized = the official
+// quantisation-aware points, else FP32; model/layers/numerics.h). A Model is not thread-safe (it
+// owns the step scratch); the ops object must outlive it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/ops.h"
+#include "backend/page_pool.h"
+#include "base/status.h"
+#include "io/model_config.h"
+#include "model/cache.h"
+#include "model/step.h"
+
+namespace deepinfer::model {
+
+// The draft layers a checkpoint carries (speculative decoding; spec §2.8, §6.4).
+enum class DrafterKind : uint8_t {
+  kNone,
+  kMtp,     // DeepSeek-V4: one autoregressive MTP block per drafted token
+  kDSpark,  // DeepSeek-V4.1: a block drafter (Markov and confidence heads)
+};
+const char* drafter_kind_name(DrafterKind k);  // "none", "mtp", "dspark"
+
+// One DSpark draft block (spec §6.7 item 10): k tokens after an anchor, chosen left to right.
+struct DraftBlock {
+  std::vector<int32_t> tokens;     // [k] the drafted tokens
+  std::vector<float> logits;       // [k, vocab] draft logits (lm_head(n_j) + Markov bias), FP32
+  std::vector<float> confidence;   // [k] confidence logits (before the sigmoid)
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  virtual const io::ModelConfig& config() const = 0;
+  // True for a quantized checkpoint (official quantisation-aware semantics).
+  virtual bool official_semantics() const = 0;
+  virtual DrafterKind drafter() const = 0;
+  bool has_mtp() const { return drafter() == DrafterKind::kMtp; }
+  int64_t vocab_size() const { return config().vocab_size; }
+
+  // A new sequence's caches, taken from the model's page pools (backend memory): throws
+  // backend::OutOfMemory when they do not fit (the engine turns it into the request's error).
+  virtual SequenceCache new_sequence(const CacheOptions& options = {}) const = 0;
+  // Pages of KV memory the model's pools reserved from the backend, and those in use now.
+  virtual backend::PagePool::Stats cache_memory() const = 0;
+
+  // One step over any mix of sequences (step.h). Advances every sequence's cache. When the
+  // backend runs out of memory mid-step, the result is a ResourceExhausted status that says
+  // what to change; the model stays usable, but that step's caches are then invalid and must be
+  // discarded (as after any error). A refused step (bad input) leaves every cache as it was.
+  virtual Status forward(const StepInputs& in, StepOutputs& out) = 0;
+
+  // Single-sequence conveniences over forward(): the tokens continue the cache. Logits are
+  // [rows, vocab] for the last row (kLast) or every row (kAll).
+  Expected<StepOutputs> extend(SequenceCache& cache, std::span<const int32_t> ids,
+                               LogitsWanted logits = LogitsWanted::kLast, bool keep_hidden = false);
+  Expected<StepOutputs> decode(SequenceCache& cache, int32_t token);
+
+  // DeepSeek-V4 MTP draft logits (spec §2.8), block 0. Row i combines the main streams of
+  // position p = cache.draft_length() + i (hidden row i, as returned by extend(keep_hidden)) with
+  // the embedding of token p + 1 (next_ids[i]) and predicts token p + 2. Advances the MTP state.
+  // FailedPrecondition for models without an MTP block.
+  virtual Expected<std::vector<float>> mtp_draft(SequenceCache& cache,
+                                                 std::span<const float> hidden,
+                                                 std::span<const int32_t> next_ids);
+
+  // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
+  // cache.length() (not yet processed by the model; the drafter reads the context features of
+  // the positions before it). Slot j's token is the argmax of its draft logits, unless
+  // `forced` gives the tokens to condition the Markov and confidence heads on (teacher forcing:
+  // forced[j] is the token slot j + 1 sees as its predecessor; tests and acceptance studies).
+  // The cache is not changed. FailedPrecondition for models without a DSpark drafter.
+  virtual Expected<DraftBlock> dspark_draft(SequenceCache& cache, int32_t anchor, int k,
+                                            std::span<const int32_t> forced = {});
+};
+
+// Opens model_dir, reads its config.json and loads the family it names (deepseek_v4 or
+// deepseek_v41) on `ops`. Errors name the directory / tensor / missing backend feature.
+Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops);
+
+// An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
+// says what ran out, what the model was doing and what needs less memory.
+Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& doing,
+                            const std::string& fix);
+
+}  // namespace deepinfer::model
