@@ -37,7 +37,8 @@ Expected<Checkpoint> Checkpoint::open(const std::string& model_dir) {
   if (!store.ok()) return store.status();
   ck.store_ = std::move(store).value();
   ck.warnings_ = ck.store_.warnings();
-  ck.family_ = detect_name_family(ck.store_.names());
+  ck.family_ = detect_name_family(ck.store_.names(),
+                                   ck.config_.family == ModelFamily::kDeepseekV41);
   ck.expected_ = expected_tensors(ck.config_);
   DI_TRY(ck.validate_all());
   return ck;
@@ -57,12 +58,12 @@ Status Checkpoint::validate_all() {
   size_t mtp_expected = 0, mtp_missing = 0;
   std::string first_mtp_present, first_mtp_missing;
   for (const auto& t : expected_) {
-    if (t.mtp) ++mtp_expected;
+    if (t.mtp && !t.optional) ++mtp_expected;
     auto it = canonical_to_stored_.find(t.name);
     if (it == canonical_to_stored_.end()) {
-      if (t.mtp) {
+      if (t.mtp && !t.optional) {
         if (mtp_missing++ == 0) first_mtp_missing = t.name;
-      } else if (!(t.name == "head.weight" && config_.tie_word_embeddings)) {
+      } else if (!t.optional && !(t.name == "head.weight" && config_.tie_word_embeddings)) {
         missing.push_back(&t);
       }
       continue;
@@ -95,11 +96,16 @@ Status Checkpoint::validate_all() {
       mtp_available_ = true;
     } else if (mtp_missing == mtp_expected) {
       mtp_available_ = false;
+      const bool v41 = config_.family == ModelFamily::kDeepseekV41;
       warnings_.push_back("config declares " + std::to_string(config_.num_mtp_layers()) +
-                          " MTP layer(s) but the checkpoint has no mtp.* tensors (Hugging Face "
-                          "saves drop them): MTP speculative decoding is unavailable");
+                          (v41 ? " DSpark stage(s)" : " MTP layer(s)") +
+                          " but the checkpoint has no mtp.* tensors (Hugging Face saves drop "
+                          "them): " + (v41 ? "DSpark" : "MTP") +
+                          " speculative decoding is unavailable");
     } else {
-      return data_loss("checkpoint " + model_dir_ + " has an incomplete MTP block: it holds '" +
+      return data_loss("checkpoint " + model_dir_ + " has an incomplete " +
+                       (config_.family == ModelFamily::kDeepseekV41 ? "DSpark drafter" : "MTP block") +
+                       ": it holds '" +
                        first_mtp_present + "' but lacks '" +
                        to_stored_name(first_mtp_missing, family_) + "' (and " +
                        std::to_string(mtp_missing - 1) + " more)");
@@ -186,7 +192,18 @@ Status Checkpoint::validate_one(const ExpectedTensor& t, const TensorStore::Loca
   };
 
   const bool linear = t.role == TensorRole::kLinear || t.role == TensorRole::kExpertLinear;
-  if (t.role == TensorRole::kIndexTable) {
+  if (t.role == TensorRole::kEngramTable && e.dtype == DType::kF8E4M3) {
+    const std::string layout = "FP8 E4M3 rows with one E8M0 scale per 32 values";
+    DI_TRY(shape_is(t.shape, layout));
+    if (t.shape[1] % kEngramScaleBlock != 0) {
+      return mismatch("is FP8 but its row width " + std::to_string(t.shape[1]) +
+                      " is not a multiple of " + std::to_string(kEngramScaleBlock));
+    }
+    DI_TRY(check_scale({DType::kF8E8M0}, {t.shape[0], t.shape[1] / kEngramScaleBlock}, layout));
+    w.format = WeightFormat::kFp8Block;
+    w.block_out = 1;
+    w.block_in = kEngramScaleBlock;
+  } else if (t.role == TensorRole::kIndexTable) {
     if (e.dtype != DType::kI64 && e.dtype != DType::kI32) {
       return mismatch("dtype " + std::string(dtype_name(e.dtype)) +
                       ", expected I64 or I32 (token -> expert table)");

@@ -12,6 +12,8 @@ std::string_view tensor_role_name(TensorRole r) {
       return "float";
     case TensorRole::kIndexTable:
       return "index table";
+    case TensorRole::kEngramTable:
+      return "engram table";
   }
   return "?";
 }
@@ -32,6 +34,8 @@ std::string_view weight_group_name(WeightGroup g) {
       return "mhc";
     case WeightGroup::kMtp:
       return "mtp";
+    case WeightGroup::kEngram:
+      return "engram";
   }
   return "?";
 }
@@ -203,9 +207,135 @@ class TableBuilder {
   std::vector<ExpectedTensor> out_;
 };
 
+// DeepSeek-V4.1 (spec §6.6, §6.7 item 8): no hc_head, no hash routing; Full layers own the
+// compressor (no ape, no overlap; wgate only above ratio 1) and the index-key projection
+// (indexer.wk, indexer.k_norm); index sources have an indexer query; Engram layers a table and
+// its projection; DSpark stages are SWA blocks with their own expert count, the first with the
+// feature projection, the last with the final norm and the Markov and confidence heads.
+class TableBuilderV41 {
+ public:
+  explicit TableBuilderV41(const ModelConfig& c) : c_(c) {}
+
+  std::vector<ExpectedTensor> build() {
+    const int64_t D = c_.hidden_size;
+    add("embed.weight", {c_.vocab_size, D}, TensorRole::kFloat, WeightGroup::kEmbeddingHead);
+    add("head.weight", {c_.vocab_size, D}, TensorRole::kFloat, WeightGroup::kEmbeddingHead);
+    add("norm.weight", {D}, TensorRole::kFloat, WeightGroup::kEmbeddingHead);
+    for (int i = 0; i < c_.num_layers; ++i) {
+      prefix_ = "layers." + std::to_string(i) + ".";
+      layer_ = i;
+      block(c_.layers[static_cast<size_t>(i)], c_.n_routed_experts);
+    }
+    mtp_ = true;
+    const int S = c_.num_mtp_layers();
+    for (int s = 0; s < S; ++s) {
+      prefix_ = "mtp." + std::to_string(s) + ".";
+      layer_ = c_.num_layers + s;
+      block(c_.mtp_layers[static_cast<size_t>(s)], c_.dspark.n_routed_experts);
+      if (s == 0) {
+        const int64_t T = static_cast<int64_t>(c_.dspark.target_layer_ids.size());
+        add("main_proj.weight", {D, T * D}, TensorRole::kLinear, WeightGroup::kMtp);
+        add("main_norm.weight", {D}, TensorRole::kFloat, WeightGroup::kMtp);
+      }
+      if (s == S - 1) {
+        const int64_t r = c_.dspark.markov_rank;
+        add("norm.weight", {D}, TensorRole::kFloat, WeightGroup::kMtp);
+        add("markov_head.embed.weight", {c_.vocab_size, r}, TensorRole::kFloat, WeightGroup::kMtp);
+        add("markov_head.head.weight", {c_.vocab_size, r}, TensorRole::kLinear, WeightGroup::kMtp);
+        add("confidence_head.proj.weight", {1, D + r}, TensorRole::kFloat, WeightGroup::kMtp);
+      }
+    }
+    return std::move(out_);
+  }
+
+ private:
+  void add(std::string name, std::vector<int64_t> shape, TensorRole role, WeightGroup group,
+           bool optional = false) {
+    ExpectedTensor t;
+    t.name = prefix_ + std::move(name);
+    t.shape = std::move(shape);
+    t.role = role;
+    t.group = mtp_ ? WeightGroup::kMtp : group;
+    t.layer = layer_;
+    t.mtp = mtp_;
+    t.optional = optional;
+    out_.push_back(std::move(t));
+  }
+
+  void block(const LayerSpec& l, int64_t E) {
+    const int64_t D = c_.hidden_size, n = c_.hc_mult, H = c_.num_heads, d = c_.head_dim;
+    const int64_t G = c_.o_groups, R = c_.o_lora_rank, Q = c_.q_lora_rank;
+    const int64_t I = c_.moe_intermediate_size, mix = (2 + n) * n;
+    constexpr auto kA = WeightGroup::kAttention;
+    constexpr auto kLin = TensorRole::kLinear;
+    constexpr auto kF = TensorRole::kFloat;
+    add("attn_norm.weight", {D}, kF, kA);
+    add("ffn_norm.weight", {D}, kF, WeightGroup::kRouter);
+    for (const char* site : {"attn", "ffn"}) {
+      const std::string s = std::string("hc_") + site;
+      add(s + "_fn", {mix, n * D}, kF, WeightGroup::kMhc);
+      add(s + "_base", {mix}, kF, WeightGroup::kMhc);
+      add(s + "_scale", {3}, kF, WeightGroup::kMhc);
+    }
+    add("attn.wq_a.weight", {Q, D}, kLin, kA);
+    add("attn.q_norm.weight", {Q}, kF, kA);
+    add("attn.wq_b.weight", {H * d, Q}, kLin, kA);
+    add("attn.wkv.weight", {d, D}, kLin, kA);
+    add("attn.kv_norm.weight", {d}, kF, kA);
+    add("attn.wo_a.weight", {G * R, H * d / G}, kLin, kA);
+    add("attn.wo_b.weight", {D, G * R}, kLin, kA);
+    add("attn.attn_sink", {H}, kF, kA);
+    const int64_t IH = c_.index_n_heads, ID = c_.index_head_dim;
+    if (l.role == Csa2Role::kFull) {
+      add("attn.compressor.wkv.weight", {d, D}, kF, kA);
+      if (l.compress_ratio > 1) add("attn.compressor.wgate.weight", {d, D}, kF, kA);
+      add("attn.compressor.norm.weight", {d}, kF, kA);
+      add("attn.indexer.wk.weight", {ID, d}, kF, kA);
+      add("attn.indexer.k_norm.weight", {ID}, kF, kA);
+    }
+    if (l.role == Csa2Role::kFull || l.role == Csa2Role::kReindex) {
+      add("attn.indexer.wq_b.weight", {IH * ID, Q}, kLin, kA);
+      add("attn.indexer.weights_proj.weight", {IH, D}, kF, kA);
+    }
+    add("ffn.gate.weight", {E, D}, kF, WeightGroup::kRouter);
+    add("ffn.gate.bias", {E}, kF, WeightGroup::kRouter);
+    add("ffn.gate.bias_vl", {E}, kF, WeightGroup::kRouter, /*optional=*/true);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string p = "ffn.experts." + std::to_string(e) + ".";
+      add(p + "w1.weight", {I, D}, TensorRole::kExpertLinear, WeightGroup::kExperts);
+      add(p + "w2.weight", {D, I}, TensorRole::kExpertLinear, WeightGroup::kExperts);
+      add(p + "w3.weight", {I, D}, TensorRole::kExpertLinear, WeightGroup::kExperts);
+    }
+    if (c_.n_shared_experts > 0) {
+      const int64_t SI = I * c_.n_shared_experts;
+      add("ffn.shared_experts.w1.weight", {SI, D}, kLin, WeightGroup::kShared);
+      add("ffn.shared_experts.w2.weight", {D, SI}, kLin, WeightGroup::kShared);
+      add("ffn.shared_experts.w3.weight", {SI, D}, kLin, WeightGroup::kShared);
+    }
+    if (l.engram) {
+      const EngramSpec& e = c_.engram;
+      size_t k = 0;
+      while (e.layer_ids[k] != layer_) ++k;
+      const int64_t cols = static_cast<int64_t>(e.max_ngram_size - 1) * e.n_heads * e.head_dim;
+      add("engram.embed.weight", {e.num_embeddings[k], e.head_dim}, TensorRole::kEngramTable,
+          WeightGroup::kEngram);
+      add("engram.wkv.weight", {(n + 1) * D, cols}, kLin, WeightGroup::kEngram);
+      add("engram.q_weight", {n, D}, kF, WeightGroup::kEngram);
+      add("engram.k_weight", {n, D}, kF, WeightGroup::kEngram);
+    }
+  }
+
+  const ModelConfig& c_;
+  std::string prefix_;
+  int layer_ = -1;
+  bool mtp_ = false;
+  std::vector<ExpectedTensor> out_;
+};
+
 }  // namespace
 
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config) {
+  if (config.family == ModelFamily::kDeepseekV41) return TableBuilderV41(config).build();
   return TableBuilder(config).build();
 }
 

@@ -21,6 +21,8 @@ enum class TensorRole : uint8_t {
   kFloat,         // any float dtype, never quantized (norms, embeddings, router, compressor,
                   // mHC parameters, sinks, biases)
   kIndexTable,    // integer lookup table (tid2eid): I64 or I32
+  kEngramTable,   // V4.1 Engram table [rows, dim]: any float dtype, or F8_E4M3 + `.scale` E8M0
+                  // [rows, dim/32] (one scale per row and 32 values)
 };
 std::string_view tensor_role_name(TensorRole r);
 
@@ -32,9 +34,10 @@ enum class WeightGroup : uint8_t {
   kShared,
   kRouter,
   kMhc,
-  kMtp
+  kMtp,     // V4 MTP blocks, V4.1 DSpark stages
+  kEngram,  // V4.1 Engram tables and their projections
 };
-inline constexpr int kNumWeightGroups = 7;
+inline constexpr int kNumWeightGroups = 8;
 std::string_view weight_group_name(WeightGroup g);  // "embedding_head", "attention", ...
 
 struct ExpectedTensor {
@@ -43,11 +46,13 @@ struct ExpectedTensor {
   TensorRole role = TensorRole::kFloat;
   WeightGroup group = WeightGroup::kAttention;
   int layer = -1;    // block index; -1 for top-level tensors
-  bool mtp = false;  // part of an MTP block (`mtp.{i}.*`): may be absent as a whole
+  bool mtp = false;  // part of an MTP block / DSpark stage (`mtp.{i}.*`): may be absent as a whole
+  bool optional = false;  // may be absent alone (V4.1's bias_vl: unused by the text path)
 };
 
-// Every tensor of the model, main layers first, then the MTP blocks. `head.weight` is listed
-// even with tie_word_embeddings (the loader then accepts its absence).
+// Every tensor of the model, main layers first, then the MTP blocks (V4) or DSpark stages
+// (V4.1). `head.weight` is listed even with tie_word_embeddings (the loader then accepts its
+// absence).
 std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config);
 
 // `.scale` companion of a quantized `.weight` ("a.b.weight" -> "a.b.scale").
@@ -67,6 +72,8 @@ std::vector<int64_t> fp8_scale_shape(const std::vector<int64_t>& logical, int bl
                                      int block_in);
 std::vector<int64_t> fp4_packed_shape(const std::vector<int64_t>& logical);
 std::vector<int64_t> fp4_scale_shape(const std::vector<int64_t>& logical, int block);
+// Row scales of an FP8 Engram table: [rows, dim / 32].
+inline constexpr int kEngramScaleBlock = 32;
 
 bool is_float_dtype(DType t);
 

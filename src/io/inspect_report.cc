@@ -22,11 +22,70 @@ json rope_to_json(const RopeSpec& r) {
 json layers_to_json(const std::vector<LayerSpec>& layers) {
   json out = json::array();
   for (const auto& l : layers) {
-    out.push_back({{"attention", attention_kind_name(l.attention)},
-                   {"compress_ratio", l.compress_ratio},
-                   {"moe", moe_kind_name(l.moe)}});
+    json j = {{"attention", attention_kind_name(l.attention)},
+              {"compress_ratio", l.compress_ratio},
+              {"moe", moe_kind_name(l.moe)}};
+    if (l.attention == AttentionKind::kCSA2) {
+      j["role"] = csa2_role_name(l.role);
+      j["kv_source"] = l.kv_source;
+      j["index_source"] = l.index_source;
+      j["candidate_source"] = l.candidate_source;
+      j["uses_candidates"] = l.uses_candidates;
+    }
+    if (l.engram) j["engram"] = true;
+    out.push_back(std::move(j));
   }
   return out;
+}
+
+// V4.1 layer roles as one line: "layers 0-1 SWA, 2,8,14 Full(2), 20 Full(1) + candidates, ...".
+// Layers after the last KV source keep only their window ("decoder window-only", spec §6.3).
+std::string describe_roles(const ModelConfig& c) {
+  const int last_source = c.kv_source_layer_ids.empty() ? -1 : c.kv_source_layer_ids.back();
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int i = 0; i < c.num_layers; ++i) {
+    const LayerSpec& l = c.layers[static_cast<size_t>(i)];
+    std::string k = l.attention == AttentionKind::kSWA ? "SWA" : std::string(csa2_role_name(l.role));
+    if (l.compress_ratio > 0) {
+      k += '(';  // piecewise: GCC 12 -Wrestrict misfires on "(" + to_string()
+      k += std::to_string(l.compress_ratio);
+      k += ')';
+    }
+    if (l.candidate_source) k += " candidate source";
+    if (l.uses_candidates) k += " in candidates";
+    if (i > last_source && l.attention == AttentionKind::kCSA2 && last_source >= 0) {
+      k += " window-only";
+    }
+    auto it = groups.begin();
+    while (it != groups.end() && it->first != k) ++it;
+    if (it == groups.end()) {
+      groups.push_back({k, {i}});
+    } else {
+      it->second.push_back(i);
+    }
+  }
+  std::string out = "layers ";
+  for (size_t g = 0; g < groups.size(); ++g) {
+    out += (g ? ", " : "") + describe_index_set(groups[g].second) + " " + groups[g].first;
+  }
+  return out;
+}
+
+json engram_to_json(const EngramSpec& e) {
+  return {{"layer_ids", e.layer_ids},         {"num_embeddings", e.num_embeddings},
+          {"max_ngram_size", e.max_ngram_size}, {"n_heads", e.n_heads},
+          {"head_dim", e.head_dim},           {"vocab_size", e.vocab_size},
+          {"pad_token_id", e.pad_token_id},   {"compressed_vocab_size", e.compressed_vocab_size}};
+}
+
+json dspark_to_json(const DSparkSpec& d) {
+  return {{"num_stages", d.num_stages},
+          {"block_size", d.block_size},
+          {"noise_token_id", d.noise_token_id},
+          {"target_layer_ids", d.target_layer_ids},
+          {"markov_rank", d.markov_rank},
+          {"n_routed_experts", d.n_routed_experts},
+          {"num_experts_per_tok", d.num_experts_per_tok}};
 }
 
 json quantization_to_json(const QuantizationSpec& q) {
@@ -75,8 +134,9 @@ json kv_to_json(const ModelConfig& c) {
 }  // namespace
 
 json model_config_to_json(const ModelConfig& c) {
-  return {
+  json j = {
       {"model_type", c.model_type},
+      {"family", model_family_name(c.family)},
       {"naming", config_naming_name(c.naming)},
       {"source", c.source},
       {"vocab_size", c.vocab_size},
@@ -116,6 +176,18 @@ json model_config_to_json(const ModelConfig& c) {
       {"tie_word_embeddings", c.tie_word_embeddings},
       {"quantization", quantization_to_json(c.quantization)},
   };
+  if (c.family == ModelFamily::kDeepseekV41) {
+    j["gate_temp"] = c.gate_temp;
+    j["kv_source_layer_ids"] = c.kv_source_layer_ids;
+    j["index_source_layer_ids"] = c.index_source_layer_ids;
+    j["candidate_source_layer_id"] = c.candidate_source_layer_id;
+    j["candidate_topk_blocks"] = c.candidate_topk_blocks;
+    j["candidate_block_size"] = c.candidate_block_size;
+    j["engram"] = engram_to_json(c.engram);
+    j["dspark"] = dspark_to_json(c.dspark);
+    j["image_token_id"] = c.image_token_id;
+  }
+  return j;
 }
 
 json inspect_config(const ModelConfig& c) {
@@ -124,21 +196,39 @@ json inspect_config(const ModelConfig& c) {
     if (t.name == "head.weight" && c.tie_word_embeddings) continue;
     (t.mtp ? mtp_params : params) += numel(t.shape);
   }
+  const bool v41 = c.family == ModelFamily::kDeepseekV41;
+  std::string drafter = "none";
+  if (v41 && c.dspark.num_stages > 0) {
+    drafter = "dspark: " + std::to_string(c.dspark.num_stages) + " stage(s), block " +
+              std::to_string(c.dspark.block_size) + ", target layers " +
+              describe_index_set(c.dspark.target_layer_ids) + ", " +
+              std::to_string(c.dspark.n_routed_experts) + " experts top-" +
+              std::to_string(c.dspark.num_experts_per_tok) + ", Markov rank " +
+              std::to_string(c.dspark.markov_rank);
+  } else if (!v41 && !c.mtp_layers.empty()) {
+    drafter = "mtp" + describe_attention_layout(c.mtp_layers).substr(6);
+  }
+  json kinds = {{"attention", describe_attention_layout(c.layers)},
+                {"moe", describe_moe_layout(c.layers)},
+                {"mtp", drafter},
+                {"counts",
+                 {{"SWA", c.count(AttentionKind::kSWA)},
+                  {"CSA", c.count(AttentionKind::kCSA)},
+                  {"HCA", c.count(AttentionKind::kHCA)},
+                  {"CSA2", c.count(AttentionKind::kCSA2)},
+                  {"hash", c.count(MoeKind::kHash)},
+                  {"score", c.count(MoeKind::kScore)}}}};
+  if (v41) {
+    kinds["roles"] = describe_roles(c);
+    kinds["engram"] = c.engram.layer_ids.empty() ? std::string("none")
+                                                 : "layers " + describe_index_set(c.engram.layer_ids);
+  }
   return {
       {"model_type", c.model_type},
+      {"family", model_family_name(c.family)},
       {"config_naming", config_naming_name(c.naming)},
       {"config", model_config_to_json(c)},
-      {"layer_kinds",
-       {{"attention", describe_attention_layout(c.layers)},
-        {"moe", describe_moe_layout(c.layers)},
-        {"mtp", c.mtp_layers.empty() ? std::string("none")
-                                     : "mtp" + describe_attention_layout(c.mtp_layers).substr(6)},
-        {"counts",
-         {{"SWA", c.count(AttentionKind::kSWA)},
-          {"CSA", c.count(AttentionKind::kCSA)},
-          {"HCA", c.count(AttentionKind::kHCA)},
-          {"hash", c.count(MoeKind::kHash)},
-          {"score", c.count(MoeKind::kScore)}}}}},
+      {"layer_kinds", kinds},
       {"quantization_declared", describe_quantization(c.quantization)},
       {"parameters_from_config",
        {{"main", params}, {"mtp", mtp_params}, {"total", params + mtp_params}}},
@@ -208,6 +298,9 @@ json inspect_checkpoint(const Checkpoint& ck) {
       {"total", total_params}, {"bytes", total_bytes}, {"by_dtype", dtypes}, {"by_group", groups}};
   out["quantization_found"] = formats;
   out["mtp"] = {{"layers_in_config", c.num_mtp_layers()}, {"available", ck.mtp_available()}};
+  if (c.family == ModelFamily::kDeepseekV41) {
+    out["mtp"]["kind"] = "dspark";
+  }
   out["tensors"] = {{"stored", ck.store().size()},
                     {"expected", ck.expected().size()},
                     {"found", found},

@@ -111,4 +111,38 @@ Status JsonFields::string(const char* key, std::string& out, bool required) cons
   return Status::ok_status();
 }
 
+namespace {
+
+template <typename T>
+Status read_int_list(const JsonFields& f, const char* key, std::vector<T>& out, int64_t lo,
+                     int64_t hi) {
+  const json* v = f.get(key);
+  if (v == nullptr) return Status::ok_status();
+  if (!v->is_array()) return f.wrong_type(key, "an array of integers", *v);
+  std::vector<T> list;
+  list.reserve(v->size());
+  for (size_t i = 0; i < v->size(); ++i) {
+    const json& e = (*v)[i];
+    if (!e.is_number_integer() || e.get<int64_t>() < lo || e.get<int64_t>() > hi) {
+      return f.invalid(key, "entry " + std::to_string(i) + " must be an integer in [" +
+                                std::to_string(lo) + ", " + std::to_string(hi) + "], found " +
+                                json_brief(e));
+    }
+    list.push_back(static_cast<T>(e.get<int64_t>()));
+  }
+  out = std::move(list);
+  return Status::ok_status();
+}
+
+}  // namespace
+
+Status JsonFields::int_list(const char* key, std::vector<int>& out, int64_t lo, int64_t hi) const {
+  return read_int_list(*this, key, out, lo, hi);
+}
+
+Status JsonFields::int_list(const char* key, std::vector<int64_t>& out, int64_t lo,
+                            int64_t hi) const {
+  return read_int_list(*this, key, out, lo, hi);
+}
+
 }  // namespace deepinfer::io

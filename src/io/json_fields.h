@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -30,6 +31,9 @@ class JsonFields {
   Status number(const char* key, double& out, bool required = false) const;
   Status boolean(const char* key, bool& out, bool required = false) const;
   Status string(const char* key, std::string& out, bool required = false) const;
+  // An array of integers in [lo, hi] (layer ids, row counts); absent keeps `out`.
+  Status int_list(const char* key, std::vector<int>& out, int64_t lo, int64_t hi) const;
+  Status int_list(const char* key, std::vector<int64_t>& out, int64_t lo, int64_t hi) const;
 
   Status missing(const char* key, std::string_view what = {}) const;
   Status wrong_type(std::string_view key, std::string_view expected,

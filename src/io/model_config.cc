@@ -10,6 +10,10 @@ std::string_view config_naming_name(ConfigNaming n) {
   return n == ConfigNaming::kHuggingFace ? "huggingface" : "official";
 }
 
+std::string_view model_family_name(ModelFamily f) {
+  return f == ModelFamily::kDeepseekV41 ? "deepseek_v41" : "deepseek_v4";
+}
+
 std::string_view attention_kind_name(AttentionKind k) {
   switch (k) {
     case AttentionKind::kSWA:
@@ -18,6 +22,22 @@ std::string_view attention_kind_name(AttentionKind k) {
       return "CSA";
     case AttentionKind::kHCA:
       return "HCA";
+    case AttentionKind::kCSA2:
+      return "CSA2";
+  }
+  return "?";
+}
+
+std::string_view csa2_role_name(Csa2Role r) {
+  switch (r) {
+    case Csa2Role::kNone:
+      return "-";
+    case Csa2Role::kFull:
+      return "Full";
+    case Csa2Role::kReindex:
+      return "Reindex";
+    case Csa2Role::kReuse:
+      return "Reuse";
   }
   return "?";
 }
@@ -69,7 +89,10 @@ bool ModelConfig::same_model(const ModelConfig& o) const {
         c.scoring_func, c.routed_scaling_factor, c.norm_topk_prob, c.swiglu_limit, c.sliding_window,
         c.main_rope, c.compress_rope, c.index_n_heads, c.index_head_dim, c.index_topk, c.hc_mult,
         c.hc_sinkhorn_iters, c.hc_eps, c.rms_norm_eps, c.max_position_embeddings, c.layers,
-        c.mtp_layers, c.bos_token_id, c.eos_token_ids, c.tie_word_embeddings, c.quantization);
+        c.mtp_layers, c.bos_token_id, c.eos_token_ids, c.tie_word_embeddings, c.quantization,
+        c.family, c.gate_temp, c.kv_source_layer_ids, c.index_source_layer_ids,
+        c.candidate_source_layer_id, c.candidate_topk_blocks, c.candidate_block_size, c.engram,
+        c.dspark, c.image_token_id);
   };
   return key(*this) == key(o);
 }
@@ -149,7 +172,30 @@ std::string describe_moe_layout(const std::vector<LayerSpec>& layers) {
       [](MoeKind k) { return std::string(moe_kind_name(k)); });
 }
 
+namespace {
+
+// V4.1 (spec §6.3): the KV sources hold the compressed KV and index keys every later layer
+// reads, so a token costs (d + d_I) / m elements per source; every layer (and DSpark stage)
+// keeps a window; a ratio-2 source keeps one pending FP32 (kv, gate) row pair per token of its
+// unfinished group.
+KvCacheSize kv_cache_size_v41(const ModelConfig& c) {
+  KvCacheSize s;
+  for (const auto& l : c.layers) {
+    s.window_elements_per_sequence += static_cast<int64_t>(c.sliding_window) * c.head_dim;
+    if (l.role != Csa2Role::kFull) continue;
+    s.compressed_elements_per_token += static_cast<double>(c.head_dim) / l.compress_ratio;
+    s.indexer_elements_per_token += static_cast<double>(c.index_head_dim) / l.compress_ratio;
+    if (l.compress_ratio > 1) s.compressor_state_floats_per_sequence += 2 * l.compress_ratio * c.head_dim;
+  }
+  s.mtp_window_elements_per_sequence =
+      static_cast<int64_t>(c.mtp_layers.size()) * c.sliding_window * c.head_dim;
+  return s;
+}
+
+}  // namespace
+
 KvCacheSize kv_cache_size(const ModelConfig& c) {
+  if (c.family == ModelFamily::kDeepseekV41) return kv_cache_size_v41(c);
   KvCacheSize s;
   auto per_token = [&](const LayerSpec& l, double& compressed, double& indexer) {
     if (l.attention == AttentionKind::kSWA || l.compress_ratio <= 0) return;

@@ -38,30 +38,50 @@ bool is_block_attn_norm(std::string_view name, std::string_view norm_suffix) {
 }  // namespace
 
 std::string_view name_family_name(NameFamily f) {
-  return f == NameFamily::kOfficial ? "official" : "save_pretrained";
+  switch (f) {
+    case NameFamily::kOfficial:
+      return "official";
+    case NameFamily::kSavePretrained:
+      return "save_pretrained";
+    case NameFamily::kTransformersV41:
+      return "transformers_v41";
+  }
+  return "?";
 }
 
-NameFamily detect_name_family(const std::vector<std::string>& stored_names) {
+NameFamily detect_name_family(const std::vector<std::string>& stored_names, bool v41) {
   for (const auto& n : stored_names) {
-    if (starts_with(n, kPrefix)) return NameFamily::kSavePretrained;
+    if (starts_with(n, kPrefix)) return v41 ? NameFamily::kTransformersV41 : NameFamily::kSavePretrained;
   }
   return NameFamily::kOfficial;
 }
 
-std::string to_canonical_name(std::string_view stored, NameFamily family) {
-  if (family == NameFamily::kOfficial) return std::string(stored);
-  std::string_view name = stored;
-  if (starts_with(name, kPrefix)) name.remove_prefix(kPrefix.size());
-  for (const auto& [hf, canonical] : kTopLevel) {
-    if (name == hf) return std::string(canonical);
-  }
-  if (name == "lm_head.weight") return "head.weight";
-  std::string out(name);
+namespace {
+
+std::string without_scale_inv(std::string out) {
   // Quantized HF saves call the block scale `weight_scale_inv` (same meaning as `.scale`).
   if (ends_with(out, ".weight_scale_inv")) {
     out.resize(out.size() - std::string_view(".weight_scale_inv").size());
     out += ".scale";
   }
+  return out;
+}
+
+}  // namespace
+
+std::string to_canonical_name(std::string_view stored, NameFamily family) {
+  if (family == NameFamily::kOfficial) return std::string(stored);
+  std::string_view name = stored;
+  if (starts_with(name, kPrefix)) name.remove_prefix(kPrefix.size());
+  if (family == NameFamily::kTransformersV41) {
+    if (name == "lm_head.weight") return "head.weight";
+    return without_scale_inv(std::string(name));
+  }
+  for (const auto& [hf, canonical] : kTopLevel) {
+    if (name == hf) return std::string(canonical);
+  }
+  if (name == "lm_head.weight") return "head.weight";
+  std::string out = without_scale_inv(std::string(name));
   if (is_block_attn_norm(out, ".attn.norm.weight")) {
     out.replace(out.size() - std::string_view("norm.weight").size(), std::string::npos,
                 "kv_norm.weight");
@@ -71,6 +91,10 @@ std::string to_canonical_name(std::string_view stored, NameFamily family) {
 
 std::string to_stored_name(std::string_view canonical, NameFamily family) {
   if (family == NameFamily::kOfficial) return std::string(canonical);
+  if (family == NameFamily::kTransformersV41) {
+    if (canonical == "head.weight") return "lm_head.weight";
+    return std::string(kPrefix) + std::string(canonical);
+  }
   if (canonical == "head.weight") return "head.weight";  // save_pretrained keeps it unprefixed
   for (const auto& [hf, c] : kTopLevel) {
     if (canonical == c) return std::string(kPrefix) + std::string(hf);

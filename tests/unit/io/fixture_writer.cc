@@ -289,6 +289,9 @@ void write_tiny_checkpoint(const std::string& dir, const TinyOptions& o) {
       case TensorRole::kIndexTable:
         tensors.push_back(index_tensor(name, t.shape, parsed->n_routed_experts));
         break;
+      case TensorRole::kEngramTable:  // V4 fixtures have none
+        tensors.push_back(float_tensor(name, "BF16", t.shape, seed));
+        break;
       case TensorRole::kLinear:
       case TensorRole::kExpertLinear: {
         const bool expert = t.role == TensorRole::kExpertLinear;
