@@ -12,7 +12,7 @@ namespace deepinfer::tokenizer {
 namespace {
 
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
-constexpr char kSentinel[] = "\xEE\x80\x80";  // U+E000
+constexpr char kSentinel[] = "\xEE\x80\x80";                   // U+E000
 // The key of a U+FFFD text whose id has no token string: Python's None, which equals no string.
 // Invalid UTF-8, so no real key can be equal to it.
 constexpr std::string_view kNoTokenKey = "\xFF<none>";
@@ -110,7 +110,8 @@ Status check_compressed_vocab_size(const CompressedVocab& vocab, const TokenText
     msg << "The last tokens that opened compressed ids:";
   }
   for (int64_t c = first; c < std::min<int64_t>(vocab.count, first + kShown); ++c) {
-    msg << "\n  compressed " << c << ": " << describe(texts, vocab.first_id[static_cast<size_t>(c)]);
+    msg << "\n  compressed " << c << ": "
+        << describe(texts, vocab.first_id[static_cast<size_t>(c)]);
   }
   const auto& moved = texts.reassigned_added_tokens();
   if (!moved.empty()) {

@@ -102,8 +102,8 @@ Expected<EngramHashLayout> make_engram_hash_layout(const EngramHashParams& p) {
                               " has an invalid layer id " + std::to_string(id));
     }
     if (!seen_layers.insert(id).second) {
-      return invalid_argument("Engram: engram_layer_ids " + join(p.layer_ids) +
-                              " repeats layer " + std::to_string(id));
+      return invalid_argument("Engram: engram_layer_ids " + join(p.layer_ids) + " repeats layer " +
+                              std::to_string(id));
     }
   }
   if (p.compressed_vocab_size < 1 ||

@@ -4,7 +4,9 @@
 //   primes[j]       (N-1)·H primes in (n, head) order, n = 2..N. For every (layer, n) the search
 //                   starts again at engram_vocab_size - 1 and goes up: the first prime above the
 //                   current value that no earlier (layer, n, head) took, so primes are distinct
-//                   across layers. (§6.7 says "downwards"; the reference code goes up.)
+//                   across layers. (§6.7 says "downwards"; the reference code goes up, and
+//                   so the released config's layers get exactly engram_num_embeddings rows:
+//                   384006168 and 384016682.)
 //   offsets[j]      the exclusive prefix sum of primes[j]; rows[j] = their total, which must not
 //                   exceed engram_num_embeddings[j].
 //   multipliers[j]  N odd int64: 2·numpy.random.default_rng(10007·layer_id).integers(0, B, N) + 1

@@ -27,11 +27,13 @@ NormalizerStep one(NormalizerStep::Kind kind) {
 std::map<std::string, TextNormalizer> steps() {
   using K = NormalizerStep::Kind;
   std::map<std::string, TextNormalizer> out;
-  const std::pair<const char*, K> single[] = {
-      {"nfc", K::kNfc},          {"nfd", K::kNfd},
-      {"nfkc", K::kNfkc},        {"nfkd", K::kNfkd},
-      {"lowercase", K::kLowercase}, {"strip_accents", K::kStripAccents},
-      {"strip", K::kStrip}};
+  const std::pair<const char*, K> single[] = {{"nfc", K::kNfc},
+                                              {"nfd", K::kNfd},
+                                              {"nfkc", K::kNfkc},
+                                              {"nfkd", K::kNfkd},
+                                              {"lowercase", K::kLowercase},
+                                              {"strip_accents", K::kStripAccents},
+                                              {"strip", K::kStrip}};
   for (const auto& [name, kind] : single) {
     out.emplace(name, TextNormalizer::make({one(kind)}).value());
   }
@@ -68,7 +70,8 @@ TEST(EngramNormalizer, EveryCodePointMatchesHf) {
       if (r == c) continue;
       char hex[16];
       std::snprintf(hex, sizeof hex, "%X:", cp);
-      auto& [count, hash] = got.try_emplace(static_cast<int>(cp / 4096), 0, kFnvOffset).first->second;
+      auto& [count, hash] =
+          got.try_emplace(static_cast<int>(cp / 4096), 0, kFnvOffset).first->second;
       ++count;
       hash = fnv1a(r + ";", fnv1a(hex, hash));
       auto& ex = examples[static_cast<int>(cp / 4096)];
@@ -96,8 +99,7 @@ TEST(EngramNormalizer, StringsMatchHf) {
   for (const auto& c : cases) {
     const std::string input = c["input"].get<std::string>();
     for (const auto& [name, norm] : all) {
-      EXPECT_EQ(norm.normalize(input), c[name].get<std::string>())
-          << name << " of " << show(input);
+      EXPECT_EQ(norm.normalize(input), c[name].get<std::string>()) << name << " of " << show(input);
     }
   }
 }
@@ -128,8 +130,9 @@ uint64_t hash_ids(const std::vector<int32_t>& ids, size_t begin, size_t end, uin
 }
 
 std::string describe(const TokenTexts& t, const CompressedVocab& v, int32_t id) {
-  return "id " + std::to_string(id) + " -> compressed " + std::to_string(v.map[static_cast<size_t>(id)]) +
-         ", text " + show(std::string(t.text(id))) + ", key " + show(engram_key(t, id));
+  return "id " + std::to_string(id) + " -> compressed " +
+         std::to_string(v.map[static_cast<size_t>(id)]) + ", text " +
+         show(std::string(t.text(id))) + ", key " + show(engram_key(t, id));
 }
 
 TEST(CompressedVocab, V4MapMatchesHf) {

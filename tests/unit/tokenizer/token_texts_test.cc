@@ -73,7 +73,9 @@ TEST(TokenTexts, V4MatchesHfForEveryId) {
   EXPECT_TRUE(t.reassigned_added_tokens().empty());
 }
 
-Expected<TokenTexts> from_json(const json& j) { return TokenTexts::from_json(j.dump(), "test.json"); }
+Expected<TokenTexts> from_json(const json& j) {
+  return TokenTexts::from_json(j.dump(), "test.json");
+}
 
 json word_level(json decoder, json normalizer = nullptr, json added = json::array()) {
   return {{"model", {{"type", "WordLevel"}, {"vocab", {{"a", 0}, {"b", 1}}}, {"unk_token", "a"}}},
@@ -94,8 +96,8 @@ TEST(TokenTexts, Errors) {
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(r.status().message().find("'Timestamps'"), std::string::npos) << r.status().message();
 
-  r = from_json(word_level(
-      {{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "x"}}));
+  r = from_json(
+      word_level({{"type", "Replace"}, {"pattern", {{"Regex", "a+"}}}, {"content", "x"}}));
   EXPECT_EQ(r.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(r.status().message().find("a+"), std::string::npos) << r.status().message();
 
@@ -130,8 +132,14 @@ TEST(TokenTexts, DecodersOnOneToken) {
   const std::vector<Case> cases = {
       {{{"type", "BPEDecoder"}, {"suffix", "</w>"}}, "ab</w>", "ab"},
       {{{"type", "CTC"}, {"pad_token", "<pad>"}, {"word_delimiter_token", "|"}, {"cleanup", true}},
-       "a|b<pad> .", "a b."},
-      {{{"type", "Metaspace"}, {"replacement", "_"}, {"add_prefix_space", false}}, "_a_b", " a b"},
+       "a|b<pad> .",
+       "a b."},
+      {{{"type", "Metaspace"},
+        {"replacement", "_"},
+        {"add_prefix_space", false},
+        {"prepend_scheme", "never"}},
+       "_a_b",
+       " a b"},
       {{{"type", "Strip"}, {"content", "x"}, {"start", 2}, {"stop", 1}}, "xxxaxx", "xax"},
       {{{"type", "Fuse"}}, "ab", "ab"},
   };
@@ -142,6 +150,13 @@ TEST(TokenTexts, DecodersOnOneToken) {
     ASSERT_TRUE(t.ok()) << t.status().to_string();
     EXPECT_EQ(t->text(0), c.want) << c.decoder.dump();
   }
+  // add_prefix_space=false contradicts the default prepend_scheme (always): the library refuses.
+  EXPECT_EQ(
+      from_json(
+          word_level({{"type", "Metaspace"}, {"replacement", "_"}, {"add_prefix_space", false}}))
+          .status()
+          .code(),
+      StatusCode::kInvalidArgument);
   // Strip past the token's start: the library panics; we refuse.
   json j = word_level({{"type", "Strip"}, {"content", "x"}, {"start", 1}, {"stop", 1}});
   j["model"]["vocab"] = {{"x", 0}};
