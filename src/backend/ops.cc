@@ -54,6 +54,16 @@ const char* feature_name(Feature f) {
       return "MoE routing";
     case Feature::kMoeExperts:
       return "grouped MoE experts";
+    case Feature::kHcSinglePass:
+      return "single-pass mHC (V4.1)";
+    case Feature::kFakeQuantNvfp4:
+      return "NVFP4 fake-quant (V4.1 compressed KV)";
+    case Feature::kCandidateBlocks:
+      return "CSA2 candidate blocks (V4.1)";
+    case Feature::kEngramGate:
+      return "Engram gate (V4.1)";
+    case Feature::kRouterOptions:
+      return "router temperature / normalisation options (V4.1)";
     case Feature::kCount:
       break;
   }

@@ -1,4 +1,5 @@
-// The backend op contract: every numerical operation the DeepSeek-V4 forward pass needs.
+// The backend op contract: every numerical operation the DeepSeek-V4 family's forward passes
+// need (V4 and V4.1; the V4.1-only ops are features a backend may lack, see Feature).
 //
 // Shaped after ggml's backend vtable + supports_op: one abstract class, one implementation per
 // backend (cpu/ref = the FP32 oracle, cpu/opt = threaded, cuda later), and one test harness
@@ -59,6 +60,14 @@ enum class Feature : uint8_t {
   kFakeQuantFp4,
   kMoeRouting,
   kMoeExperts,
+  // V4.1 (spec §6): single-pass mHC (hc_pre's collapse_pre / pre, hc_collapse), NVFP4 fake-quant,
+  // the CSA2 candidate blocks (candidate_blocks, restrict_to_blocks), the Engram gate, router
+  // options beyond V4's (RouteOpts).
+  kHcSinglePass,
+  kFakeQuantNvfp4,
+  kCandidateBlocks,
+  kEngramGate,
+  kRouterOptions,
   kCount
 };
 const char* feature_name(Feature f);
@@ -108,6 +117,16 @@ struct PoolSlot {
 
 struct ExpertWeights {
   WeightRef w1, w3, w2;  // w1/w3 [I, D], w2 [D, I]
+};
+
+// Router options (spec §2.7, §6.7 item 5). The defaults are V4's rule.
+struct RouteOpts {
+  float temperature = 1.0f;  // V4.1 gate_temp: z = W·x / temperature before the score function
+  // Normalise the selected weights (p / (Σ p + norm_floor))? V4: always, floor 0; V4.1: only
+  // when top_k > 1, floor 1e-20.
+  bool normalize = true;
+  float norm_floor = 0.0f;
+  bool operator==(const RouteOpts&) const = default;
 };
 
 struct MoeOpts {
@@ -176,8 +195,16 @@ class Ops {
   // ρ = 1/sqrt(mean(x²)+norm_eps); μ = (fn·x)·ρ; pre = sigmoid(μ_pre·s0+b)+hc_eps;
   // post = 2·sigmoid(μ_post·s1+b); C = μ_comb·s2+b then Sinkhorn (softmax_row + eps, col-norm,
   // then iters-1 × (row-norm, col-norm), each norm dividing by (sum + hc_eps));
-  // y = Σ_i pre_i X_i. Outputs y [M, D], post [M, n], comb [M, n·n] (row-major C_ij).
-  virtual void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) = 0;
+  // y = Σ_i c_i X_i with c = this site's pre (V4), or the rows of collapse_pre [M, n] when its
+  // data is not null (V4.1 single-pass mHC, spec §6.1: the previous site's pre). Outputs y [M, D],
+  // post [M, n], comb [M, n·n] (row-major C_ij), and this site's pre [M, n] when pre.data is not
+  // null (kHcSinglePass covers both V4.1 parts).
+  virtual void hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+                      Mat comb) = 0;
+
+  // y [M, D] = Σ_i pre[m, i] · X_i for streams [M, n·D], FP32 (V4.1's final collapse with the last
+  // site's pre, and the DSpark target features' mean over the streams). Default: host loop.
+  virtual void hc_collapse(CMat streams, CMat pre, int n, Mat y);
 
   // X'_k = post_k · o + Σ_j C_jk · X_j (note the transpose). out [M, n·D] may alias streams.
   virtual void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) = 0;
@@ -227,10 +254,13 @@ class Ops {
   virtual void fake_quant_fp8(Mat x, int64_t n, int64_t block) = 0;
   // act_quant_fp8(x, block) = fake_quant_fp8(x, x.cols, block): the activation quant of linear.
   virtual void act_quant_fp8(Mat x, int64_t block) = 0;
-  // In place E2M1 round trip in blocks of `block` (32) over all channels:
-  // amax = max(|x|, 1e-4), s = 2^ceil(log2(amax/6)), x <- e2m1_rne(clamp(x/s, ±6)) · s.
-  // (The 1e-4 floor mirrors the FP8 rule; the official FP4 kernel's floor is unverified.)
+  // In place E2M1 round trip in blocks of `block` (32) over all channels (MXFP4):
+  // amax = max(|x|, 6·2^-126), s = 2^ceil(log2(amax/6)), x <- e2m1_rne(clamp(x/s, ±6)) · s.
   virtual void fake_quant_fp4(Mat x, int64_t block) = 0;
+  // In place NVFP4 round trip in blocks of `block` (16) over all channels (V4.1 compressed KV):
+  // s = e4m3_rne(max(amax, 6·2^-9) / 6), x <- e2m1_rne(clamp(x/s, ±6)) · s (backend/quant.h).
+  // Default: host loop.
+  virtual void fake_quant_nvfp4(Mat x, int64_t block);
 
   // Lightning indexer (spec §2.5): scores[t, w] = Σ_h ω[t,h] · ReLU(q[t,h,:]·keys[w,:]) for
   // w < visible[t], -inf for w >= visible[t]. q [M, Hi·di], weights [M, Hi], keys [R, di],
@@ -240,14 +270,30 @@ class Ops {
                               const int32_t* visible, bool bf16_rounding, Mat scores) = 0;
 
   // Top-k of scores[t, 0:visible[t]) per row, descending (ties: lower index first), written to
-  // out [M, k] (row stride k); positions past min(k, visible[t]) are -1.
+  // out [M, k] (row stride k); positions past min(k, visible[t]) are -1, and so are picks whose
+  // score is -inf (rows restrict_to_blocks masked out: never picked).
   virtual void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) = 0;
 
-  // Score routing (spec §2.7): z = W_g·x (FP32), p = sqrt(softplus(z)); ids = top_k(p + bias)
-  // (bias may be null); weights = p_ids / Σ p_ids · route_scale. ids [M, top_k], weights [M,
-  // top_k].
+  // V4.1 hierarchical selection, level one (spec §6.2, §6.7 item 3): row t's blocks are the runs
+  // of block_size rows of scores[t, 0:visible[t]); a block's score is its max; the block holding
+  // row visible[t] - 1 scores +inf; out [M, n_blocks] (row stride n_blocks) = the n_blocks best
+  // blocks (ties: lower block first) in ascending block order, -1 past the blocks row t has.
+  // Default: host loop over host memory.
+  virtual void candidate_blocks(CMat scores, const int32_t* visible, int64_t block_size,
+                                int64_t n_blocks, int32_t* out);
+  // Level two's mask: scores[t, r] = -inf for every r < visible[t] whose block (r / block_size)
+  // is not among blocks[t, 0:n_blocks) (candidate_blocks' output), in place. Default: host loop.
+  virtual void restrict_to_blocks(Mat scores, const int32_t* visible, const int32_t* blocks,
+                                  int64_t n_blocks, int64_t block_size);
+
+  // Score routing (spec §2.7, §6.7 item 5): z = W_g·x / opts.temperature (FP32),
+  // p = sqrt(softplus(z)); ids = top_k(p + bias) (bias may be null; ties: lower id first);
+  // weights = p_ids / (Σ p_ids + opts.norm_floor) · route_scale when opts.normalize, else
+  // p_ids · route_scale. ids [M, top_k], weights [M, top_k]. Options other than the defaults
+  // need kRouterOptions.
   virtual void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                               float route_scale, int32_t* ids, Mat weights) = 0;
+                               float route_scale, const RouteOpts& opts, int32_t* ids,
+                               Mat weights) = 0;
   // Hash routing: ids = tid2eid[token_ids[t]] (I32 or I64 [V, k]); same weight formula, no bias.
   virtual void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
                               const WeightRef& gate, float route_scale, int32_t* ids,
@@ -263,6 +309,14 @@ class Ops {
   virtual void moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
                            std::span<const ExpertWeights> experts, const MoeOpts& opts,
                            Mat out) = 0;
+
+  // V4.1 Engram gate (spec §6.7 item 1), in place on streams [M, n·D]: with kv [M, (n+1)·D] the
+  // projected looked-up rows (stream k's key = cols [kD, (k+1)D), the shared value = the last D)
+  // and w [n, D] = q_weight ⊙ k_weight, per row and stream k:
+  //   dot = D^-1/2 · Σ_d X_k[d]·w_k[d]·key_k[d] · rsqrt(mean(X_k²)+eps) · rsqrt(mean(key_k²)+eps),
+  //   g = sigmoid(sign(dot)·sqrt(max(|dot|, 1e-6))),  X_k <- X_k + g · value   (FP32).
+  // Default: host loop.
+  virtual void engram_gate(Mat streams, CMat kv, CMat w, int n, float eps);
 
   // Per-group RMS normalisation in the official reference's BF16 arithmetic, in place, no weight
   // (the per-head q norm of quantized checkpoints, spec §2.3 step 3): for each `group`-wide

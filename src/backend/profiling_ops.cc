@@ -73,8 +73,25 @@ void ProfilingOps::rope(Mat x, int64_t h, int64_t d, const int32_t* pos, std::sp
                         bool inv) {
   timed("rope", [&] { inner_.rope(x, h, d, pos, f, inv); });
 }
-void ProfilingOps::hc_pre(CMat s, const HcParams& p, Mat y, Mat post, Mat comb) {
-  timed("hc_pre", [&] { inner_.hc_pre(s, p, y, post, comb); });
+void ProfilingOps::hc_pre(CMat s, const HcParams& p, CMat cp, Mat y, Mat pre, Mat post, Mat comb) {
+  timed("hc_pre", [&] { inner_.hc_pre(s, p, cp, y, pre, post, comb); });
+}
+void ProfilingOps::hc_collapse(CMat s, CMat pre, int n, Mat y) {
+  timed("hc_collapse", [&] { inner_.hc_collapse(s, pre, n, y); });
+}
+void ProfilingOps::fake_quant_nvfp4(Mat x, int64_t b) {
+  timed("fake_quant_nvfp4", [&] { inner_.fake_quant_nvfp4(x, b); });
+}
+void ProfilingOps::candidate_blocks(CMat s, const int32_t* vis, int64_t bs, int64_t nb,
+                                    int32_t* out) {
+  timed("candidate_blocks", [&] { inner_.candidate_blocks(s, vis, bs, nb, out); });
+}
+void ProfilingOps::restrict_to_blocks(Mat s, const int32_t* vis, const int32_t* blocks, int64_t nb,
+                                      int64_t bs) {
+  timed("restrict_to_blocks", [&] { inner_.restrict_to_blocks(s, vis, blocks, nb, bs); });
+}
+void ProfilingOps::engram_gate(Mat s, CMat kv, CMat w, int n, float eps) {
+  timed("engram_gate", [&] { inner_.engram_gate(s, kv, w, n, eps); });
 }
 void ProfilingOps::hc_post(CMat s, CMat o, CMat post, CMat comb, int n, Mat out) {
   timed("hc_post", [&] { inner_.hc_post(s, o, post, comb, n, out); });
@@ -122,8 +139,8 @@ void ProfilingOps::topk(CMat s, const int32_t* vis, int64_t k, int32_t* out) {
   timed("topk", [&] { inner_.topk(s, vis, k, out); });
 }
 void ProfilingOps::moe_route_score(CMat x, const WeightRef& g, const float* b, int k, float rs,
-                                   int32_t* ids, Mat w) {
-  timed("moe_route_score", [&] { inner_.moe_route_score(x, g, b, k, rs, ids, w); });
+                                   const RouteOpts& o, int32_t* ids, Mat w) {
+  timed("moe_route_score", [&] { inner_.moe_route_score(x, g, b, k, rs, o, ids, w); });
 }
 void ProfilingOps::moe_route_hash(CMat x, const int32_t* t, const TensorView& tab,
                                   const WeightRef& g, float rs, int32_t* ids, Mat w) {

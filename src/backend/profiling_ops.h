@@ -44,7 +44,8 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             std::span<const float> freqs, bool inverse) override;
-  void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) override;
+  void hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+              Mat comb) override;
   void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
@@ -65,7 +66,8 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
                             const int32_t* visible, bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
   void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                       float route_scale, int32_t* ids, Mat weights) override;
+                       float route_scale, const RouteOpts& opts, int32_t* ids,
+                       Mat weights) override;
   void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
                       const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) override;
   void swiglu(CMat a, CMat b, float limit, Mat out) override;
@@ -73,6 +75,13 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
                    std::span<const ExpertWeights> experts, const MoeOpts& opts, Mat out) override;
   void rms_norm_bf16(Mat x, int64_t group, float eps) override;
   void hadamard(Mat x, int64_t n) override;
+  void hc_collapse(CMat streams, CMat pre, int n, Mat y) override;
+  void fake_quant_nvfp4(Mat x, int64_t block) override;
+  void candidate_blocks(CMat scores, const int32_t* visible, int64_t block_size, int64_t n_blocks,
+                        int32_t* out) override;
+  void restrict_to_blocks(Mat scores, const int32_t* visible, const int32_t* blocks,
+                          int64_t n_blocks, int64_t block_size) override;
+  void engram_gate(Mat streams, CMat kv, CMat w, int n, float eps) override;
   void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) override;
   void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                     int64_t cols) override;

@@ -15,14 +15,20 @@ namespace deepinfer::backend {
 
 inline constexpr float kFp8Max = 448.0f;
 inline constexpr float kFp4Max = 6.0f;
-inline constexpr float kQuantAmaxFloor = 1e-4f;
+inline constexpr float kQuantAmaxFloor = 1e-4f;  // FP8 blocks (act quant, KV, weights)
+// MXFP4 blocks (indexer q / keys): the official FP4 quantizer's floor 6·2^-126, so that amax / 6
+// is a normal float (spec §6.7 item 6; NeMo's quantize_cache, V4's official_ref).
+inline constexpr float kFp4AmaxFloor = 6.0f * 1.17549435e-38f;
+// NVFP4 blocks (V4.1 compressed KV): the E4M3 scale e4m3(max(amax, 6·2^-9) / 6), so the scale is
+// at least E4M3's smallest subnormal 2^-9.
+inline constexpr float kNvfp4AmaxFloor = 6.0f / 512.0f;
 
 // s = 2^ceil(log2(max(amax, 1e-4) / qmax)), computed the way the official kernel does it
 // (fast_round_scale): ratio = amax · fl(1/qmax), then exponent(ratio) + 1 unless the mantissa
 // bits are zero. Equals the exact formula except when amax/qmax lies within an ulp above a
 // power of two, where the reciprocal product may round onto the power of two.
-inline float pow2_scale(float amax, float qmax) {
-  const float ratio = (amax < kQuantAmaxFloor ? kQuantAmaxFloor : amax) * (1.0f / qmax);
+inline float pow2_scale(float amax, float qmax, float floor = kQuantAmaxFloor) {
+  const float ratio = (amax < floor ? floor : amax) * (1.0f / qmax);
   const uint32_t bits = std::bit_cast<uint32_t>(ratio);
   const int e = static_cast<int>((bits >> 23) & 0xffu) - 127 + ((bits & 0x7fffffu) != 0 ? 1 : 0);
   return std::ldexp(1.0f, e);
@@ -85,7 +91,20 @@ inline void fake_quant_block_fp8(float* x, int64_t n) {
 inline void fake_quant_block_fp4(float* x, int64_t n) {
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  const float s = pow2_scale(amax, kFp4Max);
+  const float s = pow2_scale(amax, kFp4Max, kFp4AmaxFloor);
+  for (int64_t i = 0; i < n; ++i) x[i] = fp4_e2m1_round(x[i] / s) * s;
+}
+
+// NVFP4 (V4.1 compressed KV, spec §6.7 item 6): E2M1 codes with an E4M3 scale per block,
+// s = e4m3(max(amax, 6·2^-9) / 6) (RNE), x <- e2m1_rne(clamp(x / s, ±6)) · s. The scale is not a
+// power of two, so x / s and the product round in FP32 as the reference's tensor ops do.
+inline float nvfp4_scale(float amax) {
+  return fp8_e4m3_round((amax < kNvfp4AmaxFloor ? kNvfp4AmaxFloor : amax) / kFp4Max);
+}
+inline void fake_quant_block_nvfp4(float* x, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  const float s = nvfp4_scale(amax);
   for (int64_t i = 0; i < n; ++i) x[i] = fp4_e2m1_round(x[i] / s) * s;
 }
 

@@ -152,8 +152,8 @@ TEST_P(BackendVsRef, HyperConnections) {
     HcParams p{n, fn.cmat(), base.v.data(), scale.v.data(), 1e-6f, 1e-6f, 20};
     Buf X = random_buf(rng_, M, n * D);
     Buf y1(M, D), p1(M, n), c1(M, n * n), y2(M, D), p2(M, n), c2(M, n * n);
-    ref_->hc_pre(X.cmat(), p, y1.mat(), p1.mat(), c1.mat());
-    ops_->hc_pre(X.cmat(), p, y2.mat(), p2.mat(), c2.mat());
+    ref_->hc_pre(X.cmat(), p, {}, y1.mat(), {}, p1.mat(), c1.mat());
+    ops_->hc_pre(X.cmat(), p, {}, y2.mat(), {}, p2.mat(), c2.mat());
     EXPECT_TRUE(close(y2.v, y1.v, 1e-5));
     EXPECT_TRUE(close(p2.v, p1.v, 1e-5));
     EXPECT_TRUE(close(c2.v, c1.v, 1e-5));
@@ -312,8 +312,8 @@ TEST_P(BackendVsRef, RoutingAndMoe) {
     Buf x = random_buf(rng_, M, D), bias = random_buf(rng_, 1, E, -0.2f, 0.2f);
     std::vector<int32_t> ia(static_cast<size_t>(M * 2)), ib(ia.size());
     Buf wa(M, 2), wb(M, 2);
-    ref_->moe_route_score(x.cmat(), gate.ref, bias.v.data(), 2, 1.5f, ia.data(), wa.mat());
-    ops_->moe_route_score(x.cmat(), gate.ref, bias.v.data(), 2, 1.5f, ib.data(), wb.mat());
+    ref_->moe_route_score(x.cmat(), gate.ref, bias.v.data(), 2, 1.5f, {}, ia.data(), wa.mat());
+    ops_->moe_route_score(x.cmat(), gate.ref, bias.v.data(), 2, 1.5f, {}, ib.data(), wb.mat());
     EXPECT_EQ(ia, ib);
     EXPECT_TRUE(close(wb.v, wa.v, 1e-5));
     std::vector<int32_t> table(static_cast<size_t>(40 * 2));

@@ -193,7 +193,7 @@ TEST_P(OracleTest, HyperConnectionsSinkhornAndTranspose) {
   HcParams p{n, fn.cmat(), base.v.data(), scale.v.data(), 1e-6f, 1e-6f, 20};
   Buf X = random_buf(rng_, M, n * D);
   Buf y(M, D), post(M, n), comb(M, n * n);
-  ops_->hc_pre(X.cmat(), p, y.mat(), post.mat(), comb.mat());
+  ops_->hc_pre(X.cmat(), p, {}, y.mat(), {}, post.mat(), comb.mat());
   Buf wy(M, D), wpost(M, n), wcomb(M, n * n);
   for (int64_t m = 0; m < M; ++m) {
     std::vector<double> yy, pp, cc;
@@ -215,7 +215,7 @@ TEST_P(OracleTest, HyperConnectionsSinkhornAndTranspose) {
     HcParams many = p;
     many.sinkhorn_iters = 500;
     Buf c2(M, n * n);
-    ops_->hc_pre(X.cmat(), many, y.mat(), post.mat(), c2.mat());
+    ops_->hc_pre(X.cmat(), many, {}, y.mat(), {}, post.mat(), c2.mat());
     for (int64_t m = 0; m < M; ++m) {
       for (int i = 0; i < n; ++i) {
         double rs = 0, cs = 0;
@@ -227,7 +227,7 @@ TEST_P(OracleTest, HyperConnectionsSinkhornAndTranspose) {
         EXPECT_NEAR(cs, 1.0, 1e-5);
       }
     }
-    ops_->hc_pre(X.cmat(), p, y.mat(), post.mat(), comb.mat());
+    ops_->hc_pre(X.cmat(), p, {}, y.mat(), {}, post.mat(), comb.mat());
   }
   EXPECT_TRUE(close(y.v, wy.v, 1e-5));
   EXPECT_TRUE(close(post.v, wpost.v, 1e-5));
@@ -415,7 +415,7 @@ TEST_P(OracleTest, RoutingScoreAndHash) {
   }
   std::vector<int32_t> ids(static_cast<size_t>(M * 3));
   Buf w(M, 3);
-  ops_->moe_route_score(x.cmat(), gate.ref, bias.v.data(), 3, 1.5f, ids.data(), w.mat());
+  ops_->moe_route_score(x.cmat(), gate.ref, bias.v.data(), 3, 1.5f, {}, ids.data(), w.mat());
   for (int64_t m = 0; m < M; ++m) {
     std::vector<int32_t> order(static_cast<size_t>(E));
     std::iota(order.begin(), order.end(), 0);

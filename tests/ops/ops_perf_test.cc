@@ -189,7 +189,7 @@ TEST(OpsPerf, DISABLED_V4FlashShapes) {
       HcParams p{n, fn.cmat(), base.v.data(), scale.v.data(), 1e-6f, 1e-6f, 20};
       Buf X = random_buf(rng, M, n * D), y(M, D), post(M, n), comb(M, n * n),
           o = random_buf(rng, M, D), out(M, n * D);
-      const Timing s = time_it([&] { ops->hc_pre(X.cmat(), p, y.mat(), post.mat(), comb.mat()); });
+      const Timing s = time_it([&] { ops->hc_pre(X.cmat(), p, {}, y.mat(), {}, post.mat(), comb.mat()); });
       report("hc_pre", bn, ("n4 D4096 M=" + std::to_string(M)), s, 2.0 * M * 24 * n * D,
              4.0 * M * n * D + 4.0 * 24 * n * D);
       const Timing s2 = time_it(

@@ -83,8 +83,19 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
 }
 
 bool CudaOps::supports(Feature f) const {
-  // Every op of the contract has a kernel (docs/cuda_backend.md lists the shape limits).
-  return f != Feature::kCount;
+  // Every V4 op of the contract has a kernel (docs/cuda_backend.md lists the shape limits); the
+  // ops V4.1 adds have none yet, so a V4.1 checkpoint is refused at load, naming them.
+  switch (f) {
+    case Feature::kHcSinglePass:
+    case Feature::kFakeQuantNvfp4:
+    case Feature::kCandidateBlocks:
+    case Feature::kEngramGate:
+    case Feature::kRouterOptions:
+    case Feature::kCount:
+      return false;
+    default:
+      return true;
+  }
 }
 
 void CudaOps::synchronize() {
@@ -251,7 +262,10 @@ kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
 }
 }  // namespace
 
-void CudaOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) {
+void CudaOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+                     Mat comb) {
+  // Single-pass mHC (kHcSinglePass) has no kernel yet: supports() says so and V4.1 is refused.
+  DI_CHECK(collapse_pre.data == nullptr && pre.data == nullptr);
   const int n = p.n;
   DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
   const int64_t D = streams.cols / n;
@@ -451,7 +465,9 @@ void CudaOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out)
 }
 
 void CudaOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                              float route_scale, int32_t* ids, Mat weights) {
+                              float route_scale, const RouteOpts& opts, int32_t* ids,
+                              Mat weights) {
+  DI_CHECK(opts == RouteOpts{});  // kRouterOptions: V4's rule only, for now
   DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
   DI_CHECK(gate.n <= 1024 && top_k <= 32);
   arena().reset();

@@ -88,7 +88,8 @@ class CudaOps : public Ops {
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             std::span<const float> freqs, bool inverse) override;
-  void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) override;
+  void hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+              Mat comb) override;
   void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
@@ -111,7 +112,8 @@ class CudaOps : public Ops {
   void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                     int64_t cols) override;
   void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                       float route_scale, int32_t* ids, Mat weights) override;
+                       float route_scale, const RouteOpts& opts, int32_t* ids,
+                       Mat weights) override;
   void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
                       const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) override;
   void swiglu(CMat a, CMat b, float limit, Mat out) override;

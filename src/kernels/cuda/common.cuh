@@ -16,6 +16,7 @@ namespace deepinfer::kernels::cuda {
 inline constexpr float kFp8MaxD = 448.0f;
 inline constexpr float kFp4MaxD = 6.0f;
 inline constexpr float kAmaxFloorD = 1e-4f;
+inline constexpr float kFp4AmaxFloorD = 6.0f * 1.17549435e-38f;  // backend/quant.h kFp4AmaxFloor
 
 // Bit casts usable on host and device (memcpy of 4 bytes compiles to a register move), so the
 // scalar rules below can be checked exhaustively on the CPU (tests/ops/cuda/kernels_host_test.cu).
@@ -75,9 +76,9 @@ DI_HD float bf16_round_d(float v) {
   return u2f(bits);
 }
 
-// backend/quant.h pow2_scale: ratio = max(amax, 1e-4) · fl(1/qmax); 2^(exp + (mantissa != 0)).
-DI_HD float pow2_scale_d(float amax, float qmax) {
-  const float ratio = (amax < kAmaxFloorD ? kAmaxFloorD : amax) * (1.0f / qmax);
+// backend/quant.h pow2_scale: ratio = max(amax, floor) · fl(1/qmax); 2^(exp + (mantissa != 0)).
+DI_HD float pow2_scale_d(float amax, float qmax, float floor = kAmaxFloorD) {
+  const float ratio = (amax < floor ? floor : amax) * (1.0f / qmax);
   const uint32_t bits = f2u(ratio);
   const int e = static_cast<int>((bits >> 23) & 0xffu) - 127 + ((bits & 0x7fffffu) != 0 ? 1 : 0);
   return ldexpf(1.0f, e);

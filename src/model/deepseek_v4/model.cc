@@ -168,7 +168,7 @@ class V4Model final : public model::Model {
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
     Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D);
     Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
-    o.hc_pre(X, hc_params(b.hc_attn), y, post, comb);
+    o.hc_pre(X, hc_params(b.hc_attn), {}, y, {}, post, comb);
     num.act(o, y);
     o.rms_norm(y, &b.attn_norm, num.eps, 0, u);
     num.act(o, u);
@@ -187,7 +187,7 @@ class V4Model final : public model::Model {
     o.hc_post(X, out, post, comb, static_cast<int>(n), X);
     num.act(o, X);
 
-    o.hc_pre(X, hc_params(b.hc_ffn), y, post, comb);
+    o.hc_pre(X, hc_params(b.hc_ffn), {}, y, {}, post, comb);
     num.act(o, y);
     o.rms_norm(y, &b.ffn_norm, num.eps, 0, u);
     num.act(o, u);

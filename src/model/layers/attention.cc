@@ -30,7 +30,7 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   num.act(ops, qr);
   ops.linear(qr, w.wq_b, q, num.gemm());
   num.act(ops, q);
-  head_rms_norm(ops, num, q, d);
+  if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
   ops.rope(q, H, d, pos, freqs, false);
   num.act(ops, q);
 
@@ -40,7 +40,11 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   num.act(ops, kv);
   ops.rope(kv, 1, d, pos, freqs, false);
   num.act(ops, kv);
-  if (num.official) ops.fake_quant_fp8(kv, d - 2 * static_cast<int64_t>(freqs.size()), kKvFp8Block);
+  if (num.v41) {  // every forward, all channels (spec §6.7 item 6)
+    ops.fake_quant_fp8(kv, d, kV41WindowFp8Block);
+  } else if (num.official) {
+    ops.fake_quant_fp8(kv, d - 2 * static_cast<int64_t>(freqs.size()), kKvFp8Block);
+  }
 }
 
 // Indexer query and head weights (spec §2.5 steps 1-2) for all rows.
@@ -53,14 +57,21 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
   num.act(ops, iq);
   ops.rope(iq, Hi, di, pos, freqs, false);
   num.act(ops, iq);
-  if (num.official) {
+  if (num.v41) {  // MXFP4 in every forward, no Hadamard (spec §6.7 items 4, 6)
+    ops.fake_quant_fp4(iq, kIndexerFp4Block);
+  } else if (num.official) {
     ops.hadamard(iq, di);
     ops.round_bf16(iq);
     ops.fake_quant_fp4(iq, kIndexerFp4Block);
   }
   ops.linear(u, w.weights_proj, iw);
   num.act(ops, iw);
-  ops.scale(iw, 1.0f / std::sqrt(static_cast<float>(di) * static_cast<float>(Hi)));
+  // V4.1's reference multiplies by d_I^-1/2 · H_I^-1/2 (two double factors, one FP32 scalar).
+  const float wscale =
+      num.v41 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(di)) /
+                                   std::sqrt(static_cast<double>(Hi)))
+              : 1.0f / std::sqrt(static_cast<float>(di) * static_cast<float>(Hi));
+  ops.scale(iw, wscale);
   num.act(ops, iw);
 }
 
@@ -93,13 +104,15 @@ AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int
   if (w.compressor.has_value()) {
     const int64_t cw = w.compressor->width();
     r.ckv = Mat(fit(b.comp_kv, M * cw), M, cw);
-    r.cg = Mat(fit(b.comp_gate, M * cw), M, cw);
+    if (w.compressor->wgate) r.cg = Mat(fit(b.comp_gate, M * cw), M, cw);
   }
   if (w.indexer.has_value()) {
-    const int64_t iwd = w.indexer->compressor->width();
     const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
-    r.ikv = Mat(fit(b.idx_kv, M * iwd), M, iwd);
-    r.ig = Mat(fit(b.idx_gate, M * iwd), M, iwd);
+    if (w.indexer->compressor) {
+      const int64_t iwd = w.indexer->compressor->width();
+      r.ikv = Mat(fit(b.idx_kv, M * iwd), M, iwd);
+      r.ig = Mat(fit(b.idx_gate, M * iwd), M, iwd);
+    }
     r.iq = Mat(fit(b.iq, M * Hi * di), M, Hi * di);
     r.iw = Mat(fit(b.iw, M * Hi), M, Hi);
   }
@@ -112,12 +125,15 @@ void attention_project(const LayerEnv& env, const AttentionWeights& w, const io:
   const int32_t* pos = rows.positions;
   project_qkv(env, w, env.rope.for_kind(spec.attention), u, pos, r.qr, r.q, r.kv);
   if (w.compressor.has_value()) {
-    compressor_project(env.ops, *w.compressor, u, rows.ape_rows(w.compressor->ratio), r.ckv, r.cg,
-                       b.ape);
+    const CompressorWeights& cw = *w.compressor;
+    compressor_project(env.ops, cw, u, cw.ape != nullptr ? rows.ape_rows(cw.ratio) : nullptr,
+                       r.ckv, r.cg, b.ape);
   }
   if (w.indexer.has_value()) {
-    const CompressorWeights& icw = *w.indexer->compressor;
-    compressor_project(env.ops, icw, u, rows.ape_rows(icw.ratio), r.ikv, r.ig, b.ape);
+    if (w.indexer->compressor) {
+      const CompressorWeights& icw = *w.indexer->compressor;
+      compressor_project(env.ops, icw, u, rows.ape_rows(icw.ratio), r.ikv, r.ig, b.ape);
+    }
     project_indexer(env, *w.indexer, env.rope.compress, u, r.qr, pos, r.iq, r.iw);
   }
 }
@@ -131,28 +147,152 @@ void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io:
   attention_output(env, w, spec, rows.positions, r, out, b);
 }
 
-void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
-                    bool mtp, size_t cache_index, const AttentionRows& rows, const StepInputs& in,
-                    AttentionScratch& s) {
+void select_compressed(const LayerEnv& env, CMat iq, CMat iw, const StepInputs& in,
+                       const LayerOf& keys_of, const SelectOpts& opts, AttentionScratch& s) {
   backend::Ops& ops = env.ops;
-  const Numerics& num = env.num;
+  const io::ModelConfig& cfg = env.config;
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
+  const int32_t* pos = in.positions.data();
+  // Top-k of the visible index keys per query, over every sequence of the step in one
+  // indexer_scores_multi + topk per block of rows. The selection stays in backend memory
+  // (s.sel, [M, K], row stride K = the largest per-sequence k; a row's entries past its visible
+  // count are -1): a device backend never returns it to the host.
+  int64_t max_rows = 0;
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count > 0) max_rows = std::max(max_rows, keys_of(sq).idx.rows.size());
+  }
+  const int64_t K = std::min<int64_t>(opts.topk, max_rows);
+  s.sel_k = K;
+  if (K == 0) return;
+  int32_t* vis = fit_n(s.visible, M);
+  std::fill(vis, vis + M, 0);
+  s.row_keys.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, di, 1});
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    const LayerCache& lc = keys_of(sq);
+    if (lc.idx.rows.size() == 0) continue;
+    for (int64_t i = 0; i < sq.count; ++i) {
+      vis[sq.begin + i] = static_cast<int32_t>((pos[sq.begin] + i + 1) / opts.ratio);
+      s.row_keys[static_cast<size_t>(sq.begin + i)] = lc.idx.rows.view();
+    }
+  }
+  auto* sel = static_cast<int32_t*>(s.sel.fit_bytes(static_cast<size_t>(M * K) * sizeof(int32_t)));
+  const int64_t NB = opts.n_blocks;
+  int32_t* cand = nullptr;
+  if (opts.candidates != SelectOpts::Candidates::kNone) {
+    const size_t bytes = static_cast<size_t>(M * NB) * sizeof(int32_t);
+    cand = static_cast<int32_t*>(opts.candidates == SelectOpts::Candidates::kMake
+                                     ? s.cand.fit_bytes(bytes)
+                                     : s.cand.data());
+    DI_CHECK(cand != nullptr && s.cand.bytes() >= bytes);
+  }
+  // Query blocks bound the score matrix ([block, max_rows] floats) for long prompts.
+  const int64_t block = std::clamp<int64_t>(kIndexerScoreFloats / max_rows, 1, kIndexerQueryBlock);
+  for (int64_t i0 = 0; i0 < M; i0 += block) {
+    const int64_t nb = std::min(block, M - i0);
+    Mat scores(fit(s.scores, nb * max_rows), nb, max_rows);
+    ops.indexer_scores_multi(iq.rows_slice(i0, nb), Hi, iw.rows_slice(i0, nb),
+                             std::span<const backend::PagedCMat>(s.row_keys)
+                                 .subspan(static_cast<size_t>(i0), static_cast<size_t>(nb)),
+                             vis + i0, env.num.official, scores);
+    // The candidate source's own top-k is not restricted; the index sources after it score only
+    // inside its blocks (spec §6.7 item 3).
+    if (opts.candidates == SelectOpts::Candidates::kMake) {
+      ops.candidate_blocks(scores, vis + i0, opts.block_size, NB, cand + i0 * NB);
+    } else if (opts.candidates == SelectOpts::Candidates::kUse) {
+      ops.restrict_to_blocks(scores, vis + i0, cand + i0 * NB, NB, opts.block_size);
+    }
+    ops.topk(scores, vis + i0, K, sel + i0 * K);
+  }
+}
+
+void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows& r,
+            const StepInputs& in, const LayerOf& window_of, const LayerOf& comp_of, int ratio,
+            bool all_visible, AttentionScratch& s) {
+  backend::Ops& ops = env.ops;
   const io::ModelConfig& cfg = env.config;
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t H = cfg.num_heads, d = cfg.head_dim, W = cfg.sliding_window;
   const int32_t* pos = in.positions.data();
+  const CMat kv = r.kv;
+  DI_CHECK(r.q.rows >= M);
+  const bool selected = comp_of && !all_visible && s.sel_k > 0;
+  // Every query's keys by address, read in place by one sparse_attention_rows over every
+  // sequence: columns [0, win_cols) the window (cached ring rows, then this step's rows),
+  // [win_cols, width) the compressed rows (all visible ones, or the selection filled in on the
+  // backend from s.sel); nullptr = no key.
+  int64_t win_cols = 0, comp_cols = 0;
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    const int64_t T = pos[sq.begin] + sq.count;
+    win_cols = std::max(win_cols, std::min(W, T));
+    if (comp_of && all_visible) comp_cols = std::max(comp_cols, T / ratio);
+  }
+  if (selected) comp_cols = s.sel_k;
+  const int64_t width = win_cols + comp_cols;
+  std::vector<const float*>& table = s.key_rows;
+  table.assign(static_cast<size_t>(M * width), nullptr);
+  if (selected) s.row_comp.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, d, 1});
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    const LayerCache& lc = window_of(sq);
+    const PagedRows* comp = comp_of ? &comp_of(sq).comp.rows : nullptr;
+    const int64_t b = sq.begin, c = sq.count, L = pos[b];
+    DI_CHECK(lc.window.size() == L);
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t p = L + i;
+      const float** row = table.data() + (b + i) * width;
+      int64_t j = 0;
+      for (int64_t k = std::max<int64_t>(0, p - W + 1); k <= p; ++k) {
+        row[j++] = k < L ? lc.window.row(k) : kv.row(b + k - L);
+      }
+      if (comp != nullptr && all_visible) {
+        const int64_t vis = (p + 1) / ratio;
+        for (int64_t q = 0; q < vis; ++q) row[win_cols + q] = comp->row(q);
+      }
+      if (selected && comp->size() > 0) s.row_comp[static_cast<size_t>(b + i)] = comp->view();
+    }
+  }
+  const size_t table_bytes = table.size() * sizeof(const float*);
+  auto* key_rows = static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
+  ops.upload(key_rows, table.data(), table_bytes);
+  if (selected) {
+    ops.paged_row_addresses(static_cast<const int32_t*>(s.sel.data()), s.sel_k, s.row_comp,
+                            key_rows + win_cols, width);
+  }
+
+  const Mat o = r.o.rows_slice(0, M);
+  ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, width, d, w.sink,
+                            1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
+  env.num.act(ops, o);
+  // Only now may the window rings take this step's rows (one scatter for every sequence): the
+  // attention above read ring slots a long chunk would overwrite.
+  s.win_src.clear();
+  s.win_dst.clear();
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    const int64_t dropped = window_of(sq).window.claim(sq.count, s.win_dst);
+    for (int64_t i = dropped; i < sq.count; ++i) s.win_src.push_back(kv.row(sq.begin + i));
+  }
+  ops.scatter_rows(s.win_src, s.win_dst, d);
+}
+
+void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
+                    bool mtp, size_t cache_index, const AttentionRows& rows, const StepInputs& in,
+                    AttentionScratch& s) {
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int32_t* pos = in.positions.data();
   const std::span<const float> cfreqs = env.rope.compress;
   const bool has_comp = w.compressor.has_value();
   const bool has_idx = w.indexer.has_value();
-  const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
   DI_CHECK(rows.q.rows >= M);
-  const CMat kv = rows.kv, ckv = rows.ckv, cg = rows.cg, ikv = rows.ikv, ig = rows.ig;
-  const CMat iq = rows.iq, iw = rows.iw;
+  const LayerOf layer_cache = [&](const SequenceSpan& sq) -> LayerCache& {
+    return mtp ? sq.cache->draft_layer(cache_index) : sq.cache->layer(cache_index);
+  };
 
   // Every sequence's compressors take this step's rows first: the selection below scores all
   // sequences' index keys at once.
-  auto layer_cache = [&](const SequenceSpan& sq) -> LayerCache& {
-    return mtp ? sq.cache->draft_layer(cache_index) : sq.cache->layer(cache_index);
-  };
   std::vector<CompressorJob>& comp_jobs = s.comp_jobs;
   std::vector<CompressorJob>& idx_jobs = s.idx_jobs;
   comp_jobs.clear();
@@ -161,112 +301,24 @@ void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::La
     if (sq.count == 0) continue;
     LayerCache& lc = layer_cache(sq);
     const int64_t L = pos[sq.begin];
-    DI_CHECK(lc.window.size() == L);
     comp_jobs.push_back({&lc.comp, sq.begin, sq.count, L});
     idx_jobs.push_back({&lc.idx, sq.begin, sq.count, L});
   }
   if (has_comp) {
-    compressor_advance(ops, num, *w.compressor, CompressedRowKind::kAttention, cfreqs, ckv, cg,
-                       comp_jobs, s.comp);
+    compressor_advance(env.ops, env.num, *w.compressor, CompressedRowKind::kAttention, cfreqs,
+                       rows.ckv, rows.cg, comp_jobs, s.comp);
   }
   if (has_idx) {
-    compressor_advance(ops, num, *w.indexer->compressor, CompressedRowKind::kIndexKey, cfreqs, ikv,
-                       ig, idx_jobs, s.comp);
+    compressor_advance(env.ops, env.num, *w.indexer->compressor, CompressedRowKind::kIndexKey,
+                       cfreqs, rows.ikv, rows.ig, idx_jobs, s.comp);
+    SelectOpts so;
+    so.ratio = spec.compress_ratio;
+    so.topk = env.config.index_topk;
+    select_compressed(env, rows.iq, rows.iw, in, layer_cache, so, s);
   }
-  // Indexer selection (CSA): top-k of the visible index keys per query, over every sequence of
-  // the step in one indexer_scores_multi + topk per block of rows. The selection stays in
-  // backend memory (s.sel, [M, K], row stride K = the largest per-sequence k; a row's entries
-  // past its visible count are -1): a device backend never returns it to the host.
-  int64_t K = 0;
-  int32_t* sel = nullptr;
-  if (has_idx) {
-    int64_t max_rows = 0;
-    for (const SequenceSpan& sq : in.sequences) {
-      if (sq.count > 0) max_rows = std::max(max_rows, layer_cache(sq).idx.rows.size());
-    }
-    K = std::min<int64_t>(cfg.index_topk, max_rows);
-    if (K > 0) {
-      int32_t* vis = fit_n(s.visible, M);
-      std::fill(vis, vis + M, 0);
-      s.row_keys.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, di, 1});
-      s.row_comp.assign(static_cast<size_t>(M), backend::PagedCMat{nullptr, 0, d, 1});
-      for (const SequenceSpan& sq : in.sequences) {
-        if (sq.count == 0) continue;
-        const LayerCache& lc = layer_cache(sq);
-        if (lc.idx.rows.size() == 0) continue;
-        for (int64_t i = 0; i < sq.count; ++i) {
-          vis[sq.begin + i] = static_cast<int32_t>((pos[sq.begin] + i + 1) / spec.compress_ratio);
-          s.row_keys[static_cast<size_t>(sq.begin + i)] = lc.idx.rows.view();
-          s.row_comp[static_cast<size_t>(sq.begin + i)] = lc.comp.rows.view();
-        }
-      }
-      sel = static_cast<int32_t*>(s.sel.fit_bytes(static_cast<size_t>(M * K) * sizeof(int32_t)));
-      // Query blocks bound the score matrix ([block, max_rows] floats) for long prompts.
-      const int64_t block =
-          std::clamp<int64_t>(kIndexerScoreFloats / max_rows, 1, kIndexerQueryBlock);
-      for (int64_t i0 = 0; i0 < M; i0 += block) {
-        const int64_t nb = std::min(block, M - i0);
-        Mat scores(fit(s.scores, nb * max_rows), nb, max_rows);
-        ops.indexer_scores_multi(iq.rows_slice(i0, nb), Hi, iw.rows_slice(i0, nb),
-                                 std::span<const backend::PagedCMat>(s.row_keys)
-                                     .subspan(static_cast<size_t>(i0), static_cast<size_t>(nb)),
-                                 vis + i0, num.official, scores);
-        ops.topk(scores, vis + i0, K, sel + i0 * K);
-      }
-    }
-  }
-
-  // Every query's keys by address, read in place by one sparse_attention_rows over every
-  // sequence: columns [0, win_cols) the window (cached ring rows, then this step's rows),
-  // [win_cols, width) the compressed rows (all visible ones for HCA; CSA's selection, filled in
-  // on the backend from sel); nullptr = no key.
-  int64_t win_cols = 0, comp_cols = 0;
-  for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count == 0) continue;
-    const int64_t T = pos[sq.begin] + sq.count;
-    win_cols = std::max(win_cols, std::min(W, T));
-    if (has_comp && !has_idx) comp_cols = std::max(comp_cols, T / spec.compress_ratio);
-  }
-  if (has_idx) comp_cols = K;
-  const int64_t width = win_cols + comp_cols;
-  std::vector<const float*>& table = s.key_rows;
-  table.assign(static_cast<size_t>(M * width), nullptr);
-  for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count == 0) continue;
-    const LayerCache& lc = layer_cache(sq);
-    const int64_t b = sq.begin, c = sq.count, L = pos[b];
-    for (int64_t i = 0; i < c; ++i) {
-      const int64_t p = L + i;
-      const float** row = table.data() + (b + i) * width;
-      int64_t j = 0;
-      for (int64_t k = std::max<int64_t>(0, p - W + 1); k <= p; ++k) {
-        row[j++] = k < L ? lc.window.row(k) : kv.row(b + k - L);
-      }
-      if (has_comp && !has_idx) {
-        const int64_t vis = (p + 1) / spec.compress_ratio;
-        for (int64_t r = 0; r < vis; ++r) row[win_cols + r] = lc.comp.rows.row(r);
-      }
-    }
-  }
-  const size_t table_bytes = table.size() * sizeof(const float*);
-  auto* key_rows = static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
-  ops.upload(key_rows, table.data(), table_bytes);
-  if (sel != nullptr) ops.paged_row_addresses(sel, K, s.row_comp, key_rows + win_cols, width);
-
-  const Mat o = rows.o.rows_slice(0, M);
-  ops.sparse_attention_rows(rows.q.rows_slice(0, M), H, key_rows, width, d, w.sink,
-                            1.0f / std::sqrt(static_cast<float>(d)), num.official, o);
-  num.act(ops, o);
-  // Only now may the window rings take this step's rows (one scatter for every sequence): the
-  // attention above read ring slots a long chunk would overwrite.
-  s.win_src.clear();
-  s.win_dst.clear();
-  for (const SequenceSpan& sq : in.sequences) {
-    if (sq.count == 0) continue;
-    const int64_t dropped = layer_cache(sq).window.claim(sq.count, s.win_dst);
-    for (int64_t i = dropped; i < sq.count; ++i) s.win_src.push_back(kv.row(sq.begin + i));
-  }
-  ops.scatter_rows(s.win_src, s.win_dst, d);
+  // CSA attends to its selection, HCA to every visible compressed row, SWA to its window.
+  attend(env, w, rows, in, layer_cache, has_comp ? layer_cache : LayerOf{}, spec.compress_ratio,
+         has_comp && !has_idx, s);
 }
 
 void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,

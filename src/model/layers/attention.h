@@ -1,17 +1,21 @@
-// Attention of one V4 layer, all three kinds (spec §2.3-§2.5): SWA (window only), CSA (window +
-// indexer-selected compressed rows) and HCA (window + every visible compressed row).
+// Attention of one layer, the pieces both families use (spec §2.3-§2.5, §6.2): the dense
+// projections, the selection of compressed rows by the lightning indexer, and the attention over
+// each query's key set; plus V4's core (SWA, CSA with its own indexer, HCA over every visible
+// compressed row). V4.1's core (deepseek_v41/attention.h) composes the same selection and
+// attention over the compressed rows of its KV source.
 //
 // Shape of one call: the dense projections (q path, shared K=V latent, compressor and indexer
-// projections, output projection) run over all M rows of the step; the CSA selection (indexer
+// projections, output projection) run over all M rows of the step; the selection (indexer
 // scores + top-k) runs over all rows at once, each row reading its own sequence's index keys;
 // each query's key set (window rows oldest→newest, then compressed rows) is a row of cache-row
-// addresses (the CSA part written on the backend from the top-k), so a single
+// addresses (the selected part written on the backend from the top-k), so a single
 // sparse_attention_rows call serves every sequence and reads the cache in place. The cache is
 // updated during the call (compressor state and emitted rows first, window rows after the
 // attention); the sequence's length is advanced by the caller after the last layer.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -71,9 +75,11 @@ struct AttentionBuffers {
 // are backend memory, because the backend writes them.
 struct AttentionScratch {
   explicit AttentionScratch(backend::Ops& ops)
-      : scores(ops), sel(ops), key_table(ops), comp(ops) {}
+      : scores(ops), sel(ops), cand(ops), key_table(ops), comp(ops) {}
   backend::Buffer scores;     // indexer scores
-  backend::Buffer sel;        // CSA top-k [M, K] (int32)
+  backend::Buffer sel;        // the latest selection [M, sel_k] (int32): V4.1 Reuse layers read it
+  int64_t sel_k = 0;
+  backend::Buffer cand;       // V4.1 candidate blocks [M, candidate_topk_blocks] (int32)
   backend::Buffer key_table;  // every query's key addresses [M, width]
   std::vector<int32_t> visible;
   std::vector<const float*> key_rows;        // the table as the host builds it
@@ -93,6 +99,35 @@ struct LayerEnv {
   const RopeTables& rope;
 };
 
+// The cache of a sequence a core piece reads: the layer's own (its window), or the source layer
+// whose compressed rows and index keys it shares (V4.1).
+using LayerOf = std::function<LayerCache&(const SequenceSpan&)>;
+
+// What a selection scores and keeps (spec §2.5, §6.7 items 3-4).
+struct SelectOpts {
+  int ratio = 0;         // query t sees rows w < (t + 1) / ratio
+  int64_t topk = 0;      // index_topk
+  enum class Candidates : uint8_t { kNone, kMake, kUse } candidates = Candidates::kNone;
+  int64_t block_size = 0, n_blocks = 0;  // candidate_block_size, candidate_topk_blocks
+};
+
+// Scores the M query rows of iq / iw against their sequences' index keys (keys_of(sq).idx.rows)
+// and keeps each row's top-k in s.sel [M, s.sel_k] (backend memory, -1 past a row's picks):
+// the candidate source also writes its candidate blocks to s.cand, and index sources after it
+// score inside them.
+void select_compressed(const LayerEnv& env, backend::CMat iq, backend::CMat iw,
+                       const StepInputs& in, const LayerOf& keys_of, const SelectOpts& opts,
+                       AttentionScratch& s);
+
+// Each query's keys: the window (window_of(sq)'s ring rows, then this step's kv rows), then
+// compressed rows of comp_of(sq).comp.rows, either every visible one (V4 HCA: all_visible, at
+// `ratio`) or the picks of the latest selection (s.sel, s.sel_k columns); then one
+// sparse_attention_rows into r.o, and the window rings take this step's rows. comp_of may be
+// empty (SWA).
+void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows& r,
+            const StepInputs& in, const LayerOf& window_of, const LayerOf& comp_of, int ratio,
+            bool all_visible, AttentionScratch& s);
+
 // The three parts of a layer's attention. project and output are dense over the M rows (a
 // recorded step runs them inside its units, over a padded row count); core reads and writes
 // the caches of the step's sequences and runs eagerly.
@@ -101,12 +136,14 @@ struct LayerEnv {
 // and the core agree on them without the unit's host code running).
 AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int64_t M,
                              AttentionBuffers& b);
-// q path, shared K=V latent, compressor and indexer projections of the M rows of u.
+// q path, shared K=V latent, compressor and indexer projections of the M rows of u (the parts
+// w has: a V4.1 Reuse layer only the q path and K=V latent).
 void attention_project(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                        backend::CMat u, const RowInputs& rows, AttentionBuffers& b,
                        const AttentionRows& r);
-// Compressors, CSA selection, key addresses, sparse attention and window writes of the step's
-// sequences: r.o [rows of `in`] = attention. r's views may have more rows than `in` (padding).
+// V4: compressors, CSA selection, key addresses, sparse attention and window writes of the
+// step's sequences: r.o [rows of `in`] = attention. r's views may have more rows than `in`
+// (padding).
 void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                     bool mtp, size_t cache_index, const AttentionRows& r, const StepInputs& in,
                     AttentionScratch& s);

@@ -9,15 +9,20 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
                  MoeScratch& s) {
   const int64_t M = v.rows;
-  const int k =
-      w.kind == io::MoeKind::kHash ? static_cast<int>(w.tid2eid.dim(1)) : cfg.num_experts_per_tok;
+  const int k = w.top_k;
   const float route_scale = static_cast<float>(cfg.routed_scaling_factor);
   int32_t* ids = static_cast<int32_t*>(s.ids.fit_bytes(static_cast<size_t>(M * k) * sizeof(int32_t)));
   backend::Mat g(fit(s.weights, M * k), M, k);
   if (w.kind == io::MoeKind::kHash) {
     ops.moe_route_hash(v, token_ids, w.tid2eid, w.gate, route_scale, ids, g);
   } else {
-    ops.moe_route_score(v, w.gate, w.bias, k, route_scale, ids, g);
+    backend::RouteOpts ro;
+    if (cfg.family == io::ModelFamily::kDeepseekV41) {  // spec §6.7 item 5
+      ro.temperature = static_cast<float>(cfg.gate_temp);
+      ro.normalize = k > 1;
+      ro.norm_floor = 1e-20f;
+    }
+    ops.moe_route_score(v, w.gate, w.bias, k, route_scale, ro, ids, g);
   }
 
   backend::MoeOpts opts;

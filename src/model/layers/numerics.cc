@@ -13,6 +13,7 @@ Numerics Numerics::from_config(const io::ModelConfig& c) {
   n.official = c.quantization.quantized;
   n.act_block = c.quantization.weight_block_size[1];
   n.eps = static_cast<float>(c.rms_norm_eps);
+  n.v41 = c.family == io::ModelFamily::kDeepseekV41;
   return n;
 }
 

@@ -2,11 +2,14 @@
 // of each.
 //
 // Semantics are decided by the checkpoint, never by a flag: a plain BF16/F16/F32 checkpoint (no
-// quantization_config) computes what HF transformers computes (FP32 math between ops, routing
-// weight after w2, no fake-quant, FP32 indexer); a quantized checkpoint in the official layout
-// gets the official quantisation-aware points (spec §2.0): BF16 rounding of activations between
-// ops, FP8 activation quant before FP8/FP4 GEMMs, KV fake-quant, Hadamard + FP4 indexer q/keys,
-// BF16 index scores, BF16 probabilities in P·V, routing weight before w2.
+// quantization_config) computes what the runnable references compute (FP32 math between ops,
+// routing weight after w2, FP32 indexer); a quantized checkpoint in the official layout gets the
+// official quantisation-aware points (spec §2.0): BF16 rounding of activations between ops, FP8
+// activation quant before FP8/FP4 GEMMs, BF16 index scores, BF16 probabilities in P·V, routing
+// weight before w2. The family adds its own points: V4 fake-quantizes KV and the indexer
+// (Hadamard + FP4) in official semantics only and normalises q per head; V4.1 (spec §6.7 item 6)
+// fake-quantizes window KV (FP8 per 32, all channels), compressed KV (NVFP4 per 16) and the
+// indexer q / keys (MXFP4 per 32, no Hadamard) in every forward, and has no q norm.
 #pragma once
 
 #include <cstdint>
@@ -26,10 +29,15 @@ inline constexpr int64_t kKvFp8Block = 64;
 // FP4 fake-quant block of the indexer q and keys (spec §2.4/§2.5).
 inline constexpr int64_t kIndexerFp4Block = 32;
 
+// V4.1's fake-quant blocks (spec §6.7 item 6).
+inline constexpr int64_t kV41WindowFp8Block = 32;
+inline constexpr int64_t kV41CompressedNvfp4Block = 16;
+
 struct Numerics {
   bool official = false;  // quantisation-aware semantics (quantized checkpoint)
   int act_block = 128;    // FP8 activation-quant block along K = weight_block_size[1]
   float eps = 1e-6f;      // rms_norm_eps (all RMSNorms and the mHC ρ)
+  bool v41 = false;       // the V4.1 family's points (see the banner)
 
   static Numerics from_config(const io::ModelConfig& c);
 

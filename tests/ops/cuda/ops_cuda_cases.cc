@@ -280,11 +280,11 @@ CUDA_CASE(hyper_connections) {
     for (int64_t M : {1, 6}) {
       const Buf x = random_buf(ctx.rng, M, n * D, -2.0f, 2.0f);
       Buf y(M, D), post(M, n), comb(M, n * n);
-      ctx.ref->hc_pre(x.cmat(), hp, y.mat(), post.mat(), comb.mat());
+      ctx.ref->hc_pre(x.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
       const DBuf dx = dev_copy(x, 4);
       for (const HcParams* p : {&dp, &dp_host_small}) {
         DBuf dy = dev_poisoned(M, D), dpost = dev_poisoned(M, n), dcomb = dev_poisoned(M, n * n, 1);
-        ctx.gpu->hc_pre(dx.cmat(), *p, dy.mat(), dpost.mat(), dcomb.mat());
+        ctx.gpu->hc_pre(dx.cmat(), *p, {}, dy.mat(), {}, dpost.mat(), dcomb.mat());
         const std::string t = "hc_pre n=" + std::to_string(n) + " D=" + std::to_string(D) +
                               " M=" + std::to_string(M) +
                               (p == &dp ? "" : " host params");
@@ -327,18 +327,18 @@ CUDA_CASE(moe_routing) {
       std::vector<int32_t> ids(static_cast<size_t>(M * k));
       Buf w(M, k);
       ctx.ref->moe_route_score(x.cmat(), gate->ref, with_bias ? bias.v.data() : nullptr, k, 1.5f,
-                               ids.data(), w.mat());
+                               {}, ids.data(), w.mat());
       std::vector<int32_t> got(ids.size(), -7);
       DBuf dw = dev_poisoned(M, k);
       ctx.gpu->moe_route_score(dx.cmat(), gate->dev.ref, with_bias ? dbias.as<float>() : nullptr, k,
-                               1.5f, got.data(), dw.mat());
+                               1.5f, {}, got.data(), dw.mat());
       const std::string t = "moe_route_score M=" + std::to_string(M) + (with_bias ? " bias" : "");
       equal_ints(ctx, t + " ids", got, ids);
       close(ctx, t + " weights", dw.download(), w.v, 1e-5);
       // Device ids output.
       cuda::DeviceBuffer did = dev_array(std::vector<int32_t>(ids.size(), -7));
       ctx.gpu->moe_route_score(dx.cmat(), gate->dev.ref, with_bias ? bias.v.data() : nullptr, k,
-                               1.5f, did.as<int32_t>(), dw.mat());
+                               1.5f, {}, did.as<int32_t>(), dw.mat());
       equal_ints(ctx, t + " device ids", download_ints(did, ids.size()), ids);
     }
     // Hash routing, I32 and I64 tables.

@@ -333,7 +333,7 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
     if (wanted(p, "hc_pre")) {
       HcParams hp{static_cast<int>(n), fn.cmat(), base.as<float>(), scale.as<float>()};
       const double ms = time_ms(
-          *p.gpu, [&] { p.gpu->hc_pre(streams.cmat(), hp, y.mat(), post.mat(), comb.mat()); });
+          *p.gpu, [&] { p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat()); });
       report(p, "hc_pre", "n4 D4096" + ms_, ms, 2.0 * M * 24 * n * D,
              4.0 * (M * n * D + M * D + 24.0 * n * D));
     }

@@ -293,8 +293,11 @@ void OptOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) 
           std::partial_sort(
               order.begin(), order.begin() + kk, order.end(),
               [&](int32_t a, int32_t b) { return s[a] > s[b] || (s[a] == s[b] && a < b); });
-          for (int64_t j = 0; j < k; ++j)
-            out[t * k + j] = j < kk ? order[static_cast<size_t>(j)] : -1;
+          for (int64_t j = 0; j < k; ++j) {
+            const bool pick = j < kk && s[order[static_cast<size_t>(j)]] >
+                                            -std::numeric_limits<float>::infinity();
+            out[t * k + j] = pick ? order[static_cast<size_t>(j)] : -1;
+          }
         }
       },
       opt::grain_for(8 * scores.cols));

@@ -415,19 +415,22 @@ void OptOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat ou
       opt::grain_for(2 * table.k));
 }
 
-void OptOps::route_weights(CMat x, const WeightRef& gate, Mat p) {
+void OptOps::route_weights(CMat x, const WeightRef& gate, Mat p, float temperature) {
   gemm(x, gate, p);
   for (int64_t m = 0; m < p.rows; ++m) {
-    for (int64_t e = 0; e < p.cols; ++e) p.at(m, e) = softplus_sqrt(p.at(m, e));
+    for (int64_t e = 0; e < p.cols; ++e) {
+      const float z = p.at(m, e);
+      p.at(m, e) = softplus_sqrt(temperature == 1.0f ? z : z / temperature);
+    }
   }
 }
 
 void OptOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                             float route_scale, int32_t* ids, Mat weights) {
+                             float route_scale, const RouteOpts& opts, int32_t* ids, Mat weights) {
   DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
   std::vector<float> pbuf(static_cast<size_t>(x.rows * gate.n));
   Mat p(pbuf.data(), x.rows, gate.n);
-  route_weights(x, gate, p);
+  route_weights(x, gate, p, opts.temperature);
   std::vector<int32_t> order(static_cast<size_t>(gate.n));
   for (int64_t m = 0; m < x.rows; ++m) {
     const float* pr = p.row(m);
@@ -441,8 +444,9 @@ void OptOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, i
     float sum = 0.0f;
     for (int j = 0; j < top_k; ++j) sum += pr[order[static_cast<size_t>(j)]];
     for (int j = 0; j < top_k; ++j) {
+      const float pj = pr[order[static_cast<size_t>(j)]];
       ids[m * top_k + j] = order[static_cast<size_t>(j)];
-      weights.at(m, j) = pr[order[static_cast<size_t>(j)]] / sum * route_scale;
+      weights.at(m, j) = (opts.normalize ? pj / (sum + opts.norm_floor) : pj) * route_scale;
     }
   }
 }

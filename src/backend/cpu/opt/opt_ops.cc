@@ -267,10 +267,17 @@ void collapse(const float* x, const float* pre, int n, int64_t D, float* y) {
 }
 }  // namespace
 
-void OptOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) {
+void OptOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre_out,
+                    Mat post, Mat comb) {
   const int n = p.n;
   const int64_t D = streams.cols / n;
   DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
+  DI_CHECK(collapse_pre.data == nullptr || collapse_pre.cols == n);
+  DI_CHECK(pre_out.data == nullptr || pre_out.cols == n);
+  // The coefficients a row collapses with: this site's pre (V4), or the previous site's (V4.1).
+  auto coeffs = [&](int64_t m, const std::vector<float>& own) {
+    return collapse_pre.data != nullptr ? collapse_pre.row(m) : own.data();
+  };
   DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
   const float eps = p.hc_eps;
   pool_.parallel_for(
@@ -299,6 +306,7 @@ void OptOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) 
                 sigmoid(mu[static_cast<size_t>(i)] * p.scale[0] + p.base[i]) + eps;
             post.at(m, i) =
                 2.0f * sigmoid(mu[static_cast<size_t>(n + i)] * p.scale[1] + p.base[n + i]);
+            if (pre_out.data != nullptr) pre_out.at(m, i) = pre[static_cast<size_t>(i)];
           }
           float* C = comb.row(m);
           for (int i = 0; i < n * n; ++i)
@@ -312,12 +320,12 @@ void OptOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) 
           }
 #ifdef DI_SINKHORN_AVX
           if (n == 4 && have_avx()) {  // Sinkhorn four rows at a time, below
-            collapse(x, pre.data(), n, D, y.row(m));
+            collapse(x, coeffs(m, pre), n, D, y.row(m));
             continue;
           }
 #endif
           sinkhorn(C, n, p.sinkhorn_iters, eps);
-          collapse(x, pre.data(), n, D, y.row(m));
+          collapse(x, coeffs(m, pre), n, D, y.row(m));
         }
 #ifdef DI_SINKHORN_AVX
         if (n == 4 && have_avx()) {

@@ -27,7 +27,8 @@ class OptOps final : public Ops {
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             std::span<const float> freqs, bool inverse) override;
-  void hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) override;
+  void hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+              Mat comb) override;
   void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
@@ -44,7 +45,8 @@ class OptOps final : public Ops {
                       bool bf16_rounding, Mat scores) override;
   void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) override;
   void moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                       float route_scale, int32_t* ids, Mat weights) override;
+                       float route_scale, const RouteOpts& opts, int32_t* ids,
+                       Mat weights) override;
   void moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& tid2eid,
                       const WeightRef& gate, float route_scale, int32_t* ids, Mat weights) override;
   void swiglu(CMat a, CMat b, float limit, Mat out) override;
@@ -59,7 +61,7 @@ class OptOps final : public Ops {
   void gemm(CMat x, const WeightRef& w, Mat y);
   // x (copied into a contiguous buffer) with the FP8 activation quant applied when it applies.
   void quantized_input(CMat x, const WeightRef& w, bool act_quant, int act_block, float* buf);
-  void route_weights(CMat x, const WeightRef& gate, Mat p);
+  void route_weights(CMat x, const WeightRef& gate, Mat p, float temperature = 1.0f);
   // indexer_scores without BF16 rounding on AVX2 + FMA machines (opt_attn.cc).
   void indexer_scores_blocked(CMat q, int64_t n_heads, CMat weights, CMat keys,
                               const int32_t* visible, Mat scores);

@@ -44,19 +44,22 @@ float softplus_sqrt(float z) {
   return std::sqrt(sp);
 }
 
-// Gate scores p_e = sqrt(softplus(W_g·x)) for one token.
-std::vector<float> router_scores(const float* x, const WeightRef& gate) {
+// Gate scores p_e = sqrt(softplus(W_g·x / temperature)) for one token.
+std::vector<float> router_scores(const float* x, const WeightRef& gate, float temperature = 1.0f) {
   std::vector<float> z(static_cast<size_t>(gate.n));
   matvec(x, gate, z.data());
-  for (float& v : z) v = softplus_sqrt(v);
+  for (float& v : z) v = softplus_sqrt(temperature == 1.0f ? v : v / temperature);
   return z;
 }
 
 void write_route_weights(const std::vector<float>& p, const int32_t* ids, int k, float route_scale,
-                         float* w) {
+                         const RouteOpts& opts, float* w) {
   float sum = 0.0f;
   for (int j = 0; j < k; ++j) sum += p[static_cast<size_t>(ids[j])];
-  for (int j = 0; j < k; ++j) w[j] = p[static_cast<size_t>(ids[j])] / sum * route_scale;
+  for (int j = 0; j < k; ++j) {
+    const float pj = p[static_cast<size_t>(ids[j])];
+    w[j] = (opts.normalize ? pj / (sum + opts.norm_floor) : pj) * route_scale;
+  }
 }
 
 }  // namespace
@@ -159,10 +162,13 @@ std::vector<float> hc_logits(const float* x, int64_t len, const HcParams& p, int
 }
 }  // namespace
 
-void RefOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) {
+void RefOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre_out,
+                    Mat post, Mat comb) {
   const int n = p.n;
   const int64_t D = streams.cols / n;
   DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
+  DI_CHECK(collapse_pre.data == nullptr || collapse_pre.cols == n);
+  DI_CHECK(pre_out.data == nullptr || pre_out.cols == n);
   const float eps = p.hc_eps;
   for (int64_t m = 0; m < streams.rows; ++m) {
     const float* x = streams.row(m);
@@ -203,10 +209,13 @@ void RefOps::hc_pre(CMat streams, const HcParams& p, Mat y, Mat post, Mat comb) 
       col_norm();
     }
     for (int i = 0; i < n * n; ++i) comb.at(m, i) = C[static_cast<size_t>(i)];
+    if (pre_out.data != nullptr) {
+      for (int i = 0; i < n; ++i) pre_out.at(m, i) = pre[static_cast<size_t>(i)];
+    }
+    const float* c_row = collapse_pre.data != nullptr ? collapse_pre.row(m) : pre.data();
     for (int64_t c = 0; c < D; ++c) {
       double acc = 0.0;
-      for (int i = 0; i < n; ++i)
-        acc += static_cast<double>(pre[static_cast<size_t>(i)]) * x[i * D + c];
+      for (int i = 0; i < n; ++i) acc += static_cast<double>(c_row[i]) * x[i * D + c];
       y.at(m, c) = static_cast<float>(acc);
     }
   }
@@ -286,10 +295,10 @@ void RefOps::fake_quant_fp4(Mat x, int64_t block) {
 }
 
 void RefOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                             float route_scale, int32_t* ids, Mat weights) {
+                             float route_scale, const RouteOpts& opts, int32_t* ids, Mat weights) {
   DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
   for (int64_t m = 0; m < x.rows; ++m) {
-    const std::vector<float> p = router_scores(x.row(m), gate);
+    const std::vector<float> p = router_scores(x.row(m), gate, opts.temperature);
     std::vector<int32_t> order(p.size());
     std::iota(order.begin(), order.end(), 0);
     auto key = [&](int32_t e) { return p[static_cast<size_t>(e)] + (bias ? bias[e] : 0.0f); };
@@ -297,7 +306,7 @@ void RefOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, i
                      [&](int32_t a, int32_t b) { return key(a) > key(b); });
     int32_t* row_ids = ids + m * top_k;
     std::copy(order.begin(), order.begin() + top_k, row_ids);
-    write_route_weights(p, row_ids, top_k, route_scale, weights.row(m));
+    write_route_weights(p, row_ids, top_k, route_scale, opts, weights.row(m));
   }
 }
 
@@ -316,7 +325,8 @@ void RefOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView& 
       DI_CHECK(e >= 0 && e < gate.n);
       row_ids[j] = static_cast<int32_t>(e);
     }
-    write_route_weights(router_scores(x.row(m), gate), row_ids, k, route_scale, weights.row(m));
+    write_route_weights(router_scores(x.row(m), gate), row_ids, k, route_scale, RouteOpts{},
+                        weights.row(m));
   }
 }
 

@@ -111,7 +111,11 @@ void RefOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) 
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(),
                      [&](int32_t a, int32_t b) { return scores.at(t, a) > scores.at(t, b); });
-    for (int64_t j = 0; j < k; ++j) out[t * k + j] = j < vis ? order[static_cast<size_t>(j)] : -1;
+    for (int64_t j = 0; j < k; ++j) {
+      const bool pick = j < vis && scores.at(t, order[static_cast<size_t>(j)]) >
+                                       -std::numeric_limits<float>::infinity();
+      out[t * k + j] = pick ? order[static_cast<size_t>(j)] : -1;
+    }
   }
 }
 

@@ -21,7 +21,7 @@ __global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t b
   float amax = 0.0f;
   for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
   amax = warp_max(amax);
-  const float s = pow2_scale_d(amax, kFp4 ? kFp4MaxD : kFp8MaxD);
+  const float s = kFp4 ? pow2_scale_d(amax, kFp4MaxD, kFp4AmaxFloorD) : pow2_scale_d(amax, kFp8MaxD);
   for (int64_t i = lane; i < len; i += 32) {
     float q = p[i] / s;
     if constexpr (kFp4) {
