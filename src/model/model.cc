@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/model.h"
 
 namespace deepinfer::model {
 
@@ -21,6 +22,9 @@ const char* drafter_kind_name(DrafterKind k) {
 }
 
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops) {
+  // config.json alone decides the family; each family's loader opens the whole checkpoint.
+  DI_ASSIGN_OR_RETURN(const io::ModelConfig c, io::load_model_config(model_dir));
+  if (c.family == io::ModelFamily::kDeepseekV41) return deepseek_v41::load(model_dir, ops);
   return deepseek_v4::load(model_dir, ops);
 }
 

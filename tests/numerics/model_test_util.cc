@@ -84,6 +84,26 @@ std::vector<float> Goldens::logits(const std::string& key, int64_t* rows) const 
   return {v.ptr<float>(), v.ptr<float>() + v.numel()};
 }
 
+std::vector<float> Goldens::floats(const std::string& key, std::vector<int64_t>* shape) const {
+  const io::SafetensorsEntry* e = file_->find(key);
+  EXPECT_NE(e, nullptr) << "golden key " << key;
+  if (e == nullptr) return {};
+  const TensorView v = file_->view(*e);
+  EXPECT_EQ(v.dtype, DType::kF32) << key;
+  if (shape != nullptr) *shape = v.shape;
+  return {v.ptr<float>(), v.ptr<float>() + v.numel()};
+}
+
+std::vector<int64_t> Goldens::ints(const std::string& key, std::vector<int64_t>* shape) const {
+  const io::SafetensorsEntry* e = file_->find(key);
+  EXPECT_NE(e, nullptr) << "golden key " << key;
+  if (e == nullptr) return {};
+  const TensorView v = file_->view(*e);
+  EXPECT_EQ(v.dtype, DType::kI64) << key;
+  if (shape != nullptr) *shape = v.shape;
+  return {v.ptr<int64_t>(), v.ptr<int64_t>() + v.numel()};
+}
+
 Diff compare_logits(std::span<const float> got, std::span<const float> want, int64_t vocab) {
   Diff d;
   EXPECT_EQ(got.size(), want.size());

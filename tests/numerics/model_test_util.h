@@ -38,6 +38,9 @@ class Goldens {
   bool has(const std::string& key) const;
   // Logits [rows, vocab] as FP32 plus their row count.
   std::vector<float> logits(const std::string& key, int64_t* rows) const;
+  // Any F32 / I64 golden, flat, with its shape.
+  std::vector<float> floats(const std::string& key, std::vector<int64_t>* shape = nullptr) const;
+  std::vector<int64_t> ints(const std::string& key, std::vector<int64_t>* shape = nullptr) const;
   int64_t vocab() const { return vocab_; }
 
  private:

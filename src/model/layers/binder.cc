@@ -60,6 +60,19 @@ Expected<const float*> Binder::floats(const std::string& name) {
   const TensorView& t = w.data;
   if (t.dtype == DType::kF32)
     return backend::place_floats(ops_, t.ptr<float>(), t.numel(), store_.placed);
+  DI_ASSIGN_OR_RETURN(std::vector<float> v, host_floats(name));
+  return place_floats(std::move(v));
+}
+
+const float* Binder::place_floats(std::vector<float> values) {
+  store_.owned.push_back(std::move(values));
+  const std::vector<float>& v = store_.owned.back();
+  return backend::place_floats(ops_, v.data(), static_cast<int64_t>(v.size()), store_.placed);
+}
+
+Expected<std::vector<float>> Binder::host_floats(const std::string& name) {
+  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  const TensorView& t = w.data;
   std::vector<float> v(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < v.size(); ++i) {
     switch (t.dtype) {
@@ -69,13 +82,15 @@ Expected<const float*> Binder::floats(const std::string& name) {
       case DType::kF16:
         v[i] = fp16_to_float(t.ptr<uint16_t>()[i]);
         break;
+      case DType::kF32:
+        v[i] = t.ptr<float>()[i];
+        break;
       default:
         return invalid_argument("tensor '" + w.stored_name + "': expected a float dtype, got " +
                                 std::string(dtype_name(t.dtype)));
     }
   }
-  store_.owned.push_back(std::move(v));
-  return backend::place_floats(ops_, store_.owned.back().data(), t.numel(), store_.placed);
+  return v;
 }
 
 Expected<HcWeights> Binder::hc(const std::string& prefix, int64_t rows, int64_t cols) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/ops.h"
 #include "base/status.h"
@@ -32,6 +33,10 @@ class Binder {
   // FP32 data of a small float tensor in the backend's memory (the mapped bytes when stored F32
   // on a host backend, else an owned FP32 copy).
   Expected<const float*> floats(const std::string& name);
+  // A small float tensor as FP32 values on the host (to combine at load), and FP32 values the
+  // binding computed placed in the backend's memory.
+  Expected<std::vector<float>> host_floats(const std::string& name);
+  const float* place_floats(std::vector<float> values);
   TensorView place(const TensorView& t);
 
   // mHC site `prefix`_fn / _base / _scale with fn [rows, cols].

@@ -24,56 +24,115 @@ void compressor_project(backend::Ops& ops, const CompressorWeights& w, CMat u,
   ops.add(gate, a, gate);
 }
 
-int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const CompressorWeights& w,
-                           CompressedRowKind kind, std::span<const float> freqs, CMat kv, CMat gate,
-                           std::span<const CompressorJob> jobs, CompressorScratch& scratch) {
+Mat compressor_pool(backend::Ops& ops, const Numerics& num, const CompressorWeights& w, CMat kv,
+                    CMat gate, std::span<const CompressorJob> jobs, CompressorScratch& scratch) {
   const int64_t m = w.ratio, d_c = w.d_c;
   const int64_t spr = w.overlap ? 2 * m : m;
+  const bool state = m > 1;  // ratio 1 (V4.1): every token is its own row, nothing pending
   // Rows [first, last) of a job close in this step.
   auto closing = [m](const CompressorJob& j) {
     return std::pair<int64_t, int64_t>{j.start / m, (j.start + j.count) / m};
   };
   int64_t n_new = 0;
   for (const CompressorJob& j : jobs) {
-    DI_CHECK(j.state->kv.size() == j.start && j.state->rows.size() == j.start / m);
+    DI_CHECK(j.state->rows.size() == j.start / m && (!state || j.state->kv.size() == j.start));
     n_new += closing(j).second - closing(j).first;
   }
-  // Pool slots of every emitted row (pointers into the cached rows, positions < start, or the
-  // step's rows), then one op chain over all of them.
-  backend::PoolSlot* slots = fit_n(scratch.slots, n_new * spr);
   int32_t* pos = fit_n(scratch.positions, n_new);
-  int64_t r_all = 0;
-  for (const CompressorJob& j : jobs) {
-    const CompressorState& st = *j.state;
-    auto kv_row = [&](int64_t p) {
-      return p < j.start ? st.kv.row(p) : kv.row(j.begin + p - j.start);
-    };
-    auto gate_row = [&](int64_t p) {
-      return p < j.start ? st.gate.row(p) : gate.row(j.begin + p - j.start);
-    };
-    const auto [first, last] = closing(j);
-    for (int64_t row = first; row < last; ++row, ++r_all) {
-      backend::PoolSlot* s = slots + r_all * spr;
-      if (w.overlap) {
-        for (int64_t i = 0; i < m; ++i) {
-          const int64_t prev = (row - 1) * m + i;
-          s[i] = row > 0 ? backend::PoolSlot{kv_row(prev), gate_row(prev)} : backend::PoolSlot{};
-          const int64_t cur = row * m + i;
-          s[m + i] = {kv_row(cur) + d_c, gate_row(cur) + d_c};
-        }
-      } else {
-        for (int64_t i = 0; i < m; ++i) s[i] = {kv_row(row * m + i), gate_row(row * m + i)};
-      }
-      pos[r_all] = static_cast<int32_t>(row * m);
-    }
-  }
   Mat out(fit(scratch.rows, n_new * d_c), n_new, d_c);
+  if (!state) {  // the latents are the kv rows of the step, in job order
+    int64_t r_all = 0;
+    std::vector<int32_t>& rows = scratch.row_ids;
+    rows.clear();
+    for (const CompressorJob& j : jobs) {
+      for (int64_t i = 0; i < j.count; ++i, ++r_all) {
+        rows.push_back(static_cast<int32_t>(j.begin + i));
+        pos[r_all] = static_cast<int32_t>(j.start + i);
+      }
+    }
+    if (n_new > 0) ops.copy_rows(kv, rows.data(), out);
+  } else {
+    // Pool slots of every emitted row (pointers into the cached rows, positions < start, or the
+    // step's rows), then one op chain over all of them.
+    backend::PoolSlot* slots = fit_n(scratch.slots, n_new * spr);
+    int64_t r_all = 0;
+    for (const CompressorJob& j : jobs) {
+      const CompressorState& st = *j.state;
+      auto kv_row = [&](int64_t p) {
+        return p < j.start ? st.kv.row(p) : kv.row(j.begin + p - j.start);
+      };
+      auto gate_row = [&](int64_t p) {
+        return p < j.start ? st.gate.row(p) : gate.row(j.begin + p - j.start);
+      };
+      const auto [first, last] = closing(j);
+      for (int64_t row = first; row < last; ++row, ++r_all) {
+        backend::PoolSlot* s = slots + r_all * spr;
+        if (w.overlap) {
+          for (int64_t i = 0; i < m; ++i) {
+            const int64_t prev = (row - 1) * m + i;
+            s[i] = row > 0 ? backend::PoolSlot{kv_row(prev), gate_row(prev)} : backend::PoolSlot{};
+            const int64_t cur = row * m + i;
+            s[m + i] = {kv_row(cur) + d_c, gate_row(cur) + d_c};
+          }
+        } else {
+          for (int64_t i = 0; i < m; ++i) s[i] = {kv_row(row * m + i), gate_row(row * m + i)};
+        }
+        pos[r_all] = static_cast<int32_t>(row * m);
+      }
+    }
+    if (n_new > 0) ops.softmax_pool({slots, static_cast<size_t>(n_new * spr)}, spr, out);
+  }
   if (n_new > 0) {
-    ops.softmax_pool({slots, static_cast<size_t>(n_new * spr)}, spr, out);
     num.act(ops, out);
     ops.rms_norm(out, &w.norm, num.eps, 0, out);
     num.act(ops, out);
-    ops.rope(out, 1, d_c, pos, freqs, false);
+  }
+  if (state) {
+    // The states take the step's rows only now (the pool above read their older rows by
+    // pointer).
+    auto& ssrc = scratch.state_src;
+    auto& sdst = scratch.state_dst;
+    ssrc.clear();
+    sdst.clear();
+    for (const CompressorJob& j : jobs) {
+      CompressorState& st = *j.state;
+      const int64_t dropped = st.kv.claim(j.count, sdst);
+      st.gate.claim(j.count, sdst);
+      for (int64_t i = dropped; i < j.count; ++i) ssrc.push_back(kv.row(j.begin + i));
+      for (int64_t i = dropped; i < j.count; ++i) ssrc.push_back(gate.row(j.begin + i));
+    }
+    ops.scatter_rows(ssrc, sdst, kv.cols);
+  }
+  return out;
+}
+
+void append_closed_rows(backend::Ops& ops, int ratio, std::span<const CompressorJob> jobs,
+                        CMat rows, const std::function<PagedRows&(const CompressorJob&)>& list_of,
+                        CompressorScratch& scratch) {
+  auto& src = scratch.src;
+  auto& dst = scratch.dst;
+  src.clear();
+  dst.clear();
+  int64_t r_all = 0;
+  for (const CompressorJob& j : jobs) {
+    const int64_t first = j.start / ratio, last = (j.start + j.count) / ratio;
+    if (last > first) {
+      list_of(j).claim(last - first, dst);
+      for (int64_t r = 0; r < last - first; ++r, ++r_all) src.push_back(rows.row(r_all));
+    }
+  }
+  DI_CHECK(r_all == rows.rows);
+  ops.scatter_rows(src, dst, rows.cols);
+}
+
+int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const CompressorWeights& w,
+                           CompressedRowKind kind, std::span<const float> freqs, CMat kv, CMat gate,
+                           std::span<const CompressorJob> jobs, CompressorScratch& scratch) {
+  const int64_t d_c = w.d_c;
+  const Mat out = compressor_pool(ops, num, w, kv, gate, jobs, scratch);
+  const int64_t n_new = out.rows;
+  if (n_new > 0) {
+    ops.rope(out, 1, d_c, scratch.positions.data(), freqs, false);
     num.act(ops, out);
     if (num.official) {
       if (kind == CompressedRowKind::kAttention) {
@@ -85,30 +144,8 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
       }
     }
   }
-  // The states take the step's rows only now (the pool above read their older rows by pointer).
-  auto& src = scratch.src;
-  auto& dst = scratch.dst;
-  auto& ssrc = scratch.state_src;
-  auto& sdst = scratch.state_dst;
-  src.clear();
-  dst.clear();
-  ssrc.clear();
-  sdst.clear();
-  r_all = 0;
-  for (const CompressorJob& j : jobs) {
-    CompressorState& st = *j.state;
-    const auto [first, last] = closing(j);
-    if (last > first) {
-      st.rows.claim(last - first, dst);
-      for (int64_t r = 0; r < last - first; ++r, ++r_all) src.push_back(out.row(r_all));
-    }
-    const int64_t dropped = st.kv.claim(j.count, sdst);
-    st.gate.claim(j.count, sdst);
-    for (int64_t i = dropped; i < j.count; ++i) ssrc.push_back(kv.row(j.begin + i));
-    for (int64_t i = dropped; i < j.count; ++i) ssrc.push_back(gate.row(j.begin + i));
-  }
-  ops.scatter_rows(src, dst, d_c);
-  ops.scatter_rows(ssrc, sdst, kv.cols);
+  append_closed_rows(ops, w.ratio, jobs, out,
+                     [](const CompressorJob& j) -> PagedRows& { return j.state->rows; }, scratch);
   return n_new;
 }
 

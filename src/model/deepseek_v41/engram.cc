@@ -1,0 +1,112 @@
+// EngramLookup (see engram.h).
+#include "model/deepseek_v41/engram.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "base/check.h"
+#include "base/numeric_types.h"
+#include "tokenizer/compressed_vocab.h"
+#include "tokenizer/token_texts.h"
+
+namespace deepinfer::model::deepseek_v41 {
+namespace {
+
+// Row `row` of an Engram table, dequantized: FP8 E4M3 x its E8M0 scale per 32 values, or a
+// dense float row.
+void table_row(const backend::WeightRef& t, int64_t row, float* out) {
+  const int64_t K = t.k;
+  if (t.format == backend::WeightFormat::kFp8) {
+    const uint8_t* q = t.weight.ptr<uint8_t>() + row * K;
+    for (int64_t c0 = 0; c0 < K; c0 += t.block_k) {
+      const float s = backend::weight_scale_at(t, row, c0);
+      const int64_t end = std::min<int64_t>(K, c0 + t.block_k);
+      for (int64_t c = c0; c < end; ++c) out[c] = fp8_e4m3_to_float(q[c]) * s;
+    }
+    return;
+  }
+  for (int64_t c = 0; c < K; ++c) out[c] = backend::weight_at(t, row, c);
+}
+
+}  // namespace
+
+Expected<EngramLookup> EngramLookup::create(const io::ModelConfig& c, const std::string& dir) {
+  const io::EngramSpec& e = c.engram;
+  EngramLookup l;
+  l.head_dim_ = e.head_dim;
+  const std::filesystem::path tok = std::filesystem::path(dir) / "tokenizer.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(tok, ec)) {
+    return not_found("model " + dir + " has Engram layers (" +
+                     io::describe_index_set(e.layer_ids) +
+                     ") but no tokenizer.json: the Engram hash runs over compressed token ids "
+                     "built from the checkpoint's tokenizer vocabulary; copy the checkpoint's "
+                     "tokenizer.json into the model directory");
+  }
+  DI_ASSIGN_OR_RETURN(const tokenizer::TokenTexts texts,
+                      tokenizer::TokenTexts::from_file(tok.string()));
+  const tokenizer::CompressedVocab vocab = tokenizer::build_compressed_vocab(texts);
+  DI_TRY(tokenizer::check_compressed_vocab_size(vocab, texts, e.compressed_vocab_size)
+             .with_context("config " + c.source + ": engram_compressed_vocab_size"));
+  EngramHashParams p;
+  p.layer_ids.assign(e.layer_ids.begin(), e.layer_ids.end());
+  p.num_embeddings = e.num_embeddings;
+  p.max_ngram_size = e.max_ngram_size;
+  p.n_heads = e.n_heads;
+  p.vocab_size = e.vocab_size;
+  p.compressed_map = vocab.map;
+  p.compressed_vocab_size = vocab.count;
+  p.pad_token_id = e.pad_token_id;
+  auto layout = make_engram_hash_layout(p);
+  if (!layout.ok()) return layout.status().with_context("config " + c.source);
+  l.layout_ = std::move(layout).value();
+  return l;
+}
+
+void EngramLookup::gather_step(backend::Ops& ops, const StepInputs& in,
+                               const std::vector<Block>& layers,
+                               std::vector<backend::Buffer>& out) {
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t cols = columns(), width = cols * head_dim_;
+  ids_.resize(static_cast<size_t>(M));
+  for (int64_t i = 0; i < M; ++i) ids_[static_cast<size_t>(i)] = compressed_id(in.token_ids[i]);
+  rows_.resize(static_cast<size_t>(M * cols));
+  staging_.resize(static_cast<size_t>(M * width));
+  while (out.size() < static_cast<size_t>(layout_.num_layers())) out.emplace_back(ops);
+  for (const Block& b : layers) {
+    if (!b.engram) continue;
+    const int j = b.engram->index;
+    for (const SequenceSpan& sq : in.sequences) {
+      if (sq.count == 0) continue;
+      hash_rows(layout_, j, sq.cache->engram_history(),
+                std::span<const int32_t>(ids_).subspan(static_cast<size_t>(sq.begin),
+                                                       static_cast<size_t>(sq.count)),
+                rows_.data() + sq.begin * cols);
+    }
+    for (int64_t r = 0; r < M * cols; ++r) {
+      float* dst_row = staging_.data() + r * head_dim_;
+      if (ids_[static_cast<size_t>(r / cols)] == kEngramDead) {
+        // A DEAD position (an id the tokenizer does not know) leaves its streams unchanged (spec
+        // §6.7 item 1: gate 0): zero rows make a zero value, so X + g · 0 = X exactly.
+        std::fill(dst_row, dst_row + head_dim_, 0.0f);
+        continue;
+      }
+      const int64_t row = rows_[static_cast<size_t>(r)];
+      DI_CHECK(row >= 0 && row < b.engram->table.n);
+      table_row(b.engram->table, row, dst_row);
+    }
+    backend::Buffer& dst = out[static_cast<size_t>(j)];
+    const size_t bytes = static_cast<size_t>(M * width) * sizeof(float);
+    ops.upload(dst.fit_bytes(std::max<size_t>(bytes, 4)), staging_.data(), bytes);
+  }
+}
+
+void EngramLookup::push_history(const StepInputs& in) const {
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    sq.cache->push_engram_history(std::span<const int32_t>(ids_).subspan(
+        static_cast<size_t>(sq.begin), static_cast<size_t>(sq.count)));
+  }
+}
+
+}  // namespace deepinfer::model::deepseek_v41

@@ -1,0 +1,518 @@
+// DeepSeek-V4.1 (see model.h): load, the block composition, the head, the DSpark drafter's
+// context and its draft. Composition only: every numerical step is an op call or one of the
+// shared layer pieces (model/layers) or V4.1's own (attention.cc, engram.cc).
+//
+// Steps run eagerly: no backend that records units (CUDA graphs) supports V4.1's ops yet.
+#include "model/deepseek_v41/model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "base/check.h"
+#include "io/checkpoint.h"
+#include "model/deepseek_v41/attention.h"
+#include "model/deepseek_v41/engram.h"
+#include "model/deepseek_v41/weights.h"
+#include "model/layers/attention.h"
+#include "model/layers/moe.h"
+#include "model/layers/numerics.h"
+#include "model/step_check.h"
+
+namespace deepinfer::model::deepseek_v41 {
+
+using backend::CMat;
+using backend::Mat;
+
+namespace {
+
+// Buffers of a step's dense parts (backend memory, grow-only).
+struct DenseBuffers {
+  explicit DenseBuffers(backend::Ops& o)
+      : x(o), y(o), u(o), post(o), comb(o), sub(o), pre_a(o), pre_prev(o), engram_kv(o),
+        features(o), ctx(o), ctx_kv(o), attn(o), moe(o) {}
+  backend::Buffer x, y, u, post, comb, sub;
+  backend::Buffer pre_a, pre_prev;  // the attention site's pre, and the pre a site collapses with
+  backend::Buffer engram_kv;        // [M, (n + 1)·D]
+  backend::Buffer features;         // DSpark target features [M, T·D]
+  backend::Buffer ctx, ctx_kv;      // the drafter's projected context and a stage's K=V rows
+  AttentionBuffers attn;
+  MoeScratch moe;
+};
+
+}  // namespace
+
+class V41Model final : public model::Model {
+ public:
+  explicit V41Model(backend::Ops& o)
+      : ops(&o),
+        step(o),
+        draft(o),
+        head_in(o),
+        head_pre(o),
+        head_y(o),
+        logits_buf(o),
+        onehot(o),
+        quarter(o),
+        draft_cat(o),
+        draft_conf(o),
+        markov(o),
+        attn(o),
+        cs(o),
+        pages(std::make_shared<backend::PagePools>(o)) {}
+  V41Model(const V41Model&) = delete;
+  V41Model& operator=(const V41Model&) = delete;
+
+  static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
+                                                                backend::Ops& ops);
+
+  const io::ModelConfig& config() const override { return cfg(); }
+  bool official_semantics() const override { return num.official; }
+  DrafterKind drafter() const override {
+    return w.dspark ? DrafterKind::kDSpark : DrafterKind::kNone;
+  }
+  SequenceCache new_sequence(const CacheOptions& options) const override {
+    return SequenceCache::create(*pages, plan, options);
+  }
+  backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
+
+  Status forward(const StepInputs& in, StepOutputs& out) override {
+    try {
+      return forward_unguarded(in, out);
+    } catch (const backend::OutOfMemory& e) {
+      return out_of_memory_status(
+          e,
+          "running a step of " + std::to_string(in.token_ids.size()) + " tokens over " +
+              std::to_string(in.sequences.size()) +
+              " sequences (their caches are now invalid: discard them)",
+          "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less "
+          "memory.");
+    }
+  }
+
+  Expected<DraftBlock> dspark_draft(SequenceCache& cache, int32_t anchor, int k,
+                                    std::span<const int32_t> forced) override {
+    try {
+      return draft_unguarded(cache, anchor, k, forced);
+    } catch (const backend::OutOfMemory& e) {
+      return out_of_memory_status(e, "drafting " + std::to_string(k) + " DSpark tokens",
+                                  "Shorter draft blocks need less memory.");
+    }
+  }
+
+ private:
+  const io::ModelConfig& cfg() const { return ckpt.config(); }
+  LayerEnv env() { return {*ops, cfg(), num, rope}; }
+
+  backend::HcParams hc_params(const HcWeights& h) const {
+    backend::HcParams p;
+    p.n = cfg().hc_mult;
+    p.fn = h.fn;
+    p.base = h.base;
+    p.scale = h.scale;
+    p.norm_eps = num.eps;
+    p.hc_eps = static_cast<float>(cfg().hc_eps);
+    p.sinkhorn_iters = cfg().hc_sinkhorn_iters;
+    return p;
+  }
+
+  // [rows, n] of a constant row ((1, 0, ..) or (1/n, ..)) in backend memory, grown on demand.
+  CMat constant_rows(backend::Buffer& b, int64_t rows, bool mean) {
+    const int64_t n = cfg().hc_mult;
+    if (b.bytes() < static_cast<size_t>(rows * n) * sizeof(float)) {
+      const int64_t cap = std::max<int64_t>(rows, 2 * static_cast<int64_t>(b.bytes() / 4 / n));
+      std::vector<float> h(static_cast<size_t>(cap * n), 0.0f);
+      for (int64_t r = 0; r < cap; ++r) {
+        for (int64_t i = 0; i < n; ++i) {
+          h[static_cast<size_t>(r * n + i)] = mean ? 1.0f / static_cast<float>(n) : (i == 0);
+        }
+      }
+      ops->upload(b.fit_bytes(h.size() * sizeof(float)), h.data(), h.size() * sizeof(float));
+    }
+    return CMat(b.as<const float>(), rows, n);
+  }
+
+  // Embedding rows replicated into the n streams.
+  void embed_streams(std::span<const int32_t> ids, Mat X, DenseBuffers& d) {
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat e(fit(d.y, M * D), M, D);
+    ops->embed(ids.data(), M, w.embed, e);
+    num.act(*ops, e);
+    for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
+  }
+
+  // One block's dense parts around its attention core (spec §6.1): the attention site collapses
+  // with `pre_prev` and leaves its own pre in d.pre_a; the FFN site collapses with that and
+  // leaves its pre in `pre_prev` for the next block. `core` runs the attention core.
+  template <typename Core>
+  void block(const BlockWeights& b, Mat X, Mat pre_prev, const int32_t* ids,
+             const RowInputs& rows, DenseBuffers& d, const Core& core) {
+    backend::Ops& o = *ops;
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D), out(fit(d.sub, M * D), M, D);
+    Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
+    Mat pre_a(fit(d.pre_a, M * n), M, n);
+    o.hc_pre(X, hc_params(b.hc_attn), pre_prev, y, pre_a, post, comb);
+    num.act(o, y);
+    o.rms_norm(y, &b.attn_norm, num.eps, 0, u);
+    num.act(o, u);
+    const AttentionRows r = attention_rows(env(), b.attn, M, d.attn);
+    attention_project(env(), b.attn, b.spec, u, rows, d.attn, r);
+    core(r);
+    attention_output(env(), b.attn, b.spec, rows.positions, r, out, d.attn);
+    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
+    num.act(o, X);
+
+    o.hc_pre(X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
+    num.act(o, y);
+    o.rms_norm(y, &b.ffn_norm, num.eps, 0, u);
+    num.act(o, u);
+    moe_forward(o, cfg(), num, b.moe, u, ids, out, d.moe);
+    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
+    num.act(o, X);
+  }
+
+  // The Engram memory of layer b writes into the streams (spec §6.7 item 1).
+  void engram(const EngramWeights& e, Mat X, DenseBuffers& d) {
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    const int64_t width = engram_lookup->columns() * cfg().engram.head_dim;
+    const CMat rows(engram_in[static_cast<size_t>(e.index)].as<const float>(), M, width);
+    Mat kv(fit(d.engram_kv, M * (n + 1) * D), M, (n + 1) * D);
+    ops->linear(rows, e.wkv, kv, num.gemm());
+    num.act(*ops, kv);
+    ops->engram_gate(X, kv, CMat(e.w_prod, n, D), static_cast<int>(n), num.eps);
+    num.act(*ops, X);
+  }
+
+  Status forward_unguarded(const StepInputs& in, StepOutputs& out) {
+    DI_TRY(check_step(in, cfg().vocab_size, false));
+    DI_TRY(plan_logit_rows(in, out));
+    if (w.dspark) {
+      for (const SequenceSpan& sq : in.sequences) {
+        DI_CHECK(sq.cache->draft_length() == sq.cache->length());
+      }
+    }
+    backend::Ops& o = *ops;
+    const io::ModelConfig& c = cfg();
+    const int64_t M = static_cast<int64_t>(in.token_ids.size());
+    const int64_t D = c.hidden_size, n = c.hc_mult, nD = n * D;
+    DenseBuffers& d = step;
+    Mat X(fit(d.x, M * nD), M, nD);
+    Mat pre_prev(fit(d.pre_prev, M * n), M, n);
+    const std::vector<int>& targets = c.dspark.target_layer_ids;
+    Mat feats(fit(d.features, M * static_cast<int64_t>(targets.size()) * D), M,
+              static_cast<int64_t>(targets.size()) * D);
+    if (M > 0) {
+      if (engram_lookup) engram_lookup->gather_step(o, in, w.layers, engram_in);
+      RowInputs rows;
+      rows.ids = in.token_ids.data();
+      rows.positions = in.positions.data();
+      embed_streams(in.token_ids, X, d);
+      o.copy_rows(constant_rows(onehot, M, false), nullptr, pre_prev);  // layer 0 reads stream 0
+      for (size_t l = 0; l < w.layers.size(); ++l) {
+        const Block& b = w.layers[l];
+        if (b.engram) engram(*b.engram, X, d);
+        if (w.dspark) {  // the drafter's features: the attention site's input, stream mean
+          const auto t = std::find(targets.begin(), targets.end(), static_cast<int>(l));
+          if (t != targets.end()) {
+            Mat f = feats.cols_slice((t - targets.begin()) * D, D);
+            o.hc_collapse(X, constant_rows(quarter, M, true), static_cast<int>(n), f);
+            num.act(o, f);
+          }
+        }
+        block(b.base, X, pre_prev, rows.ids, rows, d, [&](const AttentionRows& r) {
+          csa2_core(env(), b.base.attn, b.base.spec, l, r, in, attn, cs);
+        });
+      }
+      if (w.dspark) draft_context(in, feats, d);
+      if (engram_lookup) engram_lookup->push_history(in);
+    }
+    for (const SequenceSpan& sq : in.sequences) {
+      sq.cache->advance(sq.count);
+      if (w.dspark) sq.cache->advance_draft(sq.count);
+    }
+
+    // Head (spec §6.1): collapse with the last pre, final norm, FP32 head.
+    const int64_t R = out.logit_rows, V = c.vocab_size;
+    std::vector<int32_t> head_rows(out.logit_row_of.begin(), out.logit_row_of.end());
+    Mat lg(fit(logits_buf, R * V), R, V);
+    if (R > 0) {
+      Mat Xs(fit(head_in, R * nD), R, nD), ps(fit(head_pre, R * n), R, n);
+      Mat y(fit(head_y, R * D), R, D);
+      o.copy_rows(X, head_rows.data(), Xs);
+      o.copy_rows(pre_prev, head_rows.data(), ps);
+      o.hc_collapse(Xs, ps, static_cast<int>(n), y);
+      num.act(o, y);
+      o.rms_norm(y, &w.norm, num.eps, 0, y);
+      num.act(o, y);
+      o.linear(y, w.lm_head, lg);
+    }
+    if (in.sample_specs.empty()) {
+      out.sampled.clear();
+      backend::download_mat(o, lg, out.logits);
+    } else {
+      out.logits.clear();
+      out.sampled.resize(static_cast<size_t>(R));
+      if (R > 0) o.sample(lg, in.sample_specs, out.sampled.data());
+    }
+    if (in.keep_hidden) {
+      backend::download_mat(o, CMat(X).rows_slice(0, M), out.hidden);
+    } else {
+      out.hidden.clear();
+    }
+    return {};
+  }
+
+  // The DSpark context of the step's positions (spec §6.7 item 10): the target features
+  // projected once (main_proj, main_norm), then each stage's K=V rows of them (its wkv, kv_norm,
+  // RoPE, FP8) into the stage's window ring, which a draft reads.
+  void draft_context(const StepInputs& in, CMat feats, DenseBuffers& d) {
+    backend::Ops& o = *ops;
+    const io::ModelConfig& c = cfg();
+    const DSparkWeights& dw = *w.dspark;
+    const int64_t M = feats.rows, D = c.hidden_size, hd = c.head_dim;
+    Mat ctx(fit(d.ctx, M * D), M, D);
+    o.linear(feats, dw.main_proj, ctx, num.gemm());
+    num.act(o, ctx);
+    o.rms_norm(ctx, &dw.main_norm, num.eps, 0, ctx);
+    num.act(o, ctx);
+    Mat kv(fit(d.ctx_kv, M * hd), M, hd);
+    for (size_t s = 0; s < dw.stages.size(); ++s) {
+      const AttentionWeights& a = dw.stages[s].attn;
+      o.linear(ctx, a.wkv, kv, num.gemm());
+      num.act(o, kv);
+      o.rms_norm(kv, &a.kv_norm, num.eps, 0, kv);
+      num.act(o, kv);
+      o.rope(kv, 1, hd, in.positions.data(), rope.main, false);
+      num.act(o, kv);
+      o.fake_quant_fp8(kv, hd, kV41WindowFp8Block);
+      attn.win_src.clear();
+      attn.win_dst.clear();
+      for (const SequenceSpan& sq : in.sequences) {
+        if (sq.count == 0) continue;
+        const int64_t dropped = sq.cache->draft_layer(s).window.claim(sq.count, attn.win_dst);
+        for (int64_t i = dropped; i < sq.count; ++i) attn.win_src.push_back(kv.row(sq.begin + i));
+      }
+      o.scatter_rows(attn.win_src, attn.win_dst, hd);
+    }
+  }
+
+  Expected<DraftBlock> draft_unguarded(SequenceCache& cache, int32_t anchor, int k,
+                                       std::span<const int32_t> forced);
+
+ public:
+  backend::Ops* ops = nullptr;
+  io::Checkpoint ckpt;
+  ModelWeights w;
+  Numerics num;
+  RopeTables rope;
+  CachePlan plan;
+  std::optional<EngramLookup> engram_lookup;
+  std::vector<backend::Buffer> engram_in;  // per Engram layer: the step's looked-up rows
+  DenseBuffers step, draft;
+  backend::Buffer head_in, head_pre, head_y, logits_buf, onehot, quarter;
+  backend::Buffer draft_cat, draft_conf, markov;
+  backend::WeightRef confidence;  // [1, D + r] dense F32 over w.dspark->confidence
+  AttentionScratch attn;
+  Csa2Scratch cs;
+  std::shared_ptr<backend::PagePools> pages;
+};
+
+Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anchor, int k,
+                                               std::span<const int32_t> forced) {
+  if (!w.dspark) {
+    return failed_precondition("checkpoint " + ckpt.model_dir() +
+                               " has no DSpark drafter (no mtp.* tensors)");
+  }
+  const io::ModelConfig& c = cfg();
+  if (k < 1 || k > c.dspark.block_size) {
+    return invalid_argument("dspark_draft: k = " + std::to_string(k) + " is outside [1, " +
+                            std::to_string(c.dspark.block_size) +
+                            "] (dspark_block_size, the block the drafter was trained on)");
+  }
+  if (anchor < 0 || anchor >= c.vocab_size) {
+    return out_of_range("dspark_draft: anchor token " + std::to_string(anchor) +
+                        " is outside the vocabulary");
+  }
+  for (int32_t t : forced) {
+    if (t < 0 || t >= c.vocab_size) {
+      return out_of_range("dspark_draft: forced token " + std::to_string(t) +
+                          " is outside the vocabulary");
+    }
+  }
+  if (cache.draft_length() != cache.length()) {
+    return failed_precondition("dspark_draft: the drafter's context (" +
+                               std::to_string(cache.draft_length()) +
+                               " positions) does not match the sequence (" +
+                               std::to_string(cache.length()) + ")");
+  }
+  backend::Ops& o = *ops;
+  const DSparkWeights& dw = *w.dspark;
+  const int64_t K = k, D = c.hidden_size, n = c.hc_mult, hd = c.head_dim, H = c.num_heads;
+  const int64_t W = c.sliding_window, V = c.vocab_size, r = c.dspark.markov_rank;
+  const int64_t a = cache.length();
+  // Block (spec §6.7 item 10): slot 0 the anchor, then noise tokens, at positions a .. a+k-1.
+  std::vector<int32_t> ids(static_cast<size_t>(K), static_cast<int32_t>(c.dspark.noise_token_id));
+  ids[0] = anchor;
+  std::vector<int32_t> pos(static_cast<size_t>(K));
+  for (int64_t j = 0; j < K; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(a + j);
+  DenseBuffers& d = draft;
+  Mat X(fit(d.x, K * n * D), K, n * D);
+  Mat pre_prev(fit(d.pre_prev, K * n), K, n);
+  embed_streams(ids, X, d);
+  o.copy_rows(constant_rows(onehot, K, false), nullptr, pre_prev);
+  RowInputs rows;
+  rows.ids = ids.data();
+  rows.positions = pos.data();
+  const int64_t ctx_first = std::max<int64_t>(0, a - W), ctx_n = a - ctx_first;
+  for (size_t s = 0; s < dw.stages.size(); ++s) {
+    const BlockWeights& b = dw.stages[s];
+    block(b, X, pre_prev, ids.data(), rows, d, [&](const AttentionRows& ar) {
+      // Every slot sees the stage's context rows [a - W, a) and every slot of its block.
+      const LayerCache& ring = cache.draft_layer(s);
+      const int64_t width = ctx_n + K;
+      std::vector<const float*>& table = attn.key_rows;
+      table.assign(static_cast<size_t>(K * width), nullptr);
+      for (int64_t j = 0; j < K; ++j) {
+        const float** row = table.data() + j * width;
+        for (int64_t p = 0; p < ctx_n; ++p) row[p] = ring.window.row(ctx_first + p);
+        for (int64_t q = 0; q < K; ++q) row[ctx_n + q] = ar.kv.row(q);
+      }
+      const size_t bytes = table.size() * sizeof(const float*);
+      auto* key_rows = static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
+      o.upload(key_rows, table.data(), bytes);
+      const Mat ob = ar.o.rows_slice(0, K);
+      o.sparse_attention_rows(ar.q.rows_slice(0, K), H, key_rows, width, hd, b.attn.sink,
+                              1.0f / std::sqrt(static_cast<float>(hd)), num.official, ob);
+      num.act(o, ob);
+    });
+  }
+  // n_j = norm(collapse(streams)), base logits = lm_head(n_j) (FP32).
+  Mat nj(fit(d.y, K * D), K, D);
+  o.hc_collapse(X, pre_prev, static_cast<int>(n), nj);
+  num.act(o, nj);
+  o.rms_norm(nj, &dw.norm, num.eps, 0, nj);
+  num.act(o, nj);
+  Mat lg(fit(logits_buf, K * V), K, V);
+  o.linear(nj, w.lm_head, lg);
+  std::vector<float> base, nj_host;
+  backend::download_mat(o, lg, base);
+
+  // The Markov and confidence heads read the previous token, chosen left to right: slot j's
+  // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is
+  // w · [n_j ; embed[x_{j-1}]].
+  DraftBlock out;
+  out.logits.resize(static_cast<size_t>(K * V));
+  out.confidence.resize(static_cast<size_t>(K));
+  out.tokens.resize(static_cast<size_t>(K));
+  Mat cat(fit(draft_cat, D + r), 1, D + r);
+  Mat emb = cat.cols_slice(D, r);
+  Mat tj(fit(markov, V), 1, V);
+  Mat conf(fit(draft_conf, 1), 1, 1);
+  std::vector<float> trow, crow;
+  int32_t prev = anchor;
+  for (int64_t j = 0; j < K; ++j) {
+    o.embed(&prev, 1, dw.markov_embed, emb);
+    num.act(o, emb);
+    o.linear(emb, dw.markov_head, tj);
+    num.act(o, tj);
+    o.copy_rows(CMat(nj).rows_slice(j, 1), nullptr, cat.cols_slice(0, D));
+    o.linear(cat, confidence, conf);
+    backend::download_mat(o, tj, trow);
+    backend::download_mat(o, conf, crow);
+    float* l = out.logits.data() + j * V;
+    for (int64_t v = 0; v < V; ++v) l[v] = base[static_cast<size_t>(j * V + v)] + trow[static_cast<size_t>(v)];
+    out.confidence[static_cast<size_t>(j)] = crow[0];
+    out.tokens[static_cast<size_t>(j)] = static_cast<int32_t>(std::max_element(l, l + V) - l);
+    prev = j < static_cast<int64_t>(forced.size()) ? forced[static_cast<size_t>(j)]
+                                                   : out.tokens[static_cast<size_t>(j)];
+  }
+  return out;
+}
+
+namespace {
+
+LayerCachePlan::Compressed compressed_plan(int ratio, int64_t width, bool pending) {
+  LayerCachePlan::Compressed p;
+  p.ratio = ratio;
+  p.row_width = width;
+  p.state_width = pending && ratio > 1 ? width : 0;  // ratio 1: every token closes its row
+  p.state_tokens = ratio;
+  return p;
+}
+
+}  // namespace
+
+CachePlan cache_plan(const io::ModelConfig& c) {
+  CachePlan plan;
+  plan.window = c.sliding_window;
+  plan.draft_lag = 0;  // the drafter's context rings hold exactly the processed positions
+  for (const auto& spec : c.layers) {
+    LayerCachePlan p;
+    p.window_width = c.head_dim;
+    if (spec.role == io::Csa2Role::kFull) {
+      p.comp = compressed_plan(spec.compress_ratio, c.head_dim, true);
+      p.idx = compressed_plan(spec.compress_ratio, c.index_head_dim, false);
+    }
+    plan.layers.push_back(p);
+  }
+  for (size_t s = 0; s < c.mtp_layers.size(); ++s) {
+    LayerCachePlan p;
+    p.window_width = c.head_dim;
+    plan.draft_layers.push_back(p);
+  }
+  if (!c.engram.layer_ids.empty()) plan.engram_history = c.engram.max_ngram_size - 1;
+  return plan;
+}
+
+Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::string& model_dir,
+                                                                  backend::Ops& ops) {
+  auto s = std::make_unique<V41Model>(ops);
+  DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
+  const io::ModelConfig& c = s->ckpt.config();
+  if (c.scoring_func != io::ScoreFunc::kSqrtSoftplus) {
+    return unimplemented("config " + c.source + ": scoring_func " +
+                         std::string(io::score_func_name(c.scoring_func)) +
+                         " (only sqrtsoftplus is implemented)");
+  }
+  using F = backend::Feature;
+  DI_TRY(backend::require(ops, {F::kSparseAttention, F::kAttentionSink, F::kHyperConnections,
+                                F::kHcSinglePass, F::kCompressorPool, F::kIndexer,
+                                F::kFakeQuantFp8, F::kFakeQuantFp4, F::kFakeQuantNvfp4,
+                                F::kCandidateBlocks, F::kEngramGate, F::kRouterOptions,
+                                F::kMoeRouting, F::kMoeExperts}));
+  if (c.quantization.expert_format == io::ExpertFormat::kFp4) {
+    DI_TRY(backend::require(ops, {F::kFp4Weights}));
+  }
+  if (s->ckpt.config().quantization.quantized) {
+    DI_TRY(backend::require(ops, {F::kActQuantFp8, F::kBf16Probs, F::kIndexerBf16,
+                                  F::kFp8Weights}));
+  }
+  if (!c.engram.layer_ids.empty()) {
+    DI_ASSIGN_OR_RETURN(EngramLookup lookup, EngramLookup::create(c, model_dir));
+    s->engram_lookup.emplace(std::move(lookup));
+  }
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
+  s->plan = cache_plan(c);
+  s->num = Numerics::from_config(c);
+  s->rope = RopeTables::from_config(c, ops);
+  if (s->w.dspark) {
+    const int64_t width = c.hidden_size + c.dspark.markov_rank;
+    const TensorView v =
+        TensorView::make(DType::kF32, {1, width}, s->w.dspark->confidence, ops.device_kind());
+    DI_ASSIGN_OR_RETURN(s->confidence, backend::WeightRef::dense(v));
+  }
+  return std::unique_ptr<model::Model>(std::move(s));
+}
+
+Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops) {
+  try {
+    return V41Model::load_unguarded(model_dir, ops);
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory_status(e, "loading " + model_dir + " on backend '" + ops.name() + "'",
+                                "The weights do not fit: use a device with more memory, or the CPU.");
+  }
+}
+
+}  // namespace deepinfer::model::deepseek_v41
