@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "base/numeric_types.h"
+#include "derived_checkpoint.h"
 
 namespace deepinfer::model::testing {
 
@@ -20,7 +21,8 @@ std::string source_dir() {
 }
 
 std::string model_dir(const std::string& config, const std::string& variant) {
-  return source_dir() + "/tests/data/model/" + config + "/" + variant;
+  return deepinfer::testing::checkpoint_dir(source_dir() + "/tests/data/model/" + config + "/" +
+                                            variant);
 }
 
 backend::Ops& opt_ops() {

@@ -17,7 +17,8 @@
 namespace deepinfer::model::testing {
 
 std::string source_dir();  // $DEEPINFER_SOURCE_DIR, the repository root
-// tests/data/model/<config>/<variant>, e.g. ("v4_tiny_a", "hf_fp32").
+// tests/data/model/<config>/<variant>, e.g. ("v4_tiny_a", "hf_fp32"), or the temporary folder
+// materialized from its derive.json (tests/support/derived_checkpoint.h).
 std::string model_dir(const std::string& config, const std::string& variant);
 
 // The two CPU backends, created once per process.

@@ -110,6 +110,26 @@ TEST(ModelV41Golden, Fp32LogitsMatchNemo) {
   }
 }
 
+// transformers main's names (hf_bf16: `model.` prefix, lm_head, no mtp.*, F32 mHC / sinks / gate
+// biases, an Engram `scale` of ones, flat text config) describe the same model: same logits, bit
+// for bit, as the official names (stored as a recipe over official_bf16, see derived_checkpoint.h).
+TEST(ModelV41Golden, TransformersNamesGiveTheSameLogits) {
+  Goldens g("v41_tiny_a");
+  ASSERT_TRUE(g.ok());
+  auto official = load_test_model("v41_tiny_a", "official_bf16", opt_ops());
+  auto hf = load_test_model("v41_tiny_a", "hf_bf16", opt_ops());
+  ASSERT_NE(official, nullptr);
+  ASSERT_NE(hf, nullptr);
+  EXPECT_EQ(official->drafter(), DrafterKind::kDSpark);
+  EXPECT_EQ(hf->drafter(), DrafterKind::kNone);  // transformers' module tree has no DSpark stages
+  for (const char* p : {"len7", "len40"}) {
+    const std::vector<int32_t> ids = g.prompt(p);
+    const std::vector<float> a = prefill_all(*official, ids), b = prefill_all(*hf, ids);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin())) << p;
+  }
+}
+
 TEST(ModelV41Golden, GreedyContinuationsByCachedDecode) {
   for (const char* cfg : kConfigs) {
     Goldens g(cfg);

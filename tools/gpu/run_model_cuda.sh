@@ -7,7 +7,8 @@
 #   build  configure the minimal tree (DEEPINFER_BUILD_MINIMAL) for sm_90a and build
 #          ops_cuda_test, model_cuda_test and decode_bench (-j16). The model needs nlohmann_json
 #          headers: found by CMake, or at $NLOHMANN_INCLUDE (default .deps/include, a copy the
-#          caller carries; never committed).
+#          caller carries; never committed), and ICU headers (the system's, or $ICU_ROOT, default
+#          .deps/icu: tools/gpu/make_icu_headers.sh).
 #   ops    the CUDA op harness (FILTER selects cases; default all)
 #   model  model_cuda_test: the whole model GPU vs CPU on the tiny reference checkpoints
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
@@ -33,6 +34,18 @@ mkdir -p "$OUT" "$BUILD_DIR"
 T0=$(date +%s)
 touch "$OUT/summary.txt"
 say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
+# ICU (the tokenizer, which the model needs for V4.1's Engram token map): the system's headers,
+# else a carried copy at $ICU_ROOT (default .deps/icu, made by tools/gpu/make_icu_headers.sh for
+# the machine's libicuuc major version; its lib/ link is made here).
+ICU_ROOT="${ICU_ROOT:-$PWD/.deps/icu}"
+ICU_ARGS=()
+if [ ! -f /usr/include/unicode/utypes.h ] && [ -f "$ICU_ROOT/include/unicode/utypes.h" ]; then
+  LIBICU="$(ls /usr/lib/x86_64-linux-gnu/libicuuc.so.[0-9]* 2>/dev/null | head -1)"
+  if [ -n "$LIBICU" ]; then
+    mkdir -p "$ICU_ROOT/lib" && ln -sf "$LIBICU" "$ICU_ROOT/lib/libicuuc.so"
+    ICU_ARGS=("-DICU_ROOT=$ICU_ROOT")
+  fi
+fi
 has() { [[ " $STAGES " == *" $1 "* ]]; }
 export PYTHONUNBUFFERED=1
 
@@ -44,7 +57,7 @@ if has build; then
   GEN="Unix Makefiles"; command -v ninja >/dev/null 2>&1 && GEN=Ninja
   CFG=(-S . -B "$BUILD_DIR" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_BUILD_MINIMAL=ON
        -DDEEPINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_WERROR=OFF
-       "-DDEEPINFER_NLOHMANN_INCLUDE=$NLOHMANN_INCLUDE")
+       "-DDEEPINFER_NLOHMANN_INCLUDE=$NLOHMANN_INCLUDE" "${ICU_ARGS[@]}")
   [ -n "$NVCC" ] && CFG+=("-DCMAKE_CUDA_COMPILER=$NVCC")
   if ! timeout 120 cmake "${CFG[@]}" > "$OUT/configure.log" 2>&1; then
     say "configure FAILED"; tail -20 "$OUT/configure.log" | tee -a "$OUT/summary.txt"; exit 3
@@ -85,17 +98,6 @@ if has hf; then
   grep -v '^{' "$OUT/hf.log" | tail -8 | tee -a "$OUT/summary.txt"
 fi
 if has engine; then
-  # ICU: the system's headers, else a carried copy at $ICU_ROOT (default .deps/icu, headers of
-  # the same major version as the machine's libicuuc; its lib/ link is made here).
-  ICU_ROOT="${ICU_ROOT:-$PWD/.deps/icu}"
-  ICU_ARGS=()
-  if [ ! -f /usr/include/unicode/utypes.h ] && [ -f "$ICU_ROOT/include/unicode/utypes.h" ]; then
-    LIBICU="$(ls /usr/lib/x86_64-linux-gnu/libicuuc.so.[0-9]* 2>/dev/null | head -1)"
-    if [ -n "$LIBICU" ]; then
-      mkdir -p "$ICU_ROOT/lib" && ln -sf "$LIBICU" "$ICU_ROOT/lib/libicuuc.so"
-      ICU_ARGS=("-DICU_ROOT=$ICU_ROOT")
-    fi
-  fi
   if [ ! -f /usr/include/unicode/utypes.h ] && [ ${#ICU_ARGS[@]} -eq 0 ]; then
     say "engine: skipped, no ICU headers on this machine (carry them at \$ICU_ROOT)"
   else

@@ -42,6 +42,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
+#include "derived_checkpoint.h"
 #include "model/model.h"
 #include "paged_pattern.h"
 #include "sample_cases.h"
@@ -161,7 +162,8 @@ void check_close(const std::string& what, const Err& e, bool official, int64_t l
 
 void run_checkpoint(const std::string& root, const std::string& config, const std::string& variant,
                     deepinfer::backend::Ops& cpu, deepinfer::backend::Ops& gpu) {
-  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  const std::string dir =
+      deepinfer::testing::checkpoint_dir(root + "/tests/data/model/" + config + "/" + variant);
   auto mc_r = load_model(dir, cpu);
   auto mg_r = load_model(dir, gpu);
   if (!mc_r.ok() || !mg_r.ok()) {
@@ -306,7 +308,8 @@ void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu
 // decode; its decode beside 0, 1 and 5 other decodes).
 void check_batch_invariance(const std::string& root, const std::string& config,
                             const std::string& variant, deepinfer::backend::Ops& gpu_bi) {
-  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  const std::string dir =
+      deepinfer::testing::checkpoint_dir(root + "/tests/data/model/" + config + "/" + variant);
   auto m_r = load_model(dir, gpu_bi);
   if (!m_r.ok()) {
     check(false, "load " + dir + ": " + m_r.status().message());
@@ -405,7 +408,8 @@ void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
 // CUDA graphs: replayed == replay off (bitwise), nothing refused, and close to the CPU.
 void check_recorded(const std::string& root, const std::string& config, const std::string& variant,
                     deepinfer::backend::Ops& cpu, deepinfer::backend::cuda::CudaOps& gpu_rec) {
-  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  const std::string dir =
+      deepinfer::testing::checkpoint_dir(root + "/tests/data/model/" + config + "/" + variant);
   auto replayed_r = load_model(dir, gpu_rec);
   auto eager_r = load_model(dir, gpu_rec);
   auto ref_r = load_model(dir, cpu);
@@ -453,7 +457,8 @@ void check_recorded(const std::string& root, const std::string& config, const st
 void check_paged(const std::string& root, const std::string& config, const std::string& variant,
                  deepinfer::backend::Ops& gpu) {
   namespace t = deepinfer::model::testing;
-  const std::string dir = root + "/tests/data/model/" + config + "/" + variant;
+  const std::string dir =
+      deepinfer::testing::checkpoint_dir(root + "/tests/data/model/" + config + "/" + variant);
   auto m_r = load_model(dir, gpu);
   if (!m_r.ok()) {
     check(false, "load " + dir);

@@ -13,7 +13,9 @@ files (bit-identical on the same torch build; other builds may differ in the las
 Per config <name> it writes tests/data/model/<name>/:
   hf_fp32/        save_pretrained output (HF names, spec §4.x), FP32
   hf_bf16/        the same weights as from_pretrained(dtype=bf16).save_pretrained writes them (HF keeps
-                  mHC / norms / sinks / ape / gate bias / compressor projections in FP32)
+                  mHC / norms / sinks / ape / gate bias / compressor projections in FP32), stored as config.json +
+                  derive.json (the per-tensor cast of hf_fp32, checked bit for bit; tests rebuild the weights:
+                  tests/support/derived_checkpoint.h)
   official_fp32/  the same FP32 weights under the official names (spec §4) + official-style config.json
                   (spec §1.1 keys); with MTP the random `mtp.0.*` block is added here
   official_quant/ (configs with quant=True) FP8 E4M3 dense weights with E8M0 32x32 block scales, FP4 E2M1
@@ -39,7 +41,9 @@ HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 OUT = REPO / "tests" / "data" / "model"
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 import official_ref as ref  # noqa: E402
+from derive_checkpoint import replace_by_spec  # noqa: E402
 
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -376,6 +380,8 @@ def build(name: str, spec: dict) -> dict:
         d_bf.append(row_diffs(hl, gold[f"hf_fp32.len{L}"]))
     meta["tolerances"]["hf_bf16_weights_vs_hf_fp32"] = summarize(d_bf)
     del m16
+    # The BF16 save is a per-tensor cast of hf_fp32: keep the recipe (checked bit for bit), not the bytes.
+    replace_by_spec(root / "hf_bf16", root / "hf_fp32")
 
     # Official quantisation-aware semantics on the quantized checkpoint.
     if spec["quant"]:

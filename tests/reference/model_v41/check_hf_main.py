@@ -3,7 +3,7 @@
 Needs `transformers.models.deepseek_v41` importable in the reference venv (README.md says how it was made
 importable locally; nothing of it is committed). For each config with an `hf_bf16/` folder it
 
-* builds `DeepseekV41ForCausalLM` from `hf_bf16/config.json`, loads `hf_bf16/model.safetensors` strictly (so the
+* builds `DeepseekV41ForCausalLM` from `hf_bf16/config.json`, loads the weights `hf_bf16/derive.json` describes strictly (so the
   file's names are exactly the module tree's), and checks that a BF16 `save_pretrained` of that model writes the
   same names and dtypes;
 * runs it in FP32 (weights upcast, `use_cache=False`) on the committed prompts and compares the logits with the
@@ -24,6 +24,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from derive_checkpoint import save_materialized  # noqa: E402
 OUT = HERE.parents[2] / "tests" / "data" / "model"
 torch.set_num_threads(1)
 _TORCH_TOPK = torch.Tensor.topk
@@ -39,15 +41,18 @@ def check(name: str) -> dict:
     from transformers.models.deepseek_v41 import DeepseekV41ForCausalLM, DeepseekV41TextConfig
 
     root = OUT / name
-    cfg_json = json.loads((root / "hf_bf16" / "config.json").read_text())
+    # hf_bf16/ is committed as a recipe over official_bf16 (derive.json): materialize it first.
+    made = pathlib.Path(tempfile.mkdtemp(prefix="v41_hf_bf16_"))
+    save_materialized(root / "hf_bf16", made)
+    cfg_json = json.loads((made / "config.json").read_text())
     cfg_json = {k: v for k, v in cfg_json.items() if k not in ("architectures", "model_type", "dtype")}
     cfg = DeepseekV41TextConfig(**cfg_json)
     torch.manual_seed(0)
     model = DeepseekV41ForCausalLM(cfg).float().eval()
-    sd = load_file(str(root / "hf_bf16" / "model.safetensors"))
+    sd = load_file(str(made / "model.safetensors"))
     missing, unexpected = model.load_state_dict({k: v.float() for k, v in sd.items()}, strict=False)
     assert not missing and not unexpected, (missing, unexpected)
-    tok = PreTrainedTokenizerFast(tokenizer_file=str(root / "hf_bf16" / "tokenizer.json"))
+    tok = PreTrainedTokenizerFast(tokenizer_file=str(made / "tokenizer.json"))
     model.model.bind_tokenizer(tok)
 
     # save_pretrained of the BF16 model: same names and dtypes as the committed file?
@@ -61,7 +66,7 @@ def check(name: str) -> dict:
         bf.save_pretrained(d)
         with safe_open(str(pathlib.Path(d) / "model.safetensors"), "pt") as f:
             saved = {k: f.get_slice(k).get_dtype() for k in f.keys()}
-    with safe_open(str(root / "hf_bf16" / "model.safetensors"), "pt") as f:
+    with safe_open(str(made / "model.safetensors"), "pt") as f:
         ours = {k: f.get_slice(k).get_dtype() for k in f.keys()}
     assert saved == ours, {k: (saved.get(k), ours.get(k)) for k in set(saved) | set(ours) if saved.get(k) != ours.get(k)}
 

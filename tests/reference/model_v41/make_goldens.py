@@ -7,7 +7,9 @@ Regenerate (from the repository root; see README.md in this folder for the envir
 Writes tests/data/model/v41_tokenizer/tokenizer.json and, per config, tests/data/model/<name>/:
   official_bf16/   composite config.json (released layout), tokenizer.json, model.safetensors (official names,
                    BF16 / FP32 as released, DSpark mtp.* included)
-  hf_bf16/         (config a) the same weights as transformers main's save_pretrained names them, flat text config
+  hf_bf16/         (config a) the same weights as transformers main's save_pretrained names them, flat text config;
+                   stored as config.json + derive.json (renames and casts of official_bf16; the tests rebuild
+                   the weights, tests/support/derived_checkpoint.h)
   official_quant/  (config a) FP8 32x32 / FP4 1x32 / Engram FP8 row-wise layout with quantization_config
   goldens.safetensors, goldens.json   (README.md lists every key)
 
@@ -36,7 +38,9 @@ REPO = HERE.parents[2]
 OUT = REPO / "tests" / "data" / "model"
 TOKENIZER = OUT / "v41_tokenizer" / "tokenizer.json"
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
 import official_ref41 as ref  # noqa: E402
+from derive_checkpoint import write_spec  # noqa: E402
 import tiny_tokenizer  # noqa: E402
 
 torch.set_num_threads(1)
@@ -72,7 +76,7 @@ COMMON = dict(
 CONFIGS = {
     # 8 layers, every role: 0 SWA, 1 SWA+Engram, 2 Full r2 (KV+index source), 3 Reuse r2, 4 Full r2 + Engram,
     # 5 Full r1 (KV, index and candidate source), 6 Reindex r1 (inside the candidates), 7 Reuse r1; 3 DSpark stages.
-    "v41_tiny_a": dict(seed=4101, quant=True, hf=False, text=dict(
+    "v41_tiny_a": dict(seed=4101, quant=True, hf=True, text=dict(
         COMMON, num_hidden_layers=8, num_attention_heads=2, n_routed_experts=4, num_experts_per_tok=2,
         sliding_window=8, compress_ratios=[0, 0, 2, 2, 2, 1, 1, 1, 0, 0, 0], kv_source_layer_ids=[2, 4, 5],
         index_source_layer_ids=[2, 4, 5, 6], candidate_source_layer_id=5, candidate_topk_blocks=4,
@@ -274,16 +278,21 @@ def write_hf_bf16(d: pathlib.Path, text: dict, ob: dict) -> None:
     """The official_bf16 weights under transformers main's module tree (DeepseekV41ForCausalLM: `model.embed`,
     `model.layers.{i}.<official sub-names>`, `model.norm`, `lm_head`; no mtp.*), as a BF16 save_pretrained writes
     them: FP32 for its keep-in-fp32 list (mHC, attn_sink, gate bias / bias_vl), BF16 otherwise. Its Engram
-    embedding module also owns a `scale` parameter [rows, dim/32] (ones; used only for FP8 tables)."""
-    out = {}
-    for k, v in ob.items():
+    embedding module also owns a `scale` parameter [rows, dim/32] (ones; used only for FP8 tables). Written as a
+    recipe over official_bf16 (derive.json; tests/reference/derive_checkpoint.py materializes it for
+    check_hf_main.py, which verified transformers main loads exactly these names and dtypes)."""
+    tensors = []
+    for k, v in sorted(ob.items()):
         if k.startswith("mtp."):
             continue
         hk = {"embed.weight": "model.embed.weight", "head.weight": "lm_head.weight"}.get(k, "model." + k)
-        out[hk] = v.to(torch.float32 if any(m in hk for m in HF_F32) else torch.bfloat16)
+        tensors.append({"name": hk, "source": k, "dtype": "F32" if any(m in hk for m in HF_F32) else "BF16"})
         if k.endswith("engram.embed.weight"):
-            out[hk[: -len("weight")] + "scale"] = torch.ones(v.shape[0], v.shape[1] // 32, dtype=torch.bfloat16)
-    write_dir(d, out, hf_text_config(text))
+            tensors.append({"name": hk[: -len("weight")] + "scale", "fill": 1.0,
+                            "shape": [v.shape[0], v.shape[1] // 32], "dtype": "BF16"})
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_text(json.dumps(hf_text_config(text), indent=2, sort_keys=True) + "\n")
+    write_spec(d, "../official_bf16", tensors, metadata={"format": "pt"}, copy=["tokenizer.json"])
 
 
 def load_nemo(model, draft, ad, dad, weights: dict) -> None:

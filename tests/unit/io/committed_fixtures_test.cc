@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "base/numeric_types.h"
+#include "derived_checkpoint.h"
 #include "io/checkpoint.h"
 
 namespace deepinfer::io {
@@ -19,8 +20,8 @@ namespace {
 
 std::string model_dir(const std::string& name, const std::string& variant) {
   const char* d = std::getenv("DEEPINFER_SOURCE_DIR");
-  return std::string(d != nullptr ? d : DEEPINFER_TEST_SOURCE_DIR) + "/tests/data/model/" + name +
-         "/" + variant;
+  return deepinfer::testing::checkpoint_dir(std::string(d != nullptr ? d : DEEPINFER_TEST_SOURCE_DIR) +
+                                            "/tests/data/model/" + name + "/" + variant);
 }
 
 float element(const Weight& w, int64_t i) {

@@ -10,26 +10,9 @@
 #include <vector>
 
 #include "io/tensor_names.h"
+#include "safetensors_writer.h"  // RawTensor, safetensors_bytes, write_*
 
 namespace deepinfer::io::testing {
-
-struct RawTensor {
-  std::string name;
-  std::string dtype;  // safetensors spelling
-  std::vector<int64_t> shape;
-  std::vector<uint8_t> bytes;
-};
-
-// The bytes of a safetensors file: 8-byte little-endian header length, JSON header padded with
-// spaces to a multiple of 8, then the tensors back to back in the given order.
-std::vector<uint8_t> safetensors_bytes(const std::vector<RawTensor>& tensors,
-                                       const nlohmann::json& metadata = nullptr);
-void write_file(const std::string& path, const std::vector<uint8_t>& bytes);
-void write_text(const std::string& path, const std::string& text);
-void write_safetensors(const std::string& path, const std::vector<RawTensor>& tensors);
-
-// Header + data with a hand-made JSON header (for malformed-header tests).
-std::vector<uint8_t> raw_file(const std::string& header, size_t data_bytes);
 
 // A fresh empty directory under the system temp dir, removed by ~TempDir.
 class TempDir {
