@@ -210,8 +210,14 @@ TEST(ModelCache, PageSizeDoesNotChangeTheLogits) {
 // rings are copied); both then continue, and each computes exactly what a fresh sequence given
 // the same tokens computes.
 TEST(ModelCache, SnapshotSharesPagesAndBothContinueExactly) {
-  for (const char* variant : {"hf_fp32", "official_quant"}) {
-    auto m = load_test_model("v4_tiny_a", variant, opt_ops());
+  struct {
+    const char *cfg, *variant;
+  } cases[] = {{"v4_tiny_a", "hf_fp32"},
+               {"v4_tiny_a", "official_quant"},
+               {"v41_tiny_a", "official_bf16"},
+               {"v41_tiny_a", "official_quant"}};
+  for (const auto& [cfg, variant] : cases) {
+    auto m = load_test_model(cfg, variant, opt_ops());
     ASSERT_NE(m, nullptr);
     const SnapshotRun r = snapshot_run(*m);
     ASSERT_TRUE(r.error.empty()) << r.error;

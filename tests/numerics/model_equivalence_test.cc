@@ -62,10 +62,12 @@ struct Case {
   const char* cfg;
   const char* variant;
 };
-const Case kCases[] = {{"v4_tiny_a", "hf_fp32"},
-                       {"v4_tiny_b", "hf_fp32"},
-                       {"v4_tiny_a", "official_quant"},
-                       {"v4_tiny_b", "official_quant"}};
+// V4.1: official_bf16 runs the FP32 semantics with V4.1's fake-quant points, official_quant
+// the official ones; tiny_a has every CSA2 role, Engram and DSpark, tiny_b other shapes.
+const Case kCases[] = {{"v4_tiny_a", "hf_fp32"},        {"v4_tiny_b", "hf_fp32"},
+                       {"v4_tiny_a", "official_quant"}, {"v4_tiny_b", "official_quant"},
+                       {"v41_tiny_a", "official_bf16"}, {"v41_tiny_b", "official_bf16"},
+                       {"v41_tiny_a", "official_quant"}};
 
 TEST(ModelEquivalence, PrefillEqualsDecodeEqualsChunked) {
   for (const Case& c : kCases) {
@@ -142,34 +144,97 @@ TEST(ModelEquivalence, RollbackLimits) {
   EXPECT_EQ(seq.rollback(-1).code(), StatusCode::kOutOfRange);
 }
 
-// Two sequences of different lengths (one prefilling, one decoding) in one step == each alone.
+// Two sequences of different lengths (one prefilling, one decoding) in one step == each alone
+// (on the CPU this is batch invariance: every row is computed as if it were alone).
 TEST(ModelEquivalence, SeveralSequencesInOneStep) {
-  auto m = load_test_model("v4_tiny_a", "hf_fp32", opt_ops());
-  ASSERT_NE(m, nullptr);
-  const int64_t V = m->vocab_size();
-  const std::vector<int32_t> a = prompt_ids("v4_tiny_a", "len40");
-  std::vector<int32_t> b = prompt_ids("v4_tiny_a", "len300");
-  b.resize(23);
-  SequenceCache sa = m->new_sequence(), sb = m->new_sequence();
-  ASSERT_TRUE(m->extend(sb, std::span<const int32_t>(b).first(20)).ok());
-  // Step: all of a (prefill from 0) + the last 3 tokens of b (continuing at 20).
-  std::vector<int32_t> ids(a);
-  ids.insert(ids.end(), b.begin() + 20, b.end());
-  std::vector<int32_t> pos(a.size());
-  std::iota(pos.begin(), pos.end(), 0);
-  for (int32_t p = 20; p < 23; ++p) pos.push_back(p);
-  const SequenceSpan spans[] = {{&sa, 0, 40, LogitsWanted::kAll}, {&sb, 40, 3, LogitsWanted::kAll}};
-  StepOutputs out;
-  ASSERT_TRUE(m->forward(StepInputs{ids, pos, spans, false}, out).ok());
-  ASSERT_EQ(out.logit_rows, 43);
-  const std::vector<float> got_a(out.logits.begin(), out.logits.begin() + 40 * V);
-  const std::vector<float> got_b(out.logits.begin() + 40 * V, out.logits.end());
-  expect_close(got_a, prefill_all(*m, a), V, false, "batched sequence a");
-  const std::vector<float> all_b = prefill_all(*m, b);
-  expect_close(got_b, std::vector<float>(all_b.begin() + 20 * V, all_b.end()), V, false,
-               "batched sequence b");
-  EXPECT_EQ(sa.length(), 40);
-  EXPECT_EQ(sb.length(), 23);
+  for (const Case& c : {Case{"v4_tiny_a", "hf_fp32"}, Case{"v41_tiny_a", "official_bf16"},
+                        Case{"v41_tiny_a", "official_quant"}}) {
+    auto m = load_test_model(c.cfg, c.variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    const std::string tag = std::string(c.cfg) + "/" + c.variant;
+    const int64_t V = m->vocab_size();
+    const std::vector<int32_t> a = prompt_ids(c.cfg, "len40");
+    std::vector<int32_t> b = prompt_ids(c.cfg, "len300");
+    b.resize(23);
+    SequenceCache sa = m->new_sequence(), sb = m->new_sequence();
+    ASSERT_TRUE(m->extend(sb, std::span<const int32_t>(b).first(20)).ok());
+    // Step: all of a (prefill from 0) + the last 3 tokens of b (continuing at 20).
+    std::vector<int32_t> ids(a);
+    ids.insert(ids.end(), b.begin() + 20, b.end());
+    std::vector<int32_t> pos(a.size());
+    std::iota(pos.begin(), pos.end(), 0);
+    for (int32_t p = 20; p < 23; ++p) pos.push_back(p);
+    const SequenceSpan spans[] = {{&sa, 0, 40, LogitsWanted::kAll},
+                                  {&sb, 40, 3, LogitsWanted::kAll}};
+    StepOutputs out;
+    ASSERT_TRUE(m->forward(StepInputs{ids, pos, spans, false}, out).ok());
+    ASSERT_EQ(out.logit_rows, 43);
+    const std::vector<float> got_a(out.logits.begin(), out.logits.begin() + 40 * V);
+    const std::vector<float> got_b(out.logits.begin() + 40 * V, out.logits.end());
+    expect_close(got_a, prefill_all(*m, a), V, false, tag + " batched sequence a");
+    const std::vector<float> all_b = prefill_all(*m, b);
+    expect_close(got_b, std::vector<float>(all_b.begin() + 20 * V, all_b.end()), V, false,
+                 tag + " batched sequence b");
+    EXPECT_EQ(sa.length(), 40);
+    EXPECT_EQ(sb.length(), 23);
+  }
+}
+
+// A DSpark draft reads the context rings of the last target layers and the Engram look-back:
+// whatever steps built the cache (one prefill, chunks, token by token, a rollback and other
+// tokens), the draft after the same tokens is the same, bit for bit.
+TEST(ModelEquivalence, DSparkDraftIndependentOfHowTheCacheWasBuilt) {
+  for (const char* variant : {"official_bf16", "official_quant"}) {
+    auto m = load_test_model("v41_tiny_a", variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    ASSERT_EQ(m->drafter(), DrafterKind::kDSpark);
+    const int k = m->config().dspark.block_size;
+    const std::vector<int32_t> src = prompt_ids("v41_tiny_a", "len300");
+    const std::vector<int32_t> ids(src.begin(), src.begin() + 45);
+    const int32_t anchor = src[45];
+    auto draft = [&](SequenceCache& seq) {
+      auto d = m->dspark_draft(seq, anchor, k);
+      EXPECT_TRUE(d.ok()) << d.status().to_string();
+      return d.ok() ? *d : DraftBlock{};
+    };
+    auto same = [&](const DraftBlock& got, const DraftBlock& want, const std::string& how) {
+      EXPECT_EQ(got.tokens, want.tokens) << variant << " " << how;
+      EXPECT_EQ(got.logits, want.logits) << variant << " " << how;
+      EXPECT_EQ(got.confidence, want.confidence) << variant << " " << how;
+    };
+    SequenceCache whole = m->new_sequence(CacheOptions{16});
+    ASSERT_TRUE(m->extend(whole, ids, LogitsWanted::kNone).ok());
+    const DraftBlock want = draft(whole);
+    ASSERT_EQ(static_cast<int>(want.tokens.size()), k);
+
+    SequenceCache pieces = m->new_sequence();
+    const int odd[] = {3, 5, 7, 13};
+    size_t at = 0, n = 0;
+    while (at < ids.size()) {
+      const size_t len = std::min<size_t>(static_cast<size_t>(odd[n++ % 4]), ids.size() - at);
+      ASSERT_TRUE(m->extend(pieces, std::span<const int32_t>(ids).subspan(at, len)).ok());
+      at += len;
+    }
+    same(draft(pieces), want, "chunks 3,5,7,13");
+
+    SequenceCache steps = m->new_sequence();
+    for (int32_t t : ids) ASSERT_TRUE(m->decode(steps, t).ok());
+    same(draft(steps), want, "token by token");
+
+    // 34 tokens, 11 others decoded and rolled back, then the last 11 of ids.
+    SequenceCache rolled = m->new_sequence(CacheOptions{16});
+    ASSERT_TRUE(m->extend(rolled, std::span<const int32_t>(ids).first(34)).ok());
+    for (int i = 0; i < 11; ++i) ASSERT_TRUE(m->decode(rolled, src[200 + i]).ok());
+    ASSERT_TRUE(rolled.rollback(11).ok());
+    EXPECT_EQ(rolled.draft_length(), 34);
+    ASSERT_TRUE(m->extend(rolled, std::span<const int32_t>(ids).subspan(34)).ok());
+    same(draft(rolled), want, "after a rollback of 11");
+
+    // A prefix snapshot drafts as its source did, and the source is unchanged by it.
+    SequenceCache snap = whole.clone();
+    same(draft(snap), want, "snapshot");
+    same(draft(whole), want, "source after the snapshot drafted");
+  }
 }
 
 TEST(ModelEquivalence, RefBackendEqualsOpt) {

@@ -42,10 +42,10 @@ inline std::vector<float> paged_run(Model& m, int page_tokens, std::string* erro
 
 struct SnapshotRun {
   std::string error;
-  int64_t copied_bytes = 0;  // pages the snapshot took (backend memory newly in use)
-  int64_t ring_bytes = 0;    // the live sequence's ring pages: what a snapshot must copy
-  int64_t held_bytes = 0;    // every page the live sequence holds
-  std::vector<float> live, live_fresh;          // the live sequence's tail vs recomputed
+  int64_t copied_bytes = 0;             // pages the snapshot took (backend memory newly in use)
+  int64_t ring_bytes = 0;               // the live sequence's ring pages: what a snapshot must copy
+  int64_t held_bytes = 0;               // every page the live sequence holds
+  std::vector<float> live, live_fresh;  // the live sequence's tail vs recomputed
   std::vector<float> restored, restored_fresh;  // a restore of the snapshot, another tail
   std::vector<float> restored_again;            // a second restore given the live tail
 };
@@ -90,8 +90,8 @@ inline SnapshotRun snapshot_run(Model& m) {
   SequenceCache snap = live.clone();
   r.copied_bytes = m.cache_memory().bytes_in_use - before;
   r.held_bytes = live.page_bytes();
-  for (size_t i = 0; i < m.config().layers.size() + m.config().mtp_layers.size(); ++i) {
-    const size_t n = m.config().layers.size();
+  for (size_t i = 0; i < live.num_layers() + live.num_draft_layers(); ++i) {
+    const size_t n = live.num_layers();
     const LayerCache& l = i < n ? live.layer(i) : live.draft_layer(i - n);
     for (const RowRing* ring : {&l.window, &l.comp.kv, &l.comp.gate, &l.idx.kv, &l.idx.gate}) {
       r.ring_bytes += ring->page_bytes();
