@@ -65,10 +65,15 @@ Expected<CacheLayout> make_cache_layout(const io::ModelConfig& model, const KvCo
   std::map<int, std::vector<int>> compressed, indexer;
   std::vector<int> stateful;
   int64_t state_floats = 0;
+  // V4.1 (CSA2): only a Full layer owns compressed rows and index keys (Reuse and Reindex layers
+  // read their source's); its running state is m (kv, gate) rows of d, none at ratio 1. The
+  // DSpark stages keep window-sized context rings. Same sizes as io::kv_cache_size.
+  const bool csa2 = model.family == io::ModelFamily::kDeepseekV41;
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& l = all[i];
     const int id = static_cast<int>(i);
     window.layers.push_back(id);
+    if (csa2 && l.role != io::Csa2Role::kFull) continue;
     if (l.attention == io::AttentionKind::kSWA || l.compress_ratio <= 0) continue;
     const int m = l.compress_ratio;
     if (config.block_size % m != 0) {
@@ -78,6 +83,14 @@ Expected<CacheLayout> make_cache_layout(const io::ModelConfig& model, const KvCo
                               "; pick a multiple of every ratio (V4-Flash: 128 or 256)");
     }
     compressed[m].push_back(id);
+    if (csa2) {
+      indexer[m].push_back(id);
+      if (m > 1) {
+        stateful.push_back(id);
+        state_floats += 2 * int64_t{m} * model.head_dim;
+      }
+      continue;
+    }
     stateful.push_back(id);
     // Same sizes as io::kv_cache_size: CSA keeps 2m slots of 2d (attention) and 2d_I (indexer)
     // channels for kv and score; HCA m slots of d.
