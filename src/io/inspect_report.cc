@@ -45,7 +45,8 @@ std::string describe_roles(const ModelConfig& c) {
   std::vector<std::pair<std::string, std::vector<int>>> groups;
   for (int i = 0; i < c.num_layers; ++i) {
     const LayerSpec& l = c.layers[static_cast<size_t>(i)];
-    std::string k = l.attention == AttentionKind::kSWA ? "SWA" : std::string(csa2_role_name(l.role));
+    std::string k =
+        l.attention == AttentionKind::kSWA ? "SWA" : std::string(csa2_role_name(l.role));
     if (l.compress_ratio > 0) {
       k += '(';  // piecewise: GCC 12 -Wrestrict misfires on "(" + to_string()
       k += std::to_string(l.compress_ratio);
@@ -72,10 +73,14 @@ std::string describe_roles(const ModelConfig& c) {
 }
 
 json engram_to_json(const EngramSpec& e) {
-  return {{"layer_ids", e.layer_ids},         {"num_embeddings", e.num_embeddings},
-          {"max_ngram_size", e.max_ngram_size}, {"n_heads", e.n_heads},
-          {"head_dim", e.head_dim},           {"vocab_size", e.vocab_size},
-          {"pad_token_id", e.pad_token_id},   {"compressed_vocab_size", e.compressed_vocab_size}};
+  return {{"layer_ids", e.layer_ids},
+          {"num_embeddings", e.num_embeddings},
+          {"max_ngram_size", e.max_ngram_size},
+          {"n_heads", e.n_heads},
+          {"head_dim", e.head_dim},
+          {"vocab_size", e.vocab_size},
+          {"pad_token_id", e.pad_token_id},
+          {"compressed_vocab_size", e.compressed_vocab_size}};
 }
 
 json dspark_to_json(const DSparkSpec& d) {
@@ -215,13 +220,14 @@ json inspect_config(const ModelConfig& c) {
                  {{"SWA", c.count(AttentionKind::kSWA)},
                   {"CSA", c.count(AttentionKind::kCSA)},
                   {"HCA", c.count(AttentionKind::kHCA)},
-                  {"CSA2", c.count(AttentionKind::kCSA2)},
                   {"hash", c.count(MoeKind::kHash)},
                   {"score", c.count(MoeKind::kScore)}}}};
   if (v41) {
+    kinds["counts"]["CSA2"] = c.count(AttentionKind::kCSA2);
     kinds["roles"] = describe_roles(c);
-    kinds["engram"] = c.engram.layer_ids.empty() ? std::string("none")
-                                                 : "layers " + describe_index_set(c.engram.layer_ids);
+    kinds["engram"] = c.engram.layer_ids.empty()
+                          ? std::string("none")
+                          : "layers " + describe_index_set(c.engram.layer_ids);
   }
   return {
       {"model_type", c.model_type},
@@ -300,6 +306,16 @@ json inspect_checkpoint(const Checkpoint& ck) {
   out["mtp"] = {{"layers_in_config", c.num_mtp_layers()}, {"available", ck.mtp_available()}};
   if (c.family == ModelFamily::kDeepseekV41) {
     out["mtp"]["kind"] = "dspark";
+    // The Engram tables stay memory-mapped in host memory on every backend (a step reads a few
+    // rows per token): say how much that is.
+    int64_t table_bytes = 0, tables = 0;
+    for (const auto& t : ck.expected()) {
+      const Weight* w = t.role == TensorRole::kEngramTable ? ck.find(t.name) : nullptr;
+      if (w == nullptr) continue;
+      ++tables;
+      table_bytes += w->data.nbytes() + (w->scale ? w->scale->nbytes() : 0);
+    }
+    out["engram_tables"] = {{"tables", tables}, {"bytes", table_bytes}};
   }
   out["tensors"] = {{"stored", ck.store().size()},
                     {"expected", ck.expected().size()},

@@ -90,6 +90,25 @@ def test_inspect_v4_flash_config_only(cli):
     assert 283e9 < report["parameters_from_config"]["main"] < 285e9  # model card: 284B
 
 
+def test_inspect_v41_text_and_json(cli):
+    model = REPO / "tests/data/model/v41_tiny_a/official_quant"
+    r = cli("inspect", model)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("DeepSeek-V4.1 model:")
+    assert ("roles:     layers 0-1 SWA, 2,4 Full(2), 3 Reuse(2), 5 Full(1) candidate source, "
+            "6 Reindex(1) in candidates window-only, 7 Reuse(1) window-only") in out
+    assert "Engram:    layers 1,4, 2 table(s) of 11.99 KiB (host memory, memory-mapped)" in out
+    assert "drafter:   dspark: 3 stage(s), block 4, target layers 5-7" in out
+    assert "per token of context: 192 elements" in out
+    assert "DSpark drafter: available" in out
+    report = json.loads(cli("inspect", model, "--json").stdout)
+    assert report["family"] == "deepseek_v41"
+    assert report["layer_kinds"]["counts"]["CSA2"] == 6
+    assert report["engram_tables"] == {"tables": 2, "bytes": 12276}
+    assert report["tensors"]["unknown"] == 0
+
+
 def test_inspect_bad_directory(cli, tmp_path):
     r = cli("inspect", tmp_path / "missing")
     assert r.returncode == 1

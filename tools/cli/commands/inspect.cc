@@ -1,5 +1,5 @@
-// `deepinfer inspect MODEL_DIR [--json] [--config-only]`: opens and validates a DeepSeek-V4
-// checkpoint the way the engine will (config.json + every expected tensor), then prints the
+// `deepinfer inspect MODEL_DIR [--json] [--config-only]`: opens and validates a DeepSeek-V4 or
+// V4.1 checkpoint the way the engine will (config.json + every expected tensor), then prints the
 // config summary, layer kinds, parameters and bytes per dtype and group, quantization, KV cache
 // per token and the warnings. --json prints the same as one JSON object (src/io/inspect_report).
 #include <CLI/CLI.hpp>
@@ -69,8 +69,10 @@ std::string rope_text(const json& r) {
 void print_text(const json& r) {
   const json& c = r["config"];
   const bool checkpoint = r.contains("model_dir");
-  std::printf("DeepSeek-V4 model: %s\n", checkpoint ? r["model_dir"].get<std::string>().c_str()
-                                                    : c["source"].get<std::string>().c_str());
+  const bool v41 = r["family"] == "deepseek_v41";
+  std::printf("DeepSeek-V4%s model: %s\n", v41 ? ".1" : "",
+              checkpoint ? r["model_dir"].get<std::string>().c_str()
+                         : c["source"].get<std::string>().c_str());
   std::printf("  config.json: %s naming (%s)\n", r["config_naming"].get<std::string>().c_str(),
               c["source"].get<std::string>().c_str());
   if (checkpoint) {
@@ -102,8 +104,19 @@ void print_text(const json& r) {
               num(c["hc_eps"]).c_str(), num(c["rms_norm_eps"]).c_str());
   std::printf("\nLayer kinds\n");
   std::printf("  attention: %s\n", r["layer_kinds"]["attention"].get<std::string>().c_str());
+  if (v41) {
+    std::printf("  roles:     %s\n", r["layer_kinds"]["roles"].get<std::string>().c_str());
+    std::string engram = r["layer_kinds"]["engram"].get<std::string>();
+    if (r.contains("engram_tables")) {
+      engram += ", " + num(r["engram_tables"]["tables"]) + " table(s) of " +
+                human_bytes(r["engram_tables"]["bytes"].get<double>()) +
+                " (host memory, memory-mapped)";
+    }
+    std::printf("  Engram:    %s\n", engram.c_str());
+  }
   std::printf("  MoE:       %s\n", r["layer_kinds"]["moe"].get<std::string>().c_str());
-  std::printf("  MTP:       %s\n", r["layer_kinds"]["mtp"].get<std::string>().c_str());
+  std::printf("  %s %s\n", v41 ? "drafter:  " : "MTP:      ",
+              r["layer_kinds"]["mtp"].get<std::string>().c_str());
 
   std::printf("\nQuantization\n  declared: %s\n",
               r["quantization_declared"].get<std::string>().c_str());
@@ -147,13 +160,15 @@ void print_text(const json& r) {
               num(kv["compressed_elements_per_token"]).c_str(),
               num(kv["indexer_elements_per_token"]).c_str(),
               human_bytes(kv["bytes_per_token_bf16"].get<double>()).c_str());
-  std::printf("  fixed: sliding windows %s (BF16), MTP windows %s, compressor state %s (F32)\n",
+  std::printf("  fixed: sliding windows %s (BF16), %s windows %s, compressor state %s (F32)\n",
               human_bytes(kv["window_bytes_per_sequence_bf16"].get<double>()).c_str(),
+              v41 ? "drafter" : "MTP",
               human_bytes(kv["mtp_window_bytes_per_sequence_bf16"].get<double>()).c_str(),
               human_bytes(kv["compressor_state_bytes_per_sequence_f32"].get<double>()).c_str());
 
   if (checkpoint) {
-    std::printf("\nMTP: %s\n", r["mtp"]["available"].get<bool>() ? "available" : "unavailable");
+    std::printf("\n%s: %s\n", v41 ? "DSpark drafter" : "MTP",
+                r["mtp"]["available"].get<bool>() ? "available" : "unavailable");
     const json& t = r["tensors"];
     std::printf("Tensors: %s stored, %s expected, %s found, %s unknown\n", num(t["stored"]).c_str(),
                 num(t["expected"]).c_str(), num(t["found"]).c_str(), num(t["unknown"]).c_str());
@@ -195,9 +210,9 @@ int run(const InspectArgs& a) {
 
 void register_inspect_command(CLI::App& app, CommandAction& action) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "inspect",
-      "Validate a DeepSeek-V4 model directory and summarise its config, weights and KV cache");
+  CLI::App* cmd = app.add_subcommand("inspect",
+                                     "Validate a DeepSeek-V4 / V4.1 model directory and summarise "
+                                     "its config, weights and KV cache");
   cmd->add_option(
          "MODEL_DIR", args->model_dir,
          "model directory (config.json + safetensors); with --config-only also a config.json")
