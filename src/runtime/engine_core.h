@@ -141,6 +141,7 @@ class EngineCore {
     RequestOutput out;
     std::vector<sched::RequestId> seqs;
     int32_t num_ended = 0;
+    bool cached_noted = false;  // out.num_cached_tokens set (first scheduling of sample 0)
   };
   // The executor's outcome for one request of a job.
   struct Sampled {
@@ -187,6 +188,9 @@ class EngineCore {
   // A scheduler request ended: finalize its sample, and its parent when every sample ended.
   void end_seq(const sched::FinishedRequest& f, std::vector<RequestOutput>& done);
   void emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> tokens, bool finished);
+  // Front-end bookkeeping: a request's cached prompt tokens, the EngineStats gauges.
+  void note_cached_tokens(const sched::ScheduledRequest& sr);
+  void update_gauges();
 
   // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
   void execute(StepJob& job);  // execute_unguarded + backend::OutOfMemory -> errors

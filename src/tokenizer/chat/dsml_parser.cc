@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/chat/python_json.h"
 #include "tokenizer/chat/special_tokens.h"
 
 namespace deepinfer::chat {
@@ -87,11 +90,42 @@ bool parse_param(std::string_view s, DsmlParameter* p) {
 
 Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std::size_t* consumed,
                                                       ParsedToolCall* call) {
+  if (!queued_.empty()) {  // streaming: steps found by the previous call
+    const Step step = queued_.front().first;
+    *call = std::move(queued_.front().second);
+    queued_.erase(queued_.begin());
+    return step;
+  }
   std::size_t pos = 0;
   auto rest = [&] { return text.substr(pos); };
   auto done = [&](Step step) {
     *consumed += pos;
     return step;
+  };
+  // Streaming: queue a step (returned by the next calls, after the one that found it).
+  auto stream_arg = [&](const DsmlParameter& param) {
+    std::string frag = params_.empty() ? "{" : ", ";
+    frag += python_json_string(param.name);
+    frag += ": ";
+    if (param.is_string) {
+      frag += python_json_string(param.value);
+    } else if (nlohmann::json::accept(param.value)) {
+      frag += param.value;
+    } else {
+      frag += python_json_string(param.value);  // never invalid JSON in the arguments
+    }
+    streamed_args_ += frag;
+    queued_.emplace_back(Step::kArguments, ParsedToolCall{name_, std::move(frag)});
+  };
+  auto stream_end = [&]() -> Step {
+    std::string frag = params_.empty() ? "{}" : "}";
+    streamed_args_ += frag;
+    queued_.emplace_back(Step::kArguments, ParsedToolCall{name_, std::move(frag)});
+    queued_.emplace_back(Step::kToolCall, ParsedToolCall{name_, std::move(streamed_args_)});
+    streamed_args_.clear();
+    *call = std::move(queued_.front().second);
+    queued_.erase(queued_.begin());
+    return Step::kArguments;
   };
   for (;;) {
     switch (state_) {
@@ -139,6 +173,19 @@ Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std
         }
         params_.clear();
         pos += at + (param_first ? kParameterOpen.size() : kInvokeClose.size());
+        if (streaming_) {
+          streamed_args_.clear();
+          if (!param_first) {  // no parameters: begin, "{}", the call
+            state_ = State::kInvokeGt;
+            queued_.emplace_back(Step::kArguments, ParsedToolCall{name_, "{}"});
+            queued_.emplace_back(Step::kToolCall, ParsedToolCall{name_, "{}"});
+            *call = ParsedToolCall{name_, {}};
+            return done(Step::kCallBegin);
+          }
+          state_ = State::kParam;
+          *call = ParsedToolCall{name_, {}};
+          return done(Step::kCallBegin);
+        }
         if (!param_first) {
           *call = ParsedToolCall{name_, dsml_arguments_json(params_)};
           state_ = State::kInvokeGt;
@@ -167,9 +214,15 @@ Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std
           return invalid_argument("malformed DSML tool call: duplicate parameter '" + param.name +
                                   "' in a call of '" + name_ + "'");
         }
+        if (streaming_) stream_arg(param);
         params_.push_back(std::move(param));
         pos += at + kParameterEnd.size();
         state_ = State::kParamGt;
+        if (streaming_) {
+          *call = std::move(queued_.front().second);
+          queued_.erase(queued_.begin());
+          return done(Step::kArguments);
+        }
         break;
       }
       case State::kParamNext: {
@@ -180,8 +233,9 @@ Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std
           state_ = State::kParam;
         } else if (e == Match::kYes) {
           pos += kInvokeClose.size();
-          *call = ParsedToolCall{name_, dsml_arguments_json(params_)};
           state_ = State::kInvokeGt;
+          if (streaming_) return done(stream_end());
+          *call = ParsedToolCall{name_, dsml_arguments_json(params_)};
           return done(Step::kToolCall);
         } else if (p == Match::kNeedMore || e == Match::kNeedMore) {
           return done(Step::kNeedMore);
