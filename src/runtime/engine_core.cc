@@ -222,6 +222,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     e.index = i;
     if (params.has_penalties()) e.history.add_prompt(prompt_ids);
     e.known.assign(prompt_ids.begin(), prompt_ids.end());
+    e.prompt_len = static_cast<int64_t>(prompt_ids.size());
     if (grammar) e.matcher.emplace(grammar);
     p.seqs.push_back(sid);
     if (!bad.empty()) {
@@ -363,6 +364,10 @@ void EngineCore::process(StepJob& job) {
     if (!sm.error.empty()) {
       fail_seq(sm.id, s, sm.error);
       continue;
+    }
+    if (!sm.prompt_logprobs.empty() && s.index == 0) {  // front-end: prompt logprobs
+      auto& lps = parents_.at(s.parent).out.prompt_logprobs;
+      lps.insert(lps.end(), sm.prompt_logprobs.begin(), sm.prompt_logprobs.end());
     }
     if (!sm.has_token) continue;
     Parent& p = parents_.at(s.parent);

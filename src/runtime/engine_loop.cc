@@ -58,14 +58,6 @@ class EngineLoopImpl {
                               " tokens, which must also leave room for at least one generated "
                               "token. Shorten the prompt");
     }
-    if (params.max_tokens &&
-        static_cast<int64_t>(ids.size()) + *params.max_tokens > max_model_len_) {
-      // As vLLM's server: an explicit max_tokens that cannot fit is refused, naming the numbers.
-      return invalid_argument(
-          "max_tokens = " + std::to_string(*params.max_tokens) + " with a prompt of " +
-          std::to_string(ids.size()) + " tokens exceeds this model's maximum context length of " +
-          std::to_string(max_model_len_) + " tokens: lower max_tokens or shorten the prompt");
-    }
     for (size_t i = 0; i < ids.size(); ++i) {
       if (ids[i] < 0 || ids[i] >= vocab_) {
         return invalid_argument("prompt token " + std::to_string(i) + " is id " +

@@ -452,7 +452,7 @@ class CompletionBuilder final : public BuilderBase {
       lps.push_back(lp->logprob);
       Json top = Json::object();
       for (const auto& [tid, l] : lp->top) top[ctx_.loop->token_text(tid)] = l;
-      if (spec_.top_logprobs > 0) top[t] = lp->logprob;
+      top[t] = lp->logprob;  // the chosen token is always listed (OpenAI, vLLM)
       tops.push_back(top);
     };
     for (const PromptTok& p : prompt) add(p.id, p.lp);

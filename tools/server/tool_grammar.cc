@@ -4,7 +4,7 @@
 //
 // One call, of any listed function (or of `only`), with the function's required parameters in
 // the schema's order. Values follow the parameter's type with bounded lengths, so a call always
-// ends: strings (string="true") up to 64 characters without '<', an enum's literals, integers,
+// ends: strings (string="true") of 1 to 24 characters without newlines or '<', an enum's literals, integers,
 // numbers, booleans; objects and arrays are written empty. The grammar then allows only EOS.
 #include <string>
 
@@ -53,7 +53,7 @@ std::string value_rule(const Json& schema, bool* is_string) {
   if (type == "array") return R"("[]")";
   if (type == "null") return R"("null")";
   *is_string = true;
-  return "[^<]{0,64}";
+  return "[^<\n]{1,24}";
 }
 
 }  // namespace
