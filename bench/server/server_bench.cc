@@ -3,37 +3,41 @@
 // concurrent streams, then 1,000 concurrent connections held idle and then all made active.
 //
 //   server_bench [--model DIR] [--backend opt|cuda] [--concurrency 1,16,64,256]
-//                [--requests-per-stream N] [--max-tokens N] [--prompt-len N]
+//                [--requests-per-stream N] [--max-tokens N] [--prompt-len N] [--repeats N]
 //                [--idle-connections N] [--idle-seconds S] [--csv OUT] [--json OUT]
 //
 // Both paths share one EngineLoop (one model): the peer submits through EngineLoop::submit and
 // times the deltas in its callback; the server path runs `Server` on a loopback port and a C++
 // client (Boost.Beast, one blocking connection per stream, in its own threads) posts streaming
 // /v1/completions with token-id prompts and times the SSE events as they arrive. Every stream
-// runs its requests back to back. Requests: random token-id prompts (--prompt-len), --max-tokens
-// tokens each (ignore_eos), temperature 0.8 with a per-request seed; prefix caching is off so
-// neither path reuses the other's prompts. Figures: output tokens/s over the phase's wall time,
-// TTFT (request sent -> first token), ITL (between tokens of one stream), p50/p90/p99. A
-// benchmark, not a test: it never fails on time; the server/peer ratios are printed.
+// runs its requests back to back (at least 32 requests per phase); each concurrency alternates
+// the two paths --repeats times (default 2) and pools the samples. Requests: random token-id
+// prompts of --prompt-len tokens on average and --max-tokens output tokens on average (each
+// uniform in [x/2, 3x/2], the same per request in both paths; ignore_eos), temperature 0.8 with
+// a per-request seed; prefix caching is off so neither path reuses the other's prompts.
+// Figures: output tokens/s over the phase's wall time, TTFT (request sent -> first token), ITL
+// (between tokens of one stream), p50/p90/p99. A benchmark, not a test: it never fails on time;
+// the server/peer ratios are printed.
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
 #include <algorithm>
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
 #include <vector>
-
-#include <boost/asio.hpp>
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
-#include <nlohmann/json.hpp>
 
 #include "deepinfer/engine_loop.h"
 #include "server.h"
@@ -56,6 +60,7 @@ struct Options {
   int requests_per_stream = 4;
   int max_tokens = 64;
   int prompt_len = 128;
+  int repeats = 2;  // each concurrency: in-process, server, in-process, server, ...
   int idle_connections = 1000;
   double idle_seconds = 3.0;
   std::string csv, json;
@@ -77,20 +82,31 @@ double pct(std::vector<double> v, double p) {
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
+// Prompt lengths and output lengths vary per request (uniform in [len/2, 3len/2]), the same
+// for both paths: streams of equal lengths would run in lockstep (all prefilling, then all
+// decoding), an artifact of the benchmark that real traffic does not have and that the two
+// paths would not reproduce alike (the server's round trip desynchronises its streams).
+int vary(int mean, int i, uint32_t salt) {
+  std::mt19937 rng(static_cast<uint32_t>(i) * 2654435761u + salt);
+  return std::max(1, mean / 2 + static_cast<int>(rng() % static_cast<uint32_t>(mean + 1)));
+}
+
 std::vector<std::vector<int32_t>> make_prompts(int n, int len, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> id(10, 8000);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-  for (auto& p : out) {
-    p.resize(static_cast<size_t>(len));
-    for (int32_t& t : p) t = id(rng);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i].resize(static_cast<size_t>(vary(len, static_cast<int>(i), 7)));
+    for (int32_t& t : out[i]) t = id(rng);
   }
   return out;
 }
 
+int max_tokens_for(const Options& o, int i) { return vary(o.max_tokens, i, 11); }
+
 SamplingParams params_for(const Options& o, int i) {
   SamplingParams p;
-  p.max_tokens = o.max_tokens;
+  p.max_tokens = max_tokens_for(o, i);
   p.temperature = 0.8f;
   p.seq_seed = static_cast<uint64_t>(i);
   p.ignore_eos = true;
@@ -116,35 +132,35 @@ Samples run_inprocess(EngineLoop& loop, const Options& o, int streams,
     const int i = k * o.requests_per_stream + x.next++;
     x.first = true;
     x.sent = Clock::now();
-    auto h = loop.submit(prompts[static_cast<size_t>(i)], params_for(o, i),
-                         [&, k](RequestEvent&& ev) {
-                           Stream& y = st[static_cast<size_t>(k)];
-                           const auto now = Clock::now();
-                           if (!ev.done) {
-                             if (ev.delta.token_ids.empty()) return;
-                             std::lock_guard<std::mutex> lock(mu);
-                             if (y.first) {
-                               s.ttft.push_back(ms(now - y.sent));
-                             } else {
-                               s.itl.push_back(ms(now - y.last));
-                             }
-                             y.first = false;
-                             y.last = now;
-                             return;
-                           }
-                           {
-                             std::lock_guard<std::mutex> lock(mu);
-                             s.tokens += ev.usage.completion_tokens;
-                             if (!ev.output.error.empty()) ++s.failures;
-                           }
-                           if (y.next < o.requests_per_stream) {
-                             submit_next(k);  // from the loop thread: only queues
-                           } else {
-                             std::lock_guard<std::mutex> lock(mu);
-                             ++finished_streams;
-                             cv.notify_all();
-                           }
-                         });
+    auto h =
+        loop.submit(prompts[static_cast<size_t>(i)], params_for(o, i), [&, k](RequestEvent&& ev) {
+          Stream& y = st[static_cast<size_t>(k)];
+          const auto now = Clock::now();
+          if (!ev.done) {
+            if (ev.delta.token_ids.empty()) return;
+            std::lock_guard<std::mutex> lock(mu);
+            if (y.first) {
+              s.ttft.push_back(ms(now - y.sent));
+            } else {
+              s.itl.push_back(ms(now - y.last));
+            }
+            y.first = false;
+            y.last = now;
+            return;
+          }
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            s.tokens += ev.usage.completion_tokens;
+            if (!ev.output.error.empty()) ++s.failures;
+          }
+          if (y.next < o.requests_per_stream) {
+            submit_next(k);  // from the loop thread: only queues
+          } else {
+            std::lock_guard<std::mutex> lock(mu);
+            ++finished_streams;
+            cv.notify_all();
+          }
+        });
     if (!h.ok()) {
       std::fprintf(stderr, "submit: %s\n", h.status().message().c_str());
       std::abort();
@@ -160,9 +176,14 @@ Samples run_inprocess(EngineLoop& loop, const Options& o, int streams,
 
 // ---- the server path ----------------------------------------------------------------------
 std::string completion_body(const Options& o, const std::vector<int32_t>& prompt, int i) {
-  nlohmann::json j = {{"model", "default"},     {"prompt", prompt},   {"max_tokens", o.max_tokens},
-                      {"temperature", 0.8},      {"seed", i},          {"ignore_eos", true},
-                      {"stream", true},          {"stream_options", {{"include_usage", true}}}};
+  nlohmann::json j = {{"model", "default"},
+                      {"prompt", prompt},
+                      {"max_tokens", max_tokens_for(o, i)},
+                      {"temperature", 0.8},
+                      {"seed", i},
+                      {"ignore_eos", true},
+                      {"stream", true},
+                      {"stream_options", {{"include_usage", true}}}};
   return j.dump();
 }
 
@@ -199,7 +220,8 @@ int64_t stream_one(tcp::socket& sock, beast::flat_buffer& buf, const std::string
       const std::string ev = pending.substr(0, end);
       pending.erase(0, end + 2);
       if (ev.rfind("data: {", 0) != 0) continue;
-      if (ev.find("\"usage\"") != std::string::npos && ev.find("\"choices\":[]") != std::string::npos) {
+      if (ev.find("\"usage\"") != std::string::npos &&
+          ev.find("\"choices\":[]") != std::string::npos) {
         tokens = nlohmann::json::parse(ev.substr(6))["usage"]["completion_tokens"].get<int64_t>();
         continue;
       }
@@ -230,8 +252,8 @@ Samples run_server(int port, const Options& o, int streams,
       try {
         net::io_context ioc;
         tcp::socket sock(ioc);
-        sock.connect(tcp::endpoint(net::ip::make_address("127.0.0.1"),
-                                   static_cast<unsigned short>(port)));
+        sock.connect(
+            tcp::endpoint(net::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
         sock.set_option(tcp::no_delay(true));
         beast::flat_buffer buf;
         for (int r = 0; r < o.requests_per_stream; ++r) {
@@ -319,26 +341,39 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (a == "--model") o.model = next();
-    else if (a == "--backend") o.backend = next();
-    else if (a == "--concurrency") o.concurrency = parse_list(next());
-    else if (a == "--requests-per-stream") o.requests_per_stream = std::stoi(next());
-    else if (a == "--max-tokens") o.max_tokens = std::stoi(next());
-    else if (a == "--prompt-len") o.prompt_len = std::stoi(next());
-    else if (a == "--idle-connections") o.idle_connections = std::stoi(next());
-    else if (a == "--idle-seconds") o.idle_seconds = std::stod(next());
-    else if (a == "--csv") o.csv = next();
-    else if (a == "--json") o.json = next();
+    if (a == "--model")
+      o.model = next();
+    else if (a == "--backend")
+      o.backend = next();
+    else if (a == "--concurrency")
+      o.concurrency = parse_list(next());
+    else if (a == "--requests-per-stream")
+      o.requests_per_stream = std::stoi(next());
+    else if (a == "--max-tokens")
+      o.max_tokens = std::stoi(next());
+    else if (a == "--prompt-len")
+      o.prompt_len = std::stoi(next());
+    else if (a == "--idle-connections")
+      o.idle_connections = std::stoi(next());
+    else if (a == "--repeats")
+      o.repeats = std::stoi(next());
+    else if (a == "--idle-seconds")
+      o.idle_seconds = std::stod(next());
+    else if (a == "--csv")
+      o.csv = next();
+    else if (a == "--json")
+      o.json = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
     }
   }
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   deepinfer::EngineOptions eo;
   eo.model_dir = o.model;
   eo.backend = o.backend;
   eo.max_num_seqs = *std::max_element(o.concurrency.begin(), o.concurrency.end());
-  eo.max_model_len = o.prompt_len + o.max_tokens + 16;
+  eo.max_model_len = 2 * (o.prompt_len + o.max_tokens) + 16;
   eo.enable_prefix_caching = false;
   deepinfer::EngineLoopOptions lo;
   lo.max_waiting = 1 << 20;
@@ -356,9 +391,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   const int port = (*server)->port();
-  std::printf("# %s\n# server on 127.0.0.1:%d, %d requests per stream, prompt %d tokens, %d "
-              "output tokens each\n",
-              (*loop)->describe().c_str(), port, o.requests_per_stream, o.prompt_len, o.max_tokens);
+  std::printf(
+      "# %s\n# server on 127.0.0.1:%d, %d requests per stream (at least 32 per phase), prompts "
+      "of %d and outputs of %d tokens on average (each uniform in [x/2, 3x/2])\n",
+      (*loop)->describe().c_str(), port, o.requests_per_stream, o.prompt_len, o.max_tokens);
   {  // warm-up: both paths, a few requests
     Options w = o;
     w.requests_per_stream = 1;
@@ -366,57 +402,83 @@ int main(int argc, char** argv) {
     run_inprocess(**loop, w, 8, pw);
     run_server(port, w, 8, pw);
   }
-  nlohmann::json rows = nlohmann::json::array();
+  nlohmann::json rows = nlohmann::json::array(), summary = nlohmann::json::array();
   std::ofstream csv;
   if (!o.csv.empty()) {
     csv.open(o.csv);
-    csv << "concurrency,path,requests,tokens,seconds,tokens_per_s,ttft_p50_ms,ttft_p90_ms,"
+    csv << "concurrency,path,round,requests,tokens,seconds,tokens_per_s,ttft_p50_ms,ttft_p90_ms,"
            "ttft_p99_ms,itl_p50_ms,itl_p90_ms,itl_p99_ms,failures\n";
   }
   std::printf("%-5s %-10s %9s %10s %10s %10s %10s %10s %10s %8s\n", "conc", "path", "tok/s",
               "ttft p50", "ttft p90", "ttft p99", "itl p50", "itl p90", "itl p99", "fail");
   uint32_t seed = 1;
   for (int c : o.concurrency) {
+    // At least 32 requests per phase, so that low concurrencies have stable percentiles.
+    Options oc = o;
+    oc.requests_per_stream = std::max(o.requests_per_stream, (32 + c - 1) / c);
     Samples res[2];
-    for (int which = 0; which < 2; ++which) {
-      const auto prompts = make_prompts(c * o.requests_per_stream, o.prompt_len, seed++);
-      res[which] = which == 0 ? run_inprocess(**loop, o, c, prompts)
-                              : run_server(port, o, c, prompts);
-      const Samples& s = res[which];
+    for (int round = 0; round < 2 * o.repeats; ++round) {
+      const int which = round % 2;
+      const auto prompts = make_prompts(c * oc.requests_per_stream, o.prompt_len, seed++);
+      Samples s =
+          which == 0 ? run_inprocess(**loop, oc, c, prompts) : run_server(port, oc, c, prompts);
+      Samples& acc = res[which];  // pooled over the repeats
+      acc.ttft.insert(acc.ttft.end(), s.ttft.begin(), s.ttft.end());
+      acc.itl.insert(acc.itl.end(), s.itl.begin(), s.itl.end());
+      acc.tokens += s.tokens;
+      acc.seconds += s.seconds;
+      acc.failures += s.failures;
       const char* path = which == 0 ? "in-process" : "server";
       const double tps = static_cast<double>(s.tokens) / s.seconds;
-      std::printf("%-5d %-10s %9.1f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8d\n", c, path,
-                  tps, pct(s.ttft, 50), pct(s.ttft, 90), pct(s.ttft, 99), pct(s.itl, 50),
-                  pct(s.itl, 90), pct(s.itl, 99), s.failures);
-      nlohmann::json row = {{"concurrency", c},           {"path", path},
-                            {"requests", c * o.requests_per_stream},
-                            {"tokens", s.tokens},          {"seconds", s.seconds},
-                            {"tokens_per_s", tps},         {"ttft_p50_ms", pct(s.ttft, 50)},
-                            {"ttft_p90_ms", pct(s.ttft, 90)}, {"ttft_p99_ms", pct(s.ttft, 99)},
-                            {"itl_p50_ms", pct(s.itl, 50)},   {"itl_p90_ms", pct(s.itl, 90)},
-                            {"itl_p99_ms", pct(s.itl, 99)},   {"failures", s.failures}};
+      std::printf("%-5d %-10s %9.1f %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f %8d\n", c, path, tps,
+                  pct(s.ttft, 50), pct(s.ttft, 90), pct(s.ttft, 99), pct(s.itl, 50), pct(s.itl, 90),
+                  pct(s.itl, 99), s.failures);
+      nlohmann::json row = {{"concurrency", c},
+                            {"path", path},
+                            {"requests", c * oc.requests_per_stream},
+                            {"round", round / 2},
+                            {"tokens", s.tokens},
+                            {"seconds", s.seconds},
+                            {"tokens_per_s", tps},
+                            {"ttft_p50_ms", pct(s.ttft, 50)},
+                            {"ttft_p90_ms", pct(s.ttft, 90)},
+                            {"ttft_p99_ms", pct(s.ttft, 99)},
+                            {"itl_p50_ms", pct(s.itl, 50)},
+                            {"itl_p90_ms", pct(s.itl, 90)},
+                            {"itl_p99_ms", pct(s.itl, 99)},
+                            {"failures", s.failures}};
       rows.push_back(row);
       if (csv.is_open()) {
-        csv << c << "," << path << "," << row["requests"] << "," << s.tokens << "," << s.seconds
-            << "," << tps << "," << pct(s.ttft, 50) << "," << pct(s.ttft, 90) << ","
-            << pct(s.ttft, 99) << "," << pct(s.itl, 50) << "," << pct(s.itl, 90) << ","
+        csv << c << "," << path << "," << round / 2 << "," << row["requests"] << "," << s.tokens
+            << "," << s.seconds << "," << tps << "," << pct(s.ttft, 50) << "," << pct(s.ttft, 90)
+            << "," << pct(s.ttft, 99) << "," << pct(s.itl, 50) << "," << pct(s.itl, 90) << ","
             << pct(s.itl, 99) << "," << s.failures << "\n";
       }
     }
     const double ratio = (static_cast<double>(res[1].tokens) / res[1].seconds) /
                          (static_cast<double>(res[0].tokens) / res[0].seconds);
-    std::printf("      server / in-process throughput %.3f, added median TTFT %+.2f ms, added "
-                "median ITL %+.3f ms\n",
-                ratio, pct(res[1].ttft, 50) - pct(res[0].ttft, 50),
-                pct(res[1].itl, 50) - pct(res[0].itl, 50));
+    std::printf(
+        "      pooled over %d rounds: server / in-process throughput %.3f, median TTFT "
+        "%.2f vs %.2f ms (%+.2f), median ITL %.3f vs %.3f ms (%+.3f)\n",
+        o.repeats, ratio, pct(res[1].ttft, 50), pct(res[0].ttft, 50),
+        pct(res[1].ttft, 50) - pct(res[0].ttft, 50), pct(res[1].itl, 50), pct(res[0].itl, 50),
+        pct(res[1].itl, 50) - pct(res[0].itl, 50));
+    summary.push_back({{"concurrency", c},
+                       {"throughput_ratio", ratio},
+                       {"server_ttft_p50_ms", pct(res[1].ttft, 50)},
+                       {"inprocess_ttft_p50_ms", pct(res[0].ttft, 50)},
+                       {"server_itl_p50_ms", pct(res[1].itl, 50)},
+                       {"inprocess_itl_p50_ms", pct(res[0].itl, 50)}});
   }
   const IdleResult idle = run_idle(port, **server, o);
-  std::printf("idle-then-active: %d connections opened, %d held by the server after %.1f s idle, "
-              "%d answered (200) when all sent a request at once, in %.2f s\n",
-              idle.opened, idle.held, o.idle_seconds, idle.answered, idle.seconds_active);
+  std::printf(
+      "idle-then-active: %d connections opened, %d held by the server after %.1f s idle, "
+      "%d answered (200) when all sent a request at once, in %.2f s\n",
+      idle.opened, idle.held, o.idle_seconds, idle.answered, idle.seconds_active);
   if (!o.json.empty()) {
     std::ofstream(o.json) << nlohmann::json({{"describe", (*loop)->describe()},
                                              {"rows", rows},
+                                             {"summary", summary},
                                              {"idle_connections",
                                               {{"opened", idle.opened},
                                                {"held", idle.held},

@@ -23,8 +23,8 @@
 namespace deepinfer {
 
 struct ChatRenderOptions {
-  bool thinking = false;           // thinking mode: the prompt ends with "<think>"
-  std::string reasoning_effort;    // "", "none", "low", "high", "max"
+  bool thinking = false;                   // thinking mode: the prompt ends with "<think>"
+  std::string reasoning_effort;            // "", "none", "low", "high", "max"
   std::string effort_profile = "preview";  // "preview" or "0731" (the checkpoint's encoder)
   bool add_generation_prompt = true;
   bool continue_final_message = false;  // leave a final assistant message open
@@ -64,7 +64,7 @@ class ChatOutputParser {
 
   Status feed(std::string_view text, std::vector<ChatOutputEvent>* events);
   Status finish(std::vector<ChatOutputEvent>* events);  // end of output: flushes held text
-  bool ended() const;  // the model's EOS was seen
+  bool ended() const;                                   // the model's EOS was seen
 
  private:
   struct Impl;

@@ -77,12 +77,12 @@ class RequestStream {
 };
 
 struct EngineLoopCounters {
-  int64_t submitted = 0;  // accepted by submit()
-  int64_t finished = 0;   // final events sent (aborted and rejected included)
-  int64_t aborted = 0;    // ended with finish_reason "abort"
-  int64_t rejected = 0;   // refused by the engine after acceptance
+  int64_t submitted = 0;         // accepted by submit()
+  int64_t finished = 0;          // final events sent (aborted and rejected included)
+  int64_t aborted = 0;           // ended with finish_reason "abort"
+  int64_t rejected = 0;          // refused by the engine after acceptance
   int64_t refused_overload = 0;  // submit() answered ResourceExhausted
-  int64_t pending = 0;    // accepted and not finished
+  int64_t pending = 0;           // accepted and not finished
 };
 
 class EngineLoop {

@@ -149,7 +149,7 @@ class EngineLoopImpl {
   }
 
   void run() {
-    std::unordered_map<RequestHandle, Live> by_engine;       // engine handle -> request
+    std::unordered_map<RequestHandle, Live> by_engine;           // engine handle -> request
     std::unordered_map<RequestHandle, RequestHandle> to_engine;  // loop handle -> engine handle
     for (;;) {
       std::deque<Submission> inbox;

@@ -9,10 +9,11 @@
 // engine request of that response is aborted at once (its KV is freed by the next step). SSE
 // responses use chunked transfer encoding; events that pile up while a write is in flight go
 // out together in the next chunk.
+// clang-format off
+#include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
+// clang-format on
 #include <algorithm>
 #include <atomic>
-#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
-
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -137,10 +138,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_->body_limit(static_cast<uint64_t>(srv_.opts.max_body_bytes));
     parser_->header_limit(static_cast<uint32_t>(srv_.opts.max_header_bytes));
     stream_.expires_after(std::chrono::seconds(srv_.opts.keep_alive_seconds));
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       self->on_read(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
   }
 
   void on_read(beast::error_code ec) {
@@ -176,11 +176,11 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (buffer_.size() > 1 << 20) return;  // a pipelining client: stop reading ahead
     monitoring_ = true;
     stream_.socket().async_read_some(
-        buffer_.prepare(4096), net::bind_executor(stream_.get_executor(),
-                                                  [self = shared_from_this()](
-                                                      beast::error_code ec, size_t n) {
-                                                    self->on_monitor(ec, n);
-                                                  }));
+        buffer_.prepare(4096),
+        net::bind_executor(stream_.get_executor(),
+                           [self = shared_from_this()](beast::error_code ec, size_t n) {
+                             self->on_monitor(ec, n);
+                           }));
   }
 
   void on_monitor(beast::error_code ec, size_t n) {
@@ -244,6 +244,10 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       throw ApiError(404, "not_found_error", "no route for " + target);
     } catch (const ApiError& e) {
       send_error(e, anthropic);
+    } catch (const std::exception& e) {
+      // A field of an unexpected JSON type deep inside a message (nlohmann's type_error) and
+      // the like: the client's request, not our state, is at fault.
+      send_error(bad_request(std::string("invalid request: ") + e.what()), anthropic);
     }
   }
 
@@ -312,10 +316,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
       timing->last.resize(static_cast<size_t>(gen_->spec.params.n));
       auto cb = [self = shared_from_this(), serial, i, timing](RequestEvent&& ev) {
         self->record(*timing, ev);
-        net::post(self->stream_.get_executor(),
-                  [self, serial, i, ev = std::move(ev)]() mutable {
-                    self->on_event(serial, i, std::move(ev));
-                  });
+        net::post(self->stream_.get_executor(), [self, serial, i, ev = std::move(ev)]() mutable {
+          self->on_event(serial, i, std::move(ev));
+        });
       };
       auto h = srv_.loop.submit(p.ids, gen_->spec.params, std::move(cb), p.text);
       if (!h.ok()) {
@@ -362,13 +365,23 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   }
 
   void on_event(uint64_t serial, size_t prompt, RequestEvent ev) {
+    try {
+      handle_event(serial, prompt, std::move(ev));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "deepinfer serve: internal error while answering: %s\n", e.what());
+      client_gone();  // abort the rest; the client sees the connection close
+    }
+  }
+
+  void handle_event(uint64_t serial, size_t prompt, RequestEvent ev) {
     if (!gen_ || gen_->serial != serial || closed_) return;  // an abandoned response
     Generation& g = *gen_;
     if (ev.done) ++g.done;
     if (g.spec.stream && !g.headers_sent) {
       if (ev.done && ev.rejected) {
         for (RequestHandle h : g.handles) (void)srv_.loop.abort(h);
-        const ApiError e = bad_request(ev.output.error, g.spec.params.structured ? "response_format" : "");
+        const ApiError e =
+            bad_request(ev.output.error, g.spec.params.structured ? "response_format" : "");
         end_generation();
         return send_error(e, g.anthropic);
       }
@@ -405,8 +418,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   // ---- writing ----------------------------------------------------------------------------
   void send(int status, const char* type, std::string body) {
-    auto res = std::make_shared<http::response<http::string_body>>(
-        static_cast<http::status>(status), 11);
+    auto res =
+        std::make_shared<http::response<http::string_body>>(static_cast<http::status>(status), 11);
     res->set(http::field::server, "deepinfer");
     res->set(http::field::content_type, type);
     res->keep_alive(keep_alive_ && !srv_.stopped);
@@ -428,7 +441,8 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     res->body() = anthropic ? anthropic_error_body(e) : openai_error_body(e);
     res->prepare_payload();
     srv_.metrics.http_response(e.status);
-    if (srv_.opts.log_requests) std::fprintf(stderr, "deepinfer serve: %d %s\n", e.status, e.what());
+    if (srv_.opts.log_requests)
+      std::fprintf(stderr, "deepinfer serve: %d %s\n", e.status, e.what());
     response_complete_ = true;
     queue({Out::kResponse, std::move(res), {}});
   }
@@ -448,10 +462,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     switch (o.kind) {
       case Out::kResponse: {
         auto res = o.res;
-        http::async_write(stream_, *res,
-                          [self = shared_from_this(), res](beast::error_code ec, size_t) {
-                            self->on_write(ec);
-                          });
+        http::async_write(
+            stream_, *res,
+            [self = shared_from_this(), res](beast::error_code ec, size_t) { self->on_write(ec); });
         return;
       }
       case Out::kHeader: {

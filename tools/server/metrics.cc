@@ -34,14 +34,13 @@ void Histogram::observe(double v) {
   ++count_;
 }
 
-void Histogram::render(std::string& out, const std::string& name,
-                       const std::string& labels) const {
+void Histogram::render(std::string& out, const std::string& name, const std::string& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
   uint64_t cum = 0;
   for (size_t i = 0; i < bounds_.size(); ++i) {
     cum += counts_[i];
-    out += name + "_bucket{" + labels + ",le=\"" + num(bounds_[i]) + "\"} " +
-           std::to_string(cum) + "\n";
+    out += name + "_bucket{" + labels + ",le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) +
+           "\n";
   }
   cum += counts_.back();
   out += name + "_bucket{" + labels + ",le=\"+Inf\"} " + std::to_string(cum) + "\n";
@@ -51,12 +50,12 @@ void Histogram::render(std::string& out, const std::string& name,
 
 // vLLM's buckets (vllm/v1/metrics/loggers.py).
 Metrics::Metrics(std::string model_name)
-    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-            7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
-      itl({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-           1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}),
-      e2e({0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
-           120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
+    : ttft({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+            1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}),
+      itl({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1,  0.15, 0.2,  0.3,
+           0.4,   0.5,    0.75,  1.0,  2.5,   5.0,  7.5,   10.0, 20.0, 40.0, 80.0}),
+      e2e({0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+           30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}),
       prepare_time({0.001, 0.01, 0.1, 0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 20.0, 60.0}),
       labels_("model_name=\"" + model_name + "\"") {}
 
@@ -93,9 +92,9 @@ std::string Metrics::render(const EngineStats& s, const EngineLoopCounters& c,
         "Requests accepted and not yet running (server queue and scheduler queue).",
         static_cast<double>(std::max<int64_t>(c.pending - s.num_running, 0)));
   gauge("deepinfer:kv_cache_usage_perc", "Fraction of the KV block pool held by live sequences.",
-        s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_in_use) /
-                                    static_cast<double>(s.kv_blocks_total)
-                              : 0.0);
+        s.kv_blocks_total > 0
+            ? static_cast<double>(s.kv_blocks_in_use) / static_cast<double>(s.kv_blocks_total)
+            : 0.0);
   gauge("deepinfer:kv_cache_blocks_in_use", "KV blocks held by live sequences.",
         static_cast<double>(s.kv_blocks_in_use));
   gauge("deepinfer:kv_cache_blocks_total", "KV blocks in the pool.",
@@ -138,8 +137,8 @@ std::string Metrics::render(const EngineStats& s, const EngineLoopCounters& c,
     }
     metric(out, "counter", "deepinfer:http_responses_total", "HTTP responses by status code.");
     for (const auto& [status, n] : http_) {
-      sample(out, "deepinfer:http_responses_total", l + ",status=\"" + std::to_string(status) + "\"",
-             static_cast<double>(n));
+      sample(out, "deepinfer:http_responses_total",
+             l + ",status=\"" + std::to_string(status) + "\"", static_cast<double>(n));
     }
     metric(out, "counter", "deepinfer:output_parse_failures_total",
            "Samples whose tool-call markup the chat parser refused (not shown to clients).");

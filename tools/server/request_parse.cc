@@ -80,8 +80,7 @@ std::string check_model(const Json& j, const ApiContext& ctx, bool required) {
     if (required) throw bad_request("'model' is required", "model");
     return ctx.model_names.front();
   }
-  if (std::find(ctx.model_names.begin(), ctx.model_names.end(), *model) ==
-      ctx.model_names.end()) {
+  if (std::find(ctx.model_names.begin(), ctx.model_names.end(), *model) == ctx.model_names.end()) {
     throw ApiError(404, "not_found_error",
                    "The model '" + *model + "' does not exist; this server serves '" +
                        ctx.model_names.front() + "' (GET /v1/models lists it)",
@@ -168,7 +167,8 @@ void parse_structured(const Json& j, GenerationSpec& spec) {
   std::vector<SamplingParams::StructuredOutput> found;
   std::string param;
   if (const Json* rf = field(j, "response_format")) {
-    if (!rf->is_object()) throw bad_request("'response_format' must be an object", "response_format");
+    if (!rf->is_object())
+      throw bad_request("'response_format' must be an object", "response_format");
     const std::string type = get_string(*rf, "type").value_or("");
     if (type == "json_object") {
       found.push_back({"json", R"({"type": "object"})"});
@@ -181,9 +181,9 @@ void parse_structured(const Json& j, GenerationSpec& spec) {
       }
       found.push_back({"json", schema->is_string() ? schema->get<std::string>() : dump(*schema)});
     } else if (type != "text") {
-      throw bad_request("'response_format.type' must be text, json_object or json_schema, got '" +
-                            type + "'",
-                        "response_format");
+      throw bad_request(
+          "'response_format.type' must be text, json_object or json_schema, got '" + type + "'",
+          "response_format");
     }
     param = "response_format";
   }
@@ -210,9 +210,10 @@ void parse_structured(const Json& j, GenerationSpec& spec) {
     param = "guided_grammar";
   }
   if (found.size() > 1) {
-    throw bad_request("give one of response_format, so_args, guided_json, guided_regex and "
-                      "guided_grammar",
-                      param);
+    throw bad_request(
+        "give one of response_format, so_args, guided_json, guided_regex and "
+        "guided_grammar",
+        param);
   }
   if (!found.empty()) spec.params.structured = found.front();
 }
@@ -221,8 +222,9 @@ void check_prompt_length(const GenerationSpec& spec, const ApiContext& ctx, cons
   const int64_t limit = ctx.loop->max_model_len();
   for (const PromptInput& p : spec.prompts) {
     const int64_t n = static_cast<int64_t>(p.ids.size());
-    const int64_t kept =
-        spec.params.truncate_prompt_tokens ? std::min<int64_t>(n, *spec.params.truncate_prompt_tokens) : n;
+    const int64_t kept = spec.params.truncate_prompt_tokens
+                             ? std::min<int64_t>(n, *spec.params.truncate_prompt_tokens)
+                             : n;
     if (kept == 0) throw bad_request("the prompt is empty", param);
     const int64_t want = spec.params.max_tokens ? *spec.params.max_tokens : 1;
     if (kept + want > limit) {
@@ -254,7 +256,8 @@ void check_sampling(const GenerationSpec& spec) {
     std::string param;
     const std::string& m = st.message();
     const std::string prefix = "sampling parameter ";
-    if (m.rfind(prefix, 0) == 0) param = m.substr(prefix.size(), m.find(' ', prefix.size()) - prefix.size());
+    if (m.rfind(prefix, 0) == 0)
+      param = m.substr(prefix.size(), m.find(' ', prefix.size()) - prefix.size());
     if (param == "seq_seed") param = "seed";
     throw bad_request(m, param);
   }
@@ -284,9 +287,10 @@ void parse_thinking(const Json& j, GenerationSpec& spec, ChatRenderOptions& ro) 
     } else if (effort == "high" || effort == "max") {
       if (!thinking) thinking = true;
     } else {
-      throw bad_request("'reasoning_effort' must be none, minimal, low, medium, high or max, got '" +
-                            effort + "'",
-                        "reasoning_effort");
+      throw bad_request(
+          "'reasoning_effort' must be none, minimal, low, medium, high or max, got '" + effort +
+              "'",
+          "reasoning_effort");
     }
   }
   ro.thinking = thinking.value_or(false);
@@ -303,7 +307,8 @@ void apply_tool_choice(const Json& j, const Json* tools, GenerationSpec& spec, J
     if (tc->is_string()) {
       mode = tc->get<std::string>();
       if (mode != "none" && mode != "auto" && mode != "required") {
-        throw bad_request("'tool_choice' must be none, auto, required or a function", "tool_choice");
+        throw bad_request("'tool_choice' must be none, auto, required or a function",
+                          "tool_choice");
       }
     } else if (tc->is_object()) {
       const Json* fn = field(*tc, "function");
@@ -325,9 +330,9 @@ void apply_tool_choice(const Json& j, const Json* tools, GenerationSpec& spec, J
   }
   if (mode == "required" || mode == "named") {
     if (spec.params.structured) {
-      throw bad_request("a forced tool call (tool_choice " + mode +
-                            ") cannot be combined with response_format",
-                        "tool_choice");
+      throw bad_request(
+          "a forced tool call (tool_choice " + mode + ") cannot be combined with response_format",
+          "tool_choice");
     }
     if (!only.empty()) {
       bool found = false;
@@ -335,7 +340,9 @@ void apply_tool_choice(const Json& j, const Json* tools, GenerationSpec& spec, J
         const Json* fn = t.is_object() ? field(t, "function") : nullptr;
         if (fn != nullptr && fn->is_object() && fn->value("name", "") == only) found = true;
       }
-      if (!found) throw bad_request("tool_choice names '" + only + "', which is not in 'tools'", "tool_choice");
+      if (!found)
+        throw bad_request("tool_choice names '" + only + "', which is not in 'tools'",
+                          "tool_choice");
     }
     spec.params.structured =
         SamplingParams::StructuredOutput{"ebnf", forced_tool_call_grammar(dump(*tools), only)};
@@ -386,7 +393,8 @@ GenerationSpec parse_chat_request(const std::string& body, const ApiContext& ctx
   if (auto v = get_bool(j, "add_generation_prompt")) ro.add_generation_prompt = *v;
   if (auto v = get_bool(j, "continue_final_message")) ro.continue_final_message = *v;
   const Json* tools = field(j, "tools");
-  if (tools != nullptr && (!tools->is_array())) throw bad_request("'tools' must be an array", "tools");
+  if (tools != nullptr && (!tools->is_array()))
+    throw bad_request("'tools' must be an array", "tools");
   if (tools != nullptr && tools->empty()) tools = nullptr;
   Json render_tools;
   apply_tool_choice(j, tools, spec, render_tools);
@@ -436,9 +444,10 @@ GenerationSpec parse_completion_request(const std::string& body, const ApiContex
       } else if (p.is_array()) {
         add_ids(p);
       } else {
-        throw bad_request("'prompt' must be a string, an array of strings, an array of token "
-                          "ids or an array of such arrays",
-                          "prompt");
+        throw bad_request(
+            "'prompt' must be a string, an array of strings, an array of token "
+            "ids or an array of such arrays",
+            "prompt");
       }
     }
   } else {
@@ -456,7 +465,8 @@ GenerationSpec parse_completion_request(const std::string& body, const ApiContex
   int64_t max_tokens = get_max_tokens(j, "max_tokens");
   if (max_tokens < 0) max_tokens = ctx.default_max_tokens > 0 ? ctx.default_max_tokens : 16;
   if (max_tokens == 0) {
-    if (!spec.echo) throw bad_request("'max_tokens' must be at least 1 (or 0 with echo)", "max_tokens");
+    if (!spec.echo)
+      throw bad_request("'max_tokens' must be at least 1 (or 0 with echo)", "max_tokens");
     spec.echo_only = true;  // scoring: the prompt's logprobs, no completion
     max_tokens = 1;
   }
@@ -481,10 +491,12 @@ namespace {
 // Anthropic content (a string or blocks) -> OpenAI text.
 std::string anthropic_text(const Json& content, const char* where) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw bad_request(std::string(where) + ": content must be a string or blocks");
+  if (!content.is_array())
+    throw bad_request(std::string(where) + ": content must be a string or blocks");
   std::string out;
   for (const Json& b : content) {
-    if (b.is_object() && b.value("type", "") == "text" && b.contains("text") && b["text"].is_string()) {
+    if (b.is_object() && b.value("type", "") == "text" && b.contains("text") &&
+        b["text"].is_string()) {
       out += b["text"].get<std::string>();
     }
   }
@@ -533,7 +545,8 @@ GenerationSpec parse_messages_request(const std::string& body, const ApiContext&
       messages.push_back({{"role", role}, {"content", *content}});
       continue;
     }
-    if (!content->is_array()) throw bad_request(where + ".content must be a string or blocks", "messages");
+    if (!content->is_array())
+      throw bad_request(where + ".content must be a string or blocks", "messages");
     Json msg = {{"role", role}, {"content", ""}};
     std::string text, thinking;
     Json calls = Json::array();
@@ -544,11 +557,12 @@ GenerationSpec parse_messages_request(const std::string& body, const ApiContext&
       } else if (type == "thinking") {
         thinking += b.value("thinking", "");
       } else if (type == "tool_use") {
-        calls.push_back({{"id", b.value("id", "")},
-                         {"type", "function"},
-                         {"function",
-                          {{"name", b.value("name", "")},
-                           {"arguments", dump(b.contains("input") ? b["input"] : Json::object())}}}});
+        calls.push_back(
+            {{"id", b.value("id", "")},
+             {"type", "function"},
+             {"function",
+              {{"name", b.value("name", "")},
+               {"arguments", dump(b.contains("input") ? b["input"] : Json::object())}}}});
       } else if (type == "tool_result") {
         if (!text.empty()) {  // text before the results stays a user turn of its own
           messages.push_back({{"role", "user"}, {"content", text}});
@@ -559,7 +573,8 @@ GenerationSpec parse_messages_request(const std::string& body, const ApiContext&
                             {"tool_call_id", b.value("tool_use_id", "")},
                             {"content", anthropic_text(c, where.c_str())}});
       } else if (type == "image" || type == "document") {
-        throw bad_request(where + ": " + type + " blocks are not supported by this model", "messages");
+        throw bad_request(where + ": " + type + " blocks are not supported by this model",
+                          "messages");
       }
     }
     if (role == "assistant") {
@@ -596,7 +611,9 @@ GenerationSpec parse_messages_request(const std::string& body, const ApiContext&
       const std::string type = tc->value("type", "auto");
       if (type == "any") choice["tool_choice"] = "required";
       if (type == "none") choice["tool_choice"] = "none";
-      if (type == "tool") choice["tool_choice"] = {{"type", "function"}, {"function", {{"name", tc->value("name", "")}}}};
+      if (type == "tool")
+        choice["tool_choice"] = {{"type", "function"},
+                                 {"function", {{"name", tc->value("name", "")}}}};
     }
     Json render_tools;
     apply_tool_choice(choice, &tools, spec, render_tools);

@@ -162,7 +162,9 @@ class BuilderBase : public ResponseBuilder {
   }
   Json error_chunk(const std::string& message) const {
     return {{"error",
-             {{"message", message}, {"type", "internal_server_error"}, {"param", nullptr},
+             {{"message", message},
+              {"type", "internal_server_error"},
+              {"param", nullptr},
               {"code", 500}}}};
   }
   Json chat_logprobs(const std::vector<TokenLogprobs>& lps) const {
@@ -219,7 +221,7 @@ class ChatBuilder final : public BuilderBase {
     }
     const std::vector<ChatOutputEvent> events = parse_piece(c, ev.delta.text, ev.delta.finished);
     Json lp = ev.delta.logprobs.empty() || !spec_.logprobs ? Json(nullptr)
-                                                            : chat_logprobs(ev.delta.logprobs);
+                                                           : chat_logprobs(ev.delta.logprobs);
     std::vector<Json> deltas;
     for (const ChatOutputEvent& e : events) {
       switch (e.type) {
@@ -231,11 +233,12 @@ class ChatBuilder final : public BuilderBase {
           break;
         case ChatOutputEvent::Type::kToolCallBegin: {
           const ToolCallState& call = c.calls.at(e.tool_index);
-          deltas.push_back({{"tool_calls",
-                             Json::array({{{"index", e.tool_index},
-                                           {"id", call.id},
-                                           {"type", "function"},
-                                           {"function", {{"name", call.name}, {"arguments", ""}}}}})}});
+          deltas.push_back(
+              {{"tool_calls",
+                Json::array({{{"index", e.tool_index},
+                              {"id", call.id},
+                              {"type", "function"},
+                              {"function", {{"name", call.name}, {"arguments", ""}}}}})}});
           break;
         }
         case ChatOutputEvent::Type::kToolCallArguments:
@@ -407,7 +410,8 @@ class CompletionBuilder final : public BuilderBase {
     const TokenLogprobs* lp;  // null for the first token
   };
   Json header() const {
-    return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", spec_.model}};
+    return {
+        {"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", spec_.model}};
   }
   Json finish_of(const std::string& reason) const {
     if (reason.empty()) return nullptr;
@@ -421,9 +425,9 @@ class CompletionBuilder final : public BuilderBase {
   }
   std::vector<PromptTok> prompt_part(size_t prompt) const {
     std::vector<PromptTok> out;
-    const std::vector<int32_t>& ids =
-        prompt < prompt_ids_.size() && !prompt_ids_[prompt].empty() ? prompt_ids_[prompt]
-                                                                    : spec_.prompts[prompt].ids;
+    const std::vector<int32_t>& ids = prompt < prompt_ids_.size() && !prompt_ids_[prompt].empty()
+                                          ? prompt_ids_[prompt]
+                                          : spec_.prompts[prompt].ids;
     const std::vector<TokenLogprobs>* lps =
         prompt < prompt_logprobs_.size() ? &prompt_logprobs_[prompt] : nullptr;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -437,8 +441,7 @@ class CompletionBuilder final : public BuilderBase {
   // generated tokens.
   Json completion_logprobs(const std::vector<PromptTok>& prompt,
                            const std::vector<TokenLogprobs>& gen, int64_t offset) const {
-    Json tokens = Json::array(), lps = Json::array(), tops = Json::array(),
-         offsets = Json::array();
+    Json tokens = Json::array(), lps = Json::array(), tops = Json::array(), offsets = Json::array();
     auto add = [&](int32_t id, const TokenLogprobs* lp) {
       const std::string t = ctx_.loop->token_text(id);
       tokens.push_back(t);
@@ -496,8 +499,9 @@ class MessagesBuilder final : public BuilderBase {
     if (ev.done) {
       note_done(prompt, ev);
       if (spec_.stream && (ev.rejected || !ev.output.error.empty())) {
-        return sse_event("error", {{"type", "error"},
-                                   {"error", {{"type", "api_error"}, {"message", ev.output.error}}}});
+        return sse_event(
+            "error",
+            {{"type", "error"}, {"error", {{"type", "api_error"}, {"message", ev.output.error}}}});
       }
       return {};
     }
@@ -542,10 +546,10 @@ class MessagesBuilder final : public BuilderBase {
 
   std::string finish() override {
     const Choice& c = choices_.at(0);
-    const Json usage = {{"input_tokens", usage_json()["prompt_tokens"]},
-                        {"output_tokens", usage_json()["completion_tokens"]},
-                        {"cache_read_input_tokens",
-                         usage_json()["prompt_tokens_details"]["cached_tokens"]}};
+    const Json usage = {
+        {"input_tokens", usage_json()["prompt_tokens"]},
+        {"output_tokens", usage_json()["completion_tokens"]},
+        {"cache_read_input_tokens", usage_json()["prompt_tokens_details"]["cached_tokens"]}};
     if (spec_.stream) {
       return sse_event("message_delta",
                        {{"type", "message_delta"},
@@ -590,8 +594,9 @@ class MessagesBuilder final : public BuilderBase {
     if (open_ == kind) return {};
     std::string out = close_block();
     open_ = kind;
-    out += sse_event("content_block_start",
-                     {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
+    out +=
+        sse_event("content_block_start",
+                  {{"type", "content_block_start"}, {"index", index_}, {"content_block", block}});
     return out;
   }
   std::string delta(const Json& d) {

@@ -21,10 +21,10 @@ namespace deepinfer::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8000;  // 0: an ephemeral port (Server::port() says which)
-  std::string api_key;  // empty: no authentication
+  int port = 8000;                              // 0: an ephemeral port (Server::port() says which)
+  std::string api_key;                          // empty: no authentication
   std::vector<std::string> served_model_names;  // empty: the model directory's name
-  int io_threads = 0;  // 0: min(4, hardware threads)
+  int io_threads = 0;                           // 0: min(4, hardware threads)
   int64_t max_body_bytes = 32 << 20;
   int max_header_bytes = 64 << 10;
   int keep_alive_seconds = 600;  // an idle connection is closed after this

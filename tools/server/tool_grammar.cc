@@ -4,8 +4,9 @@
 //
 // One call, of any listed function (or of `only`), with the function's required parameters in
 // the schema's order. Values follow the parameter's type with bounded lengths, so a call always
-// ends: strings (string="true") of 1 to 24 characters without newlines or '<', an enum's literals, integers,
-// numbers, booleans; objects and arrays are written empty. The grammar then allows only EOS.
+// ends: strings (string="true") of 1 to 24 characters without newlines or '<', an enum's literals,
+// integers, numbers, booleans; objects and arrays are written empty. The grammar then allows only
+// EOS.
 #include <string>
 
 #include "api.h"
@@ -68,16 +69,17 @@ std::string forced_tool_call_grammar(const std::string& tools_json, const std::s
     const std::string name = fn["name"].get<std::string>();
     if (!only.empty() && name != only) continue;
     const Json params = fn.contains("parameters") ? fn["parameters"] : Json::object();
-    const Json props = params.is_object() && params.contains("properties") ? params["properties"]
-                                                                            : Json::object();
-    const Json required = params.is_object() && params.contains("required") ? params["required"]
-                                                                             : Json::array();
+    const Json props =
+        params.is_object() && params.contains("properties") ? params["properties"] : Json::object();
+    const Json required =
+        params.is_object() && params.contains("required") ? params["required"] : Json::array();
     std::string body;
     int pi = 0;
     if (props.is_object()) {
       for (const auto& [key, schema] : props.items()) {
         bool needed = false;
-        for (const Json& r : required) needed = needed || (r.is_string() && r.get<std::string>() == key);
+        for (const Json& r : required)
+          needed = needed || (r.is_string() && r.get<std::string>() == key);
         if (!needed) continue;
         bool is_string = false;
         const std::string value = value_rule(schema, &is_string);

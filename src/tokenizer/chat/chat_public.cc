@@ -1,8 +1,7 @@
 // include/deepinfer/chat.h over the chat module (render.h, chat_json.h, output_parser.h).
-#include "deepinfer/chat.h"
-
 #include <utility>
 
+#include "deepinfer/chat.h"
 #include "tokenizer/chat/chat_json.h"
 #include "tokenizer/chat/output_parser.h"
 #include "tokenizer/chat/render.h"

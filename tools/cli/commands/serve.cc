@@ -7,7 +7,6 @@
 // installed package's copy, or the Hugging Face cache's, as --model). The API key: --api-key,
 // else DEEPINFER_API_KEY (read with the other knobs in src/base/options.cc).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -62,7 +61,8 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
                   "tokens per engine step (default 2048)");
   cmd->add_option("--max-model-len", args->engine.max_model_len,
                   "context length (default: the model's, at most 8192)");
-  cmd->add_option("--num-kv-blocks", args->engine.num_kv_blocks, "KV blocks (default: enough "
+  cmd->add_option("--num-kv-blocks", args->engine.num_kv_blocks,
+                  "KV blocks (default: enough "
                   "for max-num-seqs sequences of max-model-len tokens)");
   cmd->add_option("--kv-block-size", args->engine.kv_block_size, "KV block size in tokens");
   cmd->add_flag("--no-enable-prefix-caching", *no_prefix, "turn prefix caching off");
@@ -70,7 +70,8 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--max-waiting", args->loop.max_waiting,
                   "requests waiting beyond which new ones get 503 + Retry-After (default 4 x "
                   "max-num-seqs, at least 64)");
-  cmd->add_option("--io-threads", args->server.io_threads, "HTTP I/O threads (default min(4, "
+  cmd->add_option("--io-threads", args->server.io_threads,
+                  "HTTP I/O threads (default min(4, "
                   "cores))");
   cmd->add_option("--max-body-bytes", args->server.max_body_bytes,
                   "largest request body (default 32 MiB; larger: 413)");
@@ -101,8 +102,10 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
                        "DEEPINFER_HF_MODEL_DIR\n");
           return 2;
         }
-        std::fprintf(stderr, "deepinfer serve: no model given; using the embedded default model "
-                             "at %s\n", a.engine.model_dir.c_str());
+        std::fprintf(stderr,
+                     "deepinfer serve: no model given; using the embedded default model "
+                     "at %s\n",
+                     a.engine.model_dir.c_str());
       }
       return server::run_serve(a);
     };
