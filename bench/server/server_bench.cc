@@ -6,18 +6,18 @@
 //                [--requests-per-stream N] [--max-tokens N] [--prompt-len N] [--repeats N]
 //                [--idle-connections N] [--idle-seconds S] [--csv OUT] [--json OUT]
 //
-// Both paths share one EngineLoop (one model): the peer submits through EngineLoop::submit and
-// times the deltas in its callback; the server path runs `Server` on a loopback port and a C++
-// client (Boost.Beast, one blocking connection per stream, in its own threads) posts streaming
-// /v1/completions with token-id prompts and times the SSE events as they arrive. Every stream
-// runs its requests back to back (at least 32 requests per phase); each concurrency alternates
-// the two paths --repeats times (default 2) and pools the samples. Requests: random token-id
-// prompts of --prompt-len tokens on average and --max-tokens output tokens on average (each
-// uniform in [x/2, 3x/2], the same per request in both paths; ignore_eos), temperature 0.8 with
-// a per-request seed; prefix caching is off so neither path reuses the other's prompts.
-// Figures: output tokens/s over the phase's wall time, TTFT (request sent -> first token), ITL
-// (between tokens of one stream), p50/p90/p99. A benchmark, not a test: it never fails on time;
-// the server/peer ratios are printed.
+// Both paths share one EngineLoop (one model): the peer submits through
+// EngineLoop::submit_stream from one thread per stream and times the events it reads; the server
+// path runs `Server` on a loopback port and a C++ client (Boost.Beast, one blocking connection per
+// stream, in its own threads) posts streaming /v1/completions with token-id prompts and times the
+// SSE events as they arrive. Every stream runs its requests back to back (at least 32 requests per
+// phase); each concurrency alternates the two paths --repeats times (default 2) and pools the
+// samples. Requests: random token-id prompts of --prompt-len tokens on average and --max-tokens
+// output tokens on average (each uniform in [x/2, 3x/2], the same per request in both paths;
+// ignore_eos), temperature 0.8 with a per-request seed; prefix caching is off so neither path
+// reuses the other's prompts. Figures: output tokens/s over the phase's wall time, TTFT (request
+// sent -> first token), ITL (between tokens of one stream), p50/p90/p99. A benchmark, not a test:
+// it never fails on time; the server/peer ratios are printed.
 // clang-format off
 #include <utility>  // first: Boost 1.74's asio/awaitable.hpp uses std::exchange unincluded
 // clang-format on
@@ -114,62 +114,57 @@ SamplingParams params_for(const Options& o, int i) {
 }
 
 // ---- the in-process peer ------------------------------------------------------------------
+// One thread per stream, as the server's client has: submit_stream, read its events (next()),
+// submit the next request when the final event arrives. So both paths resubmit from a client
+// thread; what differs is HTTP, JSON and SSE. (Resubmitting from the engine's callback instead
+// would let the peer's next request into the very next step, a head start no out-of-engine
+// client has: one step of TTFT, 10-400 ms on the CPU.)
 Samples run_inprocess(EngineLoop& loop, const Options& o, int streams,
                       const std::vector<std::vector<int32_t>>& prompts) {
   Samples s;
   std::mutex mu;
-  std::condition_variable cv;
-  int finished_streams = 0;
-  struct Stream {
-    int next = 0;
-    Clock::time_point sent, last;
-    bool first = true;
-  };
-  std::vector<Stream> st(static_cast<size_t>(streams));
-  std::function<void(int)> submit_next;
-  submit_next = [&](int k) {
-    Stream& x = st[static_cast<size_t>(k)];
-    const int i = k * o.requests_per_stream + x.next++;
-    x.first = true;
-    x.sent = Clock::now();
-    auto h =
-        loop.submit(prompts[static_cast<size_t>(i)], params_for(o, i), [&, k](RequestEvent&& ev) {
-          Stream& y = st[static_cast<size_t>(k)];
-          const auto now = Clock::now();
-          if (!ev.done) {
-            if (ev.delta.token_ids.empty()) return;
-            std::lock_guard<std::mutex> lock(mu);
-            if (y.first) {
-              s.ttft.push_back(ms(now - y.sent));
-            } else {
-              s.itl.push_back(ms(now - y.last));
-            }
-            y.first = false;
-            y.last = now;
-            return;
-          }
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            s.tokens += ev.usage.completion_tokens;
-            if (!ev.output.error.empty()) ++s.failures;
-          }
-          if (y.next < o.requests_per_stream) {
-            submit_next(k);  // from the loop thread: only queues
-          } else {
-            std::lock_guard<std::mutex> lock(mu);
-            ++finished_streams;
-            cv.notify_all();
-          }
-        });
-    if (!h.ok()) {
-      std::fprintf(stderr, "submit: %s\n", h.status().message().c_str());
-      std::abort();
-    }
-  };
+  std::vector<std::thread> threads;
   const auto t0 = Clock::now();
-  for (int k = 0; k < streams; ++k) submit_next(k);
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return finished_streams == streams; });
+  for (int k = 0; k < streams; ++k) {
+    threads.emplace_back([&, k] {
+      std::vector<double> ttft, itl;
+      int64_t tokens = 0;
+      int failures = 0;
+      for (int r = 0; r < o.requests_per_stream; ++r) {
+        const int i = k * o.requests_per_stream + r;
+        const auto sent = Clock::now();
+        auto st = loop.submit_stream(prompts[static_cast<size_t>(i)], params_for(o, i));
+        if (!st.ok()) {
+          ++failures;
+          continue;
+        }
+        bool first = true;
+        Clock::time_point last;
+        while (auto ev = (*st)->next()) {
+          const auto now = Clock::now();
+          if (ev->done) {
+            tokens += ev->usage.completion_tokens;
+            if (!ev->output.error.empty()) ++failures;
+            break;
+          }
+          if (ev->delta.token_ids.empty()) continue;
+          if (first) {
+            ttft.push_back(ms(now - sent));
+          } else {
+            itl.push_back(ms(now - last));
+          }
+          first = false;
+          last = now;
+        }
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      s.ttft.insert(s.ttft.end(), ttft.begin(), ttft.end());
+      s.itl.insert(s.itl.end(), itl.begin(), itl.end());
+      s.tokens += tokens;
+      s.failures += failures;
+    });
+  }
+  for (std::thread& t : threads) t.join();
   s.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return s;
 }

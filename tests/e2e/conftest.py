@@ -40,9 +40,9 @@ def _binary() -> list[str]:
 class Server:
     """A running `deepinfer serve`; .url, .port, .pid, .log(), .stop()."""
 
-    def __init__(self, *args: str, env: dict | None = None):
-        cmd = [*_binary(), "serve", "--model", str(DEFAULT_MODEL), "--port", "0",
-               "--served-model-name", "default", *args]
+    def __init__(self, *args: str, env: dict | None = None, model: bool = True):
+        cmd = [*_binary(), "serve", *(["--model", str(DEFAULT_MODEL)] if model else []),
+               "--port", "0", "--served-model-name", "default", *args]
         e = dict(os.environ)
         e.setdefault("DEEPINFER_NUM_THREADS", "2")
         if env:

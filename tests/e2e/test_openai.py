@@ -43,6 +43,16 @@ def test_chat_non_streaming(client):
     assert r.object == "chat.completion" and r.id.startswith("chatcmpl-")
 
 
+def test_stop_strings(client):
+    base = client.completions.create(model=MODEL, prompt="In the beginning", max_tokens=12,
+                                     temperature=0).choices[0].text
+    stop = base[len(base) // 2:len(base) // 2 + 3]
+    cut = client.completions.create(model=MODEL, prompt="In the beginning", max_tokens=12,
+                                    temperature=0, stop=[stop])
+    assert cut.choices[0].finish_reason == "stop"
+    assert cut.choices[0].text == base[:base.index(stop)]
+
+
 def test_chat_streaming_equals_non_streaming(client):
     kw = dict(model=MODEL, messages=USER, max_tokens=16, temperature=0)
     whole = client.chat.completions.create(**kw).choices[0].message.content

@@ -22,6 +22,7 @@
 #include <deque>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "api.h"
@@ -468,16 +469,36 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
         return;
       }
       case Out::kHeader: {
-        header_ = std::make_shared<http::response<http::empty_body>>(http::status::ok, 11);
-        header_->set(http::field::server, "deepinfer");
-        header_->set(http::field::content_type, "text/event-stream");
-        header_->set(http::field::cache_control, "no-cache");
-        header_->set("X-Accel-Buffering", "no");
-        header_->keep_alive(keep_alive_);
-        header_->chunked(true);
-        serializer_ = std::make_shared<http::response_serializer<http::empty_body>>(*header_);
+        // The SSE response header and the first chunk(s) go out in one write (one wake-up of
+        // the client fewer before its first token).
+        http::response<http::empty_body> header(http::status::ok, 11);
+        header.set(http::field::server, "deepinfer");
+        header.set(http::field::content_type, "text/event-stream");
+        header.set(http::field::cache_control, "no-cache");
+        header.set("X-Accel-Buffering", "no");
+        header.keep_alive(keep_alive_);
+        header.chunked(true);
+        std::ostringstream os;
+        os << header.base();  // status line, fields and the blank line
+        auto head = std::make_shared<std::string>(os.str());
+        auto data = std::make_shared<std::string>();
+        while (!out_.empty() && out_.front().kind == Out::kChunk) {
+          *data += out_.front().data;
+          out_.pop_front();
+        }
         srv_.metrics.http_response(200);
-        http::async_write_header(stream_, *serializer_, std::move(done));
+        if (data->empty()) {
+          net::async_write(stream_, net::buffer(*head),
+                           [self = shared_from_this(), head](beast::error_code ec, size_t) {
+                             self->on_write(ec);
+                           });
+          return;
+        }
+        net::async_write(
+            stream_, beast::buffers_cat(net::buffer(*head), http::make_chunk(net::buffer(*data))),
+            [self = shared_from_this(), head, data](beast::error_code ec, size_t) {
+              self->on_write(ec);
+            });
         return;
       }
       case Out::kChunk: {
@@ -509,8 +530,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     if (!out_.empty()) return write_next();
     if (response_complete_ && !gen_) {
       response_complete_ = false;
-      header_.reset();
-      serializer_.reset();
       if (!keep_alive_ || srv_.stopped) return close();
       if (monitoring_) {
         want_read_ = true;
@@ -545,8 +564,6 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
   bool writing_ = false;
   bool response_complete_ = false;
   std::deque<Out> out_;
-  std::shared_ptr<http::response<http::empty_body>> header_;
-  std::shared_ptr<http::response_serializer<http::empty_body>> serializer_;
   std::unique_ptr<Generation> gen_;
   uint64_t serial_ = 0;
 };
