@@ -166,3 +166,30 @@ def test_overload_gets_503_with_retry_after():
 
 def test_server_still_serves_after_errors(client):
     assert client.chat.completions.create(model=MODEL, messages=USER, max_tokens=2).choices
+
+
+def test_expect_100_continue_and_pipelining(server):
+    # curl sends "Expect: 100-continue" for bodies over 1 KiB; the server answers it at once.
+    import socket
+    import time
+
+    body = json.dumps({"prompt": "In the beginning " * 100, "max_tokens": 2}).encode()
+    s = socket.create_connection(("127.0.0.1", server.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Expect: 100-continue\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+    t0 = time.time()
+    s.settimeout(5)
+    assert s.recv(64).startswith(b"HTTP/1.1 100 Continue")
+    assert time.time() - t0 < 0.5
+    # Then the body, and a second request pipelined right behind it on the same connection.
+    second = json.dumps({"prompt": "And God said", "max_tokens": 2}).encode()
+    s.sendall(body + b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+              b"application/json\r\nContent-Length: " + str(len(second)).encode() + b"\r\n\r\n"
+              + second)
+    data = b""
+    while data.count(b"HTTP/1.1 200 OK") < 2 or not data.endswith(b"}"):
+        chunk = s.recv(65536)
+        assert chunk, data
+        data += chunk
+    assert data.count(b'"object":"text_completion"') == 2
+    s.close()

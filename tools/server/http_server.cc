@@ -139,9 +139,31 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_->body_limit(static_cast<uint64_t>(srv_.opts.max_body_bytes));
     parser_->header_limit(static_cast<uint32_t>(srv_.opts.max_header_bytes));
     stream_.expires_after(std::chrono::seconds(srv_.opts.keep_alive_seconds));
-    http::async_read(
+    http::async_read_header(
         stream_, buffer_, *parser_,
-        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  // The header is in: answer "Expect: 100-continue" (curl sends it for bodies over 1 KiB and
+  // waits a second for it otherwise), then read the body within a minute.
+  void on_header(beast::error_code ec) {
+    if (ec || parser_->is_done()) return on_read(ec);
+    stream_.expires_after(std::chrono::seconds(60));
+    auto read_body = [self = shared_from_this()] {
+      http::async_read(self->stream_, self->buffer_, *self->parser_,
+                       [self](beast::error_code e, size_t) { self->on_read(e); });
+    };
+    const auto expect = parser_->get().find(http::field::expect);
+    if (expect != parser_->get().end() && beast::iequals(expect->value(), "100-continue")) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue),
+                       [self = shared_from_this(), read_body](beast::error_code e, size_t) {
+                         if (e) return self->on_read(e);
+                         read_body();
+                       });
+      return;
+    }
+    read_body();
   }
 
   void on_read(beast::error_code ec) {

@@ -134,7 +134,7 @@ TEST_F(ServerParse, StreamedToolArgumentsConcatenateToValidJson) {
   // The public chat parser: a DSML call split anywhere streams name, then argument fragments.
   const std::string text =
       "Sure.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"a\" "
-      "string=\"true\">x \"y\"</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" "
+      "string=\"true\">x \"y\" ü<b</｜DSML｜parameter>\n<｜DSML｜parameter name=\"b\" "
       "string=\"false\">[1, 2]</｜DSML｜parameter>\n<｜DSML｜parameter name=\"c\" "
       "string=\"false\">not json</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
   for (size_t step : {1u, 3u, 7u, 1000u}) {
@@ -145,15 +145,24 @@ TEST_F(ServerParse, StreamedToolArgumentsConcatenateToValidJson) {
     }
     ASSERT_TRUE(p.finish(&ev).ok());
     std::string content, args, name, whole;
+    int fragments = 0;
     for (const ChatOutputEvent& e : ev) {
       if (e.type == ChatOutputEvent::Type::kContent) content += e.text;
       if (e.type == ChatOutputEvent::Type::kToolCallBegin) name = e.tool_name;
-      if (e.type == ChatOutputEvent::Type::kToolCallArguments) args += e.text;
+      if (e.type == ChatOutputEvent::Type::kToolCallArguments) {
+        args += e.text;
+        ++fragments;
+        EXPECT_EQ(e.text.find("DSML"), std::string::npos);
+      }
       if (e.type == ChatOutputEvent::Type::kToolCallEnd) whole = e.text;
+    }
+    // Fed a byte at a time, the string value streams in pieces ('x', ' ', '\"', ...).
+    if (step == 1) {
+      EXPECT_GE(fragments, 8);
     }
     EXPECT_EQ(content, "Sure.");
     EXPECT_EQ(name, "f");
-    EXPECT_EQ(args, R"({"a": "x \"y\"", "b": [1, 2], "c": "not json"})");
+    EXPECT_EQ(args, R"({"a": "x \"y\" ü<b", "b": [1, 2], "c": "not json"})");
     EXPECT_EQ(whole, args);
   }
 }
