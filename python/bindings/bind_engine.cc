@@ -18,8 +18,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -162,8 +162,9 @@ nb::list logprobs_to_list(const std::vector<TokenLogprobs>& lps) {
 nb::dict output_to_dict(const RequestOutput& o) {
   nb::dict d;
   d["num_cached_tokens"] = o.num_cached_tokens;
-  d["prompt_logprobs"] = o.prompt_logprobs.empty() ? nb::object(nb::none())
-                                                   : nb::object(logprobs_to_list(o.prompt_logprobs));
+  d["prompt_logprobs"] = o.prompt_logprobs.empty()
+                             ? nb::object(nb::none())
+                             : nb::object(logprobs_to_list(o.prompt_logprobs));
   d["id"] = o.id;
   d["prompt"] = o.prompt;
   d["prompt_token_ids"] = o.prompt_token_ids;

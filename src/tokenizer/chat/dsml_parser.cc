@@ -2,7 +2,6 @@
 #include "tokenizer/chat/dsml_parser.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/chat/python_json.h"
@@ -275,9 +274,10 @@ Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std
                                   "' in a call of '" + name_ + "'");
         }
         if (streaming_ && value_open_) {  // the rest of a streamed string value
-          std::string frag = json_string_body(std::string_view(param.value).substr(
-                                 std::min(value_sent_, param.value.size()))) +
-                             "\"";
+          std::string frag =
+              json_string_body(
+                  std::string_view(param.value).substr(std::min(value_sent_, param.value.size()))) +
+              "\"";
           streamed_args_ += frag;
           queued_.emplace_back(Step::kArguments, ParsedToolCall{name_, std::move(frag)});
           value_open_ = false;

@@ -31,9 +31,9 @@ class DsmlBlockParser {
   // (call->arguments) that concatenate to the call's arguments: "{" + the first parameter,
   // ", " + each next one, "}" at the end. A string value streams as it arrives (its key and
   // opening quote once its header is complete, then escaped pieces of whole characters, the
-  // closing quote when it ends); other values are sent whole when complete. A non-string value that is not valid
-  // JSON is given as a JSON string, so the concatenation is always a valid JSON object (the
-  // kToolCall that follows carries that same text).
+  // closing quote when it ends); other values are sent whole when complete. A non-string value that
+  // is not valid JSON is given as a JSON string, so the concatenation is always a valid JSON object
+  // (the kToolCall that follows carries that same text).
   enum class Step { kNeedMore, kToolCall, kClosed, kCallBegin, kArguments };
 
   void set_streaming(bool on) { streaming_ = on; }
