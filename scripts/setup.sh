@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for DeepInfer, idempotently and quickly on a second run:
-#   1. Debian packages (compiler, CMake/Ninja, GoogleTest, ICU, nlohmann-json, CLI11, ccache),
+#   1. Debian packages (compiler, CMake/Ninja, GoogleTest, ICU, nlohmann-json, CLI11, ccache,
+#      Boost headers for the HTTP server's Beast/Asio),
 #      installed only when one is missing;
 #   2. a Python virtual environment at .venv with the build and test requirements, refreshed only
 #      when requirements change;
@@ -15,7 +16,7 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 
 # --- 1. Debian packages -------------------------------------------------------------------
 APT_PACKAGES=(build-essential cmake ninja-build ccache pkg-config python3-venv
-              libgtest-dev libgmock-dev libicu-dev nlohmann-json3-dev libcli11-dev)
+              libgtest-dev libgmock-dev libicu-dev nlohmann-json3-dev libcli11-dev libboost-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

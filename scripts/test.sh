@@ -13,4 +13,4 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_WERRO
   -DPython_EXECUTABLE="$DEEPINFER_ROOT/.venv/bin/python" >/dev/null
 cmake --build "$BUILD_DIR" -j "$JOBS"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS"
-python -m pytest tests/python -q
+python -m pytest tests/python tests/e2e -q

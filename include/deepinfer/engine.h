@@ -56,6 +56,19 @@ struct EngineStats {
   // the most that sequences and prefix snapshots held at once, sampled after every step.
   int64_t kv_bytes_reserved = 0;
   int64_t kv_bytes_in_use_peak = 0;
+  // Gauges, as of the end of the last step (for /metrics): scheduler requests (samples)
+  // running and waiting, KV blocks of the scheduler's pool held by live sequences (cached free
+  // blocks excluded) out of its total, the model's KV bytes in use now, and the prefix cache's
+  // queries (sequences started, their known tokens) and hits (tokens taken from the cache).
+  int64_t num_running = 0;
+  int64_t num_waiting = 0;
+  int64_t kv_blocks_total = 0;
+  int64_t kv_blocks_in_use = 0;
+  int64_t kv_bytes_in_use = 0;
+  int64_t prefix_queries = 0;
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_sequences = 0;
+  int64_t prefix_cache_hit_tokens = 0;
 };
 
 class Engine {
@@ -94,6 +107,10 @@ class Engine {
   bool has_tokenizer() const;
   std::vector<int32_t> encode(std::string_view text) const;  // empty without a tokenizer
   std::string decode(std::span<const int32_t> ids) const;
+  // Thread-safe (the tokenizer is immutable): decode keeping or skipping special tokens, and
+  // the raw bytes of one token id (empty for unknown ids or without a tokenizer).
+  std::string decode(std::span<const int32_t> ids, bool skip_special) const;
+  std::string token_bytes(int32_t id) const;
   const EngineStats& stats() const;
   // One line describing the model, backend and limits (for logs).
   std::string describe() const;

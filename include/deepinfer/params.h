@@ -89,6 +89,12 @@ struct RequestOutput {
   bool finished = false;
   // Set when the request failed as a whole (bad prompt); every output then carries it too.
   std::string error;
+  // Prompt tokens taken from the prefix cache instead of computed (the first sample's first
+  // scheduling; usage.prompt_tokens_details.cached_tokens in the OpenAI API).
+  int64_t num_cached_tokens = 0;
+  // SamplingParams::prompt_logprobs: one entry per prompt token after the first (entry i is
+  // prompt token i + 1 given tokens 0..i); empty otherwise.
+  std::vector<TokenLogprobs> prompt_logprobs;
 };
 
 // One streamed piece of one sample: the text (and tokens) that became final this step.
@@ -99,6 +105,10 @@ struct StreamDelta {
   std::vector<int32_t> token_ids;
   bool finished = false;
   std::string finish_reason;
+  // One entry per token of token_ids when SamplingParams::logprobs is set.
+  std::vector<TokenLogprobs> logprobs;
+  std::optional<int32_t> stop_reason;  // finished: the stop token id, when one ended it
+  std::string error;                   // finish_reason == "error": why
 };
 
 }  // namespace deepinfer

@@ -44,6 +44,9 @@ nb::dict event_to_dict(const chat::OutputEvent& e) {
       d["name"] = e.tool_call.name;
       d["arguments"] = e.tool_call.arguments;
       break;
+    case chat::OutputEventType::kToolCallBegin:
+    case chat::OutputEventType::kToolCallArguments:
+      break;  // only from parsers built with stream_tool_calls, which Python does not make
   }
   return d;
 }

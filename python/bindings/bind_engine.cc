@@ -14,14 +14,19 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "base/options.h"
 #include "bindings.h"
 #include "deepinfer/engine.h"
+#include "deepinfer/engine_loop.h"
 
 namespace nb = nanobind;
 
@@ -114,6 +119,14 @@ SamplingParams params_from_dict(const nb::dict& d) {
         }
         p.seq_seed = nb::cast<uint64_t>(v);
       }
+    } else if (key == "prompt_logprobs") {
+      p.prompt_logprobs = none ? std::nullopt : std::optional(get_int(v, kc));
+    } else if (key == "truncate_prompt_tokens") {
+      p.truncate_prompt_tokens = none ? std::nullopt : std::optional(get_int(v, kc));
+    } else if (key == "skip_special_tokens") {
+      p.skip_special_tokens = get_as<bool>(v, kc);
+    } else if (key == "detokenize") {
+      p.detokenize = get_as<bool>(v, kc);
     } else if (key == "structured") {
       if (!none) {
         const auto so = get_as<nb::dict>(v, kc);
@@ -131,8 +144,27 @@ SamplingParams params_from_dict(const nb::dict& d) {
   return p;
 }
 
+nb::list logprobs_to_list(const std::vector<TokenLogprobs>& lps) {
+  nb::list out;
+  for (const TokenLogprobs& lp : lps) {
+    nb::dict e;
+    e["token"] = lp.token;
+    e["logprob"] = lp.logprob;
+    e["rank"] = lp.rank;
+    nb::list top;
+    for (const auto& [t, l] : lp.top) top.append(nb::make_tuple(t, l));
+    e["top"] = top;
+    out.append(e);
+  }
+  return out;
+}
+
 nb::dict output_to_dict(const RequestOutput& o) {
   nb::dict d;
+  d["num_cached_tokens"] = o.num_cached_tokens;
+  d["prompt_logprobs"] = o.prompt_logprobs.empty()
+                             ? nb::object(nb::none())
+                             : nb::object(logprobs_to_list(o.prompt_logprobs));
   d["id"] = o.id;
   d["prompt"] = o.prompt;
   d["prompt_token_ids"] = o.prompt_token_ids;
@@ -149,18 +181,7 @@ nb::dict output_to_dict(const RequestOutput& o) {
     cd["error"] = c.error;
     cd["num_preemptions"] = c.num_preemptions;
     if (!c.logprobs.empty()) {
-      nb::list lps;
-      for (const TokenLogprobs& lp : c.logprobs) {
-        nb::dict e;
-        e["token"] = lp.token;
-        e["logprob"] = lp.logprob;
-        e["rank"] = lp.rank;
-        nb::list top;
-        for (const auto& [t, l] : lp.top) top.append(nb::make_tuple(t, l));
-        e["top"] = top;
-        lps.append(e);
-      }
-      cd["logprobs"] = lps;
+      cd["logprobs"] = logprobs_to_list(c.logprobs);
     } else {
       cd["logprobs"] = nb::none();
     }
@@ -183,9 +204,203 @@ struct PyEngine {
   std::unique_ptr<Engine> e;
 };
 
+nb::dict stats_to_dict(const EngineStats& s) {
+  nb::dict d;
+  d["steps"] = s.steps;
+  d["prompt_tokens"] = s.prompt_tokens;
+  d["generated_tokens"] = s.generated_tokens;
+  d["preemptions"] = s.preemptions;
+  d["forward_seconds"] = s.forward_seconds;
+  d["host_seconds"] = s.host_seconds;
+  d["sample_seconds"] = s.sample_seconds;
+  d["gap_seconds"] = s.gap_seconds;
+  d["prefix_hit_tokens"] = s.prefix_hit_tokens;
+  d["prefix_restores"] = s.prefix_restores;
+  d["prefix_recomputes"] = s.prefix_recomputes;
+  d["kv_bytes_reserved"] = s.kv_bytes_reserved;
+  d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;
+  d["num_running"] = s.num_running;
+  d["num_waiting"] = s.num_waiting;
+  d["kv_blocks_total"] = s.kv_blocks_total;
+  d["kv_blocks_in_use"] = s.kv_blocks_in_use;
+  d["kv_bytes_in_use"] = s.kv_bytes_in_use;
+  return d;
+}
+
+nb::dict event_to_dict(const RequestEvent& ev) {
+  nb::dict d;
+  d["id"] = ev.id;
+  d["done"] = ev.done;
+  if (ev.done) {
+    d["rejected"] = ev.rejected;
+    d["output"] = output_to_dict(ev.output);
+    nb::dict u;
+    u["prompt_tokens"] = ev.usage.prompt_tokens;
+    u["completion_tokens"] = ev.usage.completion_tokens;
+    u["cached_tokens"] = ev.usage.cached_tokens;
+    d["usage"] = u;
+    return d;
+  }
+  d["index"] = ev.delta.index;
+  d["text"] = ev.delta.text;
+  d["token_ids"] = ev.delta.token_ids;
+  d["finished"] = ev.delta.finished;
+  d["finish_reason"] = ev.delta.finish_reason;
+  d["logprobs"] = logprobs_to_list(ev.delta.logprobs);
+  d["error"] = ev.delta.error;
+  return d;
+}
+
+// EngineLoop for Python: the engine runs on its own thread; waiting releases the GIL. Final
+// events of requests submitted without a stream go to one queue (LLM.generate's), streams
+// have their own.
+struct PyLoop {
+  std::unique_ptr<EngineLoop> loop;
+  struct DoneQueue {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<RequestEvent> events;
+  };
+  std::shared_ptr<DoneQueue> done = std::make_shared<DoneQueue>();
+};
+
+struct PyStream {
+  std::unique_ptr<RequestStream> s;
+};
+
 }  // namespace
 
+void bind_engine_loop(nb::module_& m) {
+  nb::class_<PyStream>(m, "RequestStream", "The events of one request (EngineLoop.submit_stream).")
+      .def_prop_ro("id", [](const PyStream& ps) { return ps.s->id(); })
+      .def(
+          "next",
+          [](PyStream& ps, int64_t timeout_ms) -> nb::object {
+            std::optional<RequestEvent> ev;
+            {
+              nb::gil_scoped_release release;
+              ev = ps.s->next(std::chrono::milliseconds(timeout_ms));
+            }
+            if (!ev) return nb::none();
+            return event_to_dict(*ev);
+          },
+          nb::arg("timeout_ms") = 100,
+          "The next event (a dict), or None after `timeout_ms` or after the final event.")
+      .def_prop_ro("done", [](const PyStream& ps) { return ps.s->done(); });
+
+  nb::class_<PyLoop>(m, "EngineLoop",
+                     "The engine on its own thread (include/deepinfer/engine_loop.h).")
+      .def(
+          "__init__",
+          [](PyLoop* self, const std::string& model_dir, const std::string& tokenizer_path,
+             int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
+             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
+             std::optional<bool> batch_invariant, bool enable_prefix_caching,
+             int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
+             const std::string& sample_on, int64_t max_waiting) {
+            EngineOptions o;
+            o.model_dir = model_dir;
+            o.tokenizer_path = tokenizer_path;
+            o.max_num_seqs = max_num_seqs;
+            o.max_num_batched_tokens = max_num_batched_tokens;
+            o.max_model_len = max_model_len;
+            o.num_kv_blocks = num_kv_blocks;
+            o.kv_block_size = kv_block_size;
+            o.num_threads = num_threads;
+            o.async_scheduling = async_scheduling;
+            o.batch_invariant = batch_invariant;
+            o.enable_prefix_caching = enable_prefix_caching;
+            o.prefix_cache_bytes = prefix_cache_bytes;
+            o.backend = backend;
+            o.sampling_threads = sampling_threads;
+            o.sample_on = sample_on;
+            EngineLoopOptions lo;
+            lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
+            Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
+            {
+              nb::gil_scoped_release release;
+              l = EngineLoop::create(o, lo);
+            }
+            if (!l.ok()) raise(l.status());
+            new (self) PyLoop{std::move(*l)};
+          },
+          nb::arg("model_dir"), nb::arg("tokenizer_path") = "", nb::arg("max_num_seqs") = 64,
+          nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
+          nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
+          nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
+          nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
+          nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
+          nb::arg("max_waiting") = 0)
+      .def(
+          "submit",
+          [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
+             const std::string& text) {
+            auto q = pl.done;
+            auto h = pl.loop->submit(
+                std::move(ids), params_from_dict(params),
+                [q](RequestEvent&& ev) {
+                  if (!ev.done) return;
+                  std::lock_guard<std::mutex> lock(q->mu);
+                  q->events.push_back(std::move(ev));
+                  q->cv.notify_all();
+                },
+                text);
+            if (!h.ok()) raise(h.status());
+            return *h;
+          },
+          nb::arg("prompt_token_ids"), nb::arg("params"), nb::arg("prompt") = "",
+          "Queue a request whose final event goes to wait_done().")
+      .def(
+          "wait_done",
+          [](PyLoop& pl, int64_t timeout_ms) {
+            std::deque<RequestEvent> got;
+            {
+              nb::gil_scoped_release release;
+              std::unique_lock<std::mutex> lock(pl.done->mu);
+              pl.done->cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                                   [&] { return !pl.done->events.empty(); });
+              got.swap(pl.done->events);
+            }
+            nb::list out;
+            for (const RequestEvent& ev : got) out.append(event_to_dict(ev));
+            return out;
+          },
+          nb::arg("timeout_ms") = 100,
+          "Final events of submit()ted requests that ended (waits up to timeout_ms).")
+      .def(
+          "submit_stream",
+          [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
+             const std::string& text) {
+            auto s = pl.loop->submit_stream(std::move(ids), params_from_dict(params), text);
+            if (!s.ok()) raise(s.status());
+            return new PyStream{std::move(*s)};
+          },
+          nb::arg("prompt_token_ids"), nb::arg("params"), nb::arg("prompt") = "",
+          nb::rv_policy::take_ownership)
+      .def("abort",
+           [](PyLoop& pl, int64_t h) {
+             const Status st = pl.loop->abort(h);
+             if (!st.ok()) raise(st);
+           })
+      .def(
+          "shutdown",
+          [](PyLoop& pl, bool drain) {
+            nb::gil_scoped_release release;
+            pl.loop->shutdown(drain);
+          },
+          nb::arg("drain") = false)
+      .def_prop_ro("vocab_size", [](const PyLoop& pl) { return pl.loop->vocab_size(); })
+      .def_prop_ro("max_model_len", [](const PyLoop& pl) { return pl.loop->max_model_len(); })
+      .def_prop_ro("has_tokenizer", [](const PyLoop& pl) { return pl.loop->has_tokenizer(); })
+      .def("encode", [](const PyLoop& pl, const std::string& t) { return pl.loop->encode(t); })
+      .def("decode",
+           [](const PyLoop& pl, const std::vector<int32_t>& ids) { return pl.loop->decode(ids); })
+      .def("describe", [](const PyLoop& pl) { return pl.loop->describe(); })
+      .def("stats", [](const PyLoop& pl) { return stats_to_dict(pl.loop->stats()); });
+}
+
 void bind_engine(nb::module_& m) {
+  bind_engine_loop(m);
   m.def(
       "validate_sampling_params",
       [](const nb::dict& d) {
@@ -280,24 +495,7 @@ void bind_engine(nb::module_& m) {
       .def("decode",
            [](const PyEngine& pe, const std::vector<int32_t>& ids) { return pe.e->decode(ids); })
       .def("describe", [](const PyEngine& pe) { return pe.e->describe(); })
-      .def("stats", [](const PyEngine& pe) {
-        const EngineStats& s = pe.e->stats();
-        nb::dict d;
-        d["steps"] = s.steps;
-        d["prompt_tokens"] = s.prompt_tokens;
-        d["generated_tokens"] = s.generated_tokens;
-        d["preemptions"] = s.preemptions;
-        d["forward_seconds"] = s.forward_seconds;
-        d["host_seconds"] = s.host_seconds;
-        d["sample_seconds"] = s.sample_seconds;
-        d["gap_seconds"] = s.gap_seconds;
-        d["prefix_hit_tokens"] = s.prefix_hit_tokens;
-        d["prefix_restores"] = s.prefix_restores;
-        d["prefix_recomputes"] = s.prefix_recomputes;
-        d["kv_bytes_reserved"] = s.kv_bytes_reserved;
-        d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;
-        return d;
-      });
+      .def("stats", [](const PyEngine& pe) { return stats_to_dict(pe.e->stats()); });
 }
 
 }  // namespace deepinfer::python

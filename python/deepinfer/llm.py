@@ -10,8 +10,10 @@ options); the Hugging Face cache copy of deepseek-ai/DeepSeek-V4.1-Flash-1017; t
 default model (the installed package's deepinfer/models/default, then the repository's
 models/default), announced with a one-line notice on stderr.
 
-The engine runs requests with continuous batching (chunked prefill mixed with decodes) on the
-CPU backend; generate() submits every prompt at once and steps until all are done. Prompts are
+The engine runs requests with continuous batching (chunked prefill mixed with decodes) on its
+own thread (the C++ EngineLoop, include/deepinfer/engine_loop.h); generate() submits every
+prompt at once and waits, with the GIL released, until all are done. generate_stream() yields
+one request's text as it is generated. Prompts are
 checked before anything runs (ValueError naming the prompt). `so_args` (structured outputs)
 is compiled by the engine when its request is submitted: an invalid schema raises ValueError
 with the compiler's message and aborts the requests already submitted by that call. A sample
@@ -31,8 +33,8 @@ from typing import Any, Iterable, Sequence
 from deepinfer import _core
 from deepinfer.sampling_params import SamplingParams
 
-__all__ = ["LLM", "RequestOutput", "CompletionOutput", "Logprob", "DEFAULT_HF_MODEL",
-           "resolve_model_dir"]
+__all__ = ["LLM", "RequestOutput", "CompletionOutput", "Logprob", "StreamDelta",
+           "DEFAULT_HF_MODEL", "resolve_model_dir"]
 
 DEFAULT_HF_MODEL = "deepseek-ai/DeepSeek-V4.1-Flash-1017"
 
@@ -71,6 +73,23 @@ class RequestOutput:
     outputs: list[CompletionOutput]
     finished: bool = True
     error: str | None = None
+    # SamplingParams(prompt_logprobs=N): None for the first prompt token, then one dict per
+    # prompt token (the token itself and the top N), as vLLM returns them.
+    prompt_logprobs: list[dict[int, Logprob] | None] | None = None
+    num_cached_tokens: int = 0
+
+
+@dataclass
+class StreamDelta:
+    """One piece of LLM.generate_stream: the text and tokens of sample `index` that became
+    final, `finished` with its finish_reason when that sample ended. The last item of the
+    stream has `output` set: the request's whole RequestOutput."""
+    index: int
+    text: str
+    token_ids: list[int]
+    finished: bool = False
+    finish_reason: str | None = None
+    output: "RequestOutput | None" = None
 
 
 def _hf_cache_copy(repo_id: str) -> Path | None:
@@ -187,7 +206,8 @@ class LLM:
         # requests need no grammar, penalties, logprobs or min_tokens), "backend", "host"; the
         # tokens are the same either way.
         self.model_dir = resolve_model_dir(model)
-        self._engine = _core.Engine(
+        self._tokenizer_path = tokenizer
+        self._engine = _core.EngineLoop(
             self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
             -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
@@ -215,6 +235,14 @@ class LLM:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._engine.decode(list(ids))
+
+    def get_tokenizer(self):
+        """The model's tokenizer (deepinfer.tokenizer.Tokenizer: encode, decode, ...), as vLLM's
+        LLM.get_tokenizer() returns its tokenizer."""
+        from deepinfer.tokenizer import Tokenizer
+
+        self._need_tokenizer("get_tokenizer")
+        return Tokenizer.from_file(self._tokenizer_path or self.model_dir)
 
     def _need_tokenizer(self, what: str) -> None:
         if not self._engine.has_tokenizer:
@@ -287,6 +315,12 @@ class LLM:
                                  f"model at {self.model_dir} has none (use stop_token_ids)")
         return plist
 
+    @staticmethod
+    def _logprob_dict(e: dict) -> dict:
+        entry = {t: Logprob(l, r + 1) for r, (t, l) in enumerate(e["top"])}
+        entry[e["token"]] = Logprob(e["logprob"], e["rank"])
+        return entry
+
     def _wrap(self, d: dict, want_logprobs: bool) -> RequestOutput:
         outs = []
         for c in d["outputs"]:
@@ -302,9 +336,14 @@ class LLM:
                 index=c["index"], text=c["text"], token_ids=list(c["token_ids"]),
                 cumulative_logprob=cum, logprobs=lps, finish_reason=c["finish_reason"] or None,
                 stop_reason=c["stop_reason"], error=c["error"] or None))
+        plp = None
+        if d.get("prompt_logprobs") is not None:
+            plp = [None] + [self._logprob_dict(e) for e in d["prompt_logprobs"]]
         return RequestOutput(request_id=str(d["id"]), prompt=d["prompt"] or None,
                              prompt_token_ids=list(d["prompt_token_ids"]), outputs=outs,
-                             finished=d["finished"], error=d["error"] or None)
+                             finished=d["finished"], error=d["error"] or None,
+                             prompt_logprobs=plp,
+                             num_cached_tokens=d.get("num_cached_tokens", 0))
 
     def generate(self, prompts: Any, sampling_params: SamplingParams | Sequence[SamplingParams]
                  | None = None, *, use_tqdm: bool = True) -> list[RequestOutput]:
@@ -314,34 +353,33 @@ class LLM:
         handles = []
         try:
             for (text, ids), p in zip(items, plist):
-                d = p.to_engine_dict()
-                if p.so_args is not None:
-                    d["structured"] = p.structured_engine_dict()
-                h = self._engine.submit(ids, d)
+                h = self._engine.submit(ids, self._engine_params(p), text or "")
                 handles.append((h, text, p.logprobs is not None))
         except Exception:
-            for h, _, _ in handles:
-                self._engine.abort(h)
-            self._drain()
+            self._abort_and_drain([h for h, _, _ in handles], set())
             raise
         results: dict[int, dict] = {}
         bar = _Progress(len(handles), use_tqdm)
         tokens = 0
+        rejected = None
         try:
-            while self._engine.has_unfinished():
-                done = self._engine.step()
-                for d in done:
+            while len(results) < len(handles):
+                done = self._engine.wait_done(100)  # the GIL is released while waiting
+                for ev in done:
+                    d = ev["output"]
                     results[d["id"]] = d
                     tokens += sum(len(c["token_ids"]) for c in d["outputs"])
+                    if ev["rejected"] and rejected is None:
+                        rejected = d["error"]
+                        self._abort_and_drain([h for h, _, _ in handles], results)
                 bar.update(len(done), tokens)
         except KeyboardInterrupt:
-            for h, _, _ in handles:
-                if h not in results:
-                    self._engine.abort(h)
-            self._drain()
+            self._abort_and_drain([h for h, _, _ in handles], results)
             raise
         finally:
             bar.close()
+        if rejected is not None:
+            raise ValueError(rejected)
         outs = []
         for h, text, want_lp in handles:
             o = self._wrap(results[h], want_lp)
@@ -349,9 +387,63 @@ class LLM:
             outs.append(o)
         return outs
 
-    def _drain(self) -> None:
-        while self._engine.has_unfinished():
-            self._engine.step()
+    @staticmethod
+    def _engine_params(p: SamplingParams) -> dict:
+        d = p.to_engine_dict()
+        if p.so_args is not None:
+            d["structured"] = p.structured_engine_dict()
+        return d
+
+    def _abort_and_drain(self, handles: list[int], results) -> None:
+        """Aborts the requests not in `results` and waits for their final events."""
+        live = [h for h in handles if h not in results]
+        for h in live:
+            try:
+                self._engine.abort(h)
+            except ValueError:
+                pass
+        left = set(live)
+        while left:
+            for ev in self._engine.wait_done(100):
+                left.discard(ev["output"]["id"])
+                if isinstance(results, dict):
+                    results[ev["output"]["id"]] = ev["output"]
+
+    def generate_stream(self, prompt: Any, sampling_params: SamplingParams | None = None):
+        """Yields StreamDelta pieces of one prompt's samples as the engine produces them (the
+        engine runs on its own thread; the GIL is released while waiting). The last item has
+        `output`: the whole RequestOutput. Closing the generator early aborts the request."""
+        (text, ids), = self._normalize(prompt)
+        p, = self._params_list(sampling_params, 1)
+        stream = self._engine.submit_stream(ids, self._engine_params(p), text or "")
+        finished = False
+        try:
+            while True:
+                ev = stream.next(100)
+                if ev is None:
+                    continue
+                if ev["done"]:
+                    finished = True
+                    d = ev["output"]
+                    if ev["rejected"]:
+                        raise ValueError(d["error"])
+                    o = self._wrap(d, p.logprobs is not None)
+                    o.prompt = text
+                    yield StreamDelta(index=0, text="", token_ids=[], finished=True,
+                                      finish_reason=o.outputs[0].finish_reason if o.outputs
+                                      else None, output=o)
+                    return
+                yield StreamDelta(index=ev["index"], text=ev["text"],
+                                  token_ids=list(ev["token_ids"]), finished=ev["finished"],
+                                  finish_reason=ev["finish_reason"] or None)
+        finally:
+            if not finished:
+                try:
+                    self._engine.abort(stream.id)
+                except ValueError:
+                    pass
+                while stream.next(100) is not None or not stream.done:
+                    pass
 
     def chat(self, messages: list[dict] | list[list[dict]],
              sampling_params: SamplingParams | Sequence[SamplingParams] | None = None, *,

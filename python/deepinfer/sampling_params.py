@@ -24,7 +24,8 @@ SO_SCHEMA_TYPES = ("regex", "json", "json_schema", "ebnf")
 _ENGINE_FIELDS = (
     "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
     "frequency_penalty", "max_tokens", "min_tokens", "stop", "stop_token_ids",
-    "include_stop_str_in_output", "ignore_eos", "logprobs", "seq_seed",
+    "include_stop_str_in_output", "ignore_eos", "logprobs", "seq_seed", "prompt_logprobs",
+    "skip_special_tokens", "detokenize", "truncate_prompt_tokens",
 )
 
 
@@ -74,6 +75,10 @@ class SamplingParams:
         seq_seed: int | None = None,
         seed: int | None = None,
         so_args: dict | None = None,
+        prompt_logprobs: int | None = None,
+        skip_special_tokens: bool = True,
+        detokenize: bool = True,
+        truncate_prompt_tokens: int | None = None,
         **unknown: Any,
     ):
         if unknown:
@@ -98,6 +103,13 @@ class SamplingParams:
         self.logprobs = logprobs
         self.seq_seed = seq_seed if seq_seed is not None else seed
         self.so_args = so_args
+        # vLLM's names: the logprobs of the prompt's tokens (RequestOutput.prompt_logprobs),
+        # special tokens in the text or not, no text at all (token ids only), keep only the
+        # last k prompt tokens.
+        self.prompt_logprobs = prompt_logprobs
+        self.skip_special_tokens = skip_special_tokens
+        self.detokenize = detokenize
+        self.truncate_prompt_tokens = truncate_prompt_tokens
         _core.validate_sampling_params(self.to_engine_dict())
         _check_so_args(so_args)
 

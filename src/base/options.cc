@@ -77,6 +77,7 @@ Expected<EnvOptions> parse_env_options(EnvLookup lookup, void* ctx) {
     DI_ASSIGN_OR_RETURN(o.cuda_graph_max_rows,
                         parse_int("DEEPINFER_CUDA_GRAPH_MAX_ROWS", *v, 0, 8192));
   }
+  if (auto v = lookup("DEEPINFER_API_KEY", ctx); v && !v->empty()) o.api_key = *v;
   return o;
 }
 
@@ -106,6 +107,8 @@ std::vector<std::string> describe_env_options(const EnvOptions& o) {
                   mark(o.num_threads == d.num_threads));
   lines.push_back("DEEPINFER_CUDA_GRAPH_MAX_ROWS=" + std::to_string(o.cuda_graph_max_rows) +
                   mark(o.cuda_graph_max_rows == d.cuda_graph_max_rows));
+  lines.push_back(std::string("DEEPINFER_API_KEY=") + (o.api_key ? "(set, hidden)" : "") +
+                  mark(!o.api_key));
   return lines;
 }
 

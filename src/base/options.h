@@ -35,6 +35,8 @@ struct EnvOptions {
   // DEEPINFER_CUDA_GRAPH_MAX_ROWS: CUDA backend steps of at most this many tokens run their dense
   // parts as CUDA graphs (padded to a bucket); 0 = every step eager.
   int cuda_graph_max_rows = 256;
+  // DEEPINFER_API_KEY: the key `deepinfer serve` requires when --api-key is not given.
+  std::optional<std::string> api_key;
 };
 
 // Parses from a getenv-like function so tests can pass their own environment.

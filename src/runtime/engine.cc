@@ -1,6 +1,7 @@
 // deepinfer::Engine: the public wrapper (include/deepinfer/engine.h) over runtime::EngineCore.
 #include "deepinfer/engine.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "runtime/engine_core.h"
@@ -16,9 +17,18 @@ Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
 Engine::Engine(std::unique_ptr<runtime::EngineCore> core) : core_(std::move(core)) {}
 Engine::~Engine() = default;
 
+namespace {
+// SamplingParams::truncate_prompt_tokens: the last k tokens (vLLM truncates from the left).
+std::span<const int32_t> truncated(std::span<const int32_t> ids, const SamplingParams& params) {
+  if (!params.truncate_prompt_tokens) return ids;
+  const auto k = static_cast<size_t>(std::max<int32_t>(*params.truncate_prompt_tokens, 1));
+  return ids.size() > k ? ids.subspan(ids.size() - k) : ids;
+}
+}  // namespace
+
 Expected<RequestHandle> Engine::submit(std::span<const int32_t> prompt_ids,
                                        const SamplingParams& params, StreamCallback on_delta) {
-  return core_->submit(prompt_ids, {}, params, std::move(on_delta));
+  return core_->submit(truncated(prompt_ids, params), {}, params, std::move(on_delta));
 }
 
 Expected<RequestHandle> Engine::submit_text(std::string_view prompt, const SamplingParams& params,
@@ -30,7 +40,7 @@ Expected<RequestHandle> Engine::submit_text(std::string_view prompt, const Sampl
         "EngineOptions.tokenizer_path");
   }
   const std::vector<int32_t> ids = tok->encode(prompt);
-  return core_->submit(ids, std::string(prompt), params, std::move(on_delta));
+  return core_->submit(truncated(ids, params), std::string(prompt), params, std::move(on_delta));
 }
 
 Status Engine::abort(RequestHandle id) { return core_->abort(id); }
@@ -57,6 +67,16 @@ std::vector<int32_t> Engine::encode(std::string_view text) const {
 std::string Engine::decode(std::span<const int32_t> ids) const {
   const tokenizer::Tokenizer* tok = core_->tokenizer();
   return tok ? tok->decode(ids, /*skip_special=*/true) : std::string();
+}
+
+std::string Engine::decode(std::span<const int32_t> ids, bool skip_special) const {
+  const tokenizer::Tokenizer* tok = core_->tokenizer();
+  return tok ? tok->decode(ids, skip_special) : std::string();
+}
+
+std::string Engine::token_bytes(int32_t id) const {
+  const tokenizer::Tokenizer* tok = core_->tokenizer();
+  return tok ? std::string(tok->id_to_bytes(id)) : std::string();
 }
 
 const EngineStats& Engine::stats() const { return core_->stats(); }

@@ -214,7 +214,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     s.index = i;
     s.out.index = i;
     s.stop.emplace(*p.params, eos_);
-    if (tok_) s.detok.emplace(*tok_, /*skip_special=*/true);
+    if (tok_ && params.detokenize) s.detok.emplace(*tok_, params.skip_special_tokens);
     s.exec = std::make_shared<SeqExec>();
     SeqExec& e = *s.exec;
     e.params = p.params;
@@ -222,6 +222,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     e.index = i;
     if (params.has_penalties()) e.history.add_prompt(prompt_ids);
     e.known.assign(prompt_ids.begin(), prompt_ids.end());
+    e.prompt_len = static_cast<int64_t>(prompt_ids.size());
     if (grammar) e.matcher.emplace(grammar);
     p.seqs.push_back(sid);
     if (!bad.empty()) {
@@ -269,6 +270,14 @@ void EngineCore::emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> 
   d.token_ids = std::move(tokens);
   d.finished = finished;
   d.finish_reason = s.out.finish_reason;
+  // Front-end fields (server, streaming API): the new token's logprobs, why it ended.
+  if (!d.token_ids.empty() && p.params->logprobs && !s.out.logprobs.empty()) {
+    d.logprobs.push_back(s.out.logprobs.back());
+  }
+  if (finished) {
+    d.stop_reason = s.out.stop_reason;
+    d.error = s.error;
+  }
   p.on_delta(d);
 }
 
@@ -336,6 +345,7 @@ void EngineCore::process(StepJob& job) {
   stats_.kv_bytes_in_use_peak = std::max(stats_.kv_bytes_in_use_peak, kv.bytes_in_use);
   for (const sched::ScheduledRequest& sr : job.plan.requests) {
     if (sr.first_chunk) stats_.prefix_hit_tokens += sr.num_prefix_hit;
+    note_cached_tokens(sr);  // front-end usage (cached_tokens); engine_core.h
   }
   if (last_finished_) {
     stats_.gap_seconds +=
@@ -354,6 +364,10 @@ void EngineCore::process(StepJob& job) {
     if (!sm.error.empty()) {
       fail_seq(sm.id, s, sm.error);
       continue;
+    }
+    if (!sm.prompt_logprobs.empty() && s.index == 0) {  // front-end: prompt logprobs
+      auto& lps = parents_.at(s.parent).out.prompt_logprobs;
+      lps.insert(lps.end(), sm.prompt_logprobs.begin(), sm.prompt_logprobs.end());
     }
     if (!sm.has_token) continue;
     Parent& p = parents_.at(s.parent);
@@ -432,8 +446,34 @@ std::vector<RequestOutput> EngineCore::step() {
   }
   for (const sched::FinishedRequest& f : sched_->take_finished()) end_seq(f, done);
   stats_.preemptions = sched_->stats().preemptions;
+  update_gauges();  // front-end gauges (/metrics); engine_core.h
   stats_.host_seconds += std::max(0.0, seconds_since(t0) - waited);
   return done;
+}
+
+// Front-end bookkeeping (the server's usage and /metrics), kept apart from the step logic.
+void EngineCore::note_cached_tokens(const sched::ScheduledRequest& sr) {
+  if (!sr.first_chunk) return;
+  const auto it = seqs_.find(sr.id);
+  if (it == seqs_.end() || it->second.index != 0) return;
+  const auto pit = parents_.find(it->second.parent);
+  if (pit == parents_.end() || pit->second.cached_noted) return;
+  pit->second.cached_noted = true;
+  pit->second.out.num_cached_tokens = sr.num_prefix_hit;
+}
+
+void EngineCore::update_gauges() {
+  const kv::KvCoordinator& kv = sched_->kv();
+  stats_.num_running = static_cast<int64_t>(sched_->num_running());
+  stats_.num_waiting = static_cast<int64_t>(sched_->num_waiting());
+  stats_.kv_blocks_total = kv.pool().num_blocks();
+  stats_.kv_blocks_in_use = kv.pool().num_blocks() - kv.num_free_blocks();
+  stats_.kv_bytes_in_use = model_->cache_memory().bytes_in_use;
+  const kv::PrefixCacheStats& ps = kv.prefix_stats();
+  stats_.prefix_queries = ps.queries;
+  stats_.prefix_query_tokens = ps.query_tokens;
+  stats_.prefix_hit_sequences = ps.hit_sequences;
+  stats_.prefix_cache_hit_tokens = ps.hit_tokens;
 }
 
 }  // namespace deepinfer::runtime

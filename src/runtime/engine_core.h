@@ -123,6 +123,12 @@ class EngineCore {
     bool grammar_done = false;   // the grammar completed: nothing more to sample
     std::vector<int32_t> known;  // prompt + sampled tokens (a prefix hit without a snapshot
                                  // recomputes from them)
+    // SamplingParams::prompt_logprobs (engine_prompt_logprobs.cc): the prompt's length, the
+    // next prompt position to score (kept across preemption: scored once), and the entries
+    // scored in the running job (handed to the engine thread in Sampled).
+    int64_t prompt_len = 0;
+    int64_t prompt_lp_next = 1;
+    std::vector<TokenLogprobs> prompt_lps;
   };
   // One sample of one request = one scheduler request; engine-thread state.
   struct Seq {
@@ -141,6 +147,7 @@ class EngineCore {
     RequestOutput out;
     std::vector<sched::RequestId> seqs;
     int32_t num_ended = 0;
+    bool cached_noted = false;  // out.num_cached_tokens set (first scheduling of sample 0)
   };
   // The executor's outcome for one request of a job.
   struct Sampled {
@@ -150,6 +157,7 @@ class EngineCore {
     bool grammar_done = false;
     std::string error;  // the forward or sampling failed for this request
     std::optional<TokenLogprobs> logprobs;
+    std::vector<TokenLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs
   };
   // One step for the executor. Written by the engine thread before launch, by the executor
   // while it runs, read by the engine thread after StepExecutor::wait().
@@ -187,6 +195,9 @@ class EngineCore {
   // A scheduler request ended: finalize its sample, and its parent when every sample ended.
   void end_seq(const sched::FinishedRequest& f, std::vector<RequestOutput>& done);
   void emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> tokens, bool finished);
+  // Front-end bookkeeping: a request's cached prompt tokens, the EngineStats gauges.
+  void note_cached_tokens(const sched::ScheduledRequest& sr);
+  void update_gauges();
 
   // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
   void execute(StepJob& job);  // execute_unguarded + backend::OutOfMemory -> errors
@@ -211,6 +222,13 @@ class EngineCore {
   // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
   Status restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job);
   void save_snapshot(kv::BlockId block, const model::SequenceCache& c);
+  // Prompt logprobs (engine_prompt_logprobs.cc): whether e still scores prompt tokens; scoring
+  // `count` logits rows from `row` for positions pos.. (returns the row after the prompt rows;
+  // the last one stays when it is to be sampled); handing the scored entries to the job.
+  static bool wants_prompt_logprobs(const SeqExec& e);
+  int64_t score_prompt_rows(SeqExec& e, int64_t pos, int64_t count, const float* logits,
+                            int64_t row, bool last_sampled);
+  static void hand_over_prompt_logprobs(StepJob& job);
 
   std::unique_ptr<backend::Ops> ops_;  // outlives model_ (declared first, destroyed last)
   std::unique_ptr<model::Model> model_;

@@ -107,7 +107,8 @@ void EngineCore::backend_sample_specs(const StepJob& job) {
     if (spans_[k].logits == model::LogitsWanted::kNone) continue;
     const SeqExec& e = *job.seqs[order_[k]];
     const uint64_t position = static_cast<uint64_t>(e.num_sampled);
-    if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false)) {
+    if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false) ||
+        wants_prompt_logprobs(e)) {
       sample_specs_.clear();  // one row needs the host: the host draws the whole step
       return;
     }
@@ -192,7 +193,8 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   const kv::BlockId key = j >= 0 && j < static_cast<int64_t>(win.ids.size())
                               ? win.ids[static_cast<size_t>(j)]
                               : kv::kNullBlock;
-  if (const auto it = snapshots_.find(key); it != snapshots_.end()) {
+  // Prompt logprobs need the prefix's logits: recomputed, never restored.
+  if (const auto it = snapshots_.find(key); it != snapshots_.end() && !wants_prompt_logprobs(e)) {
     PrefixSnapshot& snap = it->second;
     if (snap.cache != nullptr && snap.cache->length() == h) {
       snap.used = ++snapshot_clock_;
@@ -207,8 +209,19 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
                           std::to_string(e.known.size()));
   }
   e.cache.emplace(model_->new_sequence());
+  if (wants_prompt_logprobs(e)) {  // front-end: score the prefix in chunks of its logits
+    for (int64_t at = 0; at < h; at += 256) {
+      const int64_t n = std::min<int64_t>(256, h - at);
+      auto out = model_->extend(*e.cache, {e.known.data() + at, static_cast<size_t>(n)},
+                                model::LogitsWanted::kAll);
+      if (!out.ok()) return out.status();
+      score_prompt_rows(e, at, n, out->logits.data(), 0, false);
+    }
+    ++job.prefix_recomputes;
+    return {};
+  }
   auto out = model_->extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                           model::LogitsWanted::kNone);
+                            model::LogitsWanted::kNone);
   if (!out.ok()) return out.status();
   ++job.prefix_recomputes;
   return {};
@@ -297,6 +310,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
       span.begin = static_cast<int64_t>(ids.size());
       span.count = end - p.pos;
       span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+      if (wants_prompt_logprobs(*job.seqs[p.i])) span.logits = LogitsWanted::kAll;  // scored
       const int64_t from = p.offset + (p.pos - sr.start_pos);
       ids.insert(ids.end(), plan.token_ids.begin() + from,
                  plan.token_ids.begin() + from + span.count);
@@ -342,11 +356,17 @@ void EngineCore::execute_unguarded(StepJob& job) {
           save_snapshot(win.ids[static_cast<size_t>(j)], *e.cache);
         }
       }
-      if (spans_[k].logits != LogitsWanted::kNone && !sample_specs_.empty()) {
+      bool sample = spans_[k].logits != LogitsWanted::kNone;
+      if (spans_[k].logits == LogitsWanted::kAll) {  // prompt logprobs: score all but the last
+        sample = piece_end[k] == left[k].end && sr.needs_logits;
+        row = score_prompt_rows(e, left[k].pos, spans_[k].count, step_out_.logits.data(), row,
+                                sample);
+      }
+      if (sample && !sample_specs_.empty()) {
         Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
         s.id = sr.id;
         accept_token(e, step_out_.sampled[static_cast<size_t>(row++)], s);
-      } else if (spans_[k].logits != LogitsWanted::kNone) {
+      } else if (sample) {
         const std::span<const float> logits(step_out_.logits.data() + row * V,
                                             static_cast<size_t>(V));
         ++row;
@@ -358,6 +378,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
     job.sample_seconds += seconds_since(t1);
     left = std::move(next);
   }
+  hand_over_prompt_logprobs(job);
   job.finished = Clock::now();
 }
 

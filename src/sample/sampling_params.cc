@@ -66,6 +66,20 @@ Status SamplingParams::validate() const {
                "it must be in [0, 20] (the number of top tokens returned besides the sampled "
                "one), or unset for none");
   }
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
+    return bad("prompt_logprobs", std::to_string(*prompt_logprobs),
+               "it must be in [0, 20] (the number of top tokens returned besides each prompt "
+               "token), or unset for none");
+  }
+  if (truncate_prompt_tokens && *truncate_prompt_tokens < 1) {
+    return bad("truncate_prompt_tokens", std::to_string(*truncate_prompt_tokens),
+               "it must be at least 1 (the number of prompt tokens kept, from the end), or "
+               "unset to keep the whole prompt");
+  }
+  if (!detokenize && !stop.empty()) {
+    return bad("detokenize", "false",
+               "stop strings need detokenized text: use stop_token_ids, or detokenize = true");
+  }
   for (size_t i = 0; i < stop_token_ids.size(); ++i) {
     if (stop_token_ids[i] < 0) {
       return bad("stop_token_ids[" + std::to_string(i) + "]", std::to_string(stop_token_ids[i]),

@@ -7,7 +7,7 @@
 //     does it, see effective_temperature()) because smaller values overflow the softmax.
 //   - seq_seed replaces vLLM's `seed` (the name DeepInfer's original uses); a request without
 //     one is given a seed by the engine at submission, so sampling is always counter-based.
-//   - no logit_bias / allowed_token_ids / bad_words / prompt_logprobs yet (see README in the
+//   - no logit_bias / allowed_token_ids / bad_words yet (see README in the
 //     issue note); structured output arrives as a token bitmask instead (SampleContext). The
 //     constraint itself (`structured`) is carried here so that it travels with the request
 //     through the public Engine API; the engine compiles and checks it at submit (the
@@ -75,6 +75,18 @@ struct SamplingParams {
     std::string schema;
   };
   std::optional<StructuredOutput> structured;
+  // Front-end options with vLLM's names (they change what the engine returns, not what it
+  // samples):
+  //   prompt_logprobs: the logprob, rank and top `prompt_logprobs` alternatives of every prompt
+  //     token after the first (0..20; nullopt = none). A request asking for them recomputes
+  //     a cached prefix instead of restoring it (the logits are needed), as in vLLM.
+  //   skip_special_tokens: leave special added tokens (BOS, EOS, pad) out of the text.
+  //   detokenize: false returns token ids only (no text; stop strings then cannot match).
+  //   truncate_prompt_tokens: keep only the last k prompt tokens (k >= 1; nullopt = all).
+  std::optional<int32_t> prompt_logprobs;
+  bool skip_special_tokens = true;
+  bool detokenize = true;
+  std::optional<int32_t> truncate_prompt_tokens;
 
   // OK, or InvalidArgument naming the first bad field, its value and the accepted range.
   Status validate() const;

@@ -27,6 +27,7 @@ int cli_main(const std::vector<std::string>& args) {
   register_generate_command(app, action);
   register_perplexity_command(app, action);
   register_chat_command(app, action);
+  register_serve_command(app, action);
 
   std::vector<std::string> rest(args.size() > 1 ? args.begin() + 1 : args.end(), args.end());
   std::reverse(rest.begin(), rest.end());  // CLI11 parses a reversed vector

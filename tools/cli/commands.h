@@ -20,5 +20,6 @@ void register_chat_template_command(CLI::App& app, CommandAction& action);  // r
 void register_generate_command(CLI::App& app, CommandAction& action);  // greedy generation (CPU)
 void register_chat_command(CLI::App& app, CommandAction& action);  // interactive chat
 void register_perplexity_command(CLI::App& app, CommandAction& action);  // validation perplexity
+void register_serve_command(CLI::App& app, CommandAction& action);  // the HTTP server
 
 }  // namespace deepinfer::cli

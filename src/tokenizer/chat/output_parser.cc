@@ -34,8 +34,9 @@ std::size_t incomplete_utf8_tail(std::string_view text, std::size_t n) {
 
 }  // namespace
 
-AssistantOutputParser::AssistantOutputParser(bool thinking)
-    : state_(thinking ? State::kReasoning : State::kContent) {}
+AssistantOutputParser::AssistantOutputParser(bool thinking, bool stream_tool_calls)
+    : state_(thinking ? State::kReasoning : State::kContent),
+      stream_tool_calls_(stream_tool_calls) {}
 
 Status AssistantOutputParser::fail(Status status) {
   state_ = State::kFailed;
@@ -130,6 +131,7 @@ Status AssistantOutputParser::process_text(bool final, std::vector<OutputEvent>*
     } else {
       state_ = State::kToolBlock;
       block_ = DsmlBlockParser();
+      block_.set_streaming(stream_tool_calls_);
     }
     *progressed = true;
     return Status::ok_status();
@@ -158,6 +160,16 @@ Status AssistantOutputParser::process_block(bool final, std::vector<OutputEvent>
     case DsmlBlockParser::Step::kToolCall:
       events->push_back(
           OutputEvent{OutputEventType::kToolCall, {}, std::move(call), tool_count_++});
+      *progressed = true;
+      break;
+    case DsmlBlockParser::Step::kCallBegin:
+      events->push_back(
+          OutputEvent{OutputEventType::kToolCallBegin, {}, std::move(call), tool_count_});
+      *progressed = true;
+      break;
+    case DsmlBlockParser::Step::kArguments:
+      events->push_back(
+          OutputEvent{OutputEventType::kToolCallArguments, {}, std::move(call), tool_count_});
       *progressed = true;
       break;
     case DsmlBlockParser::Step::kClosed:
@@ -223,6 +235,9 @@ Expected<AssistantOutput> parse_assistant_output(std::string_view text, bool thi
       case OutputEventType::kToolCall:
         out.tool_calls.push_back(std::move(e.tool_call));
         break;
+      case OutputEventType::kToolCallBegin:
+      case OutputEventType::kToolCallArguments:
+        break;  // not produced without stream_tool_calls
     }
   }
   out.ended = parser.ended();

@@ -27,7 +27,11 @@
 
 namespace deepinfer::chat {
 
-enum class OutputEventType { kReasoning, kContent, kToolCall };
+// kToolCallBegin (tool_call.name) and kToolCallArguments (tool_call.arguments: a fragment of
+// the arguments' JSON text) come only from a parser built with stream_tool_calls; they precede
+// the call's kToolCall, whose arguments are then the fragments' concatenation (see
+// DsmlBlockParser::Step).
+enum class OutputEventType { kReasoning, kContent, kToolCall, kToolCallBegin, kToolCallArguments };
 
 struct OutputEvent {
   OutputEventType type = OutputEventType::kContent;
@@ -46,7 +50,7 @@ struct AssistantOutput {
 class AssistantOutputParser {
  public:
   // thinking: the prompt ended with "<think>", so the output starts inside the reasoning.
-  explicit AssistantOutputParser(bool thinking);
+  explicit AssistantOutputParser(bool thinking, bool stream_tool_calls = false);
 
   // Appends the events this text completes. Every text delta is whole UTF-8 characters when the
   // input is valid UTF-8. After an error the parser stays failed and returns the same error.
@@ -71,6 +75,7 @@ class AssistantOutputParser {
   std::size_t offset_ = 0;  // bytes of output consumed before buf_
   std::size_t tool_count_ = 0;
   bool saw_eos_ = false;
+  bool stream_tool_calls_ = false;
   DsmlBlockParser block_;
   Status error_;
 };

@@ -38,7 +38,8 @@ TEST(EnvOptions, ParsesEveryKnob) {
                   {"DEEPINFER_YOCO_PREFILL_KEEP_TOKENS", "200"},
                   {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
                   {"DEEPINFER_NUM_THREADS", "8"},
-                  {"DEEPINFER_CUDA_GRAPH_MAX_ROWS", "64"}});
+                  {"DEEPINFER_CUDA_GRAPH_MAX_ROWS", "64"},
+                  {"DEEPINFER_API_KEY", "sekret"}});
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_EQ(o->accelerator, Accelerator::kNvidia);
   EXPECT_TRUE(o->batch_invariant);
@@ -49,9 +50,11 @@ TEST(EnvOptions, ParsesEveryKnob) {
   EXPECT_EQ(*o->hf_model_dir, "/models/x");
   EXPECT_EQ(o->num_threads, 8);
   EXPECT_EQ(o->cuda_graph_max_rows, 64);
+  EXPECT_EQ(*o->api_key, "sekret");
   auto lines = describe_env_options(*o);
-  EXPECT_EQ(lines.size(), 9u);
+  EXPECT_EQ(lines.size(), 10u);
   EXPECT_EQ(lines[8], "DEEPINFER_CUDA_GRAPH_MAX_ROWS=64 (set)");
+  EXPECT_EQ(lines[9], "DEEPINFER_API_KEY=(set, hidden) (set)");  // never printed
   EXPECT_EQ(lines[0], "DEEPINFER_ACCELERATOR=nvidia (set)");
 }
 
