@@ -105,6 +105,10 @@ class Engine {
   int64_t vocab_size() const;
   int64_t max_model_len() const;
   bool has_tokenizer() const;
+  // Without a tokenizer: why ("the model directory has no tokenizer.json", or why the one there
+  // cannot be used for text, e.g. a WordLevel vocabulary); empty with one. Token-id prompts work
+  // either way.
+  std::string no_tokenizer_reason() const;
   std::vector<int32_t> encode(std::string_view text) const;  // empty without a tokenizer
   std::string decode(std::span<const int32_t> ids) const;
   // Thread-safe (the tokenizer is immutable): decode keeping or skipping special tokens, and

@@ -118,6 +118,7 @@ class EngineLoop {
   int64_t max_model_len() const;
   int32_t max_num_seqs() const;
   bool has_tokenizer() const;
+  std::string no_tokenizer_reason() const;  // Engine::no_tokenizer_reason
   std::vector<int32_t> encode(std::string_view text) const;
   std::string decode(std::span<const int32_t> ids) const;
   // The text of one token id as the detokenizer writes it (special tokens kept).

@@ -392,6 +392,8 @@ void bind_engine_loop(nb::module_& m) {
       .def_prop_ro("vocab_size", [](const PyLoop& pl) { return pl.loop->vocab_size(); })
       .def_prop_ro("max_model_len", [](const PyLoop& pl) { return pl.loop->max_model_len(); })
       .def_prop_ro("has_tokenizer", [](const PyLoop& pl) { return pl.loop->has_tokenizer(); })
+      .def_prop_ro("no_tokenizer_reason",
+                   [](const PyLoop& pl) { return pl.loop->no_tokenizer_reason(); })
       .def("encode", [](const PyLoop& pl, const std::string& t) { return pl.loop->encode(t); })
       .def("decode",
            [](const PyLoop& pl, const std::vector<int32_t>& ids) { return pl.loop->decode(ids); })
@@ -491,6 +493,8 @@ void bind_engine(nb::module_& m) {
       .def_prop_ro("vocab_size", [](const PyEngine& pe) { return pe.e->vocab_size(); })
       .def_prop_ro("max_model_len", [](const PyEngine& pe) { return pe.e->max_model_len(); })
       .def_prop_ro("has_tokenizer", [](const PyEngine& pe) { return pe.e->has_tokenizer(); })
+      .def_prop_ro("no_tokenizer_reason",
+                   [](const PyEngine& pe) { return pe.e->no_tokenizer_reason(); })
       .def("encode", [](const PyEngine& pe, const std::string& t) { return pe.e->encode(t); })
       .def("decode",
            [](const PyEngine& pe, const std::vector<int32_t>& ids) { return pe.e->decode(ids); })

@@ -246,8 +246,8 @@ class LLM:
 
     def _need_tokenizer(self, what: str) -> None:
         if not self._engine.has_tokenizer:
-            raise ValueError(f"{what}: the model at {self.model_dir} has no tokenizer.json; "
-                             "give token-id prompts (lists of ints)")
+            raise ValueError(f"{what}: no tokenizer for the model at {self.model_dir} "
+                             f"({self._engine.no_tokenizer_reason}); give token-id prompts (lists of ints)")
 
     # -- generation -------------------------------------------------------------------------
     def _normalize(self, prompts: Any) -> list[tuple[str | None, list[int]]]:
@@ -309,10 +309,10 @@ class LLM:
                                  f"{type(p).__name__}")
             if p.so_args is not None and not self._engine.has_tokenizer:
                 raise ValueError(f"sampling_params[{i}]: so_args (structured outputs) needs a "
-                                 f"tokenizer; the model at {self.model_dir} has none")
+                                 f"tokenizer: {self._engine.no_tokenizer_reason}")
             if p.stop and not self._engine.has_tokenizer:
-                raise ValueError(f"sampling_params[{i}]: stop strings need a tokenizer; the "
-                                 f"model at {self.model_dir} has none (use stop_token_ids)")
+                raise ValueError(f"sampling_params[{i}]: stop strings need a tokenizer: "
+                                 f"{self._engine.no_tokenizer_reason} (use stop_token_ids)")
         return plist
 
     @staticmethod
@@ -371,8 +371,11 @@ class LLM:
                     tokens += sum(len(c["token_ids"]) for c in d["outputs"])
                     if ev["rejected"] and rejected is None:
                         rejected = d["error"]
-                        self._abort_and_drain([h for h, _, _ in handles], results)
                 bar.update(len(done), tokens)
+                if rejected is not None:
+                    # After the whole batch is recorded: a request that ended in this batch must
+                    # not be waited for again (its final event came already).
+                    self._abort_and_drain([h for h, _, _ in handles], results)
         except KeyboardInterrupt:
             self._abort_and_drain([h for h, _, _ in handles], results)
             raise
@@ -400,8 +403,8 @@ class LLM:
         for h in live:
             try:
                 self._engine.abort(h)
-            except ValueError:
-                pass
+            except (ValueError, FileNotFoundError):
+                pass  # it ended meanwhile (NotFound): its final event is still on its way
         left = set(live)
         while left:
             for ev in self._engine.wait_done(100):
@@ -440,8 +443,8 @@ class LLM:
             if not finished:
                 try:
                     self._engine.abort(stream.id)
-                except ValueError:
-                    pass
+                except (ValueError, FileNotFoundError):
+                    pass  # it ended meanwhile
                 while stream.next(100) is not None or not stream.done:
                     pass
 

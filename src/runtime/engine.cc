@@ -35,9 +35,8 @@ Expected<RequestHandle> Engine::submit_text(std::string_view prompt, const Sampl
                                             StreamCallback on_delta) {
   const tokenizer::Tokenizer* tok = core_->tokenizer();
   if (tok == nullptr) {
-    return invalid_argument(
-        "text prompt given but the model directory has no tokenizer.json: pass token ids, or "
-        "EngineOptions.tokenizer_path");
+    return invalid_argument("text prompt given but " + core_->no_tokenizer_reason() +
+                            ": pass token ids, or EngineOptions.tokenizer_path");
   }
   const std::vector<int32_t> ids = tok->encode(prompt);
   return core_->submit(truncated(ids, params), std::string(prompt), params, std::move(on_delta));
@@ -58,6 +57,7 @@ bool Engine::has_unfinished() const { return core_->has_unfinished(); }
 int64_t Engine::vocab_size() const { return core_->vocab_size(); }
 int64_t Engine::max_model_len() const { return core_->max_model_len(); }
 bool Engine::has_tokenizer() const { return core_->tokenizer() != nullptr; }
+std::string Engine::no_tokenizer_reason() const { return core_->no_tokenizer_reason(); }
 
 std::vector<int32_t> Engine::encode(std::string_view text) const {
   const tokenizer::Tokenizer* tok = core_->tokenizer();

@@ -76,14 +76,25 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
 
   std::optional<tokenizer::Tokenizer> tok;
   std::string tok_path = options.tokenizer_path;
+  std::string no_tokenizer = "the model directory has no tokenizer.json";
   if (tok_path.empty()) {
     const auto candidate = std::filesystem::path(options.model_dir) / "tokenizer.json";
     std::error_code ec;
     if (std::filesystem::exists(candidate, ec)) tok_path = candidate.string();
   }
   if (!tok_path.empty()) {
-    DI_ASSIGN_OR_RETURN(tokenizer::Tokenizer t, tokenizer::Tokenizer::from_file(tok_path));
-    tok.emplace(std::move(t));
+    auto t = tokenizer::Tokenizer::from_file(tok_path);
+    if (t.ok()) {
+      tok.emplace(std::move(t).value());
+    } else if (t.status().code() == StatusCode::kUnimplemented && options.tokenizer_path.empty()) {
+      // The model directory's own tokenizer.json is of a kind the text path does not run (the
+      // tiny V4.1 checkpoints carry a WordLevel vocabulary, which the model reads only for its
+      // Engram token map): the engine serves token-id prompts, and every text feature says why.
+      no_tokenizer =
+          "the model's tokenizer.json cannot be used for text (" + t.status().message() + ")";
+    } else {
+      return t.status();
+    }
   }
 
   const io::ModelConfig& cfg = model->config();
@@ -107,8 +118,10 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
         static_cast<int32_t>(std::min<int64_t>(per_seq * options.max_num_seqs, int64_t{1} << 30));
   }
   DI_ASSIGN_OR_RETURN(sched::Scheduler sched, sched::Scheduler::create(cfg, kc, sc));
-  return std::unique_ptr<EngineCore>(
+  auto core = std::unique_ptr<EngineCore>(
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
+  if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
+  return core;
 }
 
 EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, std::unique_ptr<model::Model> model,
@@ -160,9 +173,8 @@ Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile
     const SamplingParams& params) {
   const SamplingParams::StructuredOutput& so = *params.structured;
   if (!tok_) {
-    return invalid_argument(
-        "structured outputs need a tokenizer, and the model directory has no tokenizer.json "
-        "(give EngineOptions.tokenizer_path)");
+    return invalid_argument("structured outputs need a tokenizer, and " + no_tokenizer_reason_ +
+                            " (give EngineOptions.tokenizer_path)");
   }
   if (!grammar_compiler_) {
     grammar_compiler_ = std::make_unique<structured::GrammarCompiler>(
@@ -181,9 +193,8 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
                                            Engine::StreamCallback on_delta) {
   DI_TRY(params.validate(vocab_size()));
   if (!params.stop.empty() && !tok_) {
-    return invalid_argument(
-        "stop strings need a tokenizer, and the model directory has no tokenizer.json (use "
-        "stop_token_ids, or give a tokenizer path)");
+    return invalid_argument("stop strings need a tokenizer, and " + no_tokenizer_reason_ +
+                            " (use stop_token_ids, or give a tokenizer path)");
   }
   std::shared_ptr<const structured::CompiledGrammar> grammar;
   if (params.structured) {

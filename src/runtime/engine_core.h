@@ -96,6 +96,9 @@ class EngineCore {
   int64_t vocab_size() const { return model_->vocab_size(); }
   int64_t max_model_len() const { return sched_->config().max_model_len; }
   const tokenizer::Tokenizer* tokenizer() const { return tok_ ? &*tok_ : nullptr; }
+  // Why tokenizer() is null ("the model directory has no tokenizer.json", or why the one there
+  // cannot be used for text); empty when there is a tokenizer.
+  const std::string& no_tokenizer_reason() const { return no_tokenizer_reason_; }
   const EngineStats& stats() const { return stats_; }
   bool async_scheduling() const { return executor_->threaded(); }
   bool batch_invariant() const { return batch_invariant_; }
@@ -233,6 +236,7 @@ class EngineCore {
   std::unique_ptr<backend::Ops> ops_;  // outlives model_ (declared first, destroyed last)
   std::unique_ptr<model::Model> model_;
   std::optional<tokenizer::Tokenizer> tok_;
+  std::string no_tokenizer_reason_;
   std::optional<sched::Scheduler> sched_;
   std::unique_ptr<structured::GrammarCompiler> grammar_compiler_;  // made on first use
   std::vector<int32_t> eos_;

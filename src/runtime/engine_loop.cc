@@ -372,6 +372,9 @@ int64_t EngineLoop::vocab_size() const { return impl_->vocab(); }
 int64_t EngineLoop::max_model_len() const { return impl_->max_model_len(); }
 int32_t EngineLoop::max_num_seqs() const { return impl_->max_num_seqs(); }
 bool EngineLoop::has_tokenizer() const { return impl_->engine().has_tokenizer(); }
+std::string EngineLoop::no_tokenizer_reason() const {
+  return impl_->engine().no_tokenizer_reason();
+}
 std::vector<int32_t> EngineLoop::encode(std::string_view text) const {
   return impl_->engine().encode(text);
 }

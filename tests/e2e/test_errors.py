@@ -154,7 +154,9 @@ def test_overload_gets_503_with_retry_after():
         with cf.ThreadPoolExecutor(12) as pool:
             rs = list(pool.map(lambda _: post(s.url, "/v1/completions", body), range(12)))
         codes = sorted(r.status_code for r in rs)
-        assert codes.count(200) >= 3 and 503 in codes, codes
+        # max_waiting counts accepted requests not yet running: 2 at least are taken (a third
+        # too when the first started running before it came), the rest are refused.
+        assert codes.count(200) >= 2 and 503 in codes, codes
         for r in rs:
             if r.status_code == 503:
                 assert r.headers["retry-after"] == "1"

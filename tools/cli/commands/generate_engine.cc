@@ -76,8 +76,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {
-    return fail(1,
-                a.model_dir + " has no tokenizer.json: text prompts need one (use --prompt-ids)");
+    return fail(1, "text prompts need a tokenizer, and " + (*engine)->no_tokenizer_reason() +
+                       " (use --prompt-ids)");
   }
 
   const bool stream = a.stream && !a.json_output && prompts->size() == 1 && a.prompt_ids.empty();
