@@ -54,6 +54,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import roofline  # noqa: E402  (probe_machine)
 import roofline_v41  # noqa: E402
+from bench_vs_hf import dir_bytes, rss_now, run_ours  # noqa: E402  (the same CLI runner as V4's)
 
 V4_TOKENIZER = REPO / "python/deepinfer/data/deepseek_v4/tokenizer.json"
 YARN = {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 65536,
@@ -81,10 +82,6 @@ CASES = {
     "tiny": dict(model=REPO / "tests/data/model/v41_tiny_a/official_bf16", prompt=300, new=64),
     "600m": dict(model=None, prompt=512, new=32),
 }
-
-
-def dir_bytes(d: pathlib.Path) -> int:
-    return sum(f.stat().st_size for f in d.glob("*.safetensors"))
 
 
 def make_goldens_module(tokenizer: pathlib.Path):
@@ -131,11 +128,6 @@ def make_600m(workdir: pathlib.Path) -> pathlib.Path:
 
 # ------------------------------------------------------------------------------------------------
 # NeMo worker (child process: its own peak RSS)
-
-def rss_now() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
 
 def nemo_worker(args):
     import torch
@@ -190,23 +182,6 @@ def find_deepinfer(arg):
     if exe:
         return exe
     sys.exit("no deepinfer binary: build target deepinfer_bin or pass --deepinfer")
-
-
-def run_ours(exe, model, ids, new, threads, repeats):
-    env = dict(os.environ, DEEPINFER_NUM_THREADS=str(threads))
-    runs = []
-    for _ in range(repeats):
-        r = subprocess.run([exe, "generate", "--model", str(model), "--prompt-ids", ",".join(map(str, ids)),
-                            "--max-tokens", str(new), "--temperature", "0", "--ignore-eos", "--json", "--stats"],
-                           capture_output=True, text=True, env=env)
-        if r.returncode != 0:
-            sys.exit(f"deepinfer generate failed: {r.stderr}")
-        runs.append(json.loads(r.stdout))
-    s = [r["stats"] for r in runs]
-    return dict(prefill_s=min(x["prefill_s"] for x in s),
-                decode_s_per_token=min(x["decode_s"] / x["decode_steps"] for x in s),
-                load_s=min(x["load_s"] for x in s), peak_rss_bytes=max(x["peak_rss_bytes"] for x in s),
-                rss_after_load_bytes=max(x["rss_after_load_bytes"] for x in s), tokens=runs[0]["token_ids"])
 
 
 def run_nemo(model, ids, new, threads, repeats, check, out_dir):

@@ -71,7 +71,9 @@ class V4Model final : public model::Model {
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
-  DrafterKind drafter() const override { return w.mtp.empty() ? DrafterKind::kNone : DrafterKind::kMtp; }
+  DrafterKind drafter() const override {
+    return w.mtp.empty() ? DrafterKind::kNone : DrafterKind::kMtp;
+  }
   SequenceCache new_sequence(const CacheOptions& options) const override {
     return SequenceCache::create(*pages, plan, options);
   }
@@ -109,15 +111,7 @@ class V4Model final : public model::Model {
   LayerEnv env() { return {*ops, cfg(), num, rope}; }
 
   backend::HcParams hc_params(const HcWeights& h) const {
-    backend::HcParams p;
-    p.n = cfg().hc_mult;
-    p.fn = h.fn;
-    p.base = h.base;
-    p.scale = h.scale;
-    p.norm_eps = num.eps;
-    p.hc_eps = static_cast<float>(cfg().hc_eps);
-    p.sinkhorn_iters = cfg().hc_sinkhorn_iters;
-    return p;
+    return model::hc_params(h, cfg(), num.eps);
   }
 
   // a[i] = the ape row of step row i for compressor ratio ratios[k] (its position mod ratio).
@@ -268,7 +262,6 @@ class V4Model final : public model::Model {
     head(w.head, Xs, lg);
     return lg;
   }
-
 };
 
 namespace {
@@ -312,13 +305,14 @@ Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backe
   try {
     return V4Model::load_unguarded(model_dir, ops);
   } catch (const backend::OutOfMemory& e) {
-    return out_of_memory_status(e, "loading " + model_dir + " on backend '" + ops.name() + "'",
-                                "The weights do not fit: use a device with more memory, or the CPU.");
+    return out_of_memory_status(
+        e, "loading " + model_dir + " on backend '" + ops.name() + "'",
+        "The weights do not fit: use a device with more memory, or the CPU.");
   }
 }
 
 Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::string& model_dir,
-                                                                  backend::Ops& ops) {
+                                                                backend::Ops& ops) {
   auto s = std::make_unique<V4Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
   const io::ModelConfig& c = s->ckpt.config();
@@ -351,8 +345,8 @@ Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::strin
     for (const CompressorWeights* cw :
          {a.compressor ? &*a.compressor : nullptr,
           a.indexer && a.indexer->compressor ? &*a.indexer->compressor : nullptr}) {
-      if (cw != nullptr && std::find(s->ratios.begin(), s->ratios.end(), cw->ratio) ==
-                               s->ratios.end()) {
+      if (cw != nullptr &&
+          std::find(s->ratios.begin(), s->ratios.end(), cw->ratio) == s->ratios.end()) {
         s->ratios.push_back(cw->ratio);
       }
     }
@@ -436,12 +430,12 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
 }
 
 Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
-                                              std::span<const int32_t> next_ids) {
+                                                std::span<const int32_t> next_ids) {
   try {
     return mtp_draft_unguarded(cache, hidden, next_ids);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
-                         "Fewer draft rows per call need less memory.");
+                                "Fewer draft rows per call need less memory.");
   }
 }
 

@@ -25,9 +25,8 @@ Expected<BlockWeights> bind_block(Binder& b, const std::string& p, const io::Lay
     IndexerWeights ix;
     DI_ASSIGN_OR_RETURN(ix.wq_b, b.linear(ap + "indexer.wq_b.weight"));
     DI_ASSIGN_OR_RETURN(ix.weights_proj, b.linear(ap + "indexer.weights_proj.weight"));
-    DI_ASSIGN_OR_RETURN(ix.compressor, b.compressor(ap + "indexer.compressor.",
-                                                    spec.compress_ratio, c.index_head_dim,
-                                                    overlap, true));
+    DI_ASSIGN_OR_RETURN(ix.compressor, b.compressor(ap + "indexer.compressor.", spec.compress_ratio,
+                                                    c.index_head_dim, overlap, true));
     a.indexer = std::move(ix);
   }
   return blk;
@@ -48,13 +47,7 @@ Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& op
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
   Binder b(ckpt, ops, w.store);
-  DI_ASSIGN_OR_RETURN(w.embed, b.linear("embed.weight"));
-  if (w.embed.quantized()) return invalid_argument("embed.weight must be stored dense (BF16/F32)");
-  if (ckpt.has("head.weight")) {
-    DI_ASSIGN_OR_RETURN(w.lm_head, b.linear("head.weight"));
-  } else {
-    w.lm_head = w.embed;  // tie_word_embeddings
-  }
+  DI_TRY(b.embedding_and_head(&w.embed, &w.lm_head));
   DI_ASSIGN_OR_RETURN(w.head, bind_head(b, ""));
   w.layers.reserve(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {

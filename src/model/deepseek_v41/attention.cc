@@ -40,10 +40,12 @@ void compress_full(const LayerEnv& env, const AttentionWeights& w, const Attenti
     num.act(ops, kv);
     ops.fake_quant_nvfp4(kv, kV41CompressedNvfp4Block);
   }
-  append_closed_rows(ops, cw.ratio, jobs, keys,
-                     [](const CompressorJob& j) -> PagedRows& { return j.keys->rows; }, s.comp);
-  append_closed_rows(ops, cw.ratio, jobs, kv,
-                     [](const CompressorJob& j) -> PagedRows& { return j.state->rows; }, s.comp);
+  append_closed_rows(
+      ops, cw.ratio, jobs, keys, [](const CompressorJob& j) -> PagedRows& { return j.keys->rows; },
+      s.comp);
+  append_closed_rows(
+      ops, cw.ratio, jobs, kv, [](const CompressorJob& j) -> PagedRows& { return j.state->rows; },
+      s.comp);
 }
 
 }  // namespace
@@ -79,7 +81,7 @@ void csa2_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSp
     so.topk = env.config.index_topk;
     so.block_size = env.config.candidate_block_size;
     so.n_blocks = env.config.candidate_topk_blocks;
-    so.candidates = spec.candidate_source ? SelectOpts::Candidates::kMake
+    so.candidates = spec.candidate_source  ? SelectOpts::Candidates::kMake
                     : spec.uses_candidates ? SelectOpts::Candidates::kUse
                                            : SelectOpts::Candidates::kNone;
     select_compressed(env, r.iq, r.iw, in, source, so, s);

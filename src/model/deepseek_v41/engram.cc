@@ -37,8 +37,7 @@ Expected<EngramLookup> EngramLookup::create(const io::ModelConfig& c, const std:
   const std::filesystem::path tok = std::filesystem::path(dir) / "tokenizer.json";
   std::error_code ec;
   if (!std::filesystem::exists(tok, ec)) {
-    return not_found("model " + dir + " has Engram layers (" +
-                     io::describe_index_set(e.layer_ids) +
+    return not_found("model " + dir + " has Engram layers (" + io::describe_index_set(e.layer_ids) +
                      ") but no tokenizer.json: the Engram hash runs over compressed token ids "
                      "built from the checkpoint's tokenizer vocabulary; copy the checkpoint's "
                      "tokenizer.json into the model directory");

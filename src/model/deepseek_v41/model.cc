@@ -30,8 +30,20 @@ namespace {
 // Buffers of a step's dense parts (backend memory, grow-only).
 struct DenseBuffers {
   explicit DenseBuffers(backend::Ops& o)
-      : x(o), y(o), u(o), post(o), comb(o), sub(o), pre_a(o), pre_prev(o), engram_kv(o),
-        features(o), ctx(o), ctx_kv(o), attn(o), moe(o) {}
+      : x(o),
+        y(o),
+        u(o),
+        post(o),
+        comb(o),
+        sub(o),
+        pre_a(o),
+        pre_prev(o),
+        engram_kv(o),
+        features(o),
+        ctx(o),
+        ctx_kv(o),
+        attn(o),
+        moe(o) {}
   backend::Buffer x, y, u, post, comb, sub;
   backend::Buffer pre_a, pre_prev;  // the attention site's pre, and the pre a site collapses with
   backend::Buffer engram_kv;        // [M, (n + 1)·D]
@@ -106,15 +118,7 @@ class V41Model final : public model::Model {
   LayerEnv env() { return {*ops, cfg(), num, rope}; }
 
   backend::HcParams hc_params(const HcWeights& h) const {
-    backend::HcParams p;
-    p.n = cfg().hc_mult;
-    p.fn = h.fn;
-    p.base = h.base;
-    p.scale = h.scale;
-    p.norm_eps = num.eps;
-    p.hc_eps = static_cast<float>(cfg().hc_eps);
-    p.sinkhorn_iters = cfg().hc_sinkhorn_iters;
-    return p;
+    return model::hc_params(h, cfg(), num.eps);
   }
 
   // [rows, n] of a constant row ((1, 0, ..) or (1/n, ..)) in backend memory, grown on demand.
@@ -146,8 +150,8 @@ class V41Model final : public model::Model {
   // with `pre_prev` and leaves its own pre in d.pre_a; the FFN site collapses with that and
   // leaves its pre in `pre_prev` for the next block. `core` runs the attention core.
   template <typename Core>
-  void block(const BlockWeights& b, Mat X, Mat pre_prev, const int32_t* ids,
-             const RowInputs& rows, DenseBuffers& d, const Core& core) {
+  void block(const BlockWeights& b, Mat X, Mat pre_prev, const int32_t* ids, const RowInputs& rows,
+             DenseBuffers& d, const Core& core) {
     backend::Ops& o = *ops;
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
     Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D), out(fit(d.sub, M * D), M, D);
@@ -342,10 +346,9 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
     }
   }
   if (cache.draft_length() != cache.length()) {
-    return failed_precondition("dspark_draft: the drafter's context (" +
-                               std::to_string(cache.draft_length()) +
-                               " positions) does not match the sequence (" +
-                               std::to_string(cache.length()) + ")");
+    return failed_precondition(
+        "dspark_draft: the drafter's context (" + std::to_string(cache.draft_length()) +
+        " positions) does not match the sequence (" + std::to_string(cache.length()) + ")");
   }
   backend::Ops& o = *ops;
   const DSparkWeights& dw = *w.dspark;
@@ -380,7 +383,8 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
         for (int64_t q = 0; q < K; ++q) row[ctx_n + q] = ar.kv.row(q);
       }
       const size_t bytes = table.size() * sizeof(const float*);
-      auto* key_rows = static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
+      auto* key_rows =
+          static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
       o.upload(key_rows, table.data(), bytes);
       const Mat ob = ar.o.rows_slice(0, K);
       o.sparse_attention_rows(ar.q.rows_slice(0, K), H, key_rows, width, hd, b.attn.sink,
@@ -422,7 +426,8 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
     backend::download_mat(o, tj, trow);
     backend::download_mat(o, conf, crow);
     float* l = out.logits.data() + j * V;
-    for (int64_t v = 0; v < V; ++v) l[v] = base[static_cast<size_t>(j * V + v)] + trow[static_cast<size_t>(v)];
+    for (int64_t v = 0; v < V; ++v)
+      l[v] = base[static_cast<size_t>(j * V + v)] + trow[static_cast<size_t>(v)];
     out.confidence[static_cast<size_t>(j)] = crow[0];
     out.tokens[static_cast<size_t>(j)] = static_cast<int32_t>(std::max_element(l, l + V) - l);
     prev = j < static_cast<int64_t>(forced.size()) ? forced[static_cast<size_t>(j)]
@@ -467,7 +472,7 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 }
 
 Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::string& model_dir,
-                                                                  backend::Ops& ops) {
+                                                                 backend::Ops& ops) {
   auto s = std::make_unique<V41Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
   const io::ModelConfig& c = s->ckpt.config();
@@ -477,17 +482,17 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
                          " (only sqrtsoftplus is implemented)");
   }
   using F = backend::Feature;
-  DI_TRY(backend::require(ops, {F::kSparseAttention, F::kAttentionSink, F::kHyperConnections,
-                                F::kHcSinglePass, F::kCompressorPool, F::kIndexer,
-                                F::kFakeQuantFp8, F::kFakeQuantFp4, F::kFakeQuantNvfp4,
-                                F::kCandidateBlocks, F::kEngramGate, F::kRouterOptions,
-                                F::kMoeRouting, F::kMoeExperts}));
+  DI_TRY(backend::require(
+      ops,
+      {F::kSparseAttention, F::kAttentionSink, F::kHyperConnections, F::kHcSinglePass,
+       F::kCompressorPool, F::kIndexer, F::kFakeQuantFp8, F::kFakeQuantFp4, F::kFakeQuantNvfp4,
+       F::kCandidateBlocks, F::kEngramGate, F::kRouterOptions, F::kMoeRouting, F::kMoeExperts}));
   if (c.quantization.expert_format == io::ExpertFormat::kFp4) {
     DI_TRY(backend::require(ops, {F::kFp4Weights}));
   }
   if (s->ckpt.config().quantization.quantized) {
-    DI_TRY(backend::require(ops, {F::kActQuantFp8, F::kBf16Probs, F::kIndexerBf16,
-                                  F::kFp8Weights}));
+    DI_TRY(
+        backend::require(ops, {F::kActQuantFp8, F::kBf16Probs, F::kIndexerBf16, F::kFp8Weights}));
   }
   if (!c.engram.layer_ids.empty()) {
     DI_ASSIGN_OR_RETURN(EngramLookup lookup, EngramLookup::create(c, model_dir));
@@ -510,8 +515,9 @@ Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backe
   try {
     return V41Model::load_unguarded(model_dir, ops);
   } catch (const backend::OutOfMemory& e) {
-    return out_of_memory_status(e, "loading " + model_dir + " on backend '" + ops.name() + "'",
-                                "The weights do not fit: use a device with more memory, or the CPU.");
+    return out_of_memory_status(
+        e, "loading " + model_dir + " on backend '" + ops.name() + "'",
+        "The weights do not fit: use a device with more memory, or the CPU.");
   }
 }
 

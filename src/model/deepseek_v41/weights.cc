@@ -15,8 +15,7 @@ namespace {
 Expected<Block> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec) {
   const io::ModelConfig& c = b.checkpoint().config();
   Block blk;
-  DI_ASSIGN_OR_RETURN(blk.base,
-                      b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok));
+  DI_ASSIGN_OR_RETURN(blk.base, b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok));
   AttentionWeights& a = blk.base.attn;
   const std::string ap = p + "attn.";
   if (spec.role == io::Csa2Role::kFull) {
@@ -82,18 +81,11 @@ Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& op
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
   Binder b(ckpt, ops, w.store);
-  DI_ASSIGN_OR_RETURN(w.embed, b.linear("embed.weight"));
-  if (w.embed.quantized()) return invalid_argument("embed.weight must be stored dense (BF16/F32)");
-  if (ckpt.has("head.weight")) {
-    DI_ASSIGN_OR_RETURN(w.lm_head, b.linear("head.weight"));
-  } else {
-    w.lm_head = w.embed;  // tie_word_embeddings
-  }
+  DI_TRY(b.embedding_and_head(&w.embed, &w.lm_head));
   DI_ASSIGN_OR_RETURN(w.norm, b.vector("norm.weight"));
   w.layers.reserve(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {
-    DI_ASSIGN_OR_RETURN(Block blk,
-                        bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i]));
+    DI_ASSIGN_OR_RETURN(Block blk, bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i]));
     w.layers.push_back(std::move(blk));
   }
   if (ckpt.mtp_available() && c.num_mtp_layers() > 0) {

@@ -23,8 +23,8 @@
 #include "io/model_config.h"
 #include "model/layers/compressor.h"
 #include "model/layers/numerics.h"
-#include "model/step.h"
 #include "model/layers/weights.h"
+#include "model/step.h"
 
 namespace deepinfer::model {
 
@@ -76,8 +76,8 @@ struct AttentionBuffers {
 struct AttentionScratch {
   explicit AttentionScratch(backend::Ops& ops)
       : scores(ops), sel(ops), cand(ops), key_table(ops), comp(ops) {}
-  backend::Buffer scores;     // indexer scores
-  backend::Buffer sel;        // the latest selection [M, sel_k] (int32): V4.1 Reuse layers read it
+  backend::Buffer scores;  // indexer scores
+  backend::Buffer sel;     // the latest selection [M, sel_k] (int32): V4.1 Reuse layers read it
   int64_t sel_k = 0;
   backend::Buffer cand;       // V4.1 candidate blocks [M, candidate_topk_blocks] (int32)
   backend::Buffer key_table;  // every query's key addresses [M, width]
@@ -105,8 +105,8 @@ using LayerOf = std::function<LayerCache&(const SequenceSpan&)>;
 
 // What a selection scores and keeps (spec §2.5, §6.7 items 3-4).
 struct SelectOpts {
-  int ratio = 0;         // query t sees rows w < (t + 1) / ratio
-  int64_t topk = 0;      // index_topk
+  int ratio = 0;     // query t sees rows w < (t + 1) / ratio
+  int64_t topk = 0;  // index_topk
   enum class Candidates : uint8_t { kNone, kMake, kUse } candidates = Candidates::kNone;
   int64_t block_size = 0, n_blocks = 0;  // candidate_block_size, candidate_topk_blocks
 };

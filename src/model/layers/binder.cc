@@ -31,7 +31,9 @@ Expected<WeightRef> view_of(const io::Weight& w) {
 
 }  // namespace
 
-WeightRef Binder::place(const WeightRef& w) { return backend::place_weight(ops_, w, store_.placed); }
+WeightRef Binder::place(const WeightRef& w) {
+  return backend::place_weight(ops_, w, store_.placed);
+}
 TensorView Binder::place(const TensorView& t) {
   return backend::place_tensor(ops_, t, store_.placed);
 }
@@ -91,6 +93,17 @@ Expected<std::vector<float>> Binder::host_floats(const std::string& name) {
     }
   }
   return v;
+}
+
+Status Binder::embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head) {
+  DI_ASSIGN_OR_RETURN(*embed, linear("embed.weight"));
+  if (embed->quantized()) return invalid_argument("embed.weight must be stored dense (BF16/F32)");
+  if (ckpt_.has("head.weight")) {
+    DI_ASSIGN_OR_RETURN(*lm_head, linear("head.weight"));
+  } else {
+    *lm_head = *embed;  // tie_word_embeddings
+  }
+  return {};
 }
 
 Expected<HcWeights> Binder::hc(const std::string& prefix, int64_t rows, int64_t cols) {

@@ -45,6 +45,9 @@ class Binder {
   Expected<CompressorWeights> compressor(const std::string& prefix, int ratio, int d_c,
                                          bool overlap, bool has_ape);
   Expected<backend::ExpertWeights> expert(const std::string& prefix);
+  // embed.weight (dense: an embedding table) and head.weight, or the embedding again when the
+  // checkpoint ties them (no head.weight).
+  Status embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head);
   // What every block of both families has: norms, the two mHC sites, the attention projections
   // and sink, and the MoE of `spec.moe` kind with `n_experts` routed experts (top_k per token).
   Expected<BlockWeights> block_common(const std::string& prefix, const io::LayerSpec& spec,

@@ -29,12 +29,26 @@ struct HcWeights {
   const float* scale = nullptr;
 };
 
+// The op parameters of one mHC site: its weights plus the config's streams, eps and Sinkhorn
+// iterations; norm_eps is the model's RMS eps (Numerics::eps).
+inline backend::HcParams hc_params(const HcWeights& h, const io::ModelConfig& c, float norm_eps) {
+  backend::HcParams p;
+  p.n = c.hc_mult;
+  p.fn = h.fn;
+  p.base = h.base;
+  p.scale = h.scale;
+  p.norm_eps = norm_eps;
+  p.hc_eps = static_cast<float>(c.hc_eps);
+  p.sinkhorn_iters = c.hc_sinkhorn_iters;
+  return p;
+}
+
 // Compressor of an attention layer or of a V4 indexer (spec §2.4, §6.2).
 struct CompressorWeights {
-  backend::WeightRef wkv;                  // [c·d_c, D], FP32 compute
+  backend::WeightRef wkv;                   // [c·d_c, D], FP32 compute
   std::optional<backend::WeightRef> wgate;  // [c·d_c, D]; absent at ratio 1 (V4.1: no pooling)
-  const float* ape = nullptr;              // [ratio, c·d_c]; null in V4.1 (no position bias)
-  backend::WeightRef norm;                 // [1, d_c]
+  const float* ape = nullptr;               // [ratio, c·d_c]; null in V4.1 (no position bias)
+  backend::WeightRef norm;                  // [1, d_c]
   int ratio = 0;
   int d_c = 0;
   bool overlap = false;  // V4 ratio 4: c = 2, rows pool the previous window's first half too

@@ -1,8 +1,12 @@
 // Shared pieces of the engine tests (see engine_run_util.h).
 #include "engine_run_util.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
 
 namespace deepinfer::engine_test {
 
@@ -12,6 +16,27 @@ std::string source_dir() {
 }
 std::string tiny_dir() { return source_dir() + "/tests/data/model/v4_tiny_a/hf_fp32"; }
 std::string default_dir() { return source_dir() + "/models/default"; }
+
+std::vector<int32_t> greedy_by_extend(const std::string& model_dir,
+                                      const std::vector<int32_t>& prompt, int n) {
+  auto ops = backend::cpu::make_opt_ops(1);
+  auto loaded = model::load_model(model_dir, *ops);
+  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
+  if (!loaded.ok()) return {};
+  model::Model* m = loaded->get();
+  auto seq = m->new_sequence();
+  std::vector<int32_t> out, feed = prompt;
+  for (int i = 0; i < n; ++i) {
+    auto r = m->extend(seq, feed);
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    if (!r.ok()) return out;
+    const auto& l = r->logits;
+    const int32_t best = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    out.push_back(best);
+    feed = {best};
+  }
+  return out;
+}
 
 EngineRun run_requests(EngineOptions o, const std::vector<Req>& reqs) {
   if (o.num_threads < 0) o.num_threads = 1;

@@ -39,4 +39,9 @@ SamplingParams greedy(int max_tokens);
 SamplingParams seeded(uint64_t seed, int max_tokens);  // top-p 0.9, logprobs 2
 std::vector<int32_t> prompt(int n, int seed);          // ids in [3, 253)
 
+// The greedy continuation of `prompt` by Model::extend driven by hand (one sequence, a prefill
+// then decodes, no engine): the reference the engine's greedy output must equal.
+std::vector<int32_t> greedy_by_extend(const std::string& model_dir,
+                                      const std::vector<int32_t>& prompt, int n);
+
 }  // namespace deepinfer::engine_test

@@ -8,9 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
 #include "engine_run_util.h"
-#include "model/model.h"
 
 namespace deepinfer {
 namespace {
@@ -35,26 +33,8 @@ std::vector<std::vector<int32_t>> prompts() {
       {11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33}};
 }
 
-// Greedy continuation by hand with Model::extend (one sequence, prefill then decodes).
 std::vector<int32_t> reference_greedy(const std::vector<int32_t>& prompt, int n) {
-  auto ops = backend::cpu::make_opt_ops(1);
-  auto loaded = model::load_model(model_dir(), *ops);
-  EXPECT_TRUE(loaded.ok());
-  model::Model* m = loaded->get();
-  auto seq = m->new_sequence();
-  std::vector<int32_t> out, feed = prompt;
-  for (int i = 0; i < n; ++i) {
-    auto r = m->extend(seq, feed);
-    EXPECT_TRUE(r.ok());
-    const auto& l = r->logits;
-    int32_t best = 0;
-    for (int32_t v = 1; v < static_cast<int32_t>(l.size()); ++v) {
-      if (l[static_cast<size_t>(v)] > l[static_cast<size_t>(best)]) best = v;
-    }
-    out.push_back(best);
-    feed = {best};
-  }
-  return out;
+  return engine_test::greedy_by_extend(model_dir(), prompt, n);
 }
 
 std::map<RequestHandle, RequestOutput> by_id(std::vector<RequestOutput> outs) {

@@ -10,10 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
 #include "deepinfer/engine.h"
 #include "engine_run_util.h"
-#include "model/model.h"
 
 namespace deepinfer {
 namespace {
@@ -30,29 +28,6 @@ EngineOptions v41_options(const char* variant = "official_bf16") {
   o.num_threads = 1;
   o.kv_block_size = 16;  // a multiple of the ratios (2, 1): prefix hits on short prompts
   return o;
-}
-
-std::vector<int32_t> reference_greedy(const std::string& dir, const std::vector<int32_t>& prompt,
-                                      int n) {
-  auto ops = backend::cpu::make_opt_ops(1);
-  auto loaded = model::load_model(dir, *ops);
-  EXPECT_TRUE(loaded.ok()) << loaded.status().to_string();
-  if (!loaded.ok()) return {};
-  model::Model* m = loaded->get();
-  auto seq = m->new_sequence();
-  std::vector<int32_t> out, feed = prompt;
-  for (int i = 0; i < n; ++i) {
-    auto r = m->extend(seq, feed);
-    EXPECT_TRUE(r.ok());
-    const auto& l = r->logits;
-    int32_t best = 0;
-    for (int32_t v = 1; v < static_cast<int32_t>(l.size()); ++v) {
-      if (l[static_cast<size_t>(v)] > l[static_cast<size_t>(best)]) best = v;
-    }
-    out.push_back(best);
-    feed = {best};
-  }
-  return out;
 }
 
 std::vector<Req> mixed_requests() {
@@ -83,7 +58,7 @@ TEST(V41Engine, GreedyEqualsExtendForEveryVariant) {
     ASSERT_EQ(run.outputs.size(), reqs.size());
     for (size_t i = 0; i < reqs.size(); ++i) {
       const CompletionOutput& c = run.outputs.at(run.handles[i]).outputs.at(0);
-      EXPECT_EQ(c.token_ids, reference_greedy(v41_dir(variant), reqs[i].ids, 12))
+      EXPECT_EQ(c.token_ids, greedy_by_extend(v41_dir(variant), reqs[i].ids, 12))
           << variant << " prompt " << i;
       EXPECT_TRUE(c.text.empty());  // no text path for this tokenizer
     }
