@@ -1,7 +1,6 @@
 """Shared fixtures for the Python tests (they run against the installed `deepinfer` package,
 or against a development build when PYTHONPATH points at <build>/python)."""
 
-import os
 import pathlib
 import subprocess
 import sys
@@ -9,7 +8,6 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path(os.environ.get("DEEPINFER_SHARED_DIR", REPO.parent / "shared"))
 
 
 @pytest.fixture(scope="session")
@@ -18,15 +16,9 @@ def repo_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> pathlib.Path:
-    if not SHARED.is_dir():
-        pytest.skip(f"shared/ folder not found at {SHARED}")
-    return SHARED
-
-
-@pytest.fixture(scope="session")
-def v4_tokenizer_path(shared_dir) -> pathlib.Path:
-    return shared_dir / "tokenizers" / "deepseek_v4" / "tokenizer.json"
+def v4_tokenizer_path() -> pathlib.Path:
+    # The package's copy, byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json.
+    return REPO / "python" / "deepinfer" / "data" / "deepseek_v4" / "tokenizer.json"
 
 
 def run_cli(*args, input=None, check=False, env=None):

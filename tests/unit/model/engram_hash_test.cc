@@ -26,11 +26,6 @@ std::string source_dir() {
   return s ? s : ".";
 }
 
-std::string shared_dir() {
-  const char* s = std::getenv("DEEPINFER_SHARED_DIR");
-  return s ? s : source_dir() + "/../shared";
-}
-
 json load(const std::string& name) {
   std::ifstream in(source_dir() + "/tests/data/engram/" + name);
   if (!in) throw std::runtime_error("cannot open tests/data/engram/" + name);
@@ -225,7 +220,8 @@ TEST(EngramHash, HistoryLongerThanNeededIsTrimmed) {
 
 TEST(EngramHash, V4TokensThroughTheRealMap) {
   const json v4 = load("hash_rows.json")["v4_raw"];
-  const std::string path = shared_dir() + "/tokenizers/deepseek_v4/tokenizer.json";
+  // The package's copy, byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json.
+  const std::string path = source_dir() + "/python/deepinfer/data/deepseek_v4/tokenizer.json";
   auto texts = tokenizer::TokenTexts::from_file(path);
   if (!texts.ok()) GTEST_SKIP() << "no V4 tokenizer: " << texts.status().to_string();
   const tokenizer::CompressedVocab vocab = tokenizer::build_compressed_vocab(*texts);

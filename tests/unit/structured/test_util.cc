@@ -14,10 +14,6 @@ std::string source_dir() {
   return s ? s : "/work/main";
 }
 
-std::string shared_dir() {
-  const char* s = std::getenv("DEEPINFER_SHARED_DIR");
-  return s ? s : source_dir() + "/../shared";
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream f(path, std::ios::binary);

@@ -17,7 +17,6 @@
 namespace deepinfer::structured::testing {
 
 std::string source_dir();
-std::string shared_dir();
 std::string read_file(const std::string& path);
 
 // 256 one-byte tokens plus an EOS (id 256) and a special token (id 257).

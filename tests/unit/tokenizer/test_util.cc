@@ -15,12 +15,11 @@ std::string source_dir() {
   return s ? s : ".";
 }
 
-std::string shared_dir() {
-  const char* s = std::getenv("DEEPINFER_SHARED_DIR");
-  return s ? s : source_dir() + "/../shared";
+// The package's copy (byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json), so the
+// tests need nothing outside the repository.
+std::string v4_tokenizer_path() {
+  return source_dir() + "/python/deepinfer/data/deepseek_v4/tokenizer.json";
 }
-
-std::string v4_tokenizer_path() { return shared_dir() + "/tokenizers/deepseek_v4/tokenizer.json"; }
 
 const Tokenizer& v4() {
   static const Tokenizer* tok = [] {

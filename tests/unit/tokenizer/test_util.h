@@ -11,7 +11,6 @@
 namespace deepinfer::tokenizer::testing {
 
 std::string source_dir();  // $DEEPINFER_SOURCE_DIR (the repository root)
-std::string shared_dir();  // $DEEPINFER_SHARED_DIR, else <source>/../shared
 std::string v4_tokenizer_path();
 // The real tokenizer, loaded on first use (fails the test if it cannot be loaded).
 const Tokenizer& v4();
