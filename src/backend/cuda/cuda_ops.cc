@@ -83,19 +83,9 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
 }
 
 bool CudaOps::supports(Feature f) const {
-  // Every V4 op of the contract has a kernel (docs/cuda_backend.md lists the shape limits); the
-  // ops V4.1 adds have none yet, so a V4.1 checkpoint is refused at load, naming them.
-  switch (f) {
-    case Feature::kHcSinglePass:
-    case Feature::kFakeQuantNvfp4:
-    case Feature::kCandidateBlocks:
-    case Feature::kEngramGate:
-    case Feature::kRouterOptions:
-    case Feature::kCount:
-      return false;
-    default:
-      return true;
-  }
+  // Every op of the contract has a kernel, V4's and V4.1's (cuda_ops_v41.cc);
+  // docs/cuda_backend.md lists the shape limits.
+  return f != Feature::kCount;
 }
 
 void CudaOps::synchronize() {
@@ -264,9 +254,10 @@ kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
 
 void CudaOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                      Mat comb) {
-  // Single-pass mHC (kHcSinglePass) has no kernel yet: supports() says so and V4.1 is refused.
-  DI_CHECK(collapse_pre.data == nullptr && pre.data == nullptr);
   const int n = p.n;
+  DI_CHECK(collapse_pre.data == nullptr ||
+           (collapse_pre.cols == n && collapse_pre.rows == streams.rows));
+  DI_CHECK(pre.data == nullptr || (pre.cols == n && pre.rows == streams.rows));
   DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
   const int64_t D = streams.cols / n;
   DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
@@ -274,7 +265,8 @@ void CudaOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, 
   arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
   float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1));
-  kc::launch_hc_pre(md(streams), d, md(y), md(post), md(comb), dots, stream_);
+  kc::launch_hc_pre(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb), dots,
+                    stream_);
 }
 
 void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
@@ -465,9 +457,7 @@ void CudaOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out)
 }
 
 void CudaOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, int top_k,
-                              float route_scale, const RouteOpts& opts, int32_t* ids,
-                              Mat weights) {
-  DI_CHECK(opts == RouteOpts{});  // kRouterOptions: V4's rule only, for now
+                              float route_scale, const RouteOpts& opts, int32_t* ids, Mat weights) {
   DI_CHECK(x.cols == gate.k && weights.cols == top_k && top_k <= gate.n);
   DI_CHECK(gate.n <= 1024 && top_k <= 32);
   arena().reset();
@@ -476,7 +466,8 @@ void CudaOps::moe_route_score(CMat x, const WeightRef& gate, const float* bias, 
   const float* b = on_device(bias, gate.n);
   const bool dev = is_device_pointer(ids);
   int32_t* dids = dev ? ids : arena().alloc_n<int32_t>(x.rows * top_k);
-  kc::launch_moe_route_topk(md(z), b, top_k, route_scale, dids, md(weights), stream_);
+  const kc::RouteOptsDev o{opts.temperature, opts.normalize, opts.norm_floor};
+  kc::launch_moe_route_topk(md(z), b, top_k, route_scale, o, dids, md(weights), stream_);
   if (!dev) store_ints(dids, ids, x.rows * top_k);
 }
 
@@ -500,7 +491,8 @@ void CudaOps::moe_route_hash(CMat x, const int32_t* token_ids, const TensorView&
   if (!dev) store_ints(dids, ids, x.rows * k);
 }
 
-static_assert(kc::kSampleNoTokenDev == kSampleNoToken && kc::kSampleNonFiniteDev == kSampleNonFinite,
+static_assert(kc::kSampleNoTokenDev == kSampleNoToken &&
+                  kc::kSampleNonFiniteDev == kSampleNonFinite,
               "the sampling kernel's codes are Ops::sample's");
 
 void CudaOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {

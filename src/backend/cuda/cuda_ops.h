@@ -99,6 +99,14 @@ class CudaOps : public Ops {
   void fake_quant_fp8(Mat x, int64_t n, int64_t block) override;
   void act_quant_fp8(Mat x, int64_t block) override;
   void fake_quant_fp4(Mat x, int64_t block) override;
+  // V4.1 (cuda_ops_v41.cc).
+  void hc_collapse(CMat streams, CMat pre, int n, Mat y) override;
+  void fake_quant_nvfp4(Mat x, int64_t block) override;
+  void candidate_blocks(CMat scores, const int32_t* visible, int64_t block_size, int64_t n_blocks,
+                        int32_t* out) override;
+  void restrict_to_blocks(Mat scores, const int32_t* visible, const int32_t* blocks,
+                          int64_t n_blocks, int64_t block_size) override;
+  void engram_gate(Mat streams, CMat kv, CMat w, int n, float eps) override;
   void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys, const int32_t* visible,
                       bool bf16_rounding, Mat scores) override;
   void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,

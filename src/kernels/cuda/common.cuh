@@ -17,6 +17,7 @@ inline constexpr float kFp8MaxD = 448.0f;
 inline constexpr float kFp4MaxD = 6.0f;
 inline constexpr float kAmaxFloorD = 1e-4f;
 inline constexpr float kFp4AmaxFloorD = 6.0f * 1.17549435e-38f;  // backend/quant.h kFp4AmaxFloor
+inline constexpr float kNvfp4AmaxFloorD = 6.0f / 512.0f;  // backend/quant.h kNvfp4AmaxFloor
 
 // Bit casts usable on host and device (memcpy of 4 bytes compiles to a register move), so the
 // scalar rules below can be checked exhaustively on the CPU (tests/ops/cuda/kernels_host_test.cu).

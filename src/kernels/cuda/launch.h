@@ -55,8 +55,9 @@ void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStre
 // [n, k] BF16 matrix; x [rows, cols] (any ld) to a dense [rows, cols] BF16 matrix.
 void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream);
 void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream);
-// x = hi + lo to 2^-16 relative, both dense [rows, cols] BF16.
-void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* lo, cudaStream_t stream);
+// x = hi + mid + lo exactly (normal values), each dense [rows, cols] BF16.
+void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo,
+                           cudaStream_t stream);
 
 // ---- norm/ (row-wise and element-wise glue) ----------------------------------------------
 // w: FP32/BF16/F16 dense per-channel weight of `group` (or cols) elements, or null.
@@ -87,6 +88,7 @@ void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* po
 // ---- quant/ -------------------------------------------------------------------------------
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream);
+void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_hadamard128(MatDesc x, cudaStream_t stream);
 // Power-of-two n <= 1024; scale = the host's 1/sqrt(float(n)).
 void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream);
@@ -103,13 +105,21 @@ struct HcDesc {
   int sinkhorn_iters = 20;
 };
 inline constexpr int kMaxHcStreams = 8;
-// scratch: device, rows · ((2+n)n + 1) floats (hc_head: rows · (n + 1)).
-void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc y, MatDesc post, MatDesc comb,
-                   float* scratch, cudaStream_t stream);
+// scratch: device, rows · ((2+n)n + 1) floats (hc_head: rows · (n + 1)). collapse (data may be
+// null): V4.1's single pass, y = Σ collapse[m, i] X_i instead of the site's own pre; pre_out
+// (data may be null) receives the site's pre [rows, n].
+void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
+                   MatDesc post, MatDesc comb, float* scratch, cudaStream_t stream);
+// y [rows, D] = Σ_i pre[m, i] · X_i (V4.1's final collapse, DSpark's feature mean).
+void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     cudaStream_t stream);
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream);
+// V4.1 Engram gate (ops.h engram_gate), in place on streams [rows, n·D]; kv [rows, (n+1)·D],
+// w [n, D].
+void launch_engram_gate(MatDesc streams, MatDesc kv, MatDesc w, int n, float eps,
+                        cudaStream_t stream);
 
 // ---- sample/ ------------------------------------------------------------------------------
 // backend::SampleSpec as the kernel reads it; codes of backend/ops.h plus "left to the host".
@@ -176,12 +186,26 @@ void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const 
                                 const float** out, int64_t ld, cudaStream_t stream);
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                  cudaStream_t stream);
+// V4.1 candidate blocks (ops.h): visible, out device arrays; scratch device floats, at least
+// candidate_blocks_scratch_floats(rows, cols, block_size).
+int64_t candidate_blocks_scratch_floats(int64_t rows, int64_t cols, int64_t block_size);
+void launch_candidate_blocks(MatDesc scores, const int32_t* visible, int64_t block_size,
+                             int64_t n_blocks, int32_t* out, float* scratch, cudaStream_t stream);
+void launch_restrict_to_blocks(MatDesc scores, const int32_t* visible, const int32_t* blocks,
+                               int64_t n_blocks, int64_t block_size, cudaStream_t stream);
 
 // ---- moe/ ---------------------------------------------------------------------------------
 // From router logits z [M, E] (the gate GEMM's output): p = sqrt(softplus(z)), ids = top_k of
 // p + bias (ties: lower id), weights = p_ids / Σ p_ids · route_scale. bias may be null.
-void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_scale, int32_t* ids,
-                           MatDesc weights, cudaStream_t stream);
+// backend::RouteOpts as the kernel reads it (V4's rule by default).
+struct RouteOptsDev {
+  float temperature = 1.0f;
+  bool normalize = true;
+  float norm_floor = 0.0f;
+};
+void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_scale,
+                           const RouteOptsDev& opts, int32_t* ids, MatDesc weights,
+                           cudaStream_t stream);
 // Same weights for given ids [M, k] (hash routing).
 void launch_moe_route_weights(MatDesc z, const int32_t* ids, int k, float route_scale,
                               MatDesc weights, cudaStream_t stream);

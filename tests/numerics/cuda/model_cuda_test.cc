@@ -1,7 +1,8 @@
-// The whole DeepSeek-V4 model on the CUDA backend, checked against the CPU backend (the oracle)
-// on the committed tiny reference checkpoints (tests/data/model/, every layer kind, both
-// semantics) and on the trained default model (models/default, teacher-forced), plus the
-// step-shape equivalences on the GPU itself:
+// The whole DeepSeek-V4 and V4.1 models on the CUDA backend, checked against the CPU backend
+// (the oracle) on the committed tiny reference checkpoints (tests/data/model/, every layer kind,
+// both semantics; V4.1 on its goldens' prompts, which are free of ties and quantizer flips) and
+// on the trained default model (models/default, teacher-forced), plus the step-shape
+// equivalences on the GPU itself:
 //
 //   * logits of every position of prompts of 1, 7, 40 and 300 tokens, GPU vs CPU opt;
 //   * greedy continuations: identical tokens;
@@ -23,6 +24,10 @@
 //
 // Tolerances (normalised error max|gpu - cpu| / max(max|cpu| over the row, 1)):
 //   HF semantics (FP32 math between ops): 1e-4 — different FP32 summation orders only.
+//   V4.1 without quantization_config (FP32 math, but the fake-quant points every V4.1 forward
+//   has: FP8 window, NVFP4 compressed KV, MXFP4 indexer): a 1e-7 difference can move a
+//   quantizer code or a top-k pick on random prompts (spec §6.7 items 6, 11), so the median
+//   row error must stay at the FP32 level (1e-4) and the argmax agree on >= 97% of the rows.
 //   Official semantics (BF16 rounding points, FP8/FP4 fake-quant): a rounding point can flip
 //   by one BF16 ulp and chaotic random tiny models amplify it over 300 tokens (the CPU vs the
 //   official reference shows the same, tests/numerics/README.md), so short prompts are held to
@@ -34,8 +39,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -106,6 +114,18 @@ Err compare(const std::vector<float>& got, const std::vector<float>& want, int64
   return e;
 }
 
+// The prompts of a V4.1 config's goldens (tests/reference/model_v41/make_goldens.py chose them
+// free of top-k ties and quantizer flips, spec §6.7 items 6 and 11: random prompts on these tiny
+// random models meet a near tie now and then, and every V4.1 forward has quantizers, so a
+// 1e-7 difference can move a code and the rows after it); empty if the config has none.
+nlohmann::json v41_goldens(const std::string& root, const std::string& config) {
+  std::ifstream in(root + "/tests/data/model/" + config + "/goldens.json");
+  if (!in) return {};
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str(), nullptr, false);
+}
+
 std::vector<int32_t> random_ids(int64_t n, int64_t vocab, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> d(0, static_cast<int32_t>(vocab - 1));
@@ -150,11 +170,24 @@ std::vector<int32_t> greedy(Model& m, const std::vector<int32_t>& prompt, int n)
   return out;
 }
 
-void check_close(const std::string& what, const Err& e, bool official, int64_t len) {
-  const bool ok =
-      e.finite &&
-      (official ? (len <= 7 ? e.max_norm <= 2e-2 : e.median_norm <= 0.25 && e.argmax_agree >= 0.9)
-                : e.max_norm <= 1e-4);
+// The semantics a checkpoint computes in, for its bound (see the tolerances above).
+enum class Bound { kFp32, kFp32Quantizers, kOfficial };
+
+Bound bound_of(const Model& m) {
+  if (m.official_semantics()) return Bound::kOfficial;
+  return m.config().family == deepinfer::io::ModelFamily::kDeepseekV41 ? Bound::kFp32Quantizers
+                                                                       : Bound::kFp32;
+}
+
+void check_close(const std::string& what, const Err& e, Bound b, int64_t len) {
+  bool ok = e.finite;
+  if (b == Bound::kOfficial) {
+    ok = ok && (len <= 7 ? e.max_norm <= 2e-2 : e.median_norm <= 0.25 && e.argmax_agree >= 0.9);
+  } else if (b == Bound::kFp32Quantizers) {
+    ok = ok && e.median_norm <= 1e-4 && e.argmax_agree >= 0.97;
+  } else {
+    ok = ok && e.max_norm <= 1e-4;
+  }
   std::printf("  %-44s max %.2e  median %.2e  argmax %.3f %s\n", what.c_str(), e.max_norm,
               e.median_norm, e.argmax_agree, ok ? "" : "<-- FAIL");
   check(ok, what);
@@ -167,30 +200,37 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
   auto mc_r = load_model(dir, cpu);
   auto mg_r = load_model(dir, gpu);
   if (!mc_r.ok() || !mg_r.ok()) {
-    check(false, "load " + dir + ": " + (mc_r.ok() ? mg_r.status().message() : mc_r.status().message()));
+    check(false,
+          "load " + dir + ": " + (mc_r.ok() ? mg_r.status().message() : mc_r.status().message()));
     return;
   }
   Model* mc = mc_r->get();
   Model* mg = mg_r->get();
   const bool official = mg->official_semantics();
+  const Bound bound = bound_of(*mg);
   const int64_t V = mg->vocab_size();
   std::printf("%s/%s (%s semantics)\n", config.c_str(), variant.c_str(),
-              official ? "official" : "HF");
+              official ? "official" : (bound == Bound::kFp32 ? "HF" : "FP32 + V4.1 quantizers"));
   const std::string tag = config + "/" + variant + " ";
 
-  // GPU vs CPU, every position.
+  // GPU vs CPU, every position (V4.1: the goldens' clean prompts).
+  const bool v41 = mg->config().family == deepinfer::io::ModelFamily::kDeepseekV41;
+  const nlohmann::json gold = v41 ? v41_goldens(root, config) : nlohmann::json();
+  const bool clean = gold.is_object() && gold.contains("prompts");
   for (int64_t len : {1, 7, 40, 300}) {
-    const auto ids = random_ids(len, V, static_cast<uint32_t>(len));
-    check_close(tag + "prefill len " + std::to_string(len) + " gpu vs cpu",
-                compare(run_all(*mg, ids), run_all(*mc, ids), V), official, len);
+    const std::string name = "len" + std::to_string(len);
+    const auto ids = clean ? gold["prompts"][name].get<std::vector<int32_t>>()
+                           : random_ids(len, V, static_cast<uint32_t>(len));
+    check_close(tag + "prefill " + name + (clean ? " (golden prompt)" : "") + " gpu vs cpu",
+                compare(run_all(*mg, ids), run_all(*mc, ids), V), bound, len);
   }
 
   // Step shapes on the GPU: decode and chunked prefill vs one prefill.
   const auto ids = random_ids(67, V, 7);
   const auto one = run_all(*mg, ids);
-  check_close(tag + "gpu decode == prefill", compare(run_all(*mg, ids, {1}), one, V), official, 7);
+  check_close(tag + "gpu decode == prefill", compare(run_all(*mg, ids, {1}), one, V), bound, 7);
   check_close(tag + "gpu chunks 3,5,7,13,17 == prefill",
-              compare(run_all(*mg, ids, {3, 5, 7, 13, 17}), one, V), official, 7);
+              compare(run_all(*mg, ids, {3, 5, 7, 13, 17}), one, V), bound, 7);
 
   // Greedy continuations (HF semantics: tokens must agree exactly).
   const auto prompt = random_ids(24, V, 99);
@@ -199,7 +239,7 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
   for (size_t i = 0; i < std::min(tg.size(), tc.size()); ++i) same += tg[i] == tc[i];
   std::printf("  %-44s %lld/16 tokens equal\n", (tag + "greedy 16").c_str(),
               static_cast<long long>(same));
-  if (!official) check(tg == tc && tg.size() == 16, tag + "greedy tokens gpu == cpu");
+  if (bound == Bound::kFp32) check(tg == tc && tg.size() == 16, tag + "greedy tokens gpu == cpu");
 
   // Rollback on the GPU: extend 40, roll back 4, re-feed the same 4 == the straight run.
   {
@@ -233,8 +273,7 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
     std::vector<float> alone = alone_a.ok() ? alone_a->logits : std::vector<float>{};
     if (alone_b.ok()) alone.insert(alone.end(), alone_b->logits.begin(), alone_b->logits.end());
     check(ok, tag + "mixed step runs");
-    if (ok)
-      check_close(tag + "mixed step == each alone", compare(both.logits, alone, V), official, 7);
+    if (ok) check_close(tag + "mixed step == each alone", compare(both.logits, alone, V), bound, 7);
   }
 
   // MTP draft logits.
@@ -250,9 +289,31 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
       auto dc = mc->mtp_draft(sc, oc->hidden, next);
       check(dg.ok() && dc.ok(), tag + "mtp draft runs");
       if (dg.ok() && dc.ok())
-        check_close(tag + "mtp draft gpu vs cpu", compare(*dg, *dc, V), official, 7);
+        check_close(tag + "mtp draft gpu vs cpu", compare(*dg, *dc, V), bound, 7);
     } else {
       check(false, tag + "mtp extend");
+    }
+  }
+
+  // DSpark draft blocks (teacher-forced as the goldens are, at their anchors of the 40-token
+  // prompt), GPU vs CPU: logits and confidences.
+  if (mg->drafter() == deepinfer::model::DrafterKind::kDSpark && clean) {
+    const int k = mg->config().dspark.block_size;
+    const auto p = gold["prompts"]["len40"].get<std::vector<int32_t>>();
+    for (const auto& a_json : gold["dspark_anchors"]["len40"]) {
+      const int a = a_json.get<int>();
+      SequenceCache sg = mg->new_sequence(), sc = mc->new_sequence();
+      const bool pre = a == 0 || (mg->extend(sg, {p.data(), static_cast<size_t>(a)}).ok() &&
+                                  mc->extend(sc, {p.data(), static_cast<size_t>(a)}).ok());
+      const std::span<const int32_t> forced(p.data() + a + 1, static_cast<size_t>(k - 1));
+      auto dg = mg->dspark_draft(sg, p[static_cast<size_t>(a)], k, forced);
+      auto dc = mc->dspark_draft(sc, p[static_cast<size_t>(a)], k, forced);
+      const std::string t = tag + "dspark len40 anchor " + std::to_string(a);
+      check(pre && dg.ok() && dc.ok(), t + " runs");
+      if (pre && dg.ok() && dc.ok()) {
+        check_close(t + " gpu vs cpu", compare(dg->logits, dc->logits, V), bound, 7);
+        check_close(t + " confidence", compare(dg->confidence, dc->confidence, 1), bound, 7);
+      }
     }
   }
 }
@@ -269,7 +330,8 @@ void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu
   auto mc_r = load_model(dir, cpu);
   auto mg_r = load_model(dir, gpu);
   if (!mc_r.ok() || !mg_r.ok()) {
-    check(false, "load " + dir + ": " + (mc_r.ok() ? mg_r.status().message() : mc_r.status().message()));
+    check(false,
+          "load " + dir + ": " + (mc_r.ok() ? mg_r.status().message() : mc_r.status().message()));
     return;
   }
   Model* mc = mc_r->get();
@@ -425,28 +487,25 @@ void check_recorded(const std::string& root, const std::string& config, const st
   const std::vector<int32_t> prompt = random_ids(100, V, 41);
   std::string e1, e2, e3;
   const auto before = gpu_rec.record_stats();
-  const std::vector<float> got = deepinfer::model::testing::serve_pattern(
-      *replayed, prompt, &e1);
+  const std::vector<float> got = deepinfer::model::testing::serve_pattern(*replayed, prompt, &e1);
   const auto after = gpu_rec.record_stats();
   gpu_rec.set_replay(false);
-  const std::vector<float> want = deepinfer::model::testing::serve_pattern(
-      *eager, prompt, &e2);
+  const std::vector<float> want = deepinfer::model::testing::serve_pattern(*eager, prompt, &e2);
   gpu_rec.set_replay(true);
-  const std::vector<float> cpu_logits =
-      deepinfer::model::testing::serve_pattern(*ref, prompt, &e3);
+  const std::vector<float> cpu_logits = deepinfer::model::testing::serve_pattern(*ref, prompt, &e3);
   check(e1.empty() && e2.empty() && e3.empty(), tag + "steps ran: " + e1 + e2 + e3);
   const int64_t replays = after.replayed - before.replayed;
   const int64_t refused = after.refused - before.refused;
   std::printf("  %-44s %lld captured, %lld replays, %lld refused%s%s\n", (tag + "units").c_str(),
               static_cast<long long>(after.captured - before.captured),
-              static_cast<long long>(replays), static_cast<long long>(refused),
-              refused ? ": " : "", after.last_refusal.c_str());
+              static_cast<long long>(replays), static_cast<long long>(refused), refused ? ": " : "",
+              after.last_refusal.c_str());
   check(replays > 0 && refused == 0, tag + "every unit captured and replayed");
   check(!got.empty() && got == want, tag + "replayed == replay off, bitwise");
   const Err e = compare(got, cpu_logits, V);
   const bool official = ref->official_semantics();
-  const bool ok = e.finite && (official ? e.median_norm <= 0.25 && e.argmax_agree >= 0.9
-                                        : e.max_norm <= 1e-4);
+  const bool ok =
+      e.finite && (official ? e.median_norm <= 0.25 && e.argmax_agree >= 0.9 : e.max_norm <= 1e-4);
   std::printf("  %-44s max %.2e  median %.2e  argmax %.3f %s\n", (tag + "vs cpu").c_str(),
               e.max_norm, e.median_norm, e.argmax_agree, ok ? "" : "<-- FAIL");
   check(ok, tag + "vs cpu");
@@ -506,12 +565,20 @@ int main(int argc, char** argv) {
       run_checkpoint(root, config, variant, *cpu, **gpu);
     }
   }
+  // DeepSeek-V4.1: every CSA2 role, Engram (tables in host memory, rows sent per step), DSpark.
+  for (const char* variant : {"official_bf16", "official_quant", "hf_bf16"}) {
+    run_checkpoint(root, "v41_tiny_a", variant, *cpu, **gpu);
+  }
+  run_checkpoint(root, "v41_tiny_b", "official_bf16", *cpu, **gpu);
   check_trained_default(root, *cpu, **gpu);
   check_gpu_sampling(root, *cpu, **gpu);
   for (const char* config : {"v4_tiny_a", "v4_tiny_b"}) {
     for (const char* variant : {"hf_fp32", "official_quant"}) {
       check_paged(root, config, variant, **gpu);
     }
+  }
+  for (const char* variant : {"official_bf16", "official_quant"}) {
+    check_paged(root, "v41_tiny_a", variant, **gpu);
   }
   auto gpu_bi = deepinfer::backend::cuda::CudaOps::create(0, /*batch_invariant=*/true);
   if (!gpu_bi.ok()) {
@@ -522,6 +589,9 @@ int main(int argc, char** argv) {
     for (const char* variant : {"hf_fp32", "official_quant"}) {
       check_batch_invariance(root, config, variant, **gpu_bi);
     }
+  }
+  for (const char* variant : {"official_bf16", "official_quant"}) {
+    check_batch_invariance(root, "v41_tiny_a", variant, **gpu_bi);
   }
   auto gpu_rec = deepinfer::backend::cuda::CudaOps::create(0, false, /*graph_max_rows=*/64);
   auto gpu_bi_rec = deepinfer::backend::cuda::CudaOps::create(0, true, /*graph_max_rows=*/64);

@@ -1,8 +1,8 @@
 // CUDA vs ref for the ops DeepSeek-V4.1 adds (ops.h: kHcSinglePass, kFakeQuantNvfp4,
-// kCandidateBlocks, kEngramGate, kRouterOptions). CudaOps does not claim these features yet (the
-// V4.1 GPU issue adds the kernels), and the contract's host defaults must never see device
-// pointers, so each case checks supports() first and says it skipped; once a kernel and its
-// feature flag land, the case runs unchanged. Tolerances as in ops_cuda_cases.cc: 0 for the
+// kCandidateBlocks, kEngramGate, kRouterOptions; kernels in src/kernels/cuda hc/, quant/,
+// indexer/candidates.cu, moe/route.cu, host side in backend/cuda/cuda_ops_v41.cc). The
+// contract's host defaults must never see device pointers, so a backend build that does not
+// claim a feature skips its case and says so. Tolerances as in ops_cuda_cases.cc: 0 for the
 // quantizers and the integer selections, ~1e-5 for FP32 sums.
 #include <cstdio>
 #include <string>

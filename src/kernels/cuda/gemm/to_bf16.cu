@@ -27,20 +27,26 @@ __global__ void mat_to_bf16_kernel(MatDesc x, uint16_t* out) {
   out[i] = to_bf16_bits(x.data[(i / x.cols) * x.ld + i % x.cols]);
 }
 
-__global__ void mat_split_bf16_kernel(MatDesc x, uint16_t* hi, uint16_t* lo) {
+// v = hi + mid + lo exactly (each BF16 keeps 8 of v's 24 significant bits; the differences are
+// exact in FP32), so three BF16 GEMMs reproduce an FP32 product to FP32 accuracy.
+__global__ void mat_split_bf16_kernel(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= x.rows * x.cols) return;
   const float v = x.data[(i / x.cols) * x.ld + i % x.cols];
   const float h = bf16_round_d(v);
+  const float r = v - h;  // exact
+  const float m = bf16_round_d(r);
   hi[i] = static_cast<uint16_t>(f2u(h) >> 16);
-  lo[i] = to_bf16_bits(v - h);  // v - h is exact in FP32
+  mid[i] = static_cast<uint16_t>(f2u(m) >> 16);
+  lo[i] = to_bf16_bits(r - m);  // exact
 }
 
 }  // namespace
 
-void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* lo, cudaStream_t stream) {
+void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo,
+                           cudaStream_t stream) {
   const int64_t n = x.rows * x.cols;
-  if (n) mat_split_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, hi, lo);
+  if (n) mat_split_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, hi, mid, lo);
 }
 
 void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream) {

@@ -153,8 +153,8 @@ __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float
 }
 
 __global__ void __launch_bounds__(kThreads)
-    hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc y, MatDesc post,
-                  MatDesc comb) {
+    hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
+                  MatDesc pre_out, MatDesc post, MatDesc comb) {
   __shared__ float mu[kMaxLogits];
   __shared__ float pre[kMaxHcStreams];
   const int n = p.n;
@@ -169,11 +169,28 @@ __global__ void __launch_bounds__(kThreads)
     hc_mix(n, mu, p, pre, pm, cm);
   }
   __syncthreads();
+  if (pre_out.data != nullptr && threadIdx.x < n) {
+    pre_out.data[m * pre_out.ld + threadIdx.x] = pre[threadIdx.x];
+  }
+  // V4.1 single pass: the streams collapse with the previous site's pre.
+  const float* c_row = collapse.data != nullptr ? collapse.data + m * collapse.ld : pre;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc = 0.0f;
-    for (int i = 0; i < n; ++i) acc = fmaf(pre[i], x[i * D + c], acc);
+    for (int i = 0; i < n; ++i) acc = fmaf(c_row[i], x[i * D + c], acc);
     y.data[m * y.ld + c] = acc;
   }
+}
+
+__global__ void hc_collapse_kernel(MatDesc streams, MatDesc pre, int n, MatDesc y) {
+  const int64_t D = y.cols;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= streams.rows * D) return;
+  const int64_t m = i / D, c = i % D;
+  const float* x = streams.data + m * streams.ld;
+  const float* w = pre.data + m * pre.ld;
+  float acc = 0.0f;
+  for (int k = 0; k < n; ++k) acc = fmaf(w[k], x[k * D + c], acc);
+  y.data[m * y.ld + c] = acc;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -219,14 +236,19 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
 
 }  // namespace
 
-void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc y, MatDesc post, MatDesc comb,
-                   float* scratch, cudaStream_t stream) {
+void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
+                   MatDesc post, MatDesc comb, float* scratch, cudaStream_t stream) {
   if (streams.rows == 0) return;
   const int rows = (2 + p.n) * p.n;
   hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
       streams, p.fn, rows, scratch);
-  hc_pre_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(streams, p, scratch,
-                                                                              y, post, comb);
+  hc_pre_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(
+      streams, p, scratch, collapse, y, pre_out, post, comb);
+}
+void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream) {
+  const int64_t work = streams.rows * y.cols;
+  if (work == 0) return;
+  hc_collapse_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, pre, n, y);
 }
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     cudaStream_t stream) {

@@ -101,7 +101,9 @@ __global__ void __launch_bounds__(kTopkThreads)
         }
       }
     }
-    if (i < vis && rank < k) o[rank] = static_cast<int32_t>(i);
+    // -inf scores (rows restrict_to_blocks masked out) rank after every finite one and are never
+    // picked: their slots say -1.
+    if (i < vis && rank < k) o[rank] = si == -INFINITY ? -1 : static_cast<int32_t>(i);
   }
 }
 

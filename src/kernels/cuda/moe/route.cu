@@ -16,11 +16,15 @@ __device__ float softplus_sqrt_d(float z) {
   return sqrtf(sp);
 }
 
+// V4: p / Σp · scale; V4.1 (RouteOptsDev): z / temperature before the score, p / (Σp + floor)
+// only when normalising.
 __device__ void write_weights(const float* p, const int32_t* ids, int k, float route_scale,
-                              float* w) {
+                              const RouteOptsDev& o, float* w) {
   float sum = 0.0f;
   for (int j = 0; j < k; ++j) sum += p[ids[j]];
-  for (int j = 0; j < k; ++j) w[j] = p[ids[j]] / sum * route_scale;
+  for (int j = 0; j < k; ++j) {
+    w[j] = (o.normalize ? p[ids[j]] / (sum + o.norm_floor) : p[ids[j]]) * route_scale;
+  }
 }
 
 // (key, id) a beats b: larger key, or the same key and a lower id; id < 0 = nothing.
@@ -31,7 +35,7 @@ __device__ __forceinline__ bool beats(float ka, int ia, float kb, int ib) {
 }
 
 __global__ void route_topk_kernel(MatDesc z, const float* bias, int top_k, float route_scale,
-                                  int32_t* ids, MatDesc weights) {
+                                  RouteOptsDev o, int32_t* ids, MatDesc weights) {
   __shared__ float p[kMaxExperts], key[kMaxExperts];
   __shared__ bool taken[kMaxExperts];
   __shared__ float wkey[32];
@@ -40,7 +44,8 @@ __global__ void route_topk_kernel(MatDesc z, const float* bias, int top_k, float
   const int64_t t = blockIdx.x;
   const int E = static_cast<int>(z.cols);
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    p[e] = softplus_sqrt_d(z.data[t * z.ld + e]);
+    const float ze = z.data[t * z.ld + e];
+    p[e] = softplus_sqrt_d(o.temperature == 1.0f ? ze : ze / o.temperature);
     key[e] = p[e] + (bias ? bias[e] : 0.0f);
     taken[e] = false;
   }
@@ -81,7 +86,9 @@ __global__ void route_topk_kernel(MatDesc z, const float* bias, int top_k, float
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) write_weights(p, chosen, top_k, route_scale, weights.data + t * weights.ld);
+  if (threadIdx.x == 0) {
+    write_weights(p, chosen, top_k, route_scale, o, weights.data + t * weights.ld);
+  }
 }
 
 __global__ void route_weights_kernel(MatDesc z, const int32_t* ids, int k, float route_scale,
@@ -92,7 +99,7 @@ __global__ void route_weights_kernel(MatDesc z, const int32_t* ids, int k, float
     p[e] = softplus_sqrt_d(z.data[t * z.ld + e]);
   __syncthreads();
   if (threadIdx.x == 0)
-    write_weights(p, ids + t * k, k, route_scale, weights.data + t * weights.ld);
+    write_weights(p, ids + t * k, k, route_scale, RouteOptsDev{}, weights.data + t * weights.ld);
 }
 
 __global__ void hash_ids_kernel(const int32_t* token_ids, int64_t m, const void* table, bool i64,
@@ -106,11 +113,12 @@ __global__ void hash_ids_kernel(const int32_t* token_ids, int64_t m, const void*
 
 }  // namespace
 
-void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_scale, int32_t* ids,
-                           MatDesc weights, cudaStream_t stream) {
+void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_scale,
+                           const RouteOptsDev& opts, int32_t* ids, MatDesc weights,
+                           cudaStream_t stream) {
   if (z.rows == 0) return;
   route_topk_kernel<<<static_cast<unsigned>(z.rows), 256, 0, stream>>>(z, bias, top_k, route_scale,
-                                                                       ids, weights);
+                                                                       opts, ids, weights);
 }
 void launch_moe_route_weights(MatDesc z, const int32_t* ids, int k, float route_scale,
                               MatDesc weights, cudaStream_t stream) {

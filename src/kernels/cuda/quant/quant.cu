@@ -10,7 +10,11 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
-template <bool kFp4>
+// kFp8: E4M3 with a power-of-two scale; kFp4: MXFP4 (E2M1, power-of-two scale); kNvfp4: E2M1
+// with an E4M3 scale e4m3(max(amax, 6·2^-9) / 6) (V4.1 compressed KV). backend/quant.h's rules.
+enum class Fq { kFp8, kFp4, kNvfp4 };
+
+template <Fq kMode>
 __global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t blocks_per_row) {
   const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -21,10 +25,17 @@ __global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t b
   float amax = 0.0f;
   for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
   amax = warp_max(amax);
-  const float s = kFp4 ? pow2_scale_d(amax, kFp4MaxD, kFp4AmaxFloorD) : pow2_scale_d(amax, kFp8MaxD);
+  float s;
+  if constexpr (kMode == Fq::kFp4) {
+    s = pow2_scale_d(amax, kFp4MaxD, kFp4AmaxFloorD);
+  } else if constexpr (kMode == Fq::kNvfp4) {
+    s = fp8_e4m3_round_d((amax < kNvfp4AmaxFloorD ? kNvfp4AmaxFloorD : amax) / kFp4MaxD);
+  } else {
+    s = pow2_scale_d(amax, kFp8MaxD);
+  }
   for (int64_t i = lane; i < len; i += 32) {
     float q = p[i] / s;
-    if constexpr (kFp4) {
+    if constexpr (kMode != Fq::kFp8) {
       p[i] = fp4_e2m1_round_d(q) * s;
     } else {
       q = q > kFp8MaxD ? kFp8MaxD : (q < -kFp8MaxD ? -kFp8MaxD : q);
@@ -86,21 +97,24 @@ __global__ void rms_norm_bf16_kernel(MatDesc x, int64_t group, int64_t groups_pe
   for (int64_t c = lane; c < group; c += 32) p[c] = bf16_round_d(p[c] * r);
 }
 
-template <bool kFp4>
+template <Fq kMode>
 void launch_fq(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
   if (x.rows == 0 || n == 0) return;
   const int64_t bpr = (n + block - 1) / block;
   const int64_t threads = x.rows * bpr * 32;
-  fake_quant_kernel<kFp4><<<grid_for(threads, 256), 256, 0, stream>>>(x, n, block, bpr);
+  fake_quant_kernel<kMode><<<grid_for(threads, 256), 256, 0, stream>>>(x, n, block, bpr);
 }
 
 }  // namespace
 
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
-  launch_fq<false>(x, n, block, stream);
+  launch_fq<Fq::kFp8>(x, n, block, stream);
 }
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream) {
-  launch_fq<true>(x, x.cols, block, stream);
+  launch_fq<Fq::kFp4>(x, x.cols, block, stream);
+}
+void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream) {
+  launch_fq<Fq::kNvfp4>(x, x.cols, block, stream);
 }
 void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream) {
   const int64_t chunks = x.cols / n;
