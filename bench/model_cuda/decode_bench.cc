@@ -1,4 +1,4 @@
-// The DeepSeek-V4 model on the CUDA backend at V4-Flash shapes: load, prefill and decode steps,
+// The DeepSeek-V4 / V4.1 model on the CUDA backend at Flash shapes: load, prefill and decode steps,
 // each figure next to its floor on this card (not a test; never fails on time).
 //
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
@@ -17,7 +17,9 @@
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 //
 // DIR is a checkpoint in the official layout, typically the V4-Flash-shaped random one of
-// tools/gpu/make_synthetic_v4.py (real dimensions, the first few layers).
+// tools/gpu/make_synthetic_v4.py or the V4.1-Flash-shaped one of make_synthetic_v41.py (real
+// dimensions, the first few layers; V4.1's Engram tables in host memory, not counted in the
+// floor: a step reads a few rows of them per token).
 //
 // Ceilings, measured in the same run:
 //   * copy bandwidth: a 2 GiB device-to-device cudaMemcpy (bytes read + written) / time;
@@ -133,8 +135,10 @@ WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
     if (name.find(".ffn.experts.") != std::string::npos) {
       expert_total += b;
       expert_params += params;
-    } else if (name == "embed.weight") {
-      continue;  // one row per token is read: not a step's weight traffic
+    } else if (name == "embed.weight" || e.role == deepinfer::io::TensorRole::kEngramTable) {
+      continue;  // a few rows per token are read (V4.1's Engram tables stay in host memory)
+    } else if (e.mtp) {
+      continue;  // drafter blocks (V4 MTP, V4.1 DSpark): not run by a plain decode step
     } else {
       w.dense += b;
       w.active_params += params;
@@ -321,8 +325,7 @@ int main(int argc, char** argv) {
         spans.clear();
         for (int b = 0; b < B; ++b) {
           ids[static_cast<size_t>(b)] = tok(rng);
-          pos[static_cast<size_t>(b)] =
-              static_cast<int32_t>(seqs[static_cast<size_t>(b)].length());
+          pos[static_cast<size_t>(b)] = static_cast<int32_t>(seqs[static_cast<size_t>(b)].length());
           spans.push_back({&seqs[static_cast<size_t>(b)], b, 1, LogitsWanted::kLast});
         }
         StepInputs step{ids, pos, spans, false};
@@ -368,18 +371,18 @@ int main(int argc, char** argv) {
          << ", \"tokens_per_s\": " << B / ms * 1e3 << ", \"floor_ms\": " << floor_ms
          << ", \"floor_over_ours\": " << floor_ms / ms << ", \"eager_step_ms\": " << eager_ms
          << ", \"graph_max_rows\": " << graph_max_rows
-         << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib
-         << "}";
+         << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib << "}";
     std::printf("        KV pages of the %d sequences at %d tokens: %.1f MiB (%.2f MiB each)\n", B,
                 context, kv_mib, kv_mib / B);
     first = false;
   }
   {
     const auto& st = (*gpu)->record_stats();
-    std::printf("CUDA graphs: %lld units captured, %lld replays, %lld eager runs, %lld refused%s%s\n",
-                static_cast<long long>(st.captured), static_cast<long long>(st.replayed),
-                static_cast<long long>(st.eager), static_cast<long long>(st.refused),
-                st.refused > 0 ? ": " : "", st.last_refusal.c_str());
+    std::printf(
+        "CUDA graphs: %lld units captured, %lld replays, %lld eager runs, %lld refused%s%s\n",
+        static_cast<long long>(st.captured), static_cast<long long>(st.replayed),
+        static_cast<long long>(st.eager), static_cast<long long>(st.refused),
+        st.refused > 0 ? ": " : "", st.last_refusal.c_str());
   }
   json << "]";
   for (const auto& line : profiles) std::printf("%s\n", line.c_str());
