@@ -1,6 +1,7 @@
 // EngineCore, the engine thread's side: create, submit, abort, and step() = plan, launch on
 // the executor, process the finished step (see engine_core.h for the design; the executor's
 // side, forward + sampling, is engine_exec.cc).
+#include "base/clock.h"
 #include "runtime/engine_core.h"
 
 #include <algorithm>
@@ -16,10 +17,7 @@
 namespace deepinfer::runtime {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using Clock = SteadyClock;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

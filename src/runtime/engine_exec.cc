@@ -7,15 +7,13 @@
 #include <chrono>
 #include <cstdint>
 
+#include "base/clock.h"
 #include "runtime/engine_core.h"
 
 namespace deepinfer::runtime {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using Clock = SteadyClock;
 
 // True when the mask allows at least one token and every allowed token is an EOS id: the
 // grammar is complete and cannot continue, so the sample ends here.
