@@ -1,0 +1,42 @@
+"""tools/check_layering.py, which the build runs: the real tree passes, and a forbidden include
+(a module reaching up the graph, a front end reaching past the public API) fails naming the file,
+the line and the rule; a known exception that no longer occurs must be removed."""
+
+import importlib.util
+import pathlib
+
+from conftest import REPO
+
+_spec = importlib.util.spec_from_file_location("check_layering", REPO / "tools/check_layering.py")
+layering = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(layering)
+
+
+def write(root: pathlib.Path, rel: str, text: str) -> None:
+    p = root / rel
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text(text)
+
+
+def test_the_tree_passes():
+    assert layering.check(REPO) == []
+
+
+def test_forbidden_includes_fail(tmp_path):
+    write(tmp_path, "src/io/reader.cc", '#include "io/reader.h"\n#include "model/model.h"\n')
+    write(tmp_path, "src/kv/pool.cc", '#include "base/status.h"\n#include "io/model_config.h"\n')
+    write(tmp_path, "tools/cli/x.cc", '#include "deepinfer/engine.h"\n\n#include "sched/scheduler.h"\n')
+    write(tmp_path, "include/deepinfer/api.h", '#include "runtime/engine_core.h"\n')
+    errors = layering.check(tmp_path)
+    assert len(errors) == 3, errors
+    assert any(e.startswith("src/io/reader.cc:2: module 'io' may not include \"model/model.h\"")
+               for e in errors), errors
+    assert any(e.startswith("tools/cli/x.cc:3: a front end may not include") for e in errors)
+    assert any(e.startswith("include/deepinfer/api.h:1: the public API") for e in errors)
+
+
+def test_stale_known_exceptions_fail(tmp_path):
+    write(tmp_path, "src/base/status.h", "\n")
+    write(tmp_path, "tools/cli/commands/tokenize.cc", '#include "deepinfer/engine.h"\n')
+    errors = layering.check(tmp_path)
+    assert any("no longer includes \"tokenizer/tokenizer.h\"" in e for e in errors), errors
