@@ -20,12 +20,13 @@ activations O(1) (make_synthetic_v4.py's generator); a shape to time, not a mode
     python tools/gpu/make_synthetic_v41.py OUT_DIR [--layers 4] [--engram-vocab 200000]
         [--seed 0] [--shrink]       # --shrink: tiny widths, to check the layout on a CPU
 
-numpy only. About 7.4 GB per layer (the experts) plus 2.7 GB, and 1.2 GB per Engram table.
+numpy, and tokenizers for the reference layout script it imports. About 7.4 GB per layer (the experts) plus 2.7 GB, and 1.2 GB per Engram table.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -41,35 +42,19 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BLOCK, FP4_BLOCK = 32, 32  # V4.1: 32x32 FP8 tiles
 
 
-def is_prime(v: int) -> bool:
-    if v < 2:
-        return False
-    if v % 2 == 0:
-        return v == 2
-    f = 3
-    while f * f <= v:
-        if v % f == 0:
-            return False
-        f += 2
-    return True
-
-
 def engram_rows(t: dict) -> list[int]:
-    """Rows each Engram layer's table needs: the sum of its (n, head) primes, searched upward from
-    engram_vocab_size - 1, distinct across every layer, n and head (model/deepseek_v41/engram_hash.h)."""
-    used, out = set(), []
-    for _ in t["engram_layer_ids"]:
-        total = 0
-        for _n in range(2, t["engram_max_ngram_size"] + 1):
-            cur = t["engram_vocab_size"] - 1
-            for _h in range(t["engram_n_heads"]):
-                cur += 1
-                while not is_prime(cur) or cur in used:
-                    cur += 1
-                used.add(cur)
-                total += cur
-        out.append(total)
-    return out
+    """Rows each Engram layer's table needs: the sum of its (n, head) primes, by the hash layout
+    the reference script writes out (tests/reference/engram/make_engram_vectors.py `layout`,
+    the rule of model/deepseek_v41/engram_hash.h), which the loader checks again."""
+    spec = importlib.util.spec_from_file_location(
+        "make_engram_vectors", os.path.join(REPO, "tests/reference/engram/make_engram_vectors.py"))
+    ref = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ref)
+    cfg = {"max_ngram_size": t["engram_max_ngram_size"], "n_heads": t["engram_n_heads"],
+           "compressed_vocab_size": t["engram_compressed_vocab_size"],
+           "vocab_size": t["engram_vocab_size"], "layer_ids": t["engram_layer_ids"],
+           "num_embeddings": [ref.INT64_MAX] * len(t["engram_layer_ids"])}
+    return ref.layout(cfg)["rows"]
 
 
 def text_config(layers: int, engram_vocab: int, shrink: bool) -> dict:
