@@ -7,7 +7,7 @@ goldens come from. One run, one machine, batch 1, the same checkpoint (official 
 released) and the same prompt (random ids, fixed seed), the same thread count:
 
   ours  `deepinfer generate --prompt-ids ... --stats --json --ignore-eos` (the CLI binary given by
-        --deepinfer; default the dev build build/test/tools/cli/deepinfer). Prefill = the first
+        --deepinfer; default a dev build, build/bench or build/test). Prefill = the first
         extend over the whole prompt (last-row logits), decode = the later one-token steps (KV
         cache, Engram look-back), both timed inside the binary.
   NeMo  `DeepseekV41ForCausalLM` (FP32, eval; the BF16 weights upcast, which is what ours
@@ -54,7 +54,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 import roofline  # noqa: E402  (probe_machine)
 import roofline_v41  # noqa: E402
-from bench_vs_hf import dir_bytes, rss_now, run_ours  # noqa: E402  (the same CLI runner as V4's)
+from bench_vs_hf import dir_bytes, find_deepinfer, rss_now, run_ours  # noqa: E402  (V4's CLI runner)
 
 V4_TOKENIZER = REPO / "python/deepinfer/data/deepseek_v4/tokenizer.json"
 YARN = {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 65536,
@@ -172,18 +172,6 @@ def nemo_worker(args):
 # ------------------------------------------------------------------------------------------------
 # Driver
 
-def find_deepinfer(arg):
-    if arg:
-        return arg
-    for dev in (REPO / "build/test/tools/cli/deepinfer", REPO / "build/bench/tools/cli/deepinfer"):
-        if dev.exists():
-            return str(dev)
-    exe = shutil.which("deepinfer")
-    if exe:
-        return exe
-    sys.exit("no deepinfer binary: build target deepinfer_bin or pass --deepinfer")
-
-
 def run_nemo(model, ids, new, threads, repeats, check, out_dir):
     ids_file = out_dir / "prompt_ids.json"
     ids_file.write_text(json.dumps(ids))
@@ -220,7 +208,7 @@ def main():
 
     out_dir = pathlib.Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    exe = find_deepinfer(args.deepinfer)
+    exe, _ = find_deepinfer(args.deepinfer)
     print(f"deepinfer: {exe}; cases {args.cases}; threads {args.threads}; best of {args.repeats}; machine: "
           f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
     plans = []

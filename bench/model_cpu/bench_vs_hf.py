@@ -206,9 +206,9 @@ def hf_worker(args):
 def find_deepinfer(arg):
     if arg:
         return arg, "given"
-    dev = REPO / "build/bench/tools/cli/deepinfer"
-    if dev.exists():
-        return str(dev), "dev build"
+    for dev in (REPO / "build/bench/tools/cli/deepinfer", REPO / "build/test/tools/cli/deepinfer"):
+        if dev.exists():
+            return str(dev), "dev build"
     exe = shutil.which("deepinfer")
     if exe:
         return exe, "installed CLI"
