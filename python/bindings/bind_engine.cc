@@ -268,6 +268,33 @@ struct PyStream {
   std::unique_ptr<RequestStream> s;
 };
 
+// EngineOptions from the constructor arguments both Python engines take (LLM's keyword names).
+EngineOptions engine_options(const std::string& model_dir, const std::string& tokenizer_path,
+                             int32_t max_num_seqs, int64_t max_num_batched_tokens,
+                             int64_t max_model_len, int32_t num_kv_blocks, int32_t kv_block_size,
+                             int num_threads, bool async_scheduling,
+                             std::optional<bool> batch_invariant, bool enable_prefix_caching,
+                             int64_t prefix_cache_bytes, const std::string& backend,
+                             int sampling_threads, const std::string& sample_on) {
+  EngineOptions o;
+  o.model_dir = model_dir;
+  o.tokenizer_path = tokenizer_path;
+  o.max_num_seqs = max_num_seqs;
+  o.max_num_batched_tokens = max_num_batched_tokens;
+  o.max_model_len = max_model_len;
+  o.num_kv_blocks = num_kv_blocks;
+  o.kv_block_size = kv_block_size;
+  o.num_threads = num_threads;
+  o.async_scheduling = async_scheduling;
+  o.batch_invariant = batch_invariant;  // None: DEEPINFER_BATCH_INVARIANT
+  o.enable_prefix_caching = enable_prefix_caching;
+  o.prefix_cache_bytes = prefix_cache_bytes;
+  o.backend = backend;  // "": DEEPINFER_ACCELERATOR
+  o.sampling_threads = sampling_threads;
+  o.sample_on = sample_on;
+  return o;
+}
+
 }  // namespace
 
 void bind_engine_loop(nb::module_& m) {
@@ -298,22 +325,10 @@ void bind_engine_loop(nb::module_& m) {
              std::optional<bool> batch_invariant, bool enable_prefix_caching,
              int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
              const std::string& sample_on, int64_t max_waiting) {
-            EngineOptions o;
-            o.model_dir = model_dir;
-            o.tokenizer_path = tokenizer_path;
-            o.max_num_seqs = max_num_seqs;
-            o.max_num_batched_tokens = max_num_batched_tokens;
-            o.max_model_len = max_model_len;
-            o.num_kv_blocks = num_kv_blocks;
-            o.kv_block_size = kv_block_size;
-            o.num_threads = num_threads;
-            o.async_scheduling = async_scheduling;
-            o.batch_invariant = batch_invariant;
-            o.enable_prefix_caching = enable_prefix_caching;
-            o.prefix_cache_bytes = prefix_cache_bytes;
-            o.backend = backend;
-            o.sampling_threads = sampling_threads;
-            o.sample_on = sample_on;
+            const EngineOptions o = engine_options(
+                model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
+                num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
+                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on);
             EngineLoopOptions lo;
             lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
             Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
@@ -430,22 +445,10 @@ void bind_engine(nb::module_& m) {
              std::optional<bool> batch_invariant, bool enable_prefix_caching,
              int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
              const std::string& sample_on) {
-            EngineOptions o;
-            o.model_dir = model_dir;
-            o.tokenizer_path = tokenizer_path;
-            o.max_num_seqs = max_num_seqs;
-            o.max_num_batched_tokens = max_num_batched_tokens;
-            o.max_model_len = max_model_len;
-            o.num_kv_blocks = num_kv_blocks;
-            o.kv_block_size = kv_block_size;
-            o.num_threads = num_threads;
-            o.async_scheduling = async_scheduling;
-            o.batch_invariant = batch_invariant;  // None: DEEPINFER_BATCH_INVARIANT
-            o.enable_prefix_caching = enable_prefix_caching;
-            o.prefix_cache_bytes = prefix_cache_bytes;
-            o.backend = backend;  // "": DEEPINFER_ACCELERATOR
-            o.sampling_threads = sampling_threads;
-            o.sample_on = sample_on;
+            const EngineOptions o = engine_options(
+                model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
+                num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
+                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on);
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
