@@ -51,6 +51,13 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_restores = 0;
   int64_t prefix_recomputes = 0;
+  // Speculative decoding: steps of a request that verified drafts, the draft tokens they fed,
+  // and how many of those the target accepted (acceptance length = 1 + accepted / verify
+  // steps), and the drafters' time (on the executor, after sampling).
+  int64_t spec_verify_steps = 0;
+  int64_t spec_draft_tokens = 0;
+  int64_t spec_accepted_tokens = 0;
+  double draft_seconds = 0;
   // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
   // have taken from the backend (kept and recycled, never returned while the engine lives), and
   // the most that sequences and prefix snapshots held at once, sampled after every step.

@@ -57,6 +57,15 @@ struct EngineOptions {
   // the sequence-state snapshots kept for it (0: 1 GiB); an evicted one is recomputed on a hit.
   bool enable_prefix_caching = true;
   int64_t prefix_cache_bytes = 0;
+  // Speculative decoding (docs/speculative.md): a drafter proposes up to num_speculative_tokens
+  // tokens per request and step, and one forward verifies them; outputs are bitwise those of
+  // decoding without it (greedy and seeded sampling alike). speculative_method: "auto" (the
+  // checkpoint's own drafter: DSpark for DeepSeek-V4.1; off for checkpoints without one, and
+  // for V4's MTP block, which is not wired yet), "dspark", "ngram" (prompt lookup, any model),
+  // "off". num_speculative_tokens: -1 = DEEPINFER_USE_NEXTN_DECODE (default 5), 0 = off, at
+  // most 16.
+  std::string speculative_method = "auto";
+  int32_t num_speculative_tokens = -1;
 };
 
 struct TokenLogprobs {

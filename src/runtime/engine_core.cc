@@ -41,6 +41,26 @@ std::string reason_text(const sched::FinishedRequest& f, const std::string& erro
   }
 }
 
+// The drafter EngineOptions::speculative_method names (null: none).
+Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& options,
+                                                     model::Model& model) {
+  const std::string& m = options.speculative_method;
+  if (m == "off" || options.num_speculative_tokens == 0) return std::unique_ptr<spec::Drafter>();
+  if (m == "ngram") return spec::make_ngram_drafter();
+  if (m == "dspark") return spec::make_dspark_drafter(model);
+  if (m == "mtp") {
+    return unimplemented(
+        "speculative method 'mtp': DeepSeek-V4's MTP drafter is not wired into the engine yet; "
+        "use 'ngram' or 'off'");
+  }
+  if (m == "auto") {
+    if (model.drafter() == model::DrafterKind::kDSpark) return spec::make_dspark_drafter(model);
+    return std::unique_ptr<spec::Drafter>();
+  }
+  return invalid_argument("EngineOptions.speculative_method is '" + m +
+                          "': give auto, dspark, ngram or off");
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options) {
@@ -115,10 +135,27 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     kc.num_blocks =
         static_cast<int32_t>(std::min<int64_t>(per_seq * options.max_num_seqs, int64_t{1} << 30));
   }
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<spec::Drafter> drafter, make_drafter(options, *model));
+  int32_t spec_tokens = options.num_speculative_tokens;
+  if (spec_tokens < 0) {
+    const auto& env = env_options();
+    spec_tokens = env.ok() ? env->use_nextn_decode : 5;
+  }
+  if (spec_tokens > kc.max_rollback_tokens) {
+    return invalid_argument("EngineOptions.num_speculative_tokens is " +
+                            std::to_string(spec_tokens) + "; at most " +
+                            std::to_string(kc.max_rollback_tokens) +
+                            " draft tokens per step can be rolled back");
+  }
+  if (drafter == nullptr) spec_tokens = 0;
+  if (spec_tokens == 0) drafter.reset();
+  sc.num_speculative_tokens = spec_tokens;
   DI_ASSIGN_OR_RETURN(sched::Scheduler sched, sched::Scheduler::create(cfg, kc, sc));
   auto core = std::unique_ptr<EngineCore>(
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
+  core->spec_tokens_ = spec_tokens;
+  core->drafter_ = std::move(drafter);
   return core;
 }
 
@@ -164,7 +201,8 @@ std::string EngineCore::describe() const {
          " tokens, prefix caching " + (block_size_ > 0 ? "on" : "off") + ", scheduling " +
          (async_scheduling() ? "async" : "sync") + ", batch-invariant " +
          (batch_invariant_ ? "on" : "off") + ", sampling on " +
-         (backend_sampling_ ? "the backend" : "the host");
+         (backend_sampling_ ? "the backend" : "the host") + ", speculative " +
+         (drafter_ ? drafter_->name() + " k=" + std::to_string(spec_tokens_) : std::string("off"));
 }
 
 Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(
@@ -347,6 +385,7 @@ void EngineCore::launch(StepJob& job) {
 void EngineCore::process(StepJob& job) {
   stats_.forward_seconds += job.forward_seconds;
   stats_.sample_seconds += job.sample_seconds;
+  stats_.draft_seconds += job.draft_seconds;
   stats_.prefix_restores += job.prefix_restores;
   stats_.prefix_recomputes += job.prefix_recomputes;
   const backend::PagePool::Stats kv = model_->cache_memory();
@@ -378,24 +417,35 @@ void EngineCore::process(StepJob& job) {
       auto& lps = parents_.at(s.parent).out.prompt_logprobs;
       lps.insert(lps.end(), sm.prompt_logprobs.begin(), sm.prompt_logprobs.end());
     }
-    if (!sm.has_token) continue;
+    if (sm.tokens.empty()) continue;
     Parent& p = parents_.at(s.parent);
-    const int32_t token = sm.token;
-    std::string delta = s.detok ? s.detok->add(token) : std::string();
-    sample::StopUpdate up = s.stop->append(token, delta);
-    s.out.token_ids.push_back(token);
-    if (sm.logprobs) s.out.logprobs.push_back(std::move(*sm.logprobs));
-    s.out.text += up.text;
-    if (up.stop_token) s.out.stop_reason = *up.stop_token;
     sched::RequestResult& rr = result.requests.emplace_back();
     rr.id = sm.id;
-    rr.tokens.push_back(token);
-    if (up.finish == sample::FinishReason::kStop) rr.finish = sched::FinishReason::kStop;
-    if (up.finish == sample::FinishReason::kLength) rr.finish = sched::FinishReason::kLength;
-    // A complete grammar match is a stop even when it lands on the last allowed token.
-    if (sm.grammar_done) rr.finish = sched::FinishReason::kStop;
-    ++stats_.generated_tokens;
-    emit(p, s, std::move(up.text), {token}, false);
+    // The run goes through the stop checker token by token: a stop inside it ends the request
+    // there, and the tokens after it are never emitted (nor counted by the scheduler).
+    for (size_t t = 0; t < sm.tokens.size() && rr.finish == sched::FinishReason::kNone; ++t) {
+      const int32_t token = sm.tokens[t];
+      std::string delta = s.detok ? s.detok->add(token) : std::string();
+      sample::StopUpdate up = s.stop->append(token, delta);
+      s.out.token_ids.push_back(token);
+      if (t < sm.logprobs.size()) s.out.logprobs.push_back(std::move(sm.logprobs[t]));
+      s.out.text += up.text;
+      if (up.stop_token) s.out.stop_reason = *up.stop_token;
+      rr.tokens.push_back(token);
+      if (up.finish == sample::FinishReason::kStop) rr.finish = sched::FinishReason::kStop;
+      if (up.finish == sample::FinishReason::kLength) rr.finish = sched::FinishReason::kLength;
+      // A complete grammar match is a stop even when it lands on the last allowed token.
+      if (sm.grammar_done && t + 1 == sm.tokens.size()) rr.finish = sched::FinishReason::kStop;
+      ++stats_.generated_tokens;
+      emit(p, s, std::move(up.text), {token}, false);
+    }
+    if (sm.drafts_verified > 0) {
+      stats_.spec_verify_steps += 1;
+      stats_.spec_draft_tokens += sm.drafts_verified;
+      stats_.spec_accepted_tokens += static_cast<int64_t>(sm.tokens.size()) - 1;
+    }
+    // The draft-slot cap of its next plans: what its drafter has to offer now.
+    if (spec_tokens_ > 0) sched_->set_max_drafts(sm.id, sm.drafts_proposed);
   }
   const Status st = sched_->update(job.plan, result);
   DI_CHECK(st.ok());  // results are built from the plan; a mismatch is our bug
@@ -431,10 +481,10 @@ std::vector<RequestOutput> EngineCore::step() {
         sched::StepResult sampled;
         sampled.requests.reserve(in_flight_->sampled.size());
         for (const Sampled& sm : in_flight_->sampled) {
-          if (!sm.has_token) continue;
+          if (sm.tokens.empty()) continue;
           sched::RequestResult& rr = sampled.requests.emplace_back();
           rr.id = sm.id;
-          rr.tokens.push_back(sm.token);
+          rr.tokens.push_back(sm.tokens.back());  // what the next step's placeholder needs
         }
         // Requests without a token (their sampling failed, or they were not run) and those
         // aborted meanwhile are ending: not run.

@@ -71,6 +71,7 @@
 #include "base/thread_pool.h"
 #include "deepinfer/engine.h"
 #include "model/model.h"
+#include "runtime/spec/drafter.h"
 #include "runtime/step_executor.h"
 #include "sample/sampler.h"
 #include "sample/stop_checker.h"
@@ -132,6 +133,13 @@ class EngineCore {
     int64_t prompt_len = 0;
     int64_t prompt_lp_next = 1;
     std::vector<TokenLogprobs> prompt_lps;
+    // Speculative decoding (engine_spec.cc): the drafter's proposal for the tokens after the
+    // last accepted one (fed in this sequence's next draft slots), the tokens a verify step
+    // feeds, and the optimistic end of the last verify step next to the length it kept (a
+    // plan made before that step's update starts at the former; the cache is at the latter).
+    spec::DraftProposal draft;
+    std::vector<int32_t> fed;
+    int64_t spec_planned_end = -1, spec_kept_end = -1;
   };
   // One sample of one request = one scheduler request; engine-thread state.
   struct Seq {
@@ -153,14 +161,18 @@ class EngineCore {
     bool cached_noted = false;  // out.num_cached_tokens set (first scheduling of sample 0)
   };
   // The executor's outcome for one request of a job.
+  // The executor's outcome for one request of a job: one sampled token, or with draft slots
+  // the accepted run (the drafts the target's own draws confirmed, then the target's token).
   struct Sampled {
     sched::RequestId id = 0;
-    bool has_token = false;
-    int32_t token = -1;
+    std::vector<int32_t> tokens;
     bool grammar_done = false;
     std::string error;  // the forward or sampling failed for this request
-    std::optional<TokenLogprobs> logprobs;
+    std::vector<TokenLogprobs> logprobs;         // per token, when params.logprobs is set
     std::vector<TokenLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs
+    int32_t drafts_verified = 0;                 // draft tokens fed and checked this step
+    int32_t drafts_proposed = 0;                 // for the next step (its draft-slot cap)
+    std::vector<float> next_confidence;          // the drafter's per-position estimates
   };
   // One step for the executor. Written by the engine thread before launch, by the executor
   // while it runs, read by the engine thread after StepExecutor::wait().
@@ -171,6 +183,7 @@ class EngineCore {
     std::vector<Sampled> sampled;  // per run request that needed logits or failed
     double forward_seconds = 0;
     double sample_seconds = 0;
+    double draft_seconds = 0;
     int64_t prefix_restores = 0, prefix_recomputes = 0;  // prefix hits served this step
     std::chrono::steady_clock::time_point started, finished;
   };
@@ -207,17 +220,33 @@ class EngineCore {
   void execute_unguarded(StepJob& job);
   void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
                   sample::Sampler& sampler, Sampled& out);
+  // Speculative decoding (engine_spec.cc). The tokens a verify span feeds: the last accepted
+  // token, then the proposal's drafts that fit its slots.
+  void prepare_verify(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start,
+                      int32_t last) const;
+  // Verification of a run of `count` rows: the target's own draw at each row (the draw plain
+  // decoding makes at that output position) is accepted, and the run goes on while it equals
+  // the draft fed after that row. Host rows (`rows`, count · V floats) or backend-drawn tokens.
+  void verify_rows(sched::RequestId id, SeqExec& e, std::span<const float> rows, int64_t count,
+                   sample::Sampler& sampler, Sampled& out);
+  void verify_drawn(SeqExec& e, std::span<const int32_t> drawn, Sampled& out);
+  // After a sequence's step was sampled: roll the cache back to the accepted tokens, commit the
+  // prefix snapshots the accepted part reached, and draft for the next step.
+  void finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start, int64_t fed,
+                        Sampled& out);
   // The draw specs of the step's logits rows when every one of them may be drawn by the backend
   // (sample/sample_spec.h), else empty (the host samples the step).
   void backend_sample_specs(const StepJob& job);
   // A token drawn (by the host Sampler or the backend) for e: grammar, history, output.
-  void accept_token(SeqExec& e, int32_t token, Sampled& out);
+  // False (with out.error) when the token cannot be taken.
+  bool accept_token(SeqExec& e, int32_t token, Sampled& out);
   // One logits row waiting for its draw; sample_pending draws them all (on the sampling pool
   // when there are several) and appends the results to job.sampled in this order.
   struct PendingSample {
     sched::RequestId id;
     SeqExec* e;
-    std::span<const float> row;
+    std::span<const float> row;  // `count` rows of V floats (count > 1: a verify span)
+    int64_t count = 1;
   };
   void sample_pending(StepJob& job);
   // Fills e.mask from e.matcher for the matcher's current state.
@@ -225,6 +254,8 @@ class EngineCore {
   // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
   Status restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job);
   void save_snapshot(kv::BlockId block, const model::SequenceCache& c);
+  // Saves c (whose length is a block boundary) under sr's window block ending there.
+  void save_snapshot_at(const sched::ScheduledRequest& sr, const model::SequenceCache& c);
   // Prompt logprobs (engine_prompt_logprobs.cc): whether e still scores prompt tokens; scoring
   // `count` logits rows from `row` for positions pos.. (returns the row after the prompt rows;
   // the last one stays when it is to be sampled); handing the scored entries to the job.
@@ -258,6 +289,10 @@ class EngineCore {
   std::optional<std::chrono::steady_clock::time_point> last_finished_;
 
   ForwardFn stand_in_forward_;  // benchmarks only
+
+  // Speculative decoding: draft slots per decode step (0: off) and the drafter behind them.
+  int32_t spec_tokens_ = 0;
+  std::unique_ptr<spec::Drafter> drafter_;
 
   // Executor-only: prefix snapshots by the window block that ends at their boundary.
   int64_t block_size_ = 0;  // KV block size when prefix caching is on, else 0

@@ -53,7 +53,12 @@ void EngineCore::sample_pending(StepJob& job) {
     thread_local sample::Sampler sampler;  // scratch only: every call overwrites it
     for (int64_t i = b; i < end; ++i) {
       const PendingSample& p = pending_samples_[static_cast<size_t>(i)];
-      sample_one(p.id, *p.e, p.row, sampler, job.sampled[base + static_cast<size_t>(i)]);
+      Sampled& out = job.sampled[base + static_cast<size_t>(i)];
+      if (p.count > 1) {
+        verify_rows(p.id, *p.e, p.row, p.count, sampler, out);
+      } else {
+        sample_one(p.id, *p.e, p.row, sampler, out);
+      }
     }
   };
   if (n < 2 || sampling_pool_ == nullptr) {
@@ -86,15 +91,13 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
     out.error = "sampling failed: " + r.status().message();
     return;
   }
-  accept_token(e, r->token, out);
-  if (!out.has_token) return;
+  if (!accept_token(e, r->token, out)) return;
   if (r->has_logprobs) {
-    TokenLogprobs lp;
+    TokenLogprobs& lp = out.logprobs.emplace_back();
     lp.token = r->token;
     lp.logprob = r->logprob;
     lp.rank = r->rank;
     for (const auto& t : r->top) lp.top.emplace_back(t.token, t.logprob);
-    out.logprobs = std::move(lp);
   }
 }
 
@@ -104,26 +107,31 @@ void EngineCore::backend_sample_specs(const StepJob& job) {
   for (size_t k = 0; k < spans_.size(); ++k) {
     if (spans_[k].logits == model::LogitsWanted::kNone) continue;
     const SeqExec& e = *job.seqs[order_[k]];
-    const uint64_t position = static_cast<uint64_t>(e.num_sampled);
-    if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false) ||
-        wants_prompt_logprobs(e)) {
-      sample_specs_.clear();  // one row needs the host: the host draws the whole step
-      return;
+    // A verify span draws at every row, row i at output position num_sampled + i: the draw
+    // plain decoding makes there once the tokens before it are accepted.
+    const int64_t rows = spans_[k].logits == model::LogitsWanted::kAll ? spans_[k].count : 1;
+    for (int64_t i = 0; i < rows; ++i) {
+      const auto position = static_cast<uint64_t>(e.num_sampled + i);
+      if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false) ||
+          wants_prompt_logprobs(e)) {
+        sample_specs_.clear();  // one row needs the host: the host draws the whole step
+        return;
+      }
+      sample_specs_.push_back(sample::make_sample_spec(
+          *e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
     }
-    sample_specs_.push_back(sample::make_sample_spec(
-        *e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
   }
 }
 
-void EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
+bool EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
   const SamplingParams& params = *e.params;
   if (token == sample::kSampleNonFinite) {
     out.error = "sampling failed: the model produced a non-finite logits row (NaN or +inf)";
-    return;
+    return false;
   }
   if (token < 0) {
     out.error = "sampling failed: no token can be sampled: every logit is -inf";
-    return;
+    return false;
   }
   if (e.matcher) {
     e.mask_ready = false;
@@ -131,7 +139,7 @@ void EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
       // The sampler drew from the matcher's own mask, so a refusal is our bug.
       out.error = "internal: structured output refused token " + std::to_string(token) +
                   " that its mask allowed";
-      return;
+      return false;
     }
     if (e.matcher->is_terminated()) {
       e.grammar_done = true;
@@ -143,9 +151,9 @@ void EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
   if (params.has_penalties()) e.history.add_output(token);
   e.known.push_back(token);
   ++e.num_sampled;
-  out.has_token = true;
-  out.token = token;
+  out.tokens.push_back(token);
   out.grammar_done = e.grammar_done;
+  return true;
 }
 
 // Prefix caching, the executor's half (docs/engine.md "Prefix caching in the runtime"). The
@@ -181,6 +189,16 @@ void EngineCore::save_snapshot(kv::BlockId block, const model::SequenceCache& c)
     }
     snapshot_bytes_ -= victim_bytes;
     snapshots_.erase(victim);
+  }
+}
+
+void EngineCore::save_snapshot_at(const sched::ScheduledRequest& sr,
+                                  const model::SequenceCache& c) {
+  // The state at a boundary, saved under the window block that ends there.
+  const kv::BlockTable& win = sr.tables.groups.at(0);
+  const int64_t j = c.length() / block_size_ - 1 - win.first_block;
+  if (j >= 0 && j < static_cast<int64_t>(win.ids.size())) {
+    save_snapshot(win.ids[static_cast<size_t>(j)], c);
   }
 }
 
@@ -253,10 +271,12 @@ void EngineCore::execute_unguarded(StepJob& job) {
   job.started = Clock::now();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;
-  // What is left of each request's span: [pos, end) at plan offset `offset`.
+  // What is left of each request's span: [pos, end), its tokens at src[pos - begin]. A verify
+  // span (draft slots) feeds SeqExec::fed from the cache's true length (engine_spec.cc).
   struct Piece {
     size_t i;
-    int64_t pos, end, offset;
+    int64_t pos, end, begin;
+    const int32_t* src;
   };
   std::vector<Piece> left;
   for (size_t i = 0; i < plan.requests.size(); ++i) {
@@ -277,7 +297,14 @@ void EngineCore::execute_unguarded(StepJob& job) {
         e->cache.emplace(model_->new_sequence());
       }
     }
-    if (!stand_in_forward_ && e->cache->length() != sr.start_pos) {
+    int64_t start = sr.start_pos;
+    // Planned before the previous verify step's update: the plan assumed every draft slot of
+    // that step accepted; the cache knows how many were.
+    if (!stand_in_forward_ && sr.is_decode && e->cache->length() != start &&
+        start == e->spec_planned_end && e->cache->length() == e->spec_kept_end) {
+      start = e->spec_kept_end;
+    }
+    if (!stand_in_forward_ && e->cache->length() != start) {
       // A bookkeeping bug: never feed the model positions that do not continue its cache.
       Sampled& s = job.sampled.emplace_back();
       s.id = sr.id;
@@ -285,20 +312,35 @@ void EngineCore::execute_unguarded(StepJob& job) {
                 " tokens but the plan starts at " + std::to_string(sr.start_pos);
       continue;
     }
-    left.push_back({i, sr.start_pos, sr.start_pos + sr.num_tokens, sr.token_offset});
+    if (sr.num_drafts > 0) {
+      prepare_verify(sr, *e, start, plan.token_ids[static_cast<size_t>(sr.token_offset)]);
+      left.push_back({i, start, start + static_cast<int64_t>(e->fed.size()), start, e->fed.data()});
+    } else {
+      left.push_back({i, start, start + sr.num_tokens, start,
+                      plan.token_ids.data() + sr.token_offset});
+    }
   }
   const bool snapshots = block_size_ > 0 && !stand_in_forward_;
   const int64_t V = model_->vocab_size();
   std::vector<int32_t> ids, pos;
   std::vector<int64_t> piece_end;
+  // Requests sampled in a round: plan index, span start, rows fed, their Sampled entry.
+  struct Drawn {
+    size_t i;
+    int64_t start, fed;
+    size_t sampled;
+  };
+  std::vector<Drawn> drawn;
   while (!left.empty()) {
     // One forward over every request's next piece: up to its next block boundary when it
-    // crosses one, else to the end of its span (the usual case: one round).
+    // crosses one, else to the end of its span (the usual case: one round). Verify spans never
+    // cross one (prepare_verify).
     spans_.clear();
     order_.clear();
     ids.clear();
     pos.clear();
     piece_end.clear();
+    drawn.clear();
     for (const Piece& p : left) {
       const sched::ScheduledRequest& sr = plan.requests[p.i];
       int64_t end = p.end;
@@ -308,12 +350,11 @@ void EngineCore::execute_unguarded(StepJob& job) {
       span.begin = static_cast<int64_t>(ids.size());
       span.count = end - p.pos;
       span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+      if (sr.num_drafts > 0 && span.count > 1) span.logits = LogitsWanted::kAll;  // verified
       if (wants_prompt_logprobs(*job.seqs[p.i])) span.logits = LogitsWanted::kAll;  // scored
-      const int64_t from = p.offset + (p.pos - sr.start_pos);
-      ids.insert(ids.end(), plan.token_ids.begin() + from,
-                 plan.token_ids.begin() + from + span.count);
-      pos.insert(pos.end(), plan.positions.begin() + from,
-                 plan.positions.begin() + from + span.count);
+      const int32_t* from = p.src + (p.pos - p.begin);
+      ids.insert(ids.end(), from, from + span.count);
+      for (int64_t k = 0; k < span.count; ++k) pos.push_back(static_cast<int32_t>(p.pos + k));
       spans_.push_back(span);
       order_.push_back(p.i);
       piece_end.push_back(end);
@@ -346,34 +387,37 @@ void EngineCore::execute_unguarded(StepJob& job) {
       SeqExec& e = *job.seqs[i];
       Piece p = left[k];
       p.pos = piece_end[k];
-      if (snapshots && p.pos % block_size_ == 0) {
-        // The state at a boundary, saved under the window block that ends there.
-        const kv::BlockTable& win = sr.tables.groups.at(0);
-        const int64_t j = p.pos / block_size_ - 1 - win.first_block;
-        if (j >= 0 && j < static_cast<int64_t>(win.ids.size())) {
-          save_snapshot(win.ids[static_cast<size_t>(j)], *e.cache);
-        }
-      }
+      const bool verify = sr.num_drafts > 0;
+      if (snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, *e.cache);
       bool sample = spans_[k].logits != LogitsWanted::kNone;
-      if (spans_[k].logits == LogitsWanted::kAll) {  // prompt logprobs: score all but the last
-        sample = piece_end[k] == left[k].end && sr.needs_logits;
+      const int64_t rows = verify ? spans_[k].count : 1;
+      if (!verify && spans_[k].logits == LogitsWanted::kAll) {  // prompt logprobs: score all
+        sample = piece_end[k] == left[k].end && sr.needs_logits;  // but the last
         row = score_prompt_rows(e, left[k].pos, spans_[k].count, step_out_.logits.data(), row,
                                 sample);
       }
       if (sample && !sample_specs_.empty()) {
+        drawn.push_back({i, left[k].begin, rows, job.sampled.size()});
         Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
         s.id = sr.id;
-        accept_token(e, step_out_.sampled[static_cast<size_t>(row++)], s);
+        verify_drawn(e, {step_out_.sampled.data() + row, static_cast<size_t>(rows)}, s);
+        row += rows;
       } else if (sample) {
+        drawn.push_back({i, left[k].begin, rows, job.sampled.size() + pending_samples_.size()});
         const std::span<const float> logits(step_out_.logits.data() + row * V,
-                                            static_cast<size_t>(V));
-        ++row;
-        pending_samples_.push_back({sr.id, &e, logits});
+                                            static_cast<size_t>(rows * V));
+        row += rows;
+        pending_samples_.push_back({sr.id, &e, logits, rows});
       }
       if (p.pos < p.end) next.push_back(p);
     }
     sample_pending(job);
     job.sample_seconds += seconds_since(t1);
+    const auto t2 = Clock::now();
+    for (const Drawn& d : drawn) {
+      finish_spec_step(plan.requests[d.i], *job.seqs[d.i], d.start, d.fed, job.sampled[d.sampled]);
+    }
+    job.draft_seconds += seconds_since(t2);
     left = std::move(next);
   }
   hand_over_prompt_logprobs(job);

@@ -46,8 +46,10 @@ struct Request {
   int32_t in_flight = 0;       // plans awaiting update() that schedule this request (<= 2)
   // Tokens a planned step will sample but whose ids are not known yet (asynchronous
   // scheduling): they follow `tokens`, and a later plan may already feed them as placeholders.
+  // A step with draft slots counts 1 + slots here (optimistic: all accepted) until its update.
   int32_t num_placeholders = 0;
   bool abort_requested = false;  // abort() arrived while in flight; applied in update()
+  int32_t max_drafts = -1;       // speculative decoding: draft slots cap (-1: the config's)
 
   int64_t num_tokens() const { return static_cast<int64_t>(tokens.size()); }
   int64_t num_output() const { return num_tokens() - num_prompt; }

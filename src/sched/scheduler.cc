@@ -169,17 +169,31 @@ StepPlan Scheduler::schedule() {
     const Request& r = requests_.at(id);
     if (r.num_planned() - r.num_computed > 1 && plannable(r)) order.push_back(id);
   }
+  // Speculative decoding: the draft slots of the decodes (the first `num_decodes` of order).
+  size_t num_decodes = 0;
+  while (num_decodes < order.size() &&
+         requests_.at(order[num_decodes]).num_planned() -
+                 requests_.at(order[num_decodes]).num_computed ==
+             1) {
+    ++num_decodes;
+  }
+  const std::vector<int32_t> slots =
+      draft_slots(std::span<const RequestId>(order.data(), num_decodes), budget);
   bool preempted = false;
-  for (const RequestId id : order) {
+  for (size_t oi = 0; oi < order.size(); ++oi) {
+    const RequestId id = order[oi];
     if (budget == 0) break;
     const auto it = requests_.find(id);
     if (it == requests_.end() || it->second.state != RequestState::kRunning) continue;
     Request& r = it->second;
-    const int64_t n = chunk_for(r, budget);
+    int64_t n = chunk_for(r, budget);
+    const int32_t drafts =
+        oi < num_decodes ? static_cast<int32_t>(std::min<int64_t>(slots[oi], budget - 1)) : 0;
+    n += drafts;
     while (true) {
       if (kv_.grow(id, r.tokens, n)) {
         r.num_computed += n;
-        picks.push_back({id, n, false});
+        picks.push_back({id, n, false, drafts});
         budget -= n;
         break;
       }
@@ -241,11 +255,48 @@ StepPlan Scheduler::schedule() {
   return plan;
 }
 
+void Scheduler::set_max_drafts(RequestId id, int32_t max_drafts) {
+  const auto it = requests_.find(id);
+  if (it != requests_.end()) it->second.max_drafts = max_drafts;
+}
+
+std::vector<int32_t> Scheduler::draft_slots(std::span<const RequestId> decodes,
+                                            int64_t budget) const {
+  std::vector<int32_t> slots(decodes.size(), 0);
+  if (config_.num_speculative_tokens <= 0 || decodes.empty()) return slots;
+  std::vector<DraftCandidate> cands(decodes.size());
+  for (size_t i = 0; i < decodes.size(); ++i) {
+    const Request& r = requests_.at(decodes[i]);
+    int64_t cap = config_.num_speculative_tokens;
+    if (r.max_drafts >= 0) cap = std::min<int64_t>(cap, r.max_drafts);
+    if (r.num_computed < r.num_prompt) cap = 0;  // the prompt's last token: nothing drafted yet
+    // Optimistic planning never passes the known end: the step's 1 + slots tokens all fit under
+    // max_model_len and the caller's output limit.
+    cap = std::min(cap, config_.max_model_len - 1 - r.num_planned());
+    if (r.max_output > 0) cap = std::min(cap, r.max_output - 1 - (r.num_planned() - r.num_prompt));
+    cands[i] = {r.id, static_cast<int32_t>(std::max<int64_t>(0, cap))};
+  }
+  const int64_t spare = budget - static_cast<int64_t>(decodes.size());
+  if (draft_budget_) {
+    draft_budget_(cands, std::max<int64_t>(0, spare), slots);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      slots[i] = std::clamp(slots[i], 0, cands[i].max_slots);
+    }
+    return slots;
+  }
+  int64_t left = spare;  // default: every candidate its maximum while the budget lasts
+  for (size_t i = 0; i < slots.size() && left > 0; ++i) {
+    slots[i] = static_cast<int32_t>(std::min<int64_t>(cands[i].max_slots, left));
+    left -= slots[i];
+  }
+  return slots;
+}
+
 void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
   auto is_decode = [&](const Pick& p) {
     const Request& r = requests_.at(p.id);
     const int64_t start = r.num_computed - p.num_tokens;
-    return !p.first_chunk && p.num_tokens == 1 && start == r.num_planned() - 1 &&
+    return !p.first_chunk && p.num_tokens == 1 + p.num_drafts && start == r.num_planned() - 1 &&
            start >= r.num_prompt;
   };
   std::vector<Pick> sorted = picks;
@@ -264,11 +315,16 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
     sr.num_tokens = static_cast<int32_t>(p.num_tokens);
     sr.token_offset = static_cast<int32_t>(plan.token_ids.size());
     sr.is_decode = is_decode(p);
-    sr.needs_logits = r.num_computed == r.num_planned();
-    // Fed positions at or past the known tokens are placeholders (at most the last one).
-    const int64_t known_end = std::min<int64_t>(r.num_tokens(), sr.start_pos + p.num_tokens);
-    sr.num_placeholders = static_cast<int32_t>(sr.start_pos + p.num_tokens - known_end);
+    sr.needs_logits = r.num_computed - p.num_drafts == r.num_planned();
+    // Fed positions at or past the known tokens are placeholders (at most the last one before
+    // the draft slots).
+    // (With draft slots in flight, optimistic planning may start past the known tokens: the
+    // accepted drafts of the step in flight were fed by that step, its last token is fed here.)
+    const int64_t fed_end = sr.start_pos + p.num_tokens - p.num_drafts;
+    const int64_t known_end = std::clamp<int64_t>(r.num_tokens(), sr.start_pos, fed_end);
+    sr.num_placeholders = static_cast<int32_t>(fed_end - known_end);
     DI_CHECK(sr.num_placeholders <= 1 && known_end >= sr.start_pos);
+    sr.num_drafts = p.num_drafts;
     sr.first_chunk = p.first_chunk;
     if (p.first_chunk) {
       sr.num_prefix_hit = r.num_prefix_hit;
@@ -279,17 +335,20 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
     plan.token_ids.insert(plan.token_ids.end(), begin, r.tokens.begin() + known_end);
     plan.token_ids.insert(plan.token_ids.end(), static_cast<size_t>(sr.num_placeholders),
                           kPlaceholderToken);
+    plan.token_ids.insert(plan.token_ids.end(), static_cast<size_t>(p.num_drafts), kDraftSlot);
     for (int64_t k = 0; k < p.num_tokens; ++k) {
       plan.positions.push_back(static_cast<int32_t>(sr.start_pos + k));
     }
     if (sr.is_decode) {
       ++plan.num_decodes;
       ++stats_.decode_tokens;
+      stats_.draft_slots += p.num_drafts;
     } else {
       stats_.prefill_tokens += p.num_tokens;
     }
     ++r.in_flight;
-    if (sr.needs_logits) ++r.num_placeholders;  // this step samples one more token
+    // This step samples one more token, and with draft slots, optimistically, one per slot.
+    if (sr.needs_logits) r.num_placeholders += 1 + p.num_drafts;
   }
   if (!plan.empty()) awaiting_.push_back(plan.step);
 }
@@ -319,9 +378,11 @@ Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
     // Ended since it was planned, or aborted: whatever came back is dropped.
     if (r == nullptr || r->abort_requested) continue;
     const size_t want = sr.needs_logits ? 1 : 0;
-    if (got != want) {
+    const size_t want_max = want + static_cast<size_t>(sr.num_drafts);
+    if (got < want || got > want_max) {
       return invalid_argument("update: request " + std::to_string(sr.id) + " in step " +
                               std::to_string(plan.step) + " expects " + std::to_string(want) +
+                              (want_max > want ? ".." + std::to_string(want_max) : "") +
                               " sampled token(s), got " + std::to_string(got));
     }
   }
@@ -336,7 +397,7 @@ Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
     if (it == requests_.end()) continue;
     Request& r = it->second;
     --r.in_flight;
-    if (sr.needs_logits) --r.num_placeholders;
+    if (sr.needs_logits) r.num_placeholders -= 1 + sr.num_drafts;
     DI_CHECK(r.in_flight >= 0 && r.num_placeholders >= 0);
     if (r.abort_requested) {
       end(r, RequestState::kAborted, FinishReason::kAborted);
@@ -344,8 +405,22 @@ Status Scheduler::update(const StepPlan& plan, const StepResult& result) {
     }
     const auto rit = by_id.find(sr.id);
     const RequestResult* rr = rit == by_id.end() ? nullptr : rit->second;
-    if (sr.needs_logits && rr != nullptr && !rr->tokens.empty()) {
-      r.tokens.push_back(rr->tokens.front());
+    if (sr.needs_logits && rr != nullptr) {
+      r.tokens.insert(r.tokens.end(), rr->tokens.begin(), rr->tokens.end());
+    }
+    // Draft slots that brought no accepted token: their KV (and the optimistic positions of a
+    // later plan made before this update) rolls back. Only a running request still holds it (a
+    // preempted one was freed), and one that ends here frees it anyway.
+    const int64_t unaccepted =
+        sr.num_drafts == 0 ? 0
+                           : 1 + sr.num_drafts - (rr == nullptr ? 0 : static_cast<int64_t>(
+                                                                           rr->tokens.size()));
+    const FinishReason fin = rr == nullptr ? FinishReason::kNone : rr->finish;
+    if (unaccepted > 0 && r.state == RequestState::kRunning && fin == FinishReason::kNone) {
+      const Status st = kv_.rollback(r.id, unaccepted);
+      DI_CHECK(st.ok());  // within max_rollback_tokens and above the published prefix
+      r.num_computed -= unaccepted;
+      stats_.rolled_back += unaccepted;
     }
     const FinishReason f = rr == nullptr ? FinishReason::kNone : rr->finish;
     if (f == FinishReason::kAborted) {
@@ -387,7 +462,8 @@ std::vector<RequestId> fill_placeholders(StepPlan& next, const StepResult& prev)
       unfilled.push_back(sr.id);
       continue;
     }
-    next.token_ids[static_cast<size_t>(sr.token_offset + sr.num_tokens - 1)] = it->second;
+    next.token_ids[static_cast<size_t>(sr.token_offset + sr.num_tokens - sr.num_drafts - 1)] =
+        it->second;
   }
   return unfilled;
 }

@@ -30,6 +30,8 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +48,9 @@ struct SchedulerConfig {
   int32_t max_num_seqs = 256;             // running sequences
   int64_t max_model_len = 0;              // 0: the model's max_position_embeddings
   int64_t max_prefill_chunk = 0;          // per request and step; 0: only the budget limits it
+  // Speculative decoding: draft slots per decode step (0: none). A request's own cap
+  // (set_max_drafts) and the budget policy (set_draft_budget) may lower it per step.
+  int32_t num_speculative_tokens = 0;
 };
 
 struct FinishedRequest {
@@ -63,8 +68,22 @@ struct SchedulerStats {
   int64_t preemptions = 0;
   int64_t prefill_tokens = 0;  // scheduled, including recomputation after preemption
   int64_t decode_tokens = 0;
+  int64_t draft_slots = 0;     // draft slots planned (speculative decoding)
+  int64_t rolled_back = 0;     // of those, not accepted (KV rolled back)
   int64_t failed = 0;
 };
+
+// Speculative decoding: a decode request that may carry draft slots this step, with the most
+// it may carry (SchedulerConfig::num_speculative_tokens, its own cap, its remaining length).
+struct DraftCandidate {
+  RequestId id = 0;
+  int32_t max_slots = 0;
+};
+// Decides the draft slots of one step's decodes (sched/verify_budget.h: confidence-scheduled
+// verification). Gets the candidates in plan order and the step's token budget left after one
+// token per decode; writes slots[i] in [0, candidates[i].max_slots].
+using DraftBudget = std::function<void(std::span<const DraftCandidate> candidates,
+                                       int64_t spare_budget, std::span<int32_t> slots)>;
 
 class Scheduler {
  public:
@@ -79,6 +98,11 @@ class Scheduler {
   Status submit(RequestId id, std::vector<int32_t> prompt, int64_t max_output = 0);
   // At most one earlier plan may still await its update (asynchronous scheduling).
   StepPlan schedule();
+  // Speculative decoding: the policy deciding each step's draft slots (default: every
+  // candidate its maximum, while the budget lasts), and a request's own cap (default: no cap
+  // beyond num_speculative_tokens; 0 = no drafts, e.g. while its drafter has nothing to offer).
+  void set_draft_budget(DraftBudget budget) { draft_budget_ = std::move(budget); }
+  void set_max_drafts(RequestId id, int32_t max_drafts);
   // Plans are updated in the order they were made. Errors (nothing applied) when the result
   // does not match the plan: a missing token for a live request that needed logits, a token
   // for one that did not, an id not in the plan. Results of requests that ended meanwhile
@@ -105,7 +129,10 @@ class Scheduler {
     RequestId id;
     int64_t num_tokens;
     bool first_chunk;
+    int32_t num_drafts = 0;
   };
+  // Draft slots of each decode about to be planned (`decodes` in plan order).
+  std::vector<int32_t> draft_slots(std::span<const RequestId> decodes, int64_t budget) const;
   int64_t chunk_for(const Request& r, int64_t budget) const;
   // Frees the newest running request's KV and queues it first; refunds its scheduled tokens.
   void preempt_newest(std::vector<Pick>& picks, int64_t& budget, StepPlan& plan);
@@ -124,6 +151,7 @@ class Scheduler {
   int64_t next_step_ = 0;
   std::deque<int64_t> awaiting_;  // steps of the plans not yet updated, oldest first
   SchedulerStats stats_;
+  DraftBudget draft_budget_;
 };
 
 // Asynchronous scheduling: writes the token `prev` sampled for each request into `next`'s

@@ -1,0 +1,55 @@
+// Drafter: proposes the tokens that may follow a sequence, for speculative decoding. The engine
+// verifies every proposal against the target model (engine_exec.cc), so a drafter only decides
+// speed, never output: a bad one costs verification work, a good one saves steps.
+//
+// Three implementations, each one file: the n-gram / prompt-lookup drafter (ngram_drafter.cc,
+// no weights, any model), DeepSeek-V4.1's DSpark block drafter and DeepSeek-V4's MTP block
+// (model_drafters.cc, through model::Model). A fourth is one more file behind this interface.
+//
+// Called on the executor thread, one sequence at a time, after that sequence's step was
+// verified and its cache rolled back to the accepted tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "model/cache.h"
+#include "model/model.h"
+
+namespace deepinfer::runtime::spec {
+
+struct DraftProposal {
+  std::vector<int32_t> tokens;
+  // Per drafted position j: the drafter's estimate that position j survives verification given
+  // that the positions before it did (DSpark: its confidence head; MTP: its own probability of
+  // its token; n-gram: none). Empty when the drafter has no estimate.
+  std::vector<float> confidence;
+  void clear() {
+    tokens.clear();
+    confidence.clear();
+  }
+};
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  virtual std::string name() const = 0;
+  // Proposes at most `k` tokens to follow `context` (the sequence's prompt and accepted outputs).
+  // `cache` holds the model state of every context position but the last one (which the next
+  // step feeds); a drafter may read it (DSpark), and must leave it as it found it.
+  virtual Status propose(model::SequenceCache& cache, std::span<const int32_t> context, int k,
+                         DraftProposal& out) = 0;
+};
+
+// Prompt lookup (vLLM's "ngram" method): the longest suffix of the context, of min_n..max_n
+// tokens, that occurred earlier in it proposes the tokens that followed its latest earlier
+// occurrence.
+std::unique_ptr<Drafter> make_ngram_drafter(int min_n = 1, int max_n = 4);
+// The checkpoint's DSpark block drafter (DeepSeek-V4.1): FailedPrecondition without one.
+Expected<std::unique_ptr<Drafter>> make_dspark_drafter(model::Model& model);
+
+}  // namespace deepinfer::runtime::spec

@@ -1,0 +1,174 @@
+// Speculative decoding in the engine: outputs with speculation equal outputs without it, bit for
+// bit (tokens, texts, finish reasons, logprobs), for greedy and seeded sampling, at every draft
+// length, sync and async, with chunked prefill, preemption, prefix hits, penalties, n > 1,
+// stop strings and structured outputs; and the drafts are really accepted (the default model's
+// text repeats, which the n-gram drafter finds), so the runs and rollbacks are exercised.
+// DSpark (DeepSeek-V4.1) on the tiny V4.1 checkpoint: the same equality, and greedy == the
+// model driven by hand.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "deepinfer/engine.h"
+#include "engine_run_util.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace engine_test;  // NOLINT: the shared runners
+
+// Text requests on the embedded default model: greedy, seeded (top-p, logprobs), penalties,
+// n > 1, a stop string, and a few that end on EOS.
+std::vector<Req> default_model_requests() {
+  std::vector<Req> reqs;
+  const char* prompts[] = {"In the beginning God created", "The law of the", "And it came to pass",
+                           "Chapter 1."};
+  for (int i = 0; i < 8; ++i) {
+    Req r;
+    r.text = prompts[i % 4];
+    r.params = i % 2 == 0 ? greedy(20 + 3 * i) : seeded(40 + static_cast<uint64_t>(i), 18 + i);
+    if (i == 3) r.params.n = 2;
+    if (i == 5) r.params.repetition_penalty = 1.2f;
+    if (i == 6) {
+      r.params.stop = {" the"};
+      r.params.logprobs = 3;
+    }
+    if (i == 7) r.params.ignore_eos = false;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+EngineOptions default_options() {
+  EngineOptions o;
+  o.model_dir = default_dir();
+  o.max_model_len = 256;
+  return o;
+}
+
+EngineRun run_with(EngineOptions o, const std::vector<Req>& reqs, const char* method, int k) {
+  o.speculative_method = method;
+  o.num_speculative_tokens = k;
+  return run_requests(o, reqs);
+}
+
+TEST(SpecEngine, NgramEqualsNoSpeculationAtEveryDraftLength) {
+  const std::vector<Req> reqs = default_model_requests();
+  for (const bool async : {false, true}) {
+    EngineOptions o = default_options();
+    o.async_scheduling = async;
+    const EngineRun off = run_with(o, reqs, "off", 0);
+    EXPECT_NE(off.describe.find("speculative off"), std::string::npos) << off.describe;
+    EXPECT_EQ(off.stats.spec_verify_steps, 0);
+    for (const int k : {1, 2, 3, 5, 6}) {
+      SCOPED_TRACE(std::string(async ? "async" : "sync") + " k " + std::to_string(k));
+      const EngineRun on = run_with(o, reqs, "ngram", k);
+      EXPECT_NE(on.describe.find("speculative ngram k=" + std::to_string(k)), std::string::npos)
+          << on.describe;
+      expect_same(off, on);
+      EXPECT_GT(on.stats.spec_verify_steps, 0);
+      EXPECT_GT(on.stats.spec_accepted_tokens, 0) << "no draft was ever accepted";
+      EXPECT_LT(on.stats.spec_accepted_tokens, on.stats.spec_draft_tokens)
+          << "no draft was ever rejected: rollback untested";
+      // Fewer steps than tokens: runs of several tokens per step happened.
+      EXPECT_LT(on.stats.steps, off.stats.steps);
+    }
+  }
+}
+
+TEST(SpecEngine, ChunkedPrefillPreemptionAndPrefixHitsKeepOutputs) {
+  std::vector<Req> reqs = default_model_requests();
+  // Shared prefixes longer than a block, so later requests hit the cache.
+  const std::string shared =
+      "And God said, Let there be light: and there was light. And God saw the light, that it was "
+      "good: and God divided the light from the darkness. ";
+  for (int i = 0; i < 4; ++i) {
+    Req r;
+    r.text = shared + (i % 2 == 0 ? "And the evening" : "And God called");
+    r.params = i % 2 == 0 ? greedy(30) : seeded(7 + static_cast<uint64_t>(i), 30);
+    reqs.push_back(r);
+  }
+  EngineOptions o = default_options();
+  o.max_num_batched_tokens = 24;  // chunked prefill mixed with verify steps
+  o.kv_block_size = 16;
+  o.num_kv_blocks = 40;  // starved: preemptions
+  o.max_num_seqs = 6;
+  for (const bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    o.async_scheduling = async;
+    const EngineRun off = run_with(o, reqs, "off", 0);
+    const EngineRun on = run_with(o, reqs, "ngram", 4);
+    expect_same(off, on);
+    EXPECT_GT(on.stats.spec_accepted_tokens, 0);
+    EXPECT_GT(on.stats.preemptions, 0) << "the pool was meant to force preemptions";
+    EXPECT_GT(on.stats.prefix_hit_tokens, 0);
+    // Speculation must not cost prefix hits (vLLM's users report them falling to zero).
+    EXPECT_GE(on.stats.prefix_hit_tokens, off.stats.prefix_hit_tokens / 2);
+  }
+}
+
+TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
+  std::vector<Req> reqs;
+  SamplingParams re = seeded(3, 48);
+  re.ignore_eos = false;
+  re.structured = SamplingParams::StructuredOutput{"regex", "([A-Z][a-z]{2,8} [0-9]{1,3} ){3}"};
+  reqs.push_back({{}, "The answer is", re, -1});
+  SamplingParams json = greedy(64);
+  json.ignore_eos = false;
+  json.structured = SamplingParams::StructuredOutput{
+      "json", R"({"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"]})"};
+  reqs.push_back({{}, "Data:", json, -1});
+  SamplingParams stopped = greedy(40);
+  stopped.stop = {"law"};
+  reqs.push_back({{}, "The law of the", stopped, -1});
+  for (const bool async : {false, true}) {
+    EngineOptions o = default_options();
+    o.async_scheduling = async;
+    const EngineRun off = run_with(o, reqs, "off", 0);
+    const EngineRun on = run_with(o, reqs, "ngram", 5);
+    expect_same(off, on);
+  }
+}
+
+TEST(SpecEngine, BadSpeculationOptionsAreRefused) {
+  EngineOptions o = default_options();
+  o.speculative_method = "medusa";
+  auto e = Engine::create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("auto, dspark, ngram or off"), std::string::npos);
+  o.speculative_method = "dspark";  // a V4 checkpoint has no DSpark drafter
+  e = Engine::create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("DSpark"), std::string::npos) << e.status().message();
+  o.speculative_method = "ngram";
+  o.num_speculative_tokens = 17;
+  e = Engine::create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("at most 16"), std::string::npos) << e.status().message();
+}
+
+// DeepSeek-V4.1's DSpark drafter on the tiny V4.1 checkpoint (random weights: acceptance is
+// whatever it is; the output must not move).
+TEST(SpecEngine, DSparkEqualsNoSpeculationOnV41) {
+  EngineOptions o;
+  o.model_dir = source_dir() + "/tests/data/model/v41_tiny_a/official_bf16";
+  std::vector<Req> reqs;
+  for (int i = 0; i < 5; ++i) {
+    Req r;
+    r.ids = prompt(3 + 7 * i, 50 + i);
+    r.params = i % 2 == 0 ? greedy(16) : seeded(90 + static_cast<uint64_t>(i), 16);
+    reqs.push_back(r);
+  }
+  for (const bool async : {false, true}) {
+    o.async_scheduling = async;
+    const EngineRun off = run_with(o, reqs, "off", 0);
+    const EngineRun on = run_with(o, reqs, "auto", 4);
+    EXPECT_NE(on.describe.find("speculative dspark"), std::string::npos) << on.describe;
+    expect_same(off, on);
+    EXPECT_GT(on.stats.spec_verify_steps, 0);
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
