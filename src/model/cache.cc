@@ -276,6 +276,18 @@ Status SequenceCache::rollback(int64_t k) {
   return {};
 }
 
+Status SequenceCache::truncate_draft(int64_t draft_length) {
+  if (draft_length < 0 || draft_length > draft_length_ ||
+      draft_length_ - draft_length > max_rollback_) {
+    return out_of_range("truncate_draft to " + std::to_string(draft_length) +
+                        " positions: the draft state holds " + std::to_string(draft_length_) +
+                        " and may undo at most " + std::to_string(max_rollback_));
+  }
+  draft_length_ = draft_length;
+  for (auto& l : draft_layers_) truncate_layer(l, draft_length_);
+  return {};
+}
+
 SequenceCache SequenceCache::clone() const {
   SequenceCache s;
   s.length_ = length_;

@@ -197,6 +197,9 @@ class SequenceCache {
   // Undo the last k tokens (k <= max_rollback). The draft state is cut so that it never holds a
   // row that used a rolled-back token (CachePlan::draft_lag).
   Status rollback(int64_t k);
+  // Undo the draft layers' rows past `draft_length` (at most max_rollback of them): a drafter
+  // that ran ahead on its own drafts (V4's chained MTP) returns to the accepted state.
+  Status truncate_draft(int64_t draft_length);
 
   // Model-side access.
   size_t num_layers() const { return layers_.size(); }

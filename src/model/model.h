@@ -77,10 +77,15 @@ class Model {
   // DeepSeek-V4 MTP draft logits (spec §2.8), block 0. Row i combines the main streams of
   // position p = cache.draft_length() + i (hidden row i, as returned by extend(keep_hidden)) with
   // the embedding of token p + 1 (next_ids[i]) and predicts token p + 2. Advances the MTP state.
-  // FailedPrecondition for models without an MTP block.
+  // `streams` (optional) receives the block's output streams [rows, hc_mult · hidden], which
+  // stand in for the main streams when the block drafts again on its own output; that chaining
+  // runs the MTP state ahead of the main model, which `run_ahead` allows (the caller then
+  // truncates it back: SequenceCache::truncate_draft). FailedPrecondition without an MTP block.
   virtual Expected<std::vector<float>> mtp_draft(SequenceCache& cache,
                                                  std::span<const float> hidden,
-                                                 std::span<const int32_t> next_ids);
+                                                 std::span<const int32_t> next_ids,
+                                                 std::vector<float>* streams = nullptr,
+                                                 bool run_ahead = false);
 
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
   // cache.length() (not yet processed by the model; the drafter reads the context features of

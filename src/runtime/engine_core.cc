@@ -48,17 +48,14 @@ Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& optio
   if (m == "off" || options.num_speculative_tokens == 0) return std::unique_ptr<spec::Drafter>();
   if (m == "ngram") return spec::make_ngram_drafter();
   if (m == "dspark") return spec::make_dspark_drafter(model);
-  if (m == "mtp") {
-    return unimplemented(
-        "speculative method 'mtp': DeepSeek-V4's MTP drafter is not wired into the engine yet; "
-        "use 'ngram' or 'off'");
-  }
+  if (m == "mtp") return spec::make_mtp_drafter(model);
   if (m == "auto") {
     if (model.drafter() == model::DrafterKind::kDSpark) return spec::make_dspark_drafter(model);
+    if (model.drafter() == model::DrafterKind::kMtp) return spec::make_mtp_drafter(model);
     return std::unique_ptr<spec::Drafter>();
   }
   return invalid_argument("EngineOptions.speculative_method is '" + m +
-                          "': give auto, dspark, ngram or off");
+                          "': give auto, dspark, mtp, ngram or off");
 }
 
 }  // namespace

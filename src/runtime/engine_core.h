@@ -137,7 +137,7 @@ class EngineCore {
     // last accepted one (fed in this sequence's next draft slots), the tokens a verify step
     // feeds, and the optimistic end of the last verify step next to the length it kept (a
     // plan made before that step's update starts at the former; the cache is at the latter).
-    spec::DraftProposal draft;
+    spec::DraftState draft;
     std::vector<int32_t> fed;
     int64_t spec_planned_end = -1, spec_kept_end = -1;
   };
@@ -232,8 +232,12 @@ class EngineCore {
   void verify_drawn(SeqExec& e, std::span<const int32_t> drawn, Sampled& out);
   // After a sequence's step was sampled: roll the cache back to the accepted tokens, commit the
   // prefix snapshots the accepted part reached, and draft for the next step.
+  // `hidden`: the target's final streams of the span's rows (drafters that read them), else
+  // empty.
   void finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start, int64_t fed,
-                        Sampled& out);
+                        std::span<const float> hidden, Sampled& out);
+  // Hands a drafter that reads hidden streams the rows of positions [first, first + rows).
+  void observe_hidden(SeqExec& e, int64_t first, std::span<const float> hidden);
   // The draw specs of the step's logits rows when every one of them may be drawn by the backend
   // (sample/sample_spec.h), else empty (the host samples the step).
   void backend_sample_specs(const StepJob& job);

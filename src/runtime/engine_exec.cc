@@ -236,9 +236,11 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
     ++job.prefix_recomputes;
     return {};
   }
+  const bool hidden = drafter_ != nullptr && drafter_->wants_hidden();
   auto out = model_->extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                            model::LogitsWanted::kNone);
+                            model::LogitsWanted::kNone, hidden);
   if (!out.ok()) return out.status();
+  if (hidden) observe_hidden(e, 0, out->hidden);
   ++job.prefix_recomputes;
   return {};
 }
@@ -327,9 +329,13 @@ void EngineCore::execute_unguarded(StepJob& job) {
   // Requests sampled in a round: plan index, span start, rows fed, their Sampled entry.
   struct Drawn {
     size_t i;
-    int64_t start, fed;
+    int64_t start, fed;  // position of the first drawn row, rows drawn
     size_t sampled;
+    std::span<const float> hidden;  // their final streams (hidden-reading drafters)
   };
+  const bool keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_;
+  const size_t hidden_width =
+      static_cast<size_t>(model_->config().hc_mult) * static_cast<size_t>(model_->config().hidden_size);
   std::vector<Drawn> drawn;
   while (!left.empty()) {
     // One forward over every request's next piece: up to its next block boundary when it
@@ -363,6 +369,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
     in.token_ids = ids;
     in.positions = pos;
     in.sequences = spans_;
+    in.keep_hidden = keep_hidden;
     backend_sample_specs(job);
     in.sample_specs = sample_specs_;
     const auto t0 = Clock::now();
@@ -388,22 +395,39 @@ void EngineCore::execute_unguarded(StepJob& job) {
       Piece p = left[k];
       p.pos = piece_end[k];
       const bool verify = sr.num_drafts > 0;
-      if (snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, *e.cache);
       bool sample = spans_[k].logits != LogitsWanted::kNone;
+      const std::span<const float> hidden =
+          step_out_.hidden.empty()
+              ? std::span<const float>()
+              : std::span<const float>(step_out_.hidden)
+                    .subspan(static_cast<size_t>(spans_[k].begin) * hidden_width,
+                             static_cast<size_t>(spans_[k].count) * hidden_width);
+      // Rows with no draw after them go to a hidden-reading drafter now (their next tokens are
+      // known prompt tokens), before a snapshot at their end is taken.
+      if (!sample && !hidden.empty()) observe_hidden(e, left[k].pos, hidden);
+      if (snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, *e.cache);
       const int64_t rows = verify ? spans_[k].count : 1;
       if (!verify && spans_[k].logits == LogitsWanted::kAll) {  // prompt logprobs: score all
         sample = piece_end[k] == left[k].end && sr.needs_logits;  // but the last
         row = score_prompt_rows(e, left[k].pos, spans_[k].count, step_out_.logits.data(), row,
                                 sample);
       }
+      if (sample && !hidden.empty() && !verify && spans_[k].count > 1) {
+        // A prefill piece ending in a draw: its rows but the last go to the drafter now.
+        observe_hidden(e, left[k].pos, hidden.first(hidden.size() - hidden_width));
+      }
+      const std::span<const float> drawn_hidden =
+          hidden.empty() ? hidden : hidden.last(static_cast<size_t>(rows) * hidden_width);
       if (sample && !sample_specs_.empty()) {
-        drawn.push_back({i, left[k].begin, rows, job.sampled.size()});
+        drawn.push_back({i, left[k].begin + spans_[k].count - rows, rows, job.sampled.size(),
+                         drawn_hidden});
         Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
         s.id = sr.id;
         verify_drawn(e, {step_out_.sampled.data() + row, static_cast<size_t>(rows)}, s);
         row += rows;
       } else if (sample) {
-        drawn.push_back({i, left[k].begin, rows, job.sampled.size() + pending_samples_.size()});
+        drawn.push_back({i, left[k].begin + spans_[k].count - rows, rows,
+                         job.sampled.size() + pending_samples_.size(), drawn_hidden});
         const std::span<const float> logits(step_out_.logits.data() + row * V,
                                             static_cast<size_t>(rows * V));
         row += rows;
@@ -415,7 +439,8 @@ void EngineCore::execute_unguarded(StepJob& job) {
     job.sample_seconds += seconds_since(t1);
     const auto t2 = Clock::now();
     for (const Drawn& d : drawn) {
-      finish_spec_step(plan.requests[d.i], *job.seqs[d.i], d.start, d.fed, job.sampled[d.sampled]);
+      finish_spec_step(plan.requests[d.i], *job.seqs[d.i], d.start, d.fed, d.hidden,
+                       job.sampled[d.sampled]);
     }
     job.draft_seconds += seconds_since(t2);
     left = std::move(next);

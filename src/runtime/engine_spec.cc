@@ -17,13 +17,14 @@ namespace deepinfer::runtime {
 
 void EngineCore::prepare_verify(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start,
                                 int32_t last) const {
-  int64_t m = std::min<int64_t>(sr.num_drafts, static_cast<int64_t>(e.draft.tokens.size()));
+  const std::vector<int32_t>& drafts = e.draft.proposal.tokens;
+  int64_t m = std::min<int64_t>(sr.num_drafts, static_cast<int64_t>(drafts.size()));
   // A verify span ends at the next block boundary at the latest: the prefix cache's snapshot
   // there is taken once the drafts before it are accepted (finish_spec_step), and never holds
   // a rejected token.
   if (block_size_ > 0) m = std::min(m, (start / block_size_ + 1) * block_size_ - start - 1);
   e.fed.assign(1, last);  // the plan's token: the last known one, or a filled placeholder
-  e.fed.insert(e.fed.end(), e.draft.tokens.begin(), e.draft.tokens.begin() + std::max<int64_t>(0, m));
+  e.fed.insert(e.fed.end(), drafts.begin(), drafts.begin() + std::max<int64_t>(0, m));
 }
 
 void EngineCore::verify_rows(sched::RequestId id, SeqExec& e, std::span<const float> rows,
@@ -48,13 +49,20 @@ void EngineCore::verify_drawn(SeqExec& e, std::span<const int32_t> drawn, Sample
   }
 }
 
+void EngineCore::observe_hidden(SeqExec& e, int64_t first, std::span<const float> hidden) {
+  if (drafter_ == nullptr || !drafter_->wants_hidden() || !e.cache) return;
+  if (!drafter_->observe(*e.cache, e.known, first, hidden, e.draft).ok()) {
+    e.draft.lost = true;  // a drafter failure costs speed, never output
+  }
+}
+
 void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start,
-                                  int64_t fed, Sampled& out) {
+                                  int64_t fed, std::span<const float> hidden, Sampled& out) {
   if (!e.cache || !out.error.empty()) return;  // a failed request's state is dropped
+  const int64_t kept_rows = std::min<int64_t>(fed, std::max<size_t>(1, out.tokens.size()));
   if (sr.num_drafts > 0) {
-    const auto accepted = static_cast<int64_t>(out.tokens.size());
     // Rows past the accepted run held rejected drafts: undo them in every cache kind.
-    const int64_t undo = fed - std::max<int64_t>(1, accepted);
+    const int64_t undo = fed - kept_rows;
     if (undo > 0) {
       if (const Status st = e.cache->rollback(undo); !st.ok()) {
         out.error = "internal: speculative rollback failed: " + st.message();
@@ -67,14 +75,17 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
       save_snapshot_at(sr, *e.cache);
     }
   }
-  e.draft.clear();
+  e.draft.proposal.clear();
   if (drafter_ == nullptr || spec_tokens_ <= 0 || out.tokens.empty() || e.grammar_done) return;
-  if (const Status st = drafter_->propose(*e.cache, e.known, spec_tokens_, e.draft); !st.ok()) {
-    // A drafter failure costs speed, not output: decode on without drafts.
-    e.draft.clear();
+  if (!hidden.empty()) {
+    const size_t width = hidden.size() / static_cast<size_t>(fed);
+    observe_hidden(e, start, hidden.first(static_cast<size_t>(kept_rows) * width));
   }
-  out.drafts_proposed = static_cast<int32_t>(e.draft.tokens.size());
-  out.next_confidence = e.draft.confidence;
+  if (const Status st = drafter_->propose(*e.cache, e.known, spec_tokens_, e.draft); !st.ok()) {
+    e.draft.proposal.clear();  // a drafter failure costs speed, not output
+  }
+  out.drafts_proposed = static_cast<int32_t>(e.draft.proposal.tokens.size());
+  out.next_confidence = e.draft.proposal.confidence;
 }
 
 }  // namespace deepinfer::runtime

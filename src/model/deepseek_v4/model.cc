@@ -80,13 +80,16 @@ class V4Model final : public model::Model {
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
   Status forward(const StepInputs& in, StepOutputs& out) override;
   Expected<std::vector<float>> mtp_draft(SequenceCache& cache, std::span<const float> hidden,
-                                         std::span<const int32_t> next_ids) override;
+                                         std::span<const int32_t> next_ids,
+                                         std::vector<float>* streams = nullptr,
+                                         bool run_ahead = false) override;
 
  private:
   Status forward_unguarded(const StepInputs& in, StepOutputs& out);
   Expected<std::vector<float>> mtp_draft_unguarded(SequenceCache& cache,
                                                    std::span<const float> hidden,
-                                                   std::span<const int32_t> next_ids);
+                                                   std::span<const int32_t> next_ids,
+                                                   std::vector<float>* streams, bool run_ahead);
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -430,9 +433,10 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
 }
 
 Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
-                                                std::span<const int32_t> next_ids) {
+                                                std::span<const int32_t> next_ids,
+                                                std::vector<float>* streams, bool run_ahead) {
   try {
-    return mtp_draft_unguarded(cache, hidden, next_ids);
+    return mtp_draft_unguarded(cache, hidden, next_ids, streams, run_ahead);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
                                 "Fewer draft rows per call need less memory.");
@@ -441,7 +445,9 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
 
 Expected<std::vector<float>> V4Model::mtp_draft_unguarded(SequenceCache& cache,
                                                           std::span<const float> hidden,
-                                                          std::span<const int32_t> next_ids) {
+                                                          std::span<const int32_t> next_ids,
+                                                          std::vector<float>* streams,
+                                                          bool run_ahead) {
   V4Model& s = *this;
   if (s.w.mtp.empty()) {
     return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");
@@ -453,7 +459,7 @@ Expected<std::vector<float>> V4Model::mtp_draft_unguarded(SequenceCache& cache,
                             " values, expected " + std::to_string(M) + " rows x " +
                             std::to_string(n * D));
   }
-  if (cache.draft_length() + M > cache.length()) {
+  if (!run_ahead && cache.draft_length() + M > cache.length()) {
     return invalid_argument(
         "mtp_draft: the MTP block would run ahead of the main model (MTP "
         "length " +
@@ -492,6 +498,7 @@ Expected<std::vector<float>> V4Model::mtp_draft_unguarded(SequenceCache& cache,
   num.act(o, X);
   s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
   cache.advance_draft(M);
+  if (streams != nullptr) backend::download_mat(o, X, *streams);
   Mat lg(fit(s.logits_buf, M * c.vocab_size), M, c.vocab_size);
   s.head(mw.head, X, lg);
   backend::download_mat(o, lg, logits);

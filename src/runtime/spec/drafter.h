@@ -34,15 +34,44 @@ struct DraftProposal {
   }
 };
 
+// A sequence's drafter state, owned with the sequence (the engine's SeqExec).
+struct DraftState {
+  DraftProposal proposal;
+  // Drafters that read the target's hidden streams (MTP): the rows of positions
+  // [pending_first, pending_first + rows) not given to the draft layers yet, and what the draft
+  // layers predicted after the last position they processed (its token, the probability they
+  // gave it, their output streams there, from which chained drafts continue).
+  std::vector<float> pending;
+  int64_t pending_first = 0;
+  int32_t next_token = -1;
+  float next_confidence = 0;
+  std::vector<float> next_streams;
+  // The draft layers fell behind the sequence without the hidden rows to catch up (a prefix
+  // restore from a snapshot taken before they processed its last position): this sequence
+  // gets no more proposals from them. Outputs are unaffected; only speed.
+  bool lost = false;
+};
+
 class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
-  // Proposes at most `k` tokens to follow `context` (the sequence's prompt and accepted outputs).
-  // `cache` holds the model state of every context position but the last one (which the next
-  // step feeds); a drafter may read it (DSpark), and must leave it as it found it.
+  // Drafters that read the target's final hidden streams: the engine then keeps them from every
+  // forward and calls observe() with each sequence's rows.
+  virtual bool wants_hidden() const { return false; }
+  // The target's forward processed positions [first, first + rows) of the sequence (hidden:
+  // rows x hc_mult·hidden floats, rejected drafts already cut off); `context` holds every known
+  // token (prompt and accepted outputs).
+  virtual Status observe(model::SequenceCache& /*cache*/, std::span<const int32_t> /*context*/,
+                         int64_t /*first*/, std::span<const float> /*hidden*/,
+                         DraftState& /*state*/) {
+    return {};
+  }
+  // Proposes at most `k` tokens to follow `context` into state.proposal. `cache` holds the model
+  // state of every context position but the last one (which the next step feeds); a drafter may
+  // read it and must leave the main layers' state as it found it.
   virtual Status propose(model::SequenceCache& cache, std::span<const int32_t> context, int k,
-                         DraftProposal& out) = 0;
+                         DraftState& state) = 0;
 };
 
 // Prompt lookup (vLLM's "ngram" method): the longest suffix of the context, of min_n..max_n
@@ -51,5 +80,8 @@ class Drafter {
 std::unique_ptr<Drafter> make_ngram_drafter(int min_n = 1, int max_n = 4);
 // The checkpoint's DSpark block drafter (DeepSeek-V4.1): FailedPrecondition without one.
 Expected<std::unique_ptr<Drafter>> make_dspark_drafter(model::Model& model);
+// The checkpoint's MTP block (DeepSeek-V4), chained on its own output for k > 1:
+// FailedPrecondition without one.
+Expected<std::unique_ptr<Drafter>> make_mtp_drafter(model::Model& model);
 
 }  // namespace deepinfer::runtime::spec

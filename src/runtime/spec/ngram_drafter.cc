@@ -16,7 +16,8 @@ class NgramDrafter final : public Drafter {
   std::string name() const override { return "ngram"; }
 
   Status propose(model::SequenceCache& /*cache*/, std::span<const int32_t> ctx, int k,
-                 DraftProposal& out) override {
+                 DraftState& state) override {
+    DraftProposal& out = state.proposal;
     out.clear();
     const auto len = static_cast<int64_t>(ctx.size());
     if (k <= 0) return {};

@@ -98,13 +98,36 @@ TEST(SpecEngine, ChunkedPrefillPreemptionAndPrefixHitsKeepOutputs) {
     SCOPED_TRACE(async ? "async" : "sync");
     o.async_scheduling = async;
     const EngineRun off = run_with(o, reqs, "off", 0);
-    const EngineRun on = run_with(o, reqs, "ngram", 4);
-    expect_same(off, on);
-    EXPECT_GT(on.stats.spec_accepted_tokens, 0);
-    EXPECT_GT(on.stats.preemptions, 0) << "the pool was meant to force preemptions";
-    EXPECT_GT(on.stats.prefix_hit_tokens, 0);
-    // Speculation must not cost prefix hits (vLLM's users report them falling to zero).
-    EXPECT_GE(on.stats.prefix_hit_tokens, off.stats.prefix_hit_tokens / 2);
+    for (const char* method : {"ngram", "mtp"}) {
+      SCOPED_TRACE(method);
+      const EngineRun on = run_with(o, reqs, method, 4);
+      expect_same(off, on);
+      EXPECT_GT(on.stats.spec_accepted_tokens, 0);
+      EXPECT_GT(on.stats.preemptions, 0) << "the pool was meant to force preemptions";
+      EXPECT_GT(on.stats.prefix_hit_tokens, 0);
+      // Speculation must not cost prefix hits (vLLM's users report them falling to zero).
+      EXPECT_GE(on.stats.prefix_hit_tokens, off.stats.prefix_hit_tokens / 2);
+    }
+  }
+}
+
+// DeepSeek-V4's MTP block (the default model has one; "auto" picks it): chained drafts of
+// every length, sync and async.
+TEST(SpecEngine, MtpEqualsNoSpeculationAtEveryDraftLength) {
+  const std::vector<Req> reqs = default_model_requests();
+  for (const bool async : {false, true}) {
+    EngineOptions o = default_options();
+    o.async_scheduling = async;
+    const EngineRun off = run_with(o, reqs, "off", 0);
+    for (const int k : {1, 3, 6}) {
+      SCOPED_TRACE(std::string(async ? "async" : "sync") + " k " + std::to_string(k));
+      const EngineRun on = run_with(o, reqs, k == 3 ? "auto" : "mtp", k);
+      EXPECT_NE(on.describe.find("speculative mtp k=" + std::to_string(k)), std::string::npos)
+          << on.describe;
+      expect_same(off, on);
+      EXPECT_GT(on.stats.spec_accepted_tokens, 0) << "no MTP draft was ever accepted";
+      EXPECT_LT(on.stats.steps, off.stats.steps);
+    }
   }
 }
 
@@ -126,8 +149,10 @@ TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
     EngineOptions o = default_options();
     o.async_scheduling = async;
     const EngineRun off = run_with(o, reqs, "off", 0);
-    const EngineRun on = run_with(o, reqs, "ngram", 5);
-    expect_same(off, on);
+    for (const char* method : {"ngram", "mtp"}) {
+      SCOPED_TRACE(method);
+      expect_same(off, run_with(o, reqs, method, 5));
+    }
   }
 }
 
@@ -136,7 +161,7 @@ TEST(SpecEngine, BadSpeculationOptionsAreRefused) {
   o.speculative_method = "medusa";
   auto e = Engine::create(o);
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("auto, dspark, ngram or off"), std::string::npos);
+  EXPECT_NE(e.status().message().find("auto, dspark, mtp, ngram or off"), std::string::npos);
   o.speculative_method = "dspark";  // a V4 checkpoint has no DSpark drafter
   e = Engine::create(o);
   ASSERT_FALSE(e.ok());
