@@ -66,6 +66,12 @@ struct EngineOptions {
   // most 16.
   std::string speculative_method = "auto";
   int32_t num_speculative_tokens = -1;
+  // Confidence-scheduled ("varlen") verification: per step, each request verifies only the
+  // draft prefix whose expected accepted tokens per second of step time still rise (the
+  // drafter's confidences against the step-cost curve measured on the backend); off: every
+  // request verifies all its drafts. Outputs are identical either way. Unset:
+  // DEEPINFER_ENABLE_MTP_VARLEN (default off).
+  std::optional<bool> speculative_varlen;
 };
 
 struct TokenLogprobs {

@@ -217,6 +217,10 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["prefix_hit_tokens"] = s.prefix_hit_tokens;
   d["prefix_restores"] = s.prefix_restores;
   d["prefix_recomputes"] = s.prefix_recomputes;
+  d["spec_verify_steps"] = s.spec_verify_steps;
+  d["spec_draft_tokens"] = s.spec_draft_tokens;
+  d["spec_accepted_tokens"] = s.spec_accepted_tokens;
+  d["draft_seconds"] = s.draft_seconds;
   d["kv_bytes_reserved"] = s.kv_bytes_reserved;
   d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;
   d["num_running"] = s.num_running;
@@ -275,7 +279,9 @@ EngineOptions engine_options(const std::string& model_dir, const std::string& to
                              int num_threads, bool async_scheduling,
                              std::optional<bool> batch_invariant, bool enable_prefix_caching,
                              int64_t prefix_cache_bytes, const std::string& backend,
-                             int sampling_threads, const std::string& sample_on) {
+                             int sampling_threads, const std::string& sample_on,
+                             const std::string& speculative_method,
+                             int32_t num_speculative_tokens) {
   EngineOptions o;
   o.model_dir = model_dir;
   o.tokenizer_path = tokenizer_path;
@@ -292,6 +298,8 @@ EngineOptions engine_options(const std::string& model_dir, const std::string& to
   o.backend = backend;  // "": DEEPINFER_ACCELERATOR
   o.sampling_threads = sampling_threads;
   o.sample_on = sample_on;
+  o.speculative_method = speculative_method;
+  o.num_speculative_tokens = num_speculative_tokens;  // -1: DEEPINFER_USE_NEXTN_DECODE
   return o;
 }
 
@@ -324,11 +332,13 @@ void bind_engine_loop(nb::module_& m) {
              int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
              std::optional<bool> batch_invariant, bool enable_prefix_caching,
              int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
-             const std::string& sample_on, int64_t max_waiting) {
+             const std::string& sample_on, int64_t max_waiting,
+             const std::string& speculative_method, int32_t num_speculative_tokens) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
-                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on);
+                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
+                speculative_method, num_speculative_tokens);
             EngineLoopOptions lo;
             lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
             Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
@@ -345,7 +355,8 @@ void bind_engine_loop(nb::module_& m) {
           nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
           nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
           nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
-          nb::arg("max_waiting") = 0)
+          nb::arg("max_waiting") = 0, nb::arg("speculative_method") = "auto",
+          nb::arg("num_speculative_tokens") = -1)
       .def(
           "submit",
           [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
@@ -444,11 +455,13 @@ void bind_engine(nb::module_& m) {
              int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
              std::optional<bool> batch_invariant, bool enable_prefix_caching,
              int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
-             const std::string& sample_on) {
+             const std::string& sample_on, const std::string& speculative_method,
+             int32_t num_speculative_tokens) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
-                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on);
+                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
+                speculative_method, num_speculative_tokens);
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -462,7 +475,8 @@ void bind_engine(nb::module_& m) {
           nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
           nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
           nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
-          nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto")
+          nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
+          nb::arg("speculative_method") = "auto", nb::arg("num_speculative_tokens") = -1)
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

@@ -195,6 +195,7 @@ class LLM:
         backend: str | None = None,
         sampling_threads: int | None = None,
         sample_on: str = "auto",
+        speculative_config: dict | None = None,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -205,6 +206,16 @@ class LLM:
         # outputs do not depend on it. sample_on: "auto" (draw on a GPU backend when the step's
         # requests need no grammar, penalties, logprobs or min_tokens), "backend", "host"; the
         # tokens are the same either way.
+        # speculative_config (vLLM's form): {"method": "auto" | "mtp" | "dspark" | "ngram" |
+        # "off", "num_speculative_tokens": k}; None: the checkpoint's own drafter with
+        # DEEPINFER_USE_NEXTN_DECODE tokens (default 5). Outputs are identical either way.
+        spec = dict(speculative_config or {})
+        spec_method = str(spec.pop("method", "auto"))
+        spec_tokens = spec.pop("num_speculative_tokens", None)
+        if spec:
+            raise ValueError(
+                f"speculative_config: unknown keys {sorted(spec)}; give 'method' and "
+                "'num_speculative_tokens'")
         self.model_dir = resolve_model_dir(model)
         self._tokenizer_path = tokenizer
         self._engine = _core.EngineLoop(
@@ -212,7 +223,9 @@ class LLM:
             max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
             -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
             bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "",
-            sampling_threads or 0, sample_on)
+            sampling_threads or 0, sample_on,
+            speculative_method=spec_method,
+            num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens))
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -153,6 +153,21 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
   core->spec_tokens_ = spec_tokens;
   core->drafter_ = std::move(drafter);
+  if (options.speculative_varlen) {
+    core->spec_varlen_ = *options.speculative_varlen;
+  } else {
+    const auto& env = env_options();
+    core->spec_varlen_ = env.ok() && env->enable_mtp_varlen;
+  }
+  if (core->drafter_ == nullptr) core->spec_varlen_ = false;
+  if (core->spec_varlen_) {
+    core->profile_step_cost();
+    EngineCore* c = core.get();
+    core->sched_->set_draft_budget([c](std::span<const sched::DraftCandidate> cands,
+                                       int64_t spare, std::span<int32_t> slots) {
+      c->choose_draft_slots(cands, spare, slots);
+    });
+  }
   return core;
 }
 
@@ -199,7 +214,9 @@ std::string EngineCore::describe() const {
          (async_scheduling() ? "async" : "sync") + ", batch-invariant " +
          (batch_invariant_ ? "on" : "off") + ", sampling on " +
          (backend_sampling_ ? "the backend" : "the host") + ", speculative " +
-         (drafter_ ? drafter_->name() + " k=" + std::to_string(spec_tokens_) : std::string("off"));
+         (drafter_ ? drafter_->name() + " k=" + std::to_string(spec_tokens_) +
+                         (spec_varlen_ ? " varlen" : "")
+                   : std::string("off"));
 }
 
 Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(
@@ -344,6 +361,7 @@ void EngineCore::end_seq(const sched::FinishedRequest& f, std::vector<RequestOut
   s.out.num_preemptions = f.num_preemptions;
   emit(p, s, std::move(tail), {}, true);
   p.out.outputs[static_cast<size_t>(s.index)] = std::move(s.out);
+  draft_confidence_.erase(f.id);
   const RequestHandle handle = s.parent;  // read before the erase below frees `s`
   seqs_.erase(sit);                       // a job still holding its SeqExec keeps that alive
   if (++p.num_ended < static_cast<int32_t>(p.seqs.size())) return;
@@ -444,6 +462,7 @@ void EngineCore::process(StepJob& job) {
     // The draft-slot cap of its next plans: what its drafter has to offer now.
     if (spec_tokens_ > 0) sched_->set_max_drafts(sm.id, sm.drafts_proposed);
   }
+  if (spec_tokens_ > 0) note_spec_results(job);
   const Status st = sched_->update(job.plan, result);
   DI_CHECK(st.ok());  // results are built from the plan; a mismatch is our bug
 }

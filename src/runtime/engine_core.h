@@ -77,6 +77,7 @@
 #include "sample/stop_checker.h"
 #include "sample/token_counts.h"
 #include "sched/scheduler.h"
+#include "sched/verify_budget.h"
 #include "structured/compiler.h"
 #include "structured/matcher.h"
 #include "tokenizer/tokenizer.h"
@@ -184,6 +185,8 @@ class EngineCore {
     double forward_seconds = 0;
     double sample_seconds = 0;
     double draft_seconds = 0;
+    int64_t fed_tokens = 0;  // rows the forwards ran (draft slots left unused excluded)
+    int forwards = 0;
     int64_t prefix_restores = 0, prefix_recomputes = 0;  // prefix hits served this step
     std::chrono::steady_clock::time_point started, finished;
   };
@@ -297,6 +300,20 @@ class EngineCore {
   // Speculative decoding: draft slots per decode step (0: off) and the drafter behind them.
   int32_t spec_tokens_ = 0;
   std::unique_ptr<spec::Drafter> drafter_;
+  // Confidence-scheduled verification (engine_spec.cc; engine thread): on/off, the measured
+  // step-cost curve, each request's per-position survival estimates from its latest proposal,
+  // and, for drafters without confidences, the observed acceptance rate at each draft depth.
+  bool spec_varlen_ = false;
+  sched::StepCostCurve step_cost_;
+  std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
+  std::vector<double> depth_accept_rate_;
+  // Varlen: seeds step_cost_ with forwards of 1, 2, 4, .. tokens on a scratch sequence.
+  void profile_step_cost();
+  // The DraftBudget installed on the scheduler when varlen is on.
+  void choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
+                          std::span<int32_t> slots);
+  // After a step: the proposals' confidences, the depth acceptance rates, the step's cost.
+  void note_spec_results(const StepJob& job);
 
   // Executor-only: prefix snapshots by the window block that ends at their boundary.
   int64_t block_size_ = 0;  // KV block size when prefix caching is on, else 0

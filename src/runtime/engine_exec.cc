@@ -376,6 +376,8 @@ void EngineCore::execute_unguarded(StepJob& job) {
     const Status st =
         stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_->forward(in, step_out_);
     job.forward_seconds += seconds_since(t0);
+    job.fed_tokens += static_cast<int64_t>(ids.size());
+    ++job.forwards;
     if (!st.ok()) {
       for (const Piece& p : left) {
         job.seqs[p.i]->cache.reset();

@@ -10,7 +10,9 @@
 // one-token proposal this is rejection sampling with q = one-hot: accept with p(d)). The
 // rows after the first mismatch are discarded: the cache rolls back to the accepted tokens.
 #include <algorithm>
+#include <chrono>
 
+#include "base/clock.h"
 #include "runtime/engine_core.h"
 
 namespace deepinfer::runtime {
@@ -86,6 +88,71 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   }
   out.drafts_proposed = static_cast<int32_t>(e.draft.proposal.tokens.size());
   out.next_confidence = e.draft.proposal.confidence;
+}
+
+// Confidence-scheduled verification, the engine thread's half (sched/verify_budget.h decides).
+
+void EngineCore::profile_step_cost() {
+  // One scratch sequence per size: a forward of B tokens stands in for a step of B rows (the
+  // dense parts, which dominate, are the same work); live steps refine the curve.
+  const int64_t most = std::min<int64_t>(sched_->config().max_num_batched_tokens, 512);
+  for (int64_t b = 1; b <= most; b *= 2) {
+    std::vector<int32_t> ids(static_cast<size_t>(b), 0);
+    for (int rep = 0; rep < 2; ++rep) {  // the first run of a size pays one-time setup
+      try {
+        model::SequenceCache seq = model_->new_sequence();
+        const auto t0 = SteadyClock::now();
+        if (!model_->extend(seq, ids, model::LogitsWanted::kLast).ok()) return;
+        if (rep == 1) step_cost_.observe(b, seconds_since(t0));
+      } catch (const backend::OutOfMemory&) {
+        return;  // the live steps measure the rest
+      }
+    }
+  }
+}
+
+void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
+                                    std::span<int32_t> slots) {
+  std::vector<std::vector<float>> survival(cands.size());
+  for (size_t r = 0; r < cands.size(); ++r) {
+    const auto it = draft_confidence_.find(cands[r].id);
+    float a = 1.0f;
+    for (int32_t j = 0; j < cands[r].max_slots; ++j) {
+      float c = 0.5f;  // no estimate yet
+      if (it != draft_confidence_.end() && j < static_cast<int32_t>(it->second.size())) {
+        c = it->second[static_cast<size_t>(j)];
+      } else if (j < static_cast<int32_t>(depth_accept_rate_.size())) {
+        c = static_cast<float>(depth_accept_rate_[static_cast<size_t>(j)]);
+      }
+      a *= std::clamp(c, 0.0f, 1.0f);
+      survival[r].push_back(a);
+    }
+  }
+  const int64_t base = static_cast<int64_t>(cands.size());
+  const std::vector<int32_t> chosen =
+      sched::choose_verify_lengths(survival, base, base + spare, step_cost_);
+  std::copy(chosen.begin(), chosen.end(), slots.begin());
+}
+
+void EngineCore::note_spec_results(const StepJob& job) {
+  // The step's cost: a single forward's time for its rows (split steps mix several shapes).
+  if (job.forwards == 1 && job.fed_tokens > 0) step_cost_.observe(job.fed_tokens, job.forward_seconds);
+  constexpr double kEma = 0.05;
+  for (const Sampled& sm : job.sampled) {
+    if (!sm.error.empty() || sm.tokens.empty()) continue;
+    // Depth j was reached when the j - 1 drafts before it were accepted; accepted when it was.
+    const auto accepted = static_cast<int32_t>(sm.tokens.size()) - 1;
+    for (int32_t j = 0; j < sm.drafts_verified && j <= accepted; ++j) {
+      if (depth_accept_rate_.size() <= static_cast<size_t>(j)) depth_accept_rate_.push_back(0.5);
+      double& rate = depth_accept_rate_[static_cast<size_t>(j)];
+      rate += kEma * ((j < accepted ? 1.0 : 0.0) - rate);
+    }
+    if (!sm.next_confidence.empty()) {
+      draft_confidence_[sm.id] = sm.next_confidence;
+    } else if (sm.drafts_proposed > 0) {
+      draft_confidence_.erase(sm.id);  // the depth rates stand in
+    }
+  }
 }
 
 }  // namespace deepinfer::runtime

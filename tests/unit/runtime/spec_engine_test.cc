@@ -131,6 +131,23 @@ TEST(SpecEngine, MtpEqualsNoSpeculationAtEveryDraftLength) {
   }
 }
 
+// Confidence-scheduled verification decides per step how many drafts each request verifies,
+// from measured step times: the admitted counts vary from run to run, the outputs must not.
+TEST(SpecEngine, VarlenEqualsNoSpeculation) {
+  const std::vector<Req> reqs = default_model_requests();
+  EngineOptions o = default_options();
+  const EngineRun off = run_with(o, reqs, "off", 0);
+  o.speculative_varlen = true;
+  for (const char* method : {"ngram", "mtp"}) {
+    SCOPED_TRACE(method);
+    const EngineRun on = run_with(o, reqs, method, 5);
+    EXPECT_NE(on.describe.find(std::string("speculative ") + method + " k=5 varlen"),
+              std::string::npos)
+        << on.describe;
+    expect_same(off, on);
+  }
+}
+
 TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
   std::vector<Req> reqs;
   SamplingParams re = seeded(3, 48);

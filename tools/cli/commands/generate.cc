@@ -267,6 +267,11 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--sync-scheduling", args->engine.sync_scheduling,
                 "engine path: run each step start to end on one thread (no asynchronous "
                 "scheduling; for measuring the gap it hides)");
+  cmd->add_option("--speculative-method", args->engine.speculative_method,
+                  "speculative decoding drafter: auto (the checkpoint's MTP or DSpark block), "
+                  "mtp, dspark, ngram (prompt lookup) or off; outputs are identical either way");
+  cmd->add_option("--num-speculative-tokens", args->engine.num_speculative_tokens,
+                  "draft tokens per step (default DEEPINFER_USE_NEXTN_DECODE, 5; 0 = off)");
   cmd->add_flag("--stats", args->stats,
                 "add timings (load/prefill/decode, tokens/s) and memory (peak RSS) to the output "
                 "(JSON: a \"stats\" object)");

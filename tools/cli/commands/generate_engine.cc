@@ -73,6 +73,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   options.model_dir = a.model_dir;
   options.backend = a.backend;
   options.async_scheduling = !a.sync_scheduling;
+  options.speculative_method = a.speculative_method;
+  options.num_speculative_tokens = a.num_speculative_tokens;
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {
@@ -150,6 +152,18 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                  1e3 * st.sample_seconds / n, 1e3 * st.host_seconds / n, 1e3 * st.gap_seconds / n,
                  100.0 * st.gap_seconds /
                      std::max(1e-12, st.forward_seconds + st.sample_seconds + st.gap_seconds));
+    if (st.spec_verify_steps > 0) {
+      std::fprintf(stderr,
+                   "speculative decoding: %lld verify steps, %lld draft tokens, %.1f%% accepted, "
+                   "acceptance length %.2f tokens per verify step; drafting %.3f ms per step\n",
+                   static_cast<long long>(st.spec_verify_steps),
+                   static_cast<long long>(st.spec_draft_tokens),
+                   100.0 * static_cast<double>(st.spec_accepted_tokens) /
+                       static_cast<double>(std::max<int64_t>(1, st.spec_draft_tokens)),
+                   1.0 + static_cast<double>(st.spec_accepted_tokens) /
+                             static_cast<double>(st.spec_verify_steps),
+                   1e3 * st.draft_seconds / n);
+    }
     std::fprintf(stderr, "KV pages: %.1f MiB reserved, %.1f MiB in use at the peak\n",
                  static_cast<double>(st.kv_bytes_reserved) / (1 << 20),
                  static_cast<double>(st.kv_bytes_in_use_peak) / (1 << 20));

@@ -1,0 +1,47 @@
+// Confidence-scheduled ("varlen") verification (spec speculative_decoding.md §3;
+// DEEPINFER_ENABLE_MTP_VARLEN=1): how many draft positions each decode verifies in a step.
+//
+// Verifying drafts costs target compute: nearly free while decode is bandwidth-bound, not once
+// the step's rows make it compute-bound, where a fixed k makes serving slower than no
+// speculation. With c_{r,j} the estimated probability that draft j of request r survives given
+// j - 1 did, its survival is a_{r,j} = Π_{i<=j} c_{r,i}; a step verifying the set S of
+// positions yields τ(S) = Σ_r (1 + Σ_{j∈S_r} a_{r,j}) tokens in T(B0 + |S|) seconds (B0: the
+// step's tokens without drafts). Positions are admitted in decreasing a (prefix-closed per
+// request, since a falls with j) and the admitted count is the one maximising τ / T over every
+// count, not the first local maximum, because the measured T is jagged (kernel tiles, graph
+// buckets).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+namespace deepinfer::sched {
+
+// Step time as a function of the tokens in a step, measured on the backend: seeded by a
+// start-up profile and refreshed from live steps (an exponential moving average per token
+// count); counts between measured ones are interpolated linearly, counts past the last
+// extrapolated with the last slope.
+class StepCostCurve {
+ public:
+  explicit StepCostCurve(double ema_weight = 0.2) : ema_(ema_weight) {}
+  void observe(int64_t tokens, double seconds);
+  // Seconds for a step of `tokens` tokens; 0 before any observation.
+  double seconds(int64_t tokens) const;
+  bool empty() const { return points_.empty(); }
+  const std::map<int64_t, double>& points() const { return points_; }
+
+ private:
+  double ema_;
+  std::map<int64_t, double> points_;
+};
+
+// Chooses the draft positions to verify. survival[r] holds a_{r,1..} for candidate r (at most
+// its slot cap, non-increasing); base_tokens = B0; max_tokens caps B0 + |S| (the step budget).
+// Returns slots[r] = how many leading positions of r to verify.
+std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> survival,
+                                           int64_t base_tokens, int64_t max_tokens,
+                                           const StepCostCurve& cost);
+
+}  // namespace deepinfer::sched

@@ -1,0 +1,74 @@
+// Confidence-scheduled verification (sched/verify_budget.h): the step-cost curve's
+// interpolation and refresh, and the admitted draft positions under bandwidth-bound (flat),
+// compute-bound (linear) and jagged (bucketed) step costs.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "sched/verify_budget.h"
+
+namespace deepinfer::sched {
+namespace {
+
+TEST(StepCostCurve, InterpolatesExtrapolatesAndRefreshes) {
+  StepCostCurve c(0.5);
+  EXPECT_TRUE(c.empty());
+  EXPECT_EQ(c.seconds(8), 0.0);
+  c.observe(4, 1.0);
+  EXPECT_DOUBLE_EQ(c.seconds(8), 2.0);  // one point: proportional
+  c.observe(8, 3.0);
+  EXPECT_DOUBLE_EQ(c.seconds(6), 2.0);   // between: linear
+  EXPECT_DOUBLE_EQ(c.seconds(2), 1.0);   // below the smallest: its cost
+  EXPECT_DOUBLE_EQ(c.seconds(12), 5.0);  // past the largest: the last slope
+  c.observe(8, 5.0);                     // EMA 0.5: 3 -> 4
+  EXPECT_DOUBLE_EQ(c.seconds(8), 4.0);
+  c.observe(0, 1.0);  // ignored
+  c.observe(3, -1.0);
+  EXPECT_EQ(c.points().size(), 2u);
+}
+
+TEST(VerifyBudget, FlatCostAdmitsEveryUsefulDraft) {
+  StepCostCurve c;
+  for (int64_t b = 1; b <= 64; ++b) c.observe(b, 0.010);  // bandwidth-bound: B is free
+  const std::vector<std::vector<float>> a = {{0.9f, 0.5f, 0.1f}, {0.8f}, {}};
+  const auto slots = choose_verify_lengths(a, 3, 64, c);
+  EXPECT_EQ(slots, (std::vector<int32_t>{3, 1, 0}));
+  // The token budget caps them, best survival first.
+  EXPECT_EQ(choose_verify_lengths(a, 3, 5, c), (std::vector<int32_t>{1, 1, 0}));
+}
+
+TEST(VerifyBudget, ComputeBoundCostAdmitsNothingBelowTheRate) {
+  StepCostCurve c;
+  for (int64_t b = 1; b <= 64; ++b) c.observe(b, 0.001 * static_cast<double>(b));
+  // Every token costs the same: a draft pays only if it survives with probability > 1.
+  const std::vector<std::vector<float>> a = {{0.95f, 0.9f}, {0.99f}};
+  EXPECT_EQ(choose_verify_lengths(a, 2, 64, c), (std::vector<int32_t>{0, 0}));
+  // With a fixed per-step cost next to the per-token one, the likely drafts pay.
+  StepCostCurve mixed;
+  for (int64_t b = 1; b <= 64; ++b) mixed.observe(b, 0.010 + 0.001 * static_cast<double>(b));
+  const std::vector<std::vector<float>> b = {{0.95f, 0.9f, 0.05f}, {0.99f, 0.02f}};
+  EXPECT_EQ(choose_verify_lengths(b, 2, 64, mixed), (std::vector<int32_t>{2, 1}));
+}
+
+TEST(VerifyBudget, JaggedCostIsSearchedPastTheFirstDecrease) {
+  // Steps of up to 8 tokens cost 1, up to 16 cost 1.9 (a bucket edge), flat again after.
+  StepCostCurve c;
+  for (int64_t b = 1; b <= 32; ++b) c.observe(b, b <= 8 ? 1.0 : 1.9);
+  // 4 requests with 4 likely drafts each: 8 admitted positions fit the first bucket; the next
+  // ones cost the jump, but all 16 together still yield more per second.
+  std::vector<std::vector<float>> a(4, {0.97f, 0.96f, 0.95f, 0.94f});
+  const auto slots = choose_verify_lengths(a, 4, 64, c);
+  int64_t total = 0;
+  for (int32_t s : slots) total += s;
+  EXPECT_EQ(total, 16);
+  // Lower survival: the jump no longer pays; stop at the bucket edge (8 tokens = 4 drafts).
+  std::vector<std::vector<float>> low(4, {0.6f, 0.3f, 0.2f, 0.1f});
+  const auto few = choose_verify_lengths(low, 4, 64, c);
+  total = 0;
+  for (int32_t s : few) total += s;
+  EXPECT_EQ(total, 4);
+  EXPECT_EQ(few, (std::vector<int32_t>{1, 1, 1, 1}));
+}
+
+}  // namespace
+}  // namespace deepinfer::sched
