@@ -3,7 +3,7 @@
 //
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
 //                [--prefill 4096] [--out results.json] [--profile] [--batch-invariant]
-//                [--graph-max-rows 256]
+//                [--graph-max-rows 256] [--verify-rows 2,4,6]
 //
 // --graph-max-rows: what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects (0 = no CUDA graphs). With
 // graphs, every batch is timed twice in the same run: replaying the graphs, and with replay off
@@ -202,7 +202,7 @@ std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gb
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_dir, out_path, batches_s = "1,16,128,256";
+  std::string model_dir, out_path, batches_s = "1,16,128,256", verify_rows_s;
   int context = 64, steps = 8, prefill = 4096;
   bool profile = false, batch_invariant = false;
   int graph_max_rows = 256;
@@ -230,6 +230,8 @@ int main(int argc, char** argv) {
       batch_invariant = true;
     else if (a == "--graph-max-rows")
       graph_max_rows = std::stoi(next());
+    else if (a == "--verify-rows")
+      verify_rows_s = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -371,9 +373,48 @@ int main(int argc, char** argv) {
          << ", \"tokens_per_s\": " << B / ms * 1e3 << ", \"floor_ms\": " << floor_ms
          << ", \"floor_over_ours\": " << floor_ms / ms << ", \"eager_step_ms\": " << eager_ms
          << ", \"graph_max_rows\": " << graph_max_rows
-         << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib << "}";
+         << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib;
     std::printf("        KV pages of the %d sequences at %d tokens: %.1f MiB (%.2f MiB each)\n", B,
                 context, kv_mib, kv_mib / B);
+    // Speculative verify steps (--verify-rows): every sequence feeds r rows (its last token and
+    // r - 1 drafts) with logits for each, then rolls back r - 1 of them (one accepted token per
+    // step keeps the context growing as in decode). The cost next to the decode step it
+    // replaces says what verifying r - 1 drafts costs at this batch.
+    json << ", \"verify\": [";
+    bool vfirst = true;
+    for (int r : parse_list(verify_rows_s)) {
+      if (r < 2) continue;
+      std::vector<double> times;
+      for (int s = 0; s < steps + 2; ++s) {
+        ids.clear();
+        pos.clear();
+        spans.clear();
+        for (int b = 0; b < B; ++b) {
+          SequenceCache& sq = seqs[static_cast<size_t>(b)];
+          spans.push_back({&sq, static_cast<int64_t>(ids.size()), r, LogitsWanted::kAll});
+          for (int t = 0; t < r; ++t) {
+            ids.push_back(tok(rng));
+            pos.push_back(static_cast<int32_t>(sq.length() + t));
+          }
+        }
+        StepInputs step{ids, pos, spans, false};
+        const auto t0 = Clock::now();
+        if (auto st = model->forward(step, out); !st.ok()) {
+          std::fprintf(stderr, "verify: %s\n", st.message().c_str());
+          std::exit(1);
+        }
+        if (s >= 2) times.push_back(seconds(t0));
+        for (auto& sq : seqs) (void)sq.rollback(r - 1);
+      }
+      std::sort(times.begin(), times.end());
+      const double vms = times[times.size() / 2] * 1e3;
+      std::printf("        verify %d rows/sequence (%d drafts): %.2f ms = %.2fx the decode step\n",
+                  r, r - 1, vms, vms / ms);
+      json << (vfirst ? "" : ", ") << "{\"rows_per_seq\": " << r << ", \"step_ms\": " << vms
+           << ", \"over_decode\": " << vms / ms << "}";
+      vfirst = false;
+    }
+    json << "]}";
     first = false;
   }
   {

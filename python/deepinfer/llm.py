@@ -196,6 +196,7 @@ class LLM:
         sampling_threads: int | None = None,
         sample_on: str = "auto",
         speculative_config: dict | None = None,
+        speculative_varlen: bool | None = None,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -209,6 +210,8 @@ class LLM:
         # speculative_config (vLLM's form): {"method": "auto" | "mtp" | "dspark" | "ngram" |
         # "off", "num_speculative_tokens": k}; None: the checkpoint's own drafter with
         # DEEPINFER_USE_NEXTN_DECODE tokens (default 5). Outputs are identical either way.
+        # speculative_varlen: confidence-scheduled verification (None:
+        # DEEPINFER_ENABLE_MTP_VARLEN).
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
@@ -225,7 +228,8 @@ class LLM:
             bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "",
             sampling_threads or 0, sample_on,
             speculative_method=spec_method,
-            num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens))
+            num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens),
+            speculative_varlen=speculative_varlen)
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -56,6 +56,11 @@ Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const fl
                              drafter_kind_name(drafter()) + ")");
 }
 
+Expected<MtpStep> Model::mtp_step(std::span<const MtpRows>, bool) {
+  return failed_precondition("model " + config().source + " has no MTP block (drafter: " +
+                             drafter_kind_name(drafter()) + ")");
+}
+
 Expected<DraftBlock> Model::dspark_draft(SequenceCache&, int32_t, int, std::span<const int32_t>) {
   return failed_precondition("model " + config().source + " has no DSpark drafter (drafter: " +
                              drafter_kind_name(drafter()) + ")");

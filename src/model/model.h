@@ -45,6 +45,20 @@ struct DraftBlock {
   std::vector<float> confidence;   // [k] confidence logits (before the sigmoid)
 };
 
+// One sequence's rows for the MTP block (batched drafting, Model::mtp_step): the target's
+// final streams of positions cache.draft_length() .. + rows, and the token after each.
+struct MtpRows {
+  SequenceCache* cache = nullptr;
+  std::span<const float> hidden;
+  std::span<const int32_t> next_ids;
+};
+// The MTP block's outputs at the last row of each entry: logits [entries, vocab] and output
+// streams [entries, hc_mult · hidden].
+struct MtpStep {
+  std::vector<float> logits;
+  std::vector<float> streams;
+};
+
 class Model {
  public:
   virtual ~Model() = default;
@@ -86,6 +100,9 @@ class Model {
                                                  std::span<const int32_t> next_ids,
                                                  std::vector<float>* streams = nullptr,
                                                  bool run_ahead = false);
+  // mtp_draft over several sequences at once (one block step for all their rows; every entry
+  // has at least one row), returning only each entry's last row: what batched drafting needs.
+  virtual Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false);
 
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
   // cache.length() (not yet processed by the model; the drafter reads the context features of

@@ -152,6 +152,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
   core->spec_tokens_ = spec_tokens;
+  core->draft_depth_ = spec_tokens;
   core->drafter_ = std::move(drafter);
   if (options.speculative_varlen) {
     core->spec_varlen_ = *options.speculative_varlen;

@@ -56,6 +56,7 @@
 //     forward ends the requests of that step with its message and the engine keeps serving.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -241,6 +242,10 @@ class EngineCore {
                         std::span<const float> hidden, Sampled& out);
   // Hands a drafter that reads hidden streams the rows of positions [first, first + rows).
   void observe_hidden(SeqExec& e, int64_t first, std::span<const float> hidden);
+  // Drafts for every sequence finish_spec_step queued this round, in one batch.
+  void draft_all();
+  std::vector<spec::Drafter::Job> draft_jobs_;
+  std::vector<Sampled*> draft_outs_;
   // The draw specs of the step's logits rows when every one of them may be drawn by the backend
   // (sample/sample_spec.h), else empty (the host samples the step).
   void backend_sample_specs(const StepJob& job);
@@ -304,6 +309,18 @@ class EngineCore {
   // step-cost curve, each request's per-position survival estimates from its latest proposal,
   // and, for drafters without confidences, the observed acceptance rate at each draft depth.
   bool spec_varlen_ = false;
+  // Varlen also decides whether drafting pays at all: the draft positions the executor drafts
+  // for the next steps (the most the budget admitted lately, + 1; 0 = paused: a drafter that
+  // follows hidden streams only keeps up with them). Written by the engine thread, read by the
+  // executor. The pause controller compares tokens per executor second with drafting against
+  // the step-cost curve's estimate without it.
+  std::atomic<int32_t> draft_depth_{0};
+  struct SpeculationGain {
+    double ema = 1.0;        // (spec tokens/s) / (plain tokens/s estimate), recent steps
+    int probe_steps = 0;     // steps measured since drafting (re)started
+    int64_t paused_until = -1;  // plan step at which drafting resumes
+    int64_t pause = 16;      // the next pause's length in steps (doubles while it does not pay)
+  } gain_;
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
   std::vector<double> depth_accept_rate_;
@@ -314,6 +331,8 @@ class EngineCore {
                           std::span<int32_t> slots);
   // After a step: the proposals' confidences, the depth acceptance rates, the step's cost.
   void note_spec_results(const StepJob& job);
+  // Varlen: pauses drafting while it is slower than plain decoding (gain_).
+  void update_gain(const StepJob& job);
 
   // Executor-only: prefix snapshots by the window block that ends at their boundary.
   int64_t block_size_ = 0;  // KV block size when prefix caching is on, else 0

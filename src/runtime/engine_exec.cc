@@ -444,6 +444,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
       finish_spec_step(plan.requests[d.i], *job.seqs[d.i], d.start, d.fed, d.hidden,
                        job.sampled[d.sampled]);
     }
+    draft_all();
     job.draft_seconds += seconds_since(t2);
     left = std::move(next);
   }

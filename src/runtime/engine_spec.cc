@@ -79,18 +79,72 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   }
   e.draft.proposal.clear();
   if (drafter_ == nullptr || spec_tokens_ <= 0 || out.tokens.empty() || e.grammar_done) return;
+  // Paused (varlen found drafting does not pay): only a drafter that follows the hidden streams
+  // still takes them, so that it can resume.
+  if (draft_depth_.load(std::memory_order_relaxed) == 0 && !drafter_->wants_hidden()) return;
+  // Drafted for the next step together with the step's other sequences (draft_all).
+  spec::Drafter::Job& job = draft_jobs_.emplace_back();
+  job.cache = &*e.cache;
+  job.context = e.known;
+  job.state = &e.draft;
+  job.first = start;
   if (!hidden.empty()) {
     const size_t width = hidden.size() / static_cast<size_t>(fed);
-    observe_hidden(e, start, hidden.first(static_cast<size_t>(kept_rows) * width));
+    job.hidden = hidden.first(static_cast<size_t>(kept_rows) * width);
   }
-  if (const Status st = drafter_->propose(*e.cache, e.known, spec_tokens_, e.draft); !st.ok()) {
-    e.draft.proposal.clear();  // a drafter failure costs speed, not output
+  draft_outs_.push_back(&out);
+}
+
+void EngineCore::draft_all() {
+  if (draft_jobs_.empty()) return;
+  // A failure costs speed, never output.
+  drafter_->propose_all(draft_jobs_, draft_depth_.load(std::memory_order_relaxed));
+  for (size_t i = 0; i < draft_jobs_.size(); ++i) {
+    const spec::DraftProposal& p = draft_jobs_[i].state->proposal;
+    draft_outs_[i]->drafts_proposed = static_cast<int32_t>(p.tokens.size());
+    draft_outs_[i]->next_confidence = p.confidence;
   }
-  out.drafts_proposed = static_cast<int32_t>(e.draft.proposal.tokens.size());
-  out.next_confidence = e.draft.proposal.confidence;
+  draft_jobs_.clear();
+  draft_outs_.clear();
 }
 
 // Confidence-scheduled verification, the engine thread's half (sched/verify_budget.h decides).
+
+void EngineCore::update_gain(const StepJob& job) {
+  const sched::StepPlan& plan = job.plan;
+  const int64_t step = plan.step;
+  if (gain_.paused_until >= 0) {
+    if (step < gain_.paused_until) return;
+    gain_.paused_until = -1;  // probe again
+    gain_.probe_steps = 0;
+    gain_.ema = 1.0;
+    draft_depth_ = spec_tokens_;
+    return;
+  }
+  // Decode-only steps that carried drafts: tokens per executor second against the curve's
+  // estimate of the same decodes without drafts (forward only; sampling and drafting are what
+  // speculation adds on the host).
+  if (plan.num_decodes == 0 || plan.num_decodes != static_cast<int32_t>(plan.requests.size())) return;
+  int64_t tokens = 0, drafts = 0;
+  for (const Sampled& sm : job.sampled) {
+    tokens += static_cast<int64_t>(sm.tokens.size());
+    drafts += sm.drafts_verified;
+  }
+  const double plain = step_cost_.seconds(plan.num_decodes);
+  const double spent = job.forward_seconds + job.sample_seconds + job.draft_seconds;
+  if (drafts == 0 || tokens == 0 || plain <= 0 || spent <= 0) return;
+  const double ratio = (static_cast<double>(tokens) / spent) /
+                       (static_cast<double>(plan.num_decodes) / plain);
+  gain_.ema += 0.25 * (ratio - gain_.ema);
+  if (++gain_.probe_steps < 8) return;
+  if (gain_.ema < 1.0) {  // slower than plain decoding: stop drafting for a while
+    gain_.paused_until = step + gain_.pause;
+    gain_.pause = std::min<int64_t>(gain_.pause * 2, 512);
+    draft_depth_ = 0;
+  } else {
+    gain_.pause = 16;
+  }
+}
 
 void EngineCore::profile_step_cost() {
   // One scratch sequence per size: a forward of B tokens stands in for a step of B rows (the
@@ -113,6 +167,10 @@ void EngineCore::profile_step_cost() {
 
 void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                                     std::span<int32_t> slots) {
+  if (gain_.paused_until >= 0) {
+    std::fill(slots.begin(), slots.end(), 0);
+    return;
+  }
   std::vector<std::vector<float>> survival(cands.size());
   for (size_t r = 0; r < cands.size(); ++r) {
     const auto it = draft_confidence_.find(cands[r].id);
@@ -132,11 +190,17 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   const std::vector<int32_t> chosen =
       sched::choose_verify_lengths(survival, base, base + spare, step_cost_);
   std::copy(chosen.begin(), chosen.end(), slots.begin());
+  // Draft no deeper than the budget admits (+ 1, to keep measuring the next position).
+  int32_t deepest = 0;
+  for (const int32_t c : chosen) deepest = std::max(deepest, c);
+  if (!cands.empty()) draft_depth_ = std::clamp(deepest + 1, 1, spec_tokens_);
 }
 
 void EngineCore::note_spec_results(const StepJob& job) {
   // The step's cost: a single forward's time for its rows (split steps mix several shapes).
+  // Steps without drafts teach the curve what plain decoding costs.
   if (job.forwards == 1 && job.fed_tokens > 0) step_cost_.observe(job.fed_tokens, job.forward_seconds);
+  if (spec_varlen_) update_gain(job);
   constexpr double kEma = 0.05;
   for (const Sampled& sm : job.sampled) {
     if (!sm.error.empty() || sm.tokens.empty()) continue;

@@ -18,6 +18,9 @@
 #          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
 #          embedded default model: sampled text through the engine and greedy token ids through
 #          the model, on the CPU and on the GPU (DEEPINFER_ACCELERATOR=nvidia / --backend cuda)
+#   spec   speculative decoding through the engine on the GPU: the default model at
+#          SPEC_CONCURRENCY (default "1 4 16 64") requests, off vs MTP / n-gram, fixed k (SPEC_K,
+#          default 5) and varlen; outputs identical; spec.csv
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u
@@ -147,5 +150,77 @@ print(f"greedy direct path: {same}/{len(a)} token ids equal cpu vs gpu")
 PY
     fi
   fi
+fi
+if has spec; then
+  # Speculative decoding on the GPU through the engine (`deepinfer generate --backend cuda`): the
+  # embedded default model at SPEC_CONCURRENCY requests, no speculation (the peer) vs MTP and
+  # n-gram drafting, fixed k and varlen; outputs must be identical. Needs the engine stage's
+  # binary (built there, or here when missing).
+  FULL="${FULL_BUILD_DIR:-build/gpu-full}"
+  BIN="$FULL/tools/cli/deepinfer"
+  if true; then  # incremental when the engine stage (or an earlier call) built it
+    timeout 120 cmake -S . -B "$FULL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF \
+      -DDEEPINFER_BUILD_PYTHON=OFF "-DCMAKE_PREFIX_PATH=${DEPS_CMAKE:-$PWD/.deps/cmake}" \
+      "${ICU_ARGS[@]}" > "$OUT/engine_configure.log" 2>&1 &&
+    timeout 300 cmake --build "$FULL" --target deepinfer_bin -j "${JOBS:-16}" > "$OUT/engine_build.log" 2>&1 ||
+      { say "spec: engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" | tee -a "$OUT/summary.txt"; }
+  fi
+  K="${SPEC_K:-5}"
+  for n in ${SPEC_CONCURRENCY:-1 4 16 64}; do
+    python3 - "$n" > "$OUT/spec_prompts_$n.txt" <<'PY'
+import sys
+p = ["In the beginning God created the heaven and the earth.", "And it came to pass",
+     "The law of the Lord is perfect", "Chapter 1.", "And God said,", "Blessed is the man",
+     "Now these are the names", "And the LORD spake unto Moses, saying,"]
+for i in range(int(sys.argv[1])): print(p[i % len(p)])
+PY
+    for cfg in off mtp ngram mtp_varlen ngram_varlen; do
+      method="${cfg%_varlen}"; varlen=0; [ "$cfg" != "$method" ] && varlen=1
+      k=$K; [ "$method" = off ] && k=0
+      DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model models/default \
+        --prompts-file "$OUT/spec_prompts_$n.txt" --max-tokens "${SPEC_TOKENS:-128}" \
+        --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda \
+        --speculative-method "$method" --num-speculative-tokens "$k" \
+        > "$OUT/spec_${n}_$cfg.json" 2> "$OUT/spec_${n}_$cfg.log"
+      echo "exit $?" >> "$OUT/spec_${n}_$cfg.log"
+    done
+  done
+  # On the GPU a row's logits depend on the step's shape unless DEEPINFER_BATCH_INVARIANT=1 (the
+  # kernels then do not depend on the row count): the bitwise check runs in that mode.
+  for cfg in off mtp ngram; do
+    k=$K; [ "$cfg" = off ] && k=0
+    DEEPINFER_BATCH_INVARIANT=1 timeout 120 "$BIN" generate --model models/default \
+      --prompts-file "$OUT/spec_prompts_4.txt" --max-tokens 64 --temperature 0.7 --seed 1 \
+      --ignore-eos --json --backend cuda --speculative-method "$cfg" --num-speculative-tokens "$k" \
+      > "$OUT/spec_inv_$cfg.json" 2> "$OUT/spec_inv_$cfg.log"
+  done
+  for cfg in mtp ngram; do
+    cmp -s "$OUT/spec_inv_off.json" "$OUT/spec_inv_$cfg.json" && say "spec: batch-invariant $cfg == off, bitwise" || say "spec: batch-invariant $cfg DIFFERS from off"
+  done
+  python3 - "$OUT" "$K" <<'PY' | tee -a "$OUT/summary.txt"
+import glob, re, sys
+out, k = sys.argv[1], int(sys.argv[2])
+rows = ["requests,config,tok_s,plain_tok_s,ratio,acceptance_length,ceiling,steps,identical"]
+print(f"{'requests':>8} {'config':>13} {'tok/s':>9} {'plain':>9} {'ratio':>6} {'accept':>7} {'steps':>6} same")
+for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off.log')
+                 if (m := re.search(r'spec_(\d+)_off', f))}):
+    def stat(cfg):
+        log = open(f"{out}/spec_{n}_{cfg}.log").read()
+        m = re.search(r"([\d.]+) tokens/s", log)
+        a = re.search(r"acceptance length ([\d.]+)", log)
+        st = re.search(r"(\d+) steps;", log)
+        return (float(m.group(1)) if m else 0.0, float(a.group(1)) if a else 1.0,
+                int(st.group(1)) if st else 0, open(f"{out}/spec_{n}_{cfg}.json").read())
+    plain = stat("off")
+    for cfg in ["off", "mtp", "ngram", "mtp_varlen", "ngram_varlen"]:
+        r, a, steps, text = stat(cfg)
+        same = text == plain[3]
+        ratio = r / plain[0] if plain[0] else 0
+        print(f"{n:>8} {cfg:>13} {r:>9.1f} {plain[0]:>9.1f} {ratio:>6.2f} {a:>7.2f} {steps:>6} {'yes' if same else 'NO'}")
+        rows.append(f"{n},{cfg},{r:.1f},{plain[0]:.1f},{ratio:.3f},{a:.3f},{k + 1 if cfg != 'off' else 1},{steps},{int(same)}")
+open(out + "/spec.csv", "w").write("\n".join(rows) + "\n")
+PY
+  tar czf "$OUT/spec_logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls spec_*.log) && rm -f "$OUT"/spec_*.log "$OUT"/spec_*.json "$OUT"/spec_prompts_*.txt
 fi
 say "done"

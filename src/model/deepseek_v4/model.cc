@@ -83,13 +83,13 @@ class V4Model final : public model::Model {
                                          std::span<const int32_t> next_ids,
                                          std::vector<float>* streams = nullptr,
                                          bool run_ahead = false) override;
+  Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false) override;
 
  private:
   Status forward_unguarded(const StepInputs& in, StepOutputs& out);
-  Expected<std::vector<float>> mtp_draft_unguarded(SequenceCache& cache,
-                                                   std::span<const float> hidden,
-                                                   std::span<const int32_t> next_ids,
-                                                   std::vector<float>* streams, bool run_ahead);
+  // The MTP block over every entry's rows (one step; entries continue their caches' MTP
+  // state): leaves the block's output streams in mtp_x.
+  Status mtp_run(std::span<const MtpRows> rows, bool run_ahead);
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -103,7 +103,9 @@ class V4Model final : public model::Model {
   DenseBuffers eager, recorded;
   backend::Buffer head_in, head_y, logits_buf;
   backend::Buffer mtp_e, mtp_h, mtp_hidden;
-  std::vector<int32_t> mtp_pos, head_row_ids, row_host;
+  std::vector<int32_t> mtp_pos, head_row_ids, row_host, mtp_ids;
+  std::vector<float> mtp_hidden_host;
+  Mat mtp_x;  // the last mtp_run's output streams (in eager.x)
   AttentionScratch attn;  // the attention cores' scratch (eager in every step)
   // Every sequence's KV pages (cache.h); shared so snapshots may outlive nothing but the ops.
   std::shared_ptr<backend::PagePools> pages;
@@ -435,55 +437,106 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
 Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
                                                 std::span<const int32_t> next_ids,
                                                 std::vector<float>* streams, bool run_ahead) {
+  const MtpRows one{&cache, hidden, next_ids};
+  if (next_ids.empty() && !w.mtp.empty()) return std::vector<float>();
   try {
-    return mtp_draft_unguarded(cache, hidden, next_ids, streams, run_ahead);
+    DI_TRY(mtp_run({&one, 1}, run_ahead));
+    // Logits of every row (the head over all of them), and their streams when asked.
+    const int64_t M = static_cast<int64_t>(next_ids.size());
+    std::vector<float> logits;
+    if (M == 0) return logits;
+    Mat lg(fit(logits_buf, M * cfg().vocab_size), M, cfg().vocab_size);
+    head(w.mtp[0].head, mtp_x, lg);
+    backend::download_mat(*ops, lg, logits);
+    if (streams != nullptr) backend::download_mat(*ops, mtp_x, *streams);
+    return logits;
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
                                 "Fewer draft rows per call need less memory.");
   }
 }
 
-Expected<std::vector<float>> V4Model::mtp_draft_unguarded(SequenceCache& cache,
-                                                          std::span<const float> hidden,
-                                                          std::span<const int32_t> next_ids,
-                                                          std::vector<float>* streams,
-                                                          bool run_ahead) {
+Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahead) {
+  try {
+    DI_TRY(mtp_run(rows, run_ahead));
+    // Only each entry's last row: its logits and streams (what drafting continues from).
+    std::vector<int32_t> last;
+    int64_t at = 0;
+    for (const MtpRows& r : rows) {
+      at += static_cast<int64_t>(r.next_ids.size());
+      last.push_back(static_cast<int32_t>(at - 1));
+    }
+    MtpStep out;
+    const auto R = static_cast<int64_t>(last.size());
+    if (R == 0) return out;
+    Mat Xs(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
+    ops->copy_rows(mtp_x, last.data(), Xs);
+    Mat lg(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
+    head(w.mtp[0].head, Xs, lg);
+    backend::download_mat(*ops, lg, out.logits);
+    backend::download_mat(*ops, Xs, out.streams);
+    return out;
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory_status(e, "drafting MTP rows of " + std::to_string(rows.size()) +
+                                       " sequences",
+                                "Fewer concurrent sequences need less memory.");
+  }
+}
+
+Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead) {
   V4Model& s = *this;
   if (s.w.mtp.empty()) {
     return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");
   }
   const io::ModelConfig& c = s.cfg();
-  const int64_t M = static_cast<int64_t>(next_ids.size()), D = c.hidden_size, n = c.hc_mult;
-  if (static_cast<int64_t>(hidden.size()) != M * n * D) {
-    return invalid_argument("mtp_draft: hidden has " + std::to_string(hidden.size()) +
-                            " values, expected " + std::to_string(M) + " rows x " +
-                            std::to_string(n * D));
-  }
-  if (!run_ahead && cache.draft_length() + M > cache.length()) {
-    return invalid_argument(
-        "mtp_draft: the MTP block would run ahead of the main model (MTP "
-        "length " +
-        std::to_string(cache.draft_length()) + " + " + std::to_string(M) + " > main length " +
-        std::to_string(cache.length()) + ")");
+  const int64_t D = c.hidden_size, n = c.hc_mult;
+  // One step over every entry's rows: entry e's rows continue its cache's MTP state.
+  int64_t M = 0;
+  for (const MtpRows& r : rows) {
+    const auto m = static_cast<int64_t>(r.next_ids.size());
+    if (m == 0 || static_cast<int64_t>(r.hidden.size()) != m * n * D) {
+      return invalid_argument("mtp_draft: hidden has " + std::to_string(r.hidden.size()) +
+                              " values, expected " + std::to_string(m) + " rows x " +
+                              std::to_string(n * D) + " (and at least one row)");
+    }
+    if (!run_ahead && r.cache->draft_length() + m > r.cache->length()) {
+      return invalid_argument(
+          "mtp_draft: the MTP block would run ahead of the main model (MTP length " +
+          std::to_string(r.cache->draft_length()) + " + " + std::to_string(m) +
+          " > main length " + std::to_string(r.cache->length()) + ")");
+    }
+    M += m;
   }
   int32_t* pos = fit_n(s.mtp_pos, M);
-  for (int64_t i = 0; i < M; ++i) pos[i] = static_cast<int32_t>(cache.draft_length() + i);
-  const SequenceSpan span{&cache, 0, M, LogitsWanted::kAll};
-  StepInputs in{next_ids, {pos, static_cast<size_t>(M)}, {&span, 1}, false};
+  std::vector<int32_t>& ids = s.mtp_ids;
+  ids.clear();
+  std::vector<float>& hid_host = s.mtp_hidden_host;
+  hid_host.clear();
+  std::vector<SequenceSpan> spans;
+  for (const MtpRows& r : rows) {
+    const auto m = static_cast<int64_t>(r.next_ids.size());
+    for (int64_t i = 0; i < m; ++i) {
+      pos[static_cast<int64_t>(ids.size()) + i] = static_cast<int32_t>(r.cache->draft_length() + i);
+    }
+    spans.push_back({r.cache, static_cast<int64_t>(ids.size()), m, LogitsWanted::kAll});
+    ids.insert(ids.end(), r.next_ids.begin(), r.next_ids.end());
+    hid_host.insert(hid_host.end(), r.hidden.begin(), r.hidden.end());
+  }
+  StepInputs in{ids, {pos, static_cast<size_t>(M)}, spans, false};
   DI_TRY(check_step(in, cfg().vocab_size, true));
+  s.mtp_x = Mat();
+  if (M == 0) return {};
 
   const MtpWeights& mw = s.w.mtp[0];
   backend::Ops& o = *s.ops;
-  std::vector<float> logits;
-  if (M == 0) return logits;
   // e = enorm(embed(next)); Hs = hnorm(X_main) per stream; X = e_proj(e) + h_proj(Hs).
   Mat e(fit(s.mtp_e, M * D), M, D);
-  o.embed(next_ids.data(), M, s.w.embed, e);
+  o.embed(ids.data(), M, s.w.embed, e);
   num.act(o, e);
   o.rms_norm(e, &mw.enorm, num.eps, 0, e);
   num.act(o, e);
   float* hid = fit(s.mtp_hidden, M * n * D);
-  o.upload(hid, hidden.data(), hidden.size_bytes());
+  o.upload(hid, hid_host.data(), hid_host.size() * sizeof(float));
   Mat hs(fit(s.mtp_h, M * n * D), M * n, D);
   o.rms_norm(CMat(hid, M * n, D), &mw.hnorm, num.eps, 0, hs);
   num.act(o, hs);
@@ -497,12 +550,9 @@ Expected<std::vector<float>> V4Model::mtp_draft_unguarded(SequenceCache& cache,
   for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
   num.act(o, X);
   s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
-  cache.advance_draft(M);
-  if (streams != nullptr) backend::download_mat(o, X, *streams);
-  Mat lg(fit(s.logits_buf, M * c.vocab_size), M, c.vocab_size);
-  s.head(mw.head, X, lg);
-  backend::download_mat(o, lg, logits);
-  return logits;
+  for (const MtpRows& r : rows) r.cache->advance_draft(static_cast<int64_t>(r.next_ids.size()));
+  s.mtp_x = X;
+  return {};
 }
 
 }  // namespace deepinfer::model::deepseek_v4

@@ -72,6 +72,29 @@ class Drafter {
   // read it and must leave the main layers' state as it found it.
   virtual Status propose(model::SequenceCache& cache, std::span<const int32_t> context, int k,
                          DraftState& state) = 0;
+
+  // Every sequence a step sampled at once: each job's new hidden rows (drafters that read them;
+  // positions [first, first + rows)) and its proposal. Drafters whose work batches across
+  // sequences (MTP: one block step for all of them per draft position) override it; the
+  // default observes and proposes one sequence at a time. A job's failure only clears its
+  // proposal.
+  struct Job {
+    model::SequenceCache* cache = nullptr;
+    std::span<const int32_t> context;
+    DraftState* state = nullptr;
+    int64_t first = 0;
+    std::span<const float> hidden;
+  };
+  virtual void propose_all(std::span<const Job> jobs, int k) {
+    for (const Job& j : jobs) {
+      Status st;
+      if (wants_hidden() && !j.hidden.empty()) {
+        st = observe(*j.cache, j.context, j.first, j.hidden, *j.state);
+      }
+      if (st.ok()) st = propose(*j.cache, j.context, k, *j.state);
+      if (!st.ok()) j.state->proposal.clear();
+    }
+  }
 };
 
 // Prompt lookup (vLLM's "ngram" method): the longest suffix of the context, of min_n..max_n

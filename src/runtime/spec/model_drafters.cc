@@ -49,20 +49,106 @@ class MtpDrafter final : public Drafter {
 
   Status observe(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
                  std::span<const float> hidden, DraftState& st) override {
-    if (first == 0) st.lost = false;  // a sequence computed from its start again
+    const model::MtpRows rows = stash(cache, ctx, first, hidden, st);
+    if (rows.cache == nullptr) return {};
+    DI_ASSIGN_OR_RETURN(model::MtpStep out, model_.mtp_step({&rows, 1}));
+    took(cache, st, out, 0);
+    return {};
+  }
+
+  // One block step for every job's catch-up rows, then k - 1 chained steps, each over every
+  // sequence still drafting.
+  void propose_all(std::span<const Job> jobs, int k) override {
+    std::vector<model::MtpRows> rows;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& j = jobs[i];
+      j.state->proposal.clear();
+      j.state->next_token = -1;
+      const model::MtpRows r = stash(*j.cache, j.context, j.first, j.hidden, *j.state);
+      if (r.cache == nullptr) continue;
+      rows.push_back(r);
+      who.push_back(i);
+    }
+    if (!rows.empty()) {
+      auto out = model_.mtp_step(rows);
+      if (!out.ok()) {
+        for (const size_t i : who) jobs[i].state->lost = true;
+        return;
+      }
+      for (size_t e = 0; e < who.size(); ++e) took(*jobs[who[e]].cache, *jobs[who[e]].state, *out, e);
+    }
+    // The first draft of every sequence whose block caught up with it.
+    std::vector<size_t> live;
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      const Job& j = jobs[i];
+      DraftState& st = *j.state;
+      const int64_t L = j.cache->length();
+      if (st.lost || k <= 0 || st.next_token < 0 || j.cache->draft_length() != L ||
+          static_cast<int64_t>(j.context.size()) != L + 1) {
+        continue;
+      }
+      st.proposal.tokens.push_back(st.next_token);
+      st.proposal.confidence.push_back(st.next_confidence);
+      live.push_back(i);
+    }
+    // Chained drafts: the block on its own output streams, one row per sequence per step.
+    std::vector<std::vector<float>> from(jobs.size());
+    for (const size_t i : live) from[i] = jobs[i].state->next_streams;
+    std::vector<int32_t> prev(jobs.size());
+    for (int d = 1; d < k && !live.empty(); ++d) {
+      rows.clear();
+      for (const size_t i : live) {
+        prev[i] = jobs[i].state->proposal.tokens.back();
+        rows.push_back({jobs[i].cache, from[i], {&prev[i], 1}});
+      }
+      auto out = model_.mtp_step(rows, /*run_ahead=*/true);
+      if (!out.ok()) break;
+      const auto V = static_cast<size_t>(model_.vocab_size());
+      for (size_t e = 0; e < live.size(); ++e) {
+        DraftProposal& p = jobs[live[e]].state->proposal;
+        int32_t t = 0;
+        float pr = 0;
+        pick(std::span<const float>(out->logits).subspan(e * V, V), t, pr);
+        p.tokens.push_back(t);
+        p.confidence.push_back(pr);
+        from[live[e]].assign(out->streams.begin() + static_cast<int64_t>(e) * width_,
+                             out->streams.begin() + static_cast<int64_t>(e + 1) * width_);
+      }
+    }
+    for (const size_t i : live) {  // back to the accepted state
+      if (!jobs[i].cache->truncate_draft(jobs[i].cache->length()).ok()) jobs[i].state->lost = true;
+    }
+  }
+
+  Status propose(model::SequenceCache& cache, std::span<const int32_t> ctx, int k,
+                 DraftState& st) override {
+    const Job job{&cache, ctx, &st, cache.length(), {}};
+    propose_all({&job, 1}, k);
+    return {};
+  }
+
+ private:
+  // Adds the rows of positions [first, first + rows) to the sequence's pending rows and returns
+  // the block's next step for it: the pending rows whose next token is known, from the block's
+  // own position on (cache == nullptr: nothing to run now).
+  model::MtpRows stash(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
+                       std::span<const float> hidden, DraftState& st) const {
+    if (first == 0 && !hidden.empty()) st.lost = false;  // computed from its start again
     if (st.lost) return {};
     auto rows = [&] { return static_cast<int64_t>(st.pending.size()) / width_; };
-    if (st.pending.empty() || first < st.pending_first || first > st.pending_first + rows()) {
-      st.pending.clear();
-      st.pending_first = first;
-    } else {  // drop pending rows at or past `first` (re-fed), then append
-      st.pending.resize(static_cast<size_t>((first - st.pending_first) * width_));
+    if (!hidden.empty()) {
+      if (st.pending.empty() || first < st.pending_first || first > st.pending_first + rows()) {
+        st.pending.clear();
+        st.pending_first = first;
+      } else {  // drop pending rows at or past `first` (re-fed), then append
+        st.pending.resize(static_cast<size_t>((first - st.pending_first) * width_));
+      }
+      st.pending.insert(st.pending.end(), hidden.begin(), hidden.end());
     }
-    st.pending.insert(st.pending.end(), hidden.begin(), hidden.end());
-    // Rows whose next token is known and whose target streams are here.
     const int64_t t0 = cache.draft_length();
     if (t0 < st.pending_first) {
-      st.lost = true;  // its rows before pending_first are gone
+      st.lost = true;  // the rows before pending_first are gone
       st.pending.clear();
       return {};
     }
@@ -70,57 +156,30 @@ class MtpDrafter final : public Drafter {
                                     st.pending_first + rows()});
     if (t_end <= t0) return {};
     const int64_t n = t_end - t0;
-    const std::span<const float> in(st.pending.data() + (t0 - st.pending_first) * width_,
-                                    static_cast<size_t>(n * width_));
-    DI_ASSIGN_OR_RETURN(std::vector<float> logits,
-                        model_.mtp_draft(cache, in, ctx.subspan(static_cast<size_t>(t0 + 1),
-                                                                static_cast<size_t>(n)),
-                                         &streams_));
+    return {&cache,
+            std::span<const float>(st.pending.data() + (t0 - st.pending_first) * width_,
+                                   static_cast<size_t>(n * width_)),
+            ctx.subspan(static_cast<size_t>(t0 + 1), static_cast<size_t>(n))};
+  }
+
+  // After the block ran an entry's rows (entry e of `out`): drop them from the pending rows,
+  // and when it reached the sequence's last position, keep its prediction (the first draft).
+  void took(const model::SequenceCache& cache, DraftState& st, const model::MtpStep& out,
+            size_t e) const {
+    const int64_t t_end = cache.draft_length();
     st.pending.erase(st.pending.begin(),
                      st.pending.begin() + (t_end - st.pending_first) * width_);
     st.pending_first = t_end;
     st.next_token = -1;
-    if (t_end == cache.length()) {  // predicted the token after the sequence's last one
+    if (t_end == cache.length()) {
       const auto V = static_cast<size_t>(model_.vocab_size());
-      pick(std::span<const float>(logits).subspan(static_cast<size_t>(n - 1) * V, V),
-           st.next_token, st.next_confidence);
-      st.next_streams.assign(streams_.end() - width_, streams_.end());
+      pick(std::span<const float>(out.logits).subspan(e * V, V), st.next_token,
+           st.next_confidence);
+      st.next_streams.assign(out.streams.begin() + static_cast<int64_t>(e) * width_,
+                             out.streams.begin() + static_cast<int64_t>(e + 1) * width_);
     }
-    return {};
   }
 
-  Status propose(model::SequenceCache& cache, std::span<const int32_t> ctx, int k,
-                 DraftState& st) override {
-    DraftProposal& out = st.proposal;
-    out.clear();
-    const int64_t L = cache.length();
-    if (st.lost || k <= 0 || st.next_token < 0 || cache.draft_length() != L ||
-        static_cast<int64_t>(ctx.size()) != L + 1) {
-      return {};
-    }
-    out.tokens.push_back(st.next_token);
-    out.confidence.push_back(st.next_confidence);
-    std::vector<float> from = st.next_streams;
-    Status status;
-    for (int j = 1; j < k; ++j) {
-      const int32_t prev = out.tokens.back();
-      auto logits = model_.mtp_draft(cache, from, {&prev, 1}, &streams_, /*run_ahead=*/true);
-      if (!logits.ok()) {
-        status = logits.status();
-        break;
-      }
-      int32_t t = 0;
-      float p = 0;
-      pick(*logits, t, p);
-      out.tokens.push_back(t);
-      out.confidence.push_back(p);
-      from = streams_;
-    }
-    DI_TRY(cache.truncate_draft(L));  // back to the accepted state
-    return status;
-  }
-
- private:
   // The draft token of a logits row (argmax) and the probability the block gives it.
   static void pick(std::span<const float> row, int32_t& token, float& prob) {
     const auto best = std::max_element(row.begin(), row.end());
@@ -132,7 +191,6 @@ class MtpDrafter final : public Drafter {
 
   model::Model& model_;
   int64_t width_;
-  std::vector<float> streams_;  // scratch
 };
 
 }  // namespace

@@ -1,0 +1,58 @@
+"""Speculative decoding through the Python API (LLM(speculative_config=...), vLLM's form) and
+the CLI: outputs equal those without speculation, the stats report acceptance, bad configs are
+refused with a message naming the fix."""
+
+import pytest
+
+from deepinfer import LLM, SamplingParams
+
+PROMPTS = ["In the beginning God created", "And it came to pass", "The law of the"]
+
+
+@pytest.fixture(scope="module")
+def default_dir(repo_dir):
+    return str(repo_dir / "models" / "default")
+
+
+def outputs(llm):
+    params = [SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True),
+              SamplingParams(temperature=0.9, top_p=0.95, seed=7, max_tokens=40, ignore_eos=True,
+                             logprobs=2),
+              SamplingParams(temperature=0.0, max_tokens=40, ignore_eos=True, stop=[" the"])]
+    outs = llm.generate(PROMPTS, params, use_tqdm=False)
+    return [(o.outputs[0].token_ids, o.outputs[0].text,
+             [lp and sorted(lp.items()) for lp in (o.outputs[0].logprobs or [])]) for o in outs]
+
+
+@pytest.mark.parametrize("spec", [{"method": "mtp", "num_speculative_tokens": 4},
+                                  {"method": "ngram", "num_speculative_tokens": 3}])
+@pytest.mark.parametrize("varlen", [False, True])
+def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, varlen):
+    off = LLM(default_dir, max_model_len=256, speculative_config={"method": "off"})
+    on = LLM(default_dir, max_model_len=256, speculative_config=spec, speculative_varlen=varlen)
+    assert "speculative off" in off.describe()
+    assert f"speculative {spec['method']} k={spec['num_speculative_tokens']}" in on.describe()
+    assert ("varlen" in on.describe()) == varlen
+    assert outputs(on) == outputs(off)
+    st = on.stats()
+    assert st["spec_verify_steps"] > 0
+    assert 0 < st["spec_accepted_tokens"] <= st["spec_draft_tokens"]
+
+
+def test_bad_speculative_config_is_refused(default_dir):
+    with pytest.raises(ValueError, match="unknown keys"):
+        LLM(default_dir, speculative_config={"method": "ngram", "prompt_lookup_max": 4})
+    with pytest.raises(Exception, match="auto, dspark, mtp, ngram or off"):
+        LLM(default_dir, speculative_config={"method": "eagle"})
+    with pytest.raises(Exception, match="DSpark"):
+        LLM(default_dir, speculative_config={"method": "dspark"})
+
+
+def test_cli_generate_reports_speculation(cli, default_dir):
+    args = ["generate", "--model", default_dir, "--prompt", "And it came to pass",
+            "--max-tokens", "32", "--ignore-eos", "--no-stream", "--stats"]
+    plain = cli(*args, "--speculative-method", "off", check=True)
+    spec = cli(*args, "--speculative-method", "mtp", "--num-speculative-tokens", "3", check=True)
+    assert spec.stdout == plain.stdout
+    assert "speculative decoding:" in spec.stderr and "acceptance length" in spec.stderr
+    assert "speculative mtp k=3" in spec.stderr
