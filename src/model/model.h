@@ -102,7 +102,10 @@ class Model {
                                                  bool run_ahead = false);
   // mtp_draft over several sequences at once (one block step for all their rows; every entry
   // has at least one row), returning only each entry's last row: what batched drafting needs.
-  virtual Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false);
+  // outputs = false: only advance the MTP state (no head, nothing returned): a drafter that
+  // keeps up with the sequence while it is not drafting.
+  virtual Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
+                                     bool outputs = true);
 
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
   // cache.length() (not yet processed by the model; the drafter reads the context features of

@@ -83,7 +83,8 @@ class V4Model final : public model::Model {
                                          std::span<const int32_t> next_ids,
                                          std::vector<float>* streams = nullptr,
                                          bool run_ahead = false) override;
-  Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false) override;
+  Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
+                             bool outputs = true) override;
 
  private:
   Status forward_unguarded(const StepInputs& in, StepOutputs& out);
@@ -456,9 +457,11 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
   }
 }
 
-Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahead) {
+Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahead,
+                                    bool outputs) {
   try {
     DI_TRY(mtp_run(rows, run_ahead));
+    if (!outputs) return MtpStep{};
     // Only each entry's last row: its logits and streams (what drafting continues from).
     std::vector<int32_t> last;
     int64_t at = 0;

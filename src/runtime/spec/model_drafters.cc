@@ -52,7 +52,7 @@ class MtpDrafter final : public Drafter {
     const model::MtpRows rows = stash(cache, ctx, first, hidden, st);
     if (rows.cache == nullptr) return {};
     DI_ASSIGN_OR_RETURN(model::MtpStep out, model_.mtp_step({&rows, 1}));
-    took(cache, st, out, 0);
+    took(cache, st, &out, 0);
     return {};
   }
 
@@ -71,12 +71,15 @@ class MtpDrafter final : public Drafter {
       who.push_back(i);
     }
     if (!rows.empty()) {
-      auto out = model_.mtp_step(rows);
+      // Not drafting (k = 0: paused): only keep up, without the head.
+      auto out = model_.mtp_step(rows, false, /*outputs=*/k > 0);
       if (!out.ok()) {
         for (const size_t i : who) jobs[i].state->lost = true;
         return;
       }
-      for (size_t e = 0; e < who.size(); ++e) took(*jobs[who[e]].cache, *jobs[who[e]].state, *out, e);
+      for (size_t e = 0; e < who.size(); ++e) {
+        took(*jobs[who[e]].cache, *jobs[who[e]].state, k > 0 ? &*out : nullptr, e);
+      }
     }
     // The first draft of every sequence whose block caught up with it.
     std::vector<size_t> live;
@@ -164,19 +167,19 @@ class MtpDrafter final : public Drafter {
 
   // After the block ran an entry's rows (entry e of `out`): drop them from the pending rows,
   // and when it reached the sequence's last position, keep its prediction (the first draft).
-  void took(const model::SequenceCache& cache, DraftState& st, const model::MtpStep& out,
+  void took(const model::SequenceCache& cache, DraftState& st, const model::MtpStep* out,
             size_t e) const {
     const int64_t t_end = cache.draft_length();
     st.pending.erase(st.pending.begin(),
                      st.pending.begin() + (t_end - st.pending_first) * width_);
     st.pending_first = t_end;
     st.next_token = -1;
-    if (t_end == cache.length()) {
+    if (t_end == cache.length() && out != nullptr) {
       const auto V = static_cast<size_t>(model_.vocab_size());
-      pick(std::span<const float>(out.logits).subspan(e * V, V), st.next_token,
+      pick(std::span<const float>(out->logits).subspan(e * V, V), st.next_token,
            st.next_confidence);
-      st.next_streams.assign(out.streams.begin() + static_cast<int64_t>(e) * width_,
-                             out.streams.begin() + static_cast<int64_t>(e + 1) * width_);
+      st.next_streams.assign(out->streams.begin() + static_cast<int64_t>(e) * width_,
+                             out->streams.begin() + static_cast<int64_t>(e + 1) * width_);
     }
   }
 
