@@ -59,12 +59,13 @@ struct EngineOptions {
   int64_t prefix_cache_bytes = 0;
   // Speculative decoding (docs/speculative.md): a drafter proposes up to num_speculative_tokens
   // tokens per request and step, and one forward verifies them; outputs are bitwise those of
-  // decoding without it (greedy and seeded sampling alike). speculative_method: "auto" (the
-  // checkpoint's own drafter: DSpark for DeepSeek-V4.1; off for checkpoints without one, and
-  // for V4's MTP block, which is not wired yet), "dspark", "ngram" (prompt lookup, any model),
-  // "off". num_speculative_tokens: -1 = DEEPINFER_USE_NEXTN_DECODE (default 5), 0 = off, at
-  // most 16.
-  std::string speculative_method = "auto";
+  // decoding without it (greedy and seeded sampling alike). speculative_method: "off" (the
+  // default: on the models measured so far drafting costs more than it saves; figures in
+  // docs/speculative.md), "auto" (the checkpoint's own drafter: DSpark for DeepSeek-V4.1, MTP
+  // for DeepSeek-V4; none for checkpoints without one), "mtp", "dspark", "ngram" (prompt
+  // lookup, any model). num_speculative_tokens: -1 = DEEPINFER_USE_NEXTN_DECODE (default 5),
+  // 0 = off, at most 16.
+  std::string speculative_method = "off";
   int32_t num_speculative_tokens = -1;
   // Confidence-scheduled ("varlen") verification: per step, each request verifies only the
   // draft prefix whose expected accepted tokens per second of step time still rise (the

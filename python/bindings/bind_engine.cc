@@ -358,7 +358,7 @@ void bind_engine_loop(nb::module_& m) {
           nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
           nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
           nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
-          nb::arg("max_waiting") = 0, nb::arg("speculative_method") = "auto",
+          nb::arg("max_waiting") = 0, nb::arg("speculative_method") = "off",
           nb::arg("num_speculative_tokens") = -1, nb::arg("speculative_varlen") = nb::none())
       .def(
           "submit",
@@ -479,7 +479,7 @@ void bind_engine(nb::module_& m) {
           nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
           nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
           nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
-          nb::arg("speculative_method") = "auto", nb::arg("num_speculative_tokens") = -1,
+          nb::arg("speculative_method") = "off", nb::arg("num_speculative_tokens") = -1,
           nb::arg("speculative_varlen") = nb::none())
       .def(
           "submit",

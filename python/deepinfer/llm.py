@@ -208,12 +208,13 @@ class LLM:
         # requests need no grammar, penalties, logprobs or min_tokens), "backend", "host"; the
         # tokens are the same either way.
         # speculative_config (vLLM's form): {"method": "auto" | "mtp" | "dspark" | "ngram" |
-        # "off", "num_speculative_tokens": k}; None: the checkpoint's own drafter with
-        # DEEPINFER_USE_NEXTN_DECODE tokens (default 5). Outputs are identical either way.
+        # "off", "num_speculative_tokens": k}; "auto" is the checkpoint's own drafter, k
+        # defaults to DEEPINFER_USE_NEXTN_DECODE (5). None: no speculation. Outputs are
+        # identical either way (docs/speculative.md).
         # speculative_varlen: confidence-scheduled verification (None:
         # DEEPINFER_ENABLE_MTP_VARLEN).
         spec = dict(speculative_config or {})
-        spec_method = str(spec.pop("method", "auto"))
+        spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
         if spec:
             raise ValueError(

@@ -268,8 +268,8 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
                 "engine path: run each step start to end on one thread (no asynchronous "
                 "scheduling; for measuring the gap it hides)");
   cmd->add_option("--speculative-method", args->engine.speculative_method,
-                  "speculative decoding drafter: auto (the checkpoint's MTP or DSpark block), "
-                  "mtp, dspark, ngram (prompt lookup) or off; outputs are identical either way");
+                  "speculative decoding drafter: off (default), auto (the checkpoint's MTP or "
+                  "DSpark block), mtp, dspark or ngram (prompt lookup); outputs are identical");
   cmd->add_option("--num-speculative-tokens", args->engine.num_speculative_tokens,
                   "draft tokens per step (default DEEPINFER_USE_NEXTN_DECODE, 5; 0 = off)");
   cmd->add_flag("--stats", args->stats,

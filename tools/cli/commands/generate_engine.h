@@ -26,7 +26,7 @@ struct GenerateEngineArgs {
   bool stats = false;
   bool sync_scheduling = false;  // every step start to end on one thread (to measure the gap)
   std::string backend;           // "" = DEEPINFER_ACCELERATOR
-  std::string speculative_method = "auto";  // EngineOptions::speculative_method
+  std::string speculative_method = "off";  // EngineOptions::speculative_method
   int num_speculative_tokens = -1;          // -1: DEEPINFER_USE_NEXTN_DECODE
 };
 

@@ -68,8 +68,8 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--no-enable-prefix-caching", *no_prefix, "turn prefix caching off");
   cmd->add_flag("--sync-scheduling", *sync, "no asynchronous scheduling");
   cmd->add_option("--speculative-method", args->engine.speculative_method,
-                  "speculative decoding drafter: auto (the checkpoint's MTP or DSpark block), "
-                  "mtp, dspark, ngram or off; outputs are identical either way");
+                  "speculative decoding drafter: off (default), auto (the checkpoint's MTP or "
+                  "DSpark block), mtp, dspark or ngram; outputs are identical either way");
   cmd->add_option("--num-speculative-tokens", args->engine.num_speculative_tokens,
                   "draft tokens per step (default DEEPINFER_USE_NEXTN_DECODE, 5; 0 = off)");
   cmd->add_option("--max-waiting", args->loop.max_waiting,
