@@ -315,6 +315,11 @@ class EngineCore {
   // executor. The pause controller compares tokens per executor second with drafting against
   // the step-cost curve's estimate without it.
   std::atomic<int32_t> draft_depth_{0};
+  // A long pause (drafting failed to pay several probes in a row) also stops a hidden-reading
+  // drafter from following the sequences (no hidden streams, no catch-up): what it costs then
+  // is nothing. Running sequences lose their draft state; sequences started after the pause
+  // draft again.
+  std::atomic<bool> drafter_asleep_{false};
   struct SpeculationGain {
     double ema = 1.0;        // (spec tokens/s) / (plain tokens/s estimate), recent steps
     int probe_steps = 0;     // steps measured since drafting (re)started

@@ -236,7 +236,8 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
     ++job.prefix_recomputes;
     return {};
   }
-  const bool hidden = drafter_ != nullptr && drafter_->wants_hidden();
+  const bool hidden = drafter_ != nullptr && drafter_->wants_hidden() &&
+                      !drafter_asleep_.load(std::memory_order_relaxed);
   auto out = model_->extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
                             model::LogitsWanted::kNone, hidden);
   if (!out.ok()) return out.status();
@@ -333,7 +334,8 @@ void EngineCore::execute_unguarded(StepJob& job) {
     size_t sampled;
     std::span<const float> hidden;  // their final streams (hidden-reading drafters)
   };
-  const bool keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_;
+  const bool keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_ &&
+                           !drafter_asleep_.load(std::memory_order_relaxed);
   const size_t hidden_width =
       static_cast<size_t>(model_->config().hc_mult) * static_cast<size_t>(model_->config().hidden_size);
   std::vector<Drawn> drawn;

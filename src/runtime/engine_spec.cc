@@ -52,7 +52,7 @@ void EngineCore::verify_drawn(SeqExec& e, std::span<const int32_t> drawn, Sample
 }
 
 void EngineCore::observe_hidden(SeqExec& e, int64_t first, std::span<const float> hidden) {
-  if (drafter_ == nullptr || !drafter_->wants_hidden() || !e.cache) return;
+  if (drafter_ == nullptr || !drafter_->wants_hidden() || !e.cache || hidden.empty()) return;
   if (!drafter_->observe(*e.cache, e.known, first, hidden, e.draft).ok()) {
     e.draft.lost = true;  // a drafter failure costs speed, never output
   }
@@ -81,7 +81,10 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   if (drafter_ == nullptr || spec_tokens_ <= 0 || out.tokens.empty() || e.grammar_done) return;
   // Paused (varlen found drafting does not pay): only a drafter that follows the hidden streams
   // still takes them, so that it can resume.
-  if (draft_depth_.load(std::memory_order_relaxed) == 0 && !drafter_->wants_hidden()) return;
+  if (draft_depth_.load(std::memory_order_relaxed) == 0 &&
+      (!drafter_->wants_hidden() || drafter_asleep_.load(std::memory_order_relaxed))) {
+    return;
+  }
   // Drafted for the next step together with the step's other sequences (draft_all).
   spec::Drafter::Job& job = draft_jobs_.emplace_back();
   job.cache = &*e.cache;
@@ -119,6 +122,7 @@ void EngineCore::update_gain(const StepJob& job) {
     gain_.probe_steps = 0;
     gain_.ema = 1.0;
     draft_depth_ = spec_tokens_;
+    drafter_asleep_ = false;
     return;
   }
   // Decode-only steps that carried drafts: tokens per executor second against the curve's
@@ -139,8 +143,9 @@ void EngineCore::update_gain(const StepJob& job) {
   if (++gain_.probe_steps < 8) return;
   if (gain_.ema < 1.0) {  // slower than plain decoding: stop drafting for a while
     gain_.paused_until = step + gain_.pause;
-    gain_.pause = std::min<int64_t>(gain_.pause * 2, 512);
     draft_depth_ = 0;
+    drafter_asleep_ = gain_.pause >= 64;  // the third failed probe in a row
+    gain_.pause = std::min<int64_t>(gain_.pause * 2, 512);
   } else {
     gain_.pause = 16;
   }

@@ -198,6 +198,16 @@ PY
   for cfg in mtp ngram; do
     cmp -s "$OUT/spec_inv_off.json" "$OUT/spec_inv_$cfg.json" && say "spec: batch-invariant $cfg == off, bitwise" || say "spec: batch-invariant $cfg DIFFERS from off"
   done
+  # DeepSeek-V4.1's DSpark drafter through the engine on the GPU (tiny checkpoint, token ids).
+  for cfg in off dspark; do
+    k=$K; [ "$cfg" = off ] && k=0
+    DEEPINFER_BATCH_INVARIANT=1 timeout 60 "$BIN" generate --model tests/data/model/v41_tiny_a/official_bf16 \
+      --prompt-ids 5,17,42,99,123,7,7,8 --max-tokens 48 --temperature 0.7 --seed 3 --ignore-eos \
+      --json --stats --backend cuda --speculative-method "$cfg" --num-speculative-tokens "$k" \
+      > "$OUT/spec_v41_$cfg.json" 2> "$OUT/spec_v41_$cfg.log"
+  done
+  cmp -s "$OUT/spec_v41_off.json" "$OUT/spec_v41_dspark.json" && say "spec: V4.1 DSpark == off, bitwise (batch-invariant)" || say "spec: V4.1 DSpark DIFFERS from off"
+  grep -h "speculative decoding" "$OUT/spec_v41_dspark.log" | tee -a "$OUT/summary.txt"
   python3 - "$OUT" "$K" <<'PY' | tee -a "$OUT/summary.txt"
 import glob, re, sys
 out, k = sys.argv[1], int(sys.argv[2])
