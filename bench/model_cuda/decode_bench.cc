@@ -3,7 +3,7 @@
 //
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
 //                [--prefill 4096] [--out results.json] [--profile] [--batch-invariant]
-//                [--graph-max-rows 256] [--verify-rows 2,4,6]
+//                [--graph-max-rows 256] [--verify-rows 2,4,6] [--mtp]
 //
 // --graph-max-rows: what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects (0 = no CUDA graphs). With
 // graphs, every batch is timed twice in the same run: replaying the graphs, and with replay off
@@ -204,7 +204,7 @@ std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gb
 int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,128,256", verify_rows_s;
   int context = 64, steps = 8, prefill = 4096;
-  bool profile = false, batch_invariant = false;
+  bool profile = false, batch_invariant = false, mtp = false;
   int graph_max_rows = 256;
   double matmul_tflops = 780;
   for (int i = 1; i < argc; ++i) {
@@ -232,6 +232,8 @@ int main(int argc, char** argv) {
       graph_max_rows = std::stoi(next());
     else if (a == "--verify-rows")
       verify_rows_s = next();
+    else if (a == "--mtp")
+      mtp = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -414,7 +416,59 @@ int main(int argc, char** argv) {
            << ", \"over_decode\": " << vms / ms << "}";
       vfirst = false;
     }
-    json << "]}";
+    json << "]";
+    // --mtp: one MTP block step over every sequence's last row (what batched drafting runs per
+    // draft position), next to the decode step, and one profiled run of it.
+    if (mtp && model->drafter() == deepinfer::model::DrafterKind::kMtp) {
+      ids.clear();
+      pos.clear();
+      spans.clear();
+      for (int b = 0; b < B; ++b) {
+        SequenceCache& sq = seqs[static_cast<size_t>(b)];
+        spans.push_back({&sq, b, 1, LogitsWanted::kLast});
+        ids.push_back(tok(rng));
+        pos.push_back(static_cast<int32_t>(sq.length()));
+      }
+      StepInputs step{ids, pos, spans, true};
+      if (auto st = model->forward(step, out); !st.ok()) std::exit(1);
+      const size_t width = out.hidden.size() / static_cast<size_t>(B);
+      std::vector<deepinfer::model::MtpRows> rows;
+      for (int b = 0; b < B; ++b) {
+        rows.push_back({&seqs[static_cast<size_t>(b)],
+                        std::span<const float>(out.hidden).subspan(static_cast<size_t>(b) * width, width),
+                        {&ids[static_cast<size_t>(b)], 1}});
+      }
+      std::vector<double> times;
+      for (int s = 0; s < steps + 3; ++s) {
+        const bool profiled = s == steps + 2;
+        if (profiled) {
+          prof.reset();
+          prof.set_enabled(true);
+        }
+        const int64_t keep = seqs[0].draft_length();
+        const auto t0 = Clock::now();
+        auto r = model->mtp_step(rows, /*run_ahead=*/true);
+        const double t = seconds(t0);
+        if (!r.ok()) {
+          std::fprintf(stderr, "mtp_step: %s\n", r.status().message().c_str());
+          std::exit(1);
+        }
+        for (auto& sq : seqs) (void)sq.truncate_draft(std::min(keep, sq.draft_length()));
+        if (profiled) {
+          prof.set_enabled(false);
+          profiles.push_back("profile of one MTP step over " + std::to_string(B) + " rows:");
+          for (const auto& line : prof.report()) profiles.push_back("  " + line);
+        } else if (s >= 2) {
+          times.push_back(t);
+        }
+      }
+      std::sort(times.begin(), times.end());
+      const double mms = times[times.size() / 2] * 1e3;
+      std::printf("        MTP step over %d rows (one draft position): %.2f ms = %.2fx the decode step\n",
+                  B, mms, mms / ms);
+      json << ", \"mtp_step_ms\": " << mms;
+    }
+    json << "}";
     first = false;
   }
   {

@@ -161,6 +161,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     core->spec_varlen_ = env.ok() && env->enable_mtp_varlen;
   }
   if (core->drafter_ == nullptr) core->spec_varlen_ = false;
+  if (core->drafter_ != nullptr) core->drafter_->set_want_confidence(core->spec_varlen_);
   if (core->spec_varlen_) {
     core->profile_step_cost();
     EngineCore* c = core.get();

@@ -325,6 +325,7 @@ class EngineCore {
     int probe_steps = 0;     // steps measured since drafting (re)started
     int64_t paused_until = -1;  // plan step at which drafting resumes
     int64_t pause = 16;      // the next pause's length in steps (doubles while it does not pay)
+    int64_t plans = 0;       // plans that asked for draft slots
   } gain_;
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;

@@ -172,7 +172,10 @@ void EngineCore::profile_step_cost() {
 
 void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                                     std::span<int32_t> slots) {
-  if (gain_.paused_until >= 0) {
+  // Paused; or every 16th plan, a plain step, so that the curve knows what the same decodes
+  // cost without drafts (the start-up profile's single-sequence forwards misjudge batched
+  // decode steps on a GPU, where those are graph replays).
+  if (gain_.paused_until >= 0 || ++gain_.plans % 16 == 0) {
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }

@@ -56,6 +56,9 @@ class Drafter {
  public:
   virtual ~Drafter() = default;
   virtual std::string name() const = 0;
+  // Whether proposals need per-position confidences (varlen scheduling reads them); a drafter
+  // whose estimate costs work (MTP: a softmax over the vocabulary per draft) skips it without.
+  void set_want_confidence(bool want) { want_confidence_ = want; }
   // Drafters that read the target's final hidden streams: the engine then keeps them from every
   // forward and calls observe() with each sequence's rows.
   virtual bool wants_hidden() const { return false; }
@@ -95,6 +98,9 @@ class Drafter {
       if (!st.ok()) j.state->proposal.clear();
     }
   }
+
+ protected:
+  bool want_confidence_ = false;
 };
 
 // Prompt lookup (vLLM's "ngram" method): the longest suffix of the context, of min_n..max_n

@@ -183,13 +183,18 @@ class MtpDrafter final : public Drafter {
     }
   }
 
-  // The draft token of a logits row (argmax) and the probability the block gives it.
-  static void pick(std::span<const float> row, int32_t& token, float& prob) {
+  // The draft token of a logits row (argmax) and, when confidences are wanted, the probability
+  // the block gives it (a softmax over the vocabulary: skipped otherwise, it is the drafter's
+  // largest host cost).
+  void pick(std::span<const float> row, int32_t& token, float& prob) const {
     const auto best = std::max_element(row.begin(), row.end());
     token = static_cast<int32_t>(best - row.begin());
-    double z = 0;
-    for (const float l : row) z += std::exp(static_cast<double>(l - *best));
-    prob = static_cast<float>(1.0 / z);
+    prob = 0.5f;
+    if (!want_confidence_) return;
+    const float top = *best;
+    float z = 0;
+    for (const float l : row) z += std::exp(l - top);
+    prob = 1.0f / z;
   }
 
   model::Model& model_;
