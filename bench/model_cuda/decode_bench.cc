@@ -447,7 +447,7 @@ int main(int argc, char** argv) {
         }
         const int64_t keep = seqs[0].draft_length();
         const auto t0 = Clock::now();
-        auto r = model->mtp_step(rows, /*run_ahead=*/true);
+        auto r = model->mtp_step(rows, /*run_ahead=*/true, deepinfer::model::MtpOutputs::kTokens);
         const double t = seconds(t0);
         if (!r.ok()) {
           std::fprintf(stderr, "mtp_step: %s\n", r.status().message().c_str());

@@ -56,7 +56,7 @@ Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const fl
                              drafter_kind_name(drafter()) + ")");
 }
 
-Expected<MtpStep> Model::mtp_step(std::span<const MtpRows>, bool, bool) {
+Expected<MtpStep> Model::mtp_step(std::span<const MtpRows>, bool, MtpOutputs) {
   return failed_precondition("model " + config().source + " has no MTP block (drafter: " +
                              drafter_kind_name(drafter()) + ")");
 }

@@ -52,9 +52,13 @@ struct MtpRows {
   std::span<const float> hidden;
   std::span<const int32_t> next_ids;
 };
-// The MTP block's outputs at the last row of each entry: logits [entries, vocab] and output
-// streams [entries, hc_mult · hidden].
+// What Model::mtp_step returns for the last row of each entry: nothing (only advance the MTP
+// state), the argmax token drawn on the backend (no logits leave it), or the logits.
+enum class MtpOutputs : uint8_t { kNone, kTokens, kLogits };
+// The MTP block's outputs at the last row of each entry: tokens [entries] (kTokens) or logits
+// [entries, vocab] (kLogits), and output streams [entries, hc_mult · hidden] (both).
 struct MtpStep {
+  std::vector<int32_t> tokens;
   std::vector<float> logits;
   std::vector<float> streams;
 };
@@ -102,10 +106,10 @@ class Model {
                                                  bool run_ahead = false);
   // mtp_draft over several sequences at once (one block step for all their rows; every entry
   // has at least one row), returning only each entry's last row: what batched drafting needs.
-  // outputs = false: only advance the MTP state (no head, nothing returned): a drafter that
-  // keeps up with the sequence while it is not drafting.
+  // MtpOutputs::kNone only advances the MTP state (no head): a drafter that keeps up with the
+  // sequence while it is not drafting.
   virtual Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
-                                     bool outputs = true);
+                                     MtpOutputs outputs = MtpOutputs::kLogits);
 
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
   // cache.length() (not yet processed by the model; the drafter reads the context features of

@@ -84,7 +84,7 @@ class V4Model final : public model::Model {
                                          std::vector<float>* streams = nullptr,
                                          bool run_ahead = false) override;
   Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
-                             bool outputs = true) override;
+                             MtpOutputs outputs = MtpOutputs::kLogits) override;
 
  private:
   Status forward_unguarded(const StepInputs& in, StepOutputs& out);
@@ -458,10 +458,10 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
 }
 
 Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahead,
-                                    bool outputs) {
+                                    MtpOutputs outputs) {
   try {
     DI_TRY(mtp_run(rows, run_ahead));
-    if (!outputs) return MtpStep{};
+    if (outputs == MtpOutputs::kNone) return MtpStep{};
     // Only each entry's last row: its logits and streams (what drafting continues from).
     std::vector<int32_t> last;
     int64_t at = 0;
@@ -476,7 +476,13 @@ Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahea
     ops->copy_rows(mtp_x, last.data(), Xs);
     Mat lg(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
     head(w.mtp[0].head, Xs, lg);
-    backend::download_mat(*ops, lg, out.logits);
+    if (outputs == MtpOutputs::kTokens) {  // argmax on the backend: ids, not rows, come back
+      const std::vector<sample::SampleSpec> greedy(static_cast<size_t>(R));
+      out.tokens.resize(static_cast<size_t>(R));
+      ops->sample(lg, greedy, out.tokens.data());
+    } else {
+      backend::download_mat(*ops, lg, out.logits);
+    }
     backend::download_mat(*ops, Xs, out.streams);
     return out;
   } catch (const backend::OutOfMemory& e) {

@@ -51,7 +51,7 @@ class MtpDrafter final : public Drafter {
                  std::span<const float> hidden, DraftState& st) override {
     const model::MtpRows rows = stash(cache, ctx, first, hidden, st);
     if (rows.cache == nullptr) return {};
-    DI_ASSIGN_OR_RETURN(model::MtpStep out, model_.mtp_step({&rows, 1}));
+    DI_ASSIGN_OR_RETURN(model::MtpStep out, model_.mtp_step({&rows, 1}, false, outputs()));
     took(cache, st, &out, 0);
     return {};
   }
@@ -72,7 +72,7 @@ class MtpDrafter final : public Drafter {
     }
     if (!rows.empty()) {
       // Not drafting (k = 0: paused): only keep up, without the head.
-      auto out = model_.mtp_step(rows, false, /*outputs=*/k > 0);
+      auto out = model_.mtp_step(rows, false, k > 0 ? outputs() : model::MtpOutputs::kNone);
       if (!out.ok()) {
         for (const size_t i : who) jobs[i].state->lost = true;
         return;
@@ -105,19 +105,28 @@ class MtpDrafter final : public Drafter {
         prev[i] = jobs[i].state->proposal.tokens.back();
         rows.push_back({jobs[i].cache, from[i], {&prev[i], 1}});
       }
-      auto out = model_.mtp_step(rows, /*run_ahead=*/true);
+      auto out = model_.mtp_step(rows, /*run_ahead=*/true, outputs());
       if (!out.ok()) break;
-      const auto V = static_cast<size_t>(model_.vocab_size());
+      std::vector<size_t> still;
       for (size_t e = 0; e < live.size(); ++e) {
         DraftProposal& p = jobs[live[e]].state->proposal;
         int32_t t = 0;
         float pr = 0;
-        pick(std::span<const float>(out->logits).subspan(e * V, V), t, pr);
+        pick(*out, e, t, pr);
+        if (t < 0) continue;  // a non-finite row: this sequence's proposal ends here
         p.tokens.push_back(t);
         p.confidence.push_back(pr);
         from[live[e]].assign(out->streams.begin() + static_cast<int64_t>(e) * width_,
                              out->streams.begin() + static_cast<int64_t>(e + 1) * width_);
+        still.push_back(live[e]);
       }
+      for (const size_t i : live) {  // the ended ones leave the chain with their state cut back
+        if (std::find(still.begin(), still.end(), i) == still.end() &&
+            !jobs[i].cache->truncate_draft(jobs[i].cache->length()).ok()) {
+          jobs[i].state->lost = true;
+        }
+      }
+      live = std::move(still);
     }
     for (const size_t i : live) {  // back to the accepted state
       if (!jobs[i].cache->truncate_draft(jobs[i].cache->length()).ok()) jobs[i].state->lost = true;
@@ -175,22 +184,28 @@ class MtpDrafter final : public Drafter {
     st.pending_first = t_end;
     st.next_token = -1;
     if (t_end == cache.length() && out != nullptr) {
-      const auto V = static_cast<size_t>(model_.vocab_size());
-      pick(std::span<const float>(out->logits).subspan(e * V, V), st.next_token,
-           st.next_confidence);
+      pick(*out, e, st.next_token, st.next_confidence);  // < 0 (non-finite): no draft
       st.next_streams.assign(out->streams.begin() + static_cast<int64_t>(e) * width_,
                              out->streams.begin() + static_cast<int64_t>(e + 1) * width_);
     }
   }
 
-  // The draft token of a logits row (argmax) and, when confidences are wanted, the probability
-  // the block gives it (a softmax over the vocabulary: skipped otherwise, it is the drafter's
-  // largest host cost).
-  void pick(std::span<const float> row, int32_t& token, float& prob) const {
+  // Without confidences the backend draws the argmax and only ids come back; with them the
+  // logits do, for the softmax.
+  model::MtpOutputs outputs() const {
+    return want_confidence_ ? model::MtpOutputs::kLogits : model::MtpOutputs::kTokens;
+  }
+  // Entry e's draft token and, when confidences are wanted, the probability the block gives it.
+  void pick(const model::MtpStep& out, size_t e, int32_t& token, float& prob) const {
+    prob = 0.5f;
+    if (!out.tokens.empty()) {
+      token = out.tokens[e];
+      return;
+    }
+    const auto V = static_cast<size_t>(model_.vocab_size());
+    const std::span<const float> row = std::span<const float>(out.logits).subspan(e * V, V);
     const auto best = std::max_element(row.begin(), row.end());
     token = static_cast<int32_t>(best - row.begin());
-    prob = 0.5f;
-    if (!want_confidence_) return;
     const float top = *best;
     float z = 0;
     for (const float l : row) z += std::exp(l - top);
