@@ -57,6 +57,7 @@ struct EngineStats {
   int64_t spec_verify_steps = 0;
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
+  int64_t spec_grammar_cut_tokens = 0;  // drafts a structured output's grammar refused (not fed)
   double draft_seconds = 0;
   // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
   // have taken from the backend (kept and recycled, never returned while the engine lives), and

@@ -220,6 +220,7 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["spec_verify_steps"] = s.spec_verify_steps;
   d["spec_draft_tokens"] = s.spec_draft_tokens;
   d["spec_accepted_tokens"] = s.spec_accepted_tokens;
+  d["spec_grammar_cut_tokens"] = s.spec_grammar_cut_tokens;
   d["draft_seconds"] = s.draft_seconds;
   d["kv_bytes_reserved"] = s.kv_bytes_reserved;
   d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;

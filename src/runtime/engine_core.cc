@@ -456,6 +456,7 @@ void EngineCore::process(StepJob& job) {
       ++stats_.generated_tokens;
       emit(p, s, std::move(up.text), {token}, false);
     }
+    stats_.spec_grammar_cut_tokens += sm.drafts_grammar_cut;
     if (sm.drafts_verified > 0) {
       stats_.spec_verify_steps += 1;
       stats_.spec_draft_tokens += sm.drafts_verified;

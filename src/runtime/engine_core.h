@@ -141,6 +141,7 @@ class EngineCore {
     // plan made before that step's update starts at the former; the cache is at the latter).
     spec::DraftState draft;
     std::vector<int32_t> fed;
+    int32_t grammar_cut = 0;  // drafts the grammar refused before this step's verification
     int64_t spec_planned_end = -1, spec_kept_end = -1;
   };
   // One sample of one request = one scheduler request; engine-thread state.
@@ -173,6 +174,7 @@ class EngineCore {
     std::vector<TokenLogprobs> logprobs;         // per token, when params.logprobs is set
     std::vector<TokenLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs
     int32_t drafts_verified = 0;                 // draft tokens fed and checked this step
+    int32_t drafts_grammar_cut = 0;              // drafts the grammar refused (not fed)
     int32_t drafts_proposed = 0;                 // for the next step (its draft-slot cap)
     std::vector<float> next_confidence;          // the drafter's per-position estimates
   };
@@ -227,7 +229,7 @@ class EngineCore {
   // Speculative decoding (engine_spec.cc). The tokens a verify span feeds: the last accepted
   // token, then the proposal's drafts that fit its slots.
   void prepare_verify(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start,
-                      int32_t last) const;
+                      int32_t last) const;  // (e's matcher is advanced and rolled back)
   // Verification of a run of `count` rows: the target's own draw at each row (the draw plain
   // decoding makes at that output position) is accepted, and the run goes on while it equals
   // the draft fed after that row. Host rows (`rows`, count · V floats) or backend-drawn tokens.

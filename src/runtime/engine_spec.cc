@@ -25,6 +25,17 @@ void EngineCore::prepare_verify(const sched::ScheduledRequest& sr, SeqExec& e, i
   // there is taken once the drafts before it are accepted (finish_spec_step), and never holds
   // a rejected token.
   if (block_size_ > 0) m = std::min(m, (start / block_size_ + 1) * block_size_ - start - 1);
+  // Structured outputs: drafts the grammar refuses would only be rejected by verification at
+  // the cost of their rows; keep the prefix the matcher accepts, then restore the matcher (its
+  // mask for the current state stays valid).
+  e.grammar_cut = 0;
+  if (e.matcher && m > 0 && !e.grammar_done) {
+    int32_t ok = 0;
+    while (ok < m && e.matcher->accept_token(drafts[static_cast<size_t>(ok)])) ++ok;
+    if (ok > 0) e.matcher->rollback(ok);
+    e.grammar_cut = static_cast<int32_t>(m - ok);
+    m = ok;
+  }
   e.fed.assign(1, last);  // the plan's token: the last known one, or a filled placeholder
   e.fed.insert(e.fed.end(), drafts.begin(), drafts.begin() + std::max<int64_t>(0, m));
 }
@@ -61,6 +72,7 @@ void EngineCore::observe_hidden(SeqExec& e, int64_t first, std::span<const float
 void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start,
                                   int64_t fed, std::span<const float> hidden, Sampled& out) {
   if (!e.cache || !out.error.empty()) return;  // a failed request's state is dropped
+  if (sr.num_drafts > 0) out.drafts_grammar_cut = e.grammar_cut;
   const int64_t kept_rows = std::min<int64_t>(fed, std::max<size_t>(1, out.tokens.size()));
   if (sr.num_drafts > 0) {
     // Rows past the accepted run held rejected drafts: undo them in every cache kind.
