@@ -28,17 +28,7 @@ uint64_t splitmix64(uint64_t x) {
 
 std::string reason_text(const sched::FinishedRequest& f, const std::string& error) {
   if (!error.empty() || f.state == sched::RequestState::kFailed) return "error";
-  switch (f.reason) {
-    case sched::FinishReason::kStop:
-      return "stop";
-    case sched::FinishReason::kLength:
-    case sched::FinishReason::kModelLength:
-      return "length";
-    case sched::FinishReason::kAborted:
-      return "abort";
-    default:
-      return "error";
-  }
+  return std::string(api_finish_reason(f.reason));
 }
 
 // The drafter EngineOptions::speculative_method names (null: none).
@@ -449,8 +439,7 @@ void EngineCore::process(StepJob& job) {
       s.out.text += up.text;
       if (up.stop_token) s.out.stop_reason = *up.stop_token;
       rr.tokens.push_back(token);
-      if (up.finish == sample::FinishReason::kStop) rr.finish = sched::FinishReason::kStop;
-      if (up.finish == sample::FinishReason::kLength) rr.finish = sched::FinishReason::kLength;
+      rr.finish = up.finish;
       // A complete grammar match is a stop even when it lands on the last allowed token.
       if (sm.grammar_done && t + 1 == sm.tokens.size()) rr.finish = sched::FinishReason::kStop;
       ++stats_.generated_tokens;

@@ -9,17 +9,6 @@
 
 namespace deepinfer::sample {
 
-const char* finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-  }
-  return "none";
-}
 
 StopChecker::StopChecker(const SamplingParams& params, std::span<const int32_t> eos_token_ids)
     : stops_(params.stop),

@@ -28,13 +28,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/finish_reason.h"
 #include "sample/sampling_params.h"
 
 namespace deepinfer::sample {
 
-enum class FinishReason { kNone, kStop, kLength };
-
-const char* finish_reason_name(FinishReason reason);  // "none", "stop", "length" (OpenAI's)
+// The checker decides kStop and kLength (base/finish_reason.h).
+using deepinfer::FinishReason;
+using deepinfer::finish_reason_name;
 
 struct StopUpdate {
   FinishReason finish = FinishReason::kNone;

@@ -47,23 +47,6 @@ bool can_transition(RequestState from, RequestState to) {
   return false;
 }
 
-std::string_view finish_reason_name(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kNone:
-      return "none";
-    case FinishReason::kStop:
-      return "stop";
-    case FinishReason::kLength:
-      return "length";
-    case FinishReason::kModelLength:
-      return "model_length";
-    case FinishReason::kAborted:
-      return "abort";
-    case FinishReason::kError:
-      return "error";
-  }
-  return "?";
-}
 
 void Request::transition(RequestState to) {
   DI_CHECK(can_transition(state, to));

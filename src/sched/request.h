@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/finish_reason.h"
 #include "base/status.h"
 
 namespace deepinfer::sched {
@@ -26,10 +27,10 @@ std::string_view request_state_name(RequestState state);
 bool is_terminal(RequestState state);
 bool can_transition(RequestState from, RequestState to);
 
-// Why a request ended. kStop and kLength come from the caller (the stop checker decides);
-// kModelLength, kAborted and kError from the scheduler.
-enum class FinishReason : uint8_t { kNone, kStop, kLength, kModelLength, kAborted, kError };
-std::string_view finish_reason_name(FinishReason reason);
+// Why a request ended (base/finish_reason.h). kStop and kLength come from the caller (the stop
+// checker decides); kModelLength, kAborted and kError from the scheduler.
+using deepinfer::FinishReason;
+using deepinfer::finish_reason_name;
 
 struct Request {
   RequestId id = 0;

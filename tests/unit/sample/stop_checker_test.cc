@@ -187,7 +187,7 @@ TEST(StopCheckerTest, MaxTokensEndsWithLengthAndReleasesHeldText) {
   EXPECT_EQ(up.finish, FinishReason::kLength);
   EXPECT_EQ(up.text, "XY");
   EXPECT_EQ(checker.num_tokens(), 3);
-  EXPECT_STREQ(finish_reason_name(up.finish), "length");
+  EXPECT_EQ(finish_reason_name(up.finish), "length");
 }
 
 TEST(StopCheckerTest, StopBeatsLengthOnTheSameToken) {
