@@ -27,21 +27,8 @@ bool scale_dtype_ok(DType d) {
   return d == DType::kF8E8M0 || d == DType::kF32 || d == DType::kBF16;
 }
 
-float scale_value(const TensorView& s, int64_t i) {
-  switch (s.dtype) {
-    case DType::kF8E8M0:
-      return e8m0_to_float(s.ptr<uint8_t>()[i]);
-    case DType::kF32:
-      return s.ptr<float>()[i];
-    case DType::kBF16:
-      return bf16_to_float(s.ptr<uint16_t>()[i]);
-    default:
-      DI_CHECK(false && "scale dtype");
-      return 0.0f;
-  }
-}
-
 }  // namespace
+
 
 const char* weight_format_name(WeightFormat f) {
   switch (f) {

@@ -11,9 +11,13 @@
 // The factories validate shapes once, at load; the ops then trust them (DI_CHECK only).
 #pragma once
 
+#include <array>
+#include <bit>
 #include <cstdint>
 #include <string>
 
+#include "base/check.h"
+#include "base/numeric_types.h"
 #include "base/status.h"
 #include "tensor/tensor_view.h"
 
@@ -47,6 +51,30 @@ struct WeightRef {
   static Expected<WeightRef> fp4(const TensorView& w, const TensorView& scale, int block_k = 32);
 };
 
+// Every E8M0 byte decoded: 2^(e-127) (e = 0 is the subnormal 2^-127), 0xff NaN; the same
+// floats as e8m0_to_float, built at compile time.
+inline constexpr std::array<float, 256> kE8m0ToFloat = [] {
+  std::array<float, 256> t{};
+  t[0] = std::bit_cast<float>(uint32_t{1} << 22);
+  for (uint32_t e = 1; e < 255; ++e) t[e] = std::bit_cast<float>(e << 23);
+  t[255] = std::bit_cast<float>(uint32_t{0x7fc00000});
+  return t;
+}();
+// Scale number i of a block-scale tensor (E8M0, F32 or BF16) as FP32: the one decoding of
+// scales both CPU backends use. Inline: the opt backend's FP4 rows call it every 32 weights.
+inline float scale_value(const TensorView& s, int64_t i) {
+  switch (s.dtype) {
+    case DType::kF8E8M0:
+      return kE8m0ToFloat[s.ptr<uint8_t>()[i]];
+    case DType::kF32:
+      return s.ptr<float>()[i];
+    case DType::kBF16:
+      return bf16_to_float(s.ptr<uint16_t>()[i]);
+    default:
+      DI_CHECK(false && "scale dtype");
+      return 0.0f;
+  }
+}
 // Scale of weight element (row, col) for the quantized formats (1 for dense). Shared by both
 // CPU backends; the ops tests check it against hand-decoded bytes.
 float weight_scale_at(const WeightRef& w, int64_t row, int64_t col);

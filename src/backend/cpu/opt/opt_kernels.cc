@@ -22,31 +22,6 @@
 namespace deepinfer::backend::cpu::opt {
 namespace {
 
-// E8M0 scale byte -> 2^(e-127), one table for the per-block scale lookups.
-const std::array<float, 256>& e8m0_table() {
-  static const std::array<float, 256> t = [] {
-    std::array<float, 256> a{};
-    for (int b = 0; b < 256; ++b)
-      a[static_cast<size_t>(b)] = e8m0_to_float(static_cast<uint8_t>(b));
-    return a;
-  }();
-  return t;
-}
-
-float scale_of(const TensorView& s, int64_t i) {
-  switch (s.dtype) {
-    case DType::kF8E8M0:
-      return e8m0_table()[s.ptr<uint8_t>()[i]];
-    case DType::kF32:
-      return s.ptr<float>()[i];
-    case DType::kBF16:
-      return bf16_to_float(s.ptr<uint16_t>()[i]);
-    default:
-      DI_CHECK(false && "scale dtype");
-      return 0.0f;
-  }
-}
-
 DI_SIMD_CLONES void bf16_row(const uint16_t* src, float* out, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
@@ -157,7 +132,7 @@ __attribute__((target("avx2,f16c"))) void fp4_span_x86(const uint8_t* q, float s
 // no call per block (the per-block calls dominated the routed-expert decode).
 __attribute__((target("avx2,f16c"))) void fp4_row32_x86(const uint8_t* q, const uint8_t* e8m0,
                                                         float* out, int64_t nblocks) {
-  const float* table = e8m0_table().data();
+  const float* table = kE8m0ToFloat.data();
   for (int64_t b = 0; b < nblocks; ++b) {
     widen32_fp4_x86(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16 * b)),
                     _mm256_set1_ps(table[e8m0[b]]), out + 32 * b);
@@ -319,7 +294,7 @@ void dequant_range(const WeightRef& w, int64_t row, int64_t k0, int64_t len, flo
       const int64_t srow = (row / w.block_n) * w.scale.shape[1];
       for (int64_t k = k0; k < k0 + len; k += w.block_k) {
         const int64_t n = std::min<int64_t>(w.block_k, k0 + len - k);
-        fp8_span(q + k, scale_of(w.scale, srow + k / w.block_k), out + (k - k0), n);
+        fp8_span(q + k, scale_value(w.scale, srow + k / w.block_k), out + (k - k0), n);
       }
       return;
     }
@@ -336,7 +311,7 @@ void dequant_range(const WeightRef& w, int64_t row, int64_t k0, int64_t len, flo
 #endif
       for (int64_t k = k0; k < k0 + len; k += w.block_k) {
         const int64_t n = std::min<int64_t>(w.block_k, k0 + len - k);
-        fp4_span(q + k / 2, scale_of(w.scale, srow + k / w.block_k), out + (k - k0), n / 2);
+        fp4_span(q + k / 2, scale_value(w.scale, srow + k / w.block_k), out + (k - k0), n / 2);
       }
       return;
     }
