@@ -333,5 +333,72 @@ TEST(ModelEquivalence, MtpIncrementalEqualsBatched) {
   EXPECT_EQ(s2.draft_length(), T - 4);
 }
 
+// Chained MTP drafting (the engine's MTP drafter): the block runs ahead of the main model on its
+// own output streams, then SequenceCache::truncate_draft cuts it back; the state must be exactly
+// the one before the chain (the next draft from it is bitwise the same), and mtp_step over
+// several sequences at once must give each sequence's last row as mtp_draft does alone.
+TEST(ModelEquivalence, MtpChainTruncatesBackExactlyAndBatchesPerSequence) {
+  auto m = load_test_model("v4_tiny_a", "official_fp32", opt_ops());
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->vocab_size(),
+                S = static_cast<int64_t>(m->config().hc_mult) * m->config().hidden_size;
+  std::vector<int32_t> ids = prompt_ids("v4_tiny_a", "len40");
+  const int64_t T = static_cast<int64_t>(ids.size());
+  auto prepared = [&](SequenceCache& seq, std::vector<float>& last_hidden) {
+    auto o = m->extend(seq, std::span<const int32_t>(ids).first(static_cast<size_t>(T - 1)),
+                       LogitsWanted::kNone, true);
+    ASSERT_TRUE(o.ok());
+    // Rows 0..T-3 with their next tokens: the block is one position behind, as in the engine.
+    auto d = m->mtp_draft(seq, std::span<const float>(o->hidden).first((T - 2) * S),
+                          std::span<const int32_t>(ids).subspan(1, static_cast<size_t>(T - 2)));
+    ASSERT_TRUE(d.ok());
+    last_hidden.assign(o->hidden.end() - S, o->hidden.end());
+  };
+  SequenceCache a = m->new_sequence();
+  std::vector<float> ha;
+  prepared(a, ha);
+  const int32_t next = ids[static_cast<size_t>(T - 1)];
+  SequenceCache a2 = a.clone();
+  auto before = m->mtp_draft(a2, ha, {&next, 1});
+  ASSERT_TRUE(before.ok());
+  // Run ahead three chained rows, then cut back.
+  std::vector<float> streams;
+  ASSERT_TRUE(m->mtp_draft(a, ha, {&next, 1}, &streams).ok());
+  for (int j = 0; j < 3; ++j) {
+    const int32_t t = static_cast<int32_t>((j * 7 + 3) % V);
+    std::vector<float> from = streams;
+    ASSERT_TRUE(m->mtp_draft(a, from, {&t, 1}, &streams, /*run_ahead=*/true).ok());
+  }
+  EXPECT_EQ(a.draft_length(), a.length() + 3);
+  EXPECT_FALSE(a.truncate_draft(a.length() + 4).ok());  // cannot grow
+  ASSERT_TRUE(a.truncate_draft(a.length() - 1).ok());
+  auto after = m->mtp_draft(a, ha, {&next, 1});
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(*after, *before) << "truncate_draft did not restore the MTP state";
+
+  // mtp_step over two sequences == each alone (last row's logits, as token and as logits).
+  SequenceCache b = m->new_sequence(), c = m->new_sequence();
+  std::vector<float> hb, hc;
+  prepared(b, hb);
+  prepared(c, hc);
+  const MtpRows rows[2] = {{&b, hb, {&next, 1}}, {&c, hc, {&next, 1}}};
+  auto both = m->mtp_step(rows);
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  ASSERT_EQ(both->logits.size(), static_cast<size_t>(2 * V));
+  for (int e = 0; e < 2; ++e) {
+    EXPECT_EQ(std::vector<float>(both->logits.begin() + e * V, both->logits.begin() + (e + 1) * V),
+              *before)
+        << "entry " << e;
+  }
+  ASSERT_TRUE(b.truncate_draft(b.length() - 1).ok());
+  ASSERT_TRUE(c.truncate_draft(c.length() - 1).ok());
+  auto ids_only = m->mtp_step(rows, false, MtpOutputs::kTokens);
+  ASSERT_TRUE(ids_only.ok());
+  const auto best = static_cast<int32_t>(std::max_element(before->begin(), before->end()) -
+                                         before->begin());
+  EXPECT_EQ(ids_only->tokens, (std::vector<int32_t>{best, best}));
+  EXPECT_TRUE(ids_only->logits.empty());
+}
+
 }  // namespace
 }  // namespace deepinfer::model::testing
