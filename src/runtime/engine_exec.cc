@@ -330,7 +330,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
   // Requests sampled in a round: plan index, span start, rows fed, their Sampled entry.
   struct Drawn {
     size_t i;
-    int64_t start, fed;  // position of the first drawn row, rows drawn
+    int64_t start, fed;  // position of the first drawn row (in this piece), rows drawn
     size_t sampled;
     std::span<const float> hidden;  // their final streams (hidden-reading drafters)
   };
@@ -423,14 +423,14 @@ void EngineCore::execute_unguarded(StepJob& job) {
       const std::span<const float> drawn_hidden =
           hidden.empty() ? hidden : hidden.last(static_cast<size_t>(rows) * hidden_width);
       if (sample && !sample_specs_.empty()) {
-        drawn.push_back({i, left[k].begin + spans_[k].count - rows, rows, job.sampled.size(),
+        drawn.push_back({i, left[k].pos + spans_[k].count - rows, rows, job.sampled.size(),
                          drawn_hidden});
         Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
         s.id = sr.id;
         verify_drawn(e, {step_out_.sampled.data() + row, static_cast<size_t>(rows)}, s);
         row += rows;
       } else if (sample) {
-        drawn.push_back({i, left[k].begin + spans_[k].count - rows, rows,
+        drawn.push_back({i, left[k].pos + spans_[k].count - rows, rows,
                          job.sampled.size() + pending_samples_.size(), drawn_hidden});
         const std::span<const float> logits(step_out_.logits.data() + row * V,
                                             static_cast<size_t>(rows * V));

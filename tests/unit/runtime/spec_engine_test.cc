@@ -151,6 +151,24 @@ TEST(SpecEngine, VarlenEqualsNoSpeculation) {
   }
 }
 
+// A prompt that crosses KV block boundaries is prefilled in pieces (one forward per block, for
+// the prefix cache's snapshots); the MTP block must follow all of them, so the request drafts
+// from its first decode on.
+TEST(SpecEngine, MtpFollowsAPrefillSplitAtBlockBoundaries) {
+  EngineOptions o = default_options();
+  o.kv_block_size = 16;
+  Req r;
+  r.text = "And God said, Let there be light: and there was light. And God saw the light, that "
+           "it was good: and God divided the light from the darkness. And God called";
+  r.params = greedy(24);
+  const EngineRun off = run_with(o, {r}, "off", 0);
+  const EngineRun on = run_with(o, {r}, "mtp", 3);
+  ASSERT_GT(off.outputs.begin()->second.prompt_token_ids.size(), 32u);
+  expect_same(off, on);
+  EXPECT_GT(on.stats.spec_verify_steps, 0) << "the MTP block lost the prompt";
+  EXPECT_GT(on.stats.spec_accepted_tokens, 0);
+}
+
 TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
   std::vector<Req> reqs;
   SamplingParams re = seeded(3, 48);
