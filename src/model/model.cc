@@ -50,8 +50,7 @@ Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
 }
 
 Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const float>,
-                                              std::span<const int32_t>, std::vector<float>*,
-                                              bool) {
+                                              std::span<const int32_t>) {
   return failed_precondition("model " + config().source + " has no MTP block (drafter: " +
                              drafter_kind_name(drafter()) + ")");
 }

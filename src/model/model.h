@@ -95,19 +95,16 @@ class Model {
   // DeepSeek-V4 MTP draft logits (spec §2.8), block 0. Row i combines the main streams of
   // position p = cache.draft_length() + i (hidden row i, as returned by extend(keep_hidden)) with
   // the embedding of token p + 1 (next_ids[i]) and predicts token p + 2. Advances the MTP state.
-  // `streams` (optional) receives the block's output streams [rows, hc_mult · hidden], which
-  // stand in for the main streams when the block drafts again on its own output; that chaining
-  // runs the MTP state ahead of the main model, which `run_ahead` allows (the caller then
-  // truncates it back: SequenceCache::truncate_draft). FailedPrecondition without an MTP block.
+  // FailedPrecondition without an MTP block.
   virtual Expected<std::vector<float>> mtp_draft(SequenceCache& cache,
                                                  std::span<const float> hidden,
-                                                 std::span<const int32_t> next_ids,
-                                                 std::vector<float>* streams = nullptr,
-                                                 bool run_ahead = false);
+                                                 std::span<const int32_t> next_ids);
   // mtp_draft over several sequences at once (one block step for all their rows; every entry
-  // has at least one row), returning only each entry's last row: what batched drafting needs.
-  // MtpOutputs::kNone only advances the MTP state (no head): a drafter that keeps up with the
-  // sequence while it is not drafting.
+  // has at least one row), returning only each entry's last row, with the block's output
+  // streams there: what batched drafting needs. Chained drafts feed those streams back in place
+  // of the main streams, which runs the MTP state ahead of the main model: `run_ahead` allows
+  // it (the caller then cuts it back with SequenceCache::truncate_draft). MtpOutputs::kNone only
+  // advances the MTP state (no head): a drafter that keeps up while it is not drafting.
   virtual Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
                                      MtpOutputs outputs = MtpOutputs::kLogits);
 

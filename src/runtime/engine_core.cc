@@ -454,7 +454,7 @@ void EngineCore::process(StepJob& job) {
     // The draft-slot cap of its next plans: what its drafter has to offer now.
     if (spec_tokens_ > 0) sched_->set_max_drafts(sm.id, sm.drafts_proposed);
   }
-  if (spec_tokens_ > 0) note_spec_results(job);
+  if (spec_varlen_) note_spec_results(job);  // what the varlen budget decides from
   const Status st = sched_->update(job.plan, result);
   DI_CHECK(st.ok());  // results are built from the plan; a mismatch is our bug
 }

@@ -337,7 +337,8 @@ class EngineCore {
   // The DraftBudget installed on the scheduler when varlen is on.
   void choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                           std::span<int32_t> slots);
-  // After a step: the proposals' confidences, the depth acceptance rates, the step's cost.
+  // Varlen, after a step: the proposals' confidences, the depth acceptance rates, the step's
+  // cost.
   void note_spec_results(const StepJob& job);
   // Varlen: pauses drafting while it is slower than plain decoding (gain_).
   void update_gain(const StepJob& job);

@@ -220,7 +220,7 @@ void EngineCore::note_spec_results(const StepJob& job) {
   // The step's cost: a single forward's time for its rows (split steps mix several shapes).
   // Steps without drafts teach the curve what plain decoding costs.
   if (job.forwards == 1 && job.fed_tokens > 0) step_cost_.observe(job.fed_tokens, job.forward_seconds);
-  if (spec_varlen_) update_gain(job);
+  update_gain(job);
   constexpr double kEma = 0.05;
   for (const Sampled& sm : job.sampled) {
     if (!sm.error.empty() || sm.tokens.empty()) continue;

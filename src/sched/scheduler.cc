@@ -165,18 +165,12 @@ StepPlan Scheduler::schedule() {
     const Request& r = requests_.at(id);
     if (r.num_planned() - r.num_computed == 1 && plannable(r)) order.push_back(id);
   }
+  const size_t num_decodes = order.size();  // order[0, num_decodes) are the decodes
   for (const RequestId id : running_) {
     const Request& r = requests_.at(id);
     if (r.num_planned() - r.num_computed > 1 && plannable(r)) order.push_back(id);
   }
-  // Speculative decoding: the draft slots of the decodes (the first `num_decodes` of order).
-  size_t num_decodes = 0;
-  while (num_decodes < order.size() &&
-         requests_.at(order[num_decodes]).num_planned() -
-                 requests_.at(order[num_decodes]).num_computed ==
-             1) {
-    ++num_decodes;
-  }
+  // Speculative decoding: the draft slots of the decodes.
   const std::vector<int32_t> slots =
       draft_slots(std::span<const RequestId>(order.data(), num_decodes), budget);
   bool preempted = false;
@@ -317,9 +311,9 @@ void Scheduler::build(StepPlan& plan, const std::vector<Pick>& picks) {
     sr.is_decode = is_decode(p);
     sr.needs_logits = r.num_computed - p.num_drafts == r.num_planned();
     // Fed positions at or past the known tokens are placeholders (at most the last one before
-    // the draft slots).
-    // (With draft slots in flight, optimistic planning may start past the known tokens: the
-    // accepted drafts of the step in flight were fed by that step, its last token is fed here.)
+    // the draft slots). With draft slots in flight, optimistic planning may start past the known
+    // tokens: the accepted drafts of the step in flight were fed by that step, its last token is
+    // fed here.
     const int64_t fed_end = sr.start_pos + p.num_tokens - p.num_drafts;
     const int64_t known_end = std::clamp<int64_t>(r.num_tokens(), sr.start_pos, fed_end);
     sr.num_placeholders = static_cast<int32_t>(fed_end - known_end);

@@ -361,13 +361,16 @@ TEST(ModelEquivalence, MtpChainTruncatesBackExactlyAndBatchesPerSequence) {
   SequenceCache a2 = a.clone();
   auto before = m->mtp_draft(a2, ha, {&next, 1});
   ASSERT_TRUE(before.ok());
-  // Run ahead three chained rows, then cut back.
-  std::vector<float> streams;
-  ASSERT_TRUE(m->mtp_draft(a, ha, {&next, 1}, &streams).ok());
+  // Run ahead three chained rows (each on the block's own output streams), then cut back.
+  const MtpRows first_row[1] = {{&a, ha, {&next, 1}}};
+  auto step = m->mtp_step(first_row);
+  ASSERT_TRUE(step.ok());
   for (int j = 0; j < 3; ++j) {
     const int32_t t = static_cast<int32_t>((j * 7 + 3) % V);
-    std::vector<float> from = streams;
-    ASSERT_TRUE(m->mtp_draft(a, from, {&t, 1}, &streams, /*run_ahead=*/true).ok());
+    const std::vector<float> from = step->streams;
+    const MtpRows chained[1] = {{&a, from, {&t, 1}}};
+    step = m->mtp_step(chained, /*run_ahead=*/true);
+    ASSERT_TRUE(step.ok()) << step.status().to_string();
   }
   EXPECT_EQ(a.draft_length(), a.length() + 3);
   EXPECT_FALSE(a.truncate_draft(a.length() + 4).ok());  // cannot grow

@@ -80,9 +80,7 @@ class V4Model final : public model::Model {
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
   Status forward(const StepInputs& in, StepOutputs& out) override;
   Expected<std::vector<float>> mtp_draft(SequenceCache& cache, std::span<const float> hidden,
-                                         std::span<const int32_t> next_ids,
-                                         std::vector<float>* streams = nullptr,
-                                         bool run_ahead = false) override;
+                                         std::span<const int32_t> next_ids) override;
   Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
                              MtpOutputs outputs = MtpOutputs::kLogits) override;
 
@@ -436,20 +434,18 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
 }
 
 Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<const float> hidden,
-                                                std::span<const int32_t> next_ids,
-                                                std::vector<float>* streams, bool run_ahead) {
+                                                std::span<const int32_t> next_ids) {
   const MtpRows one{&cache, hidden, next_ids};
   if (next_ids.empty() && !w.mtp.empty()) return std::vector<float>();
   try {
-    DI_TRY(mtp_run({&one, 1}, run_ahead));
-    // Logits of every row (the head over all of them), and their streams when asked.
+    DI_TRY(mtp_run({&one, 1}, /*run_ahead=*/false));
+    // Logits of every row (the head over all of them).
     const int64_t M = static_cast<int64_t>(next_ids.size());
     std::vector<float> logits;
     if (M == 0) return logits;
     Mat lg(fit(logits_buf, M * cfg().vocab_size), M, cfg().vocab_size);
     head(w.mtp[0].head, mtp_x, lg);
     backend::download_mat(*ops, lg, logits);
-    if (streams != nullptr) backend::download_mat(*ops, mtp_x, *streams);
     return logits;
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
