@@ -50,6 +50,16 @@ if [ ! -f /usr/include/unicode/utypes.h ] && [ -f "$ICU_ROOT/include/unicode/uty
   fi
 fi
 has() { [[ " $STAGES " == *" $1 "* ]]; }
+# The full tree's `deepinfer` binary with the CUDA backend (stages engine and spec): $BIN.
+FULL="${FULL_BUILD_DIR:-build/gpu-full}"
+BIN="$FULL/tools/cli/deepinfer"
+build_engine_bin() {
+  timeout 120 cmake -S . -B "$FULL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF \
+    -DDEEPINFER_BUILD_PYTHON=OFF "-DCMAKE_PREFIX_PATH=${DEPS_CMAKE:-$PWD/.deps/cmake}" \
+    "${ICU_ARGS[@]}" > "$OUT/engine_configure.log" 2>&1 &&
+  timeout 300 cmake --build "$FULL" --target deepinfer_bin -j "${JOBS:-16}" > "$OUT/engine_build.log" 2>&1
+}
 export PYTHONUNBUFFERED=1
 
 if has build; then
@@ -104,16 +114,9 @@ if has engine; then
   if [ ! -f /usr/include/unicode/utypes.h ] && [ ${#ICU_ARGS[@]} -eq 0 ]; then
     say "engine: skipped, no ICU headers on this machine (carry them at \$ICU_ROOT)"
   else
-    FULL="${FULL_BUILD_DIR:-build/gpu-full}"
-    timeout 120 cmake -S . -B "$FULL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF \
-      -DDEEPINFER_BUILD_PYTHON=OFF "-DCMAKE_PREFIX_PATH=${DEPS_CMAKE:-$PWD/.deps/cmake}" \
-      "${ICU_ARGS[@]}" > "$OUT/engine_configure.log" 2>&1 &&
-    timeout 300 cmake --build "$FULL" --target deepinfer_bin -j "${JOBS:-16}" > "$OUT/engine_build.log" 2>&1
-    if [ $? -ne 0 ]; then
+    if ! build_engine_bin; then
       say "engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" "$OUT/engine_configure.log" | tee -a "$OUT/summary.txt"
     else
-      BIN="$FULL/tools/cli/deepinfer"
       for acc in cpu nvidia; do
         DEEPINFER_ACCELERATOR=$acc timeout 120 "$BIN" generate --model models/default \
           --prompt "In the beginning" --prompt "And God said" --prompt "The word" \
@@ -154,18 +157,10 @@ fi
 if has spec; then
   # Speculative decoding on the GPU through the engine (`deepinfer generate --backend cuda`): the
   # embedded default model at SPEC_CONCURRENCY requests, no speculation (the peer) vs MTP and
-  # n-gram drafting, fixed k and varlen; outputs must be identical. Needs the engine stage's
-  # binary (built there, or here when missing).
-  FULL="${FULL_BUILD_DIR:-build/gpu-full}"
-  BIN="$FULL/tools/cli/deepinfer"
-  if true; then  # incremental when the engine stage (or an earlier call) built it
-    timeout 120 cmake -S . -B "$FULL" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_BUILD_TESTS=OFF -DDEEPINFER_BUILD_BENCH=OFF \
-      -DDEEPINFER_BUILD_PYTHON=OFF "-DCMAKE_PREFIX_PATH=${DEPS_CMAKE:-$PWD/.deps/cmake}" \
-      "${ICU_ARGS[@]}" > "$OUT/engine_configure.log" 2>&1 &&
-    timeout 300 cmake --build "$FULL" --target deepinfer_bin -j "${JOBS:-16}" > "$OUT/engine_build.log" 2>&1 ||
-      { say "spec: engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" | tee -a "$OUT/summary.txt"; }
-  fi
+  # n-gram drafting, fixed k and varlen; outputs must be identical. Builds the engine's binary
+  # (incremental after the engine stage).
+  build_engine_bin ||
+    { say "spec: engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" | tee -a "$OUT/summary.txt"; }
   K="${SPEC_K:-5}"
   for n in ${SPEC_CONCURRENCY:-1 4 16 64}; do
     python3 - "$n" > "$OUT/spec_prompts_$n.txt" <<'PY'
