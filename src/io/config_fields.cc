@@ -78,7 +78,8 @@ std::string field_name(ConfigNaming naming, const char* hf_name) {
   return hf_name;
 }
 
-Status parse_score_func(const JsonFields& f, const char* key, ScoreFunc& out) {
+Status parse_score_func(const JsonFields& f, ConfigNaming naming, ScoreFunc& out) {
+  const char* key = naming == ConfigNaming::kOfficial ? "score_func" : "scoring_func";
   std::string s = std::string(score_func_name(out));
   DI_TRY(f.string(key, s));
   if (s == "sqrtsoftplus")
@@ -89,6 +90,23 @@ Status parse_score_func(const JsonFields& f, const char* key, ScoreFunc& out) {
     out = ScoreFunc::kSigmoid;
   else
     return f.invalid(key, "must be one of sqrtsoftplus, softmax, sigmoid; found '" + s + "'");
+  return Status::ok_status();
+}
+
+Status check_layer_count(const JsonFields& f, ConfigNaming naming, const ModelConfig& c) {
+  if (c.num_layers <= 0 || c.num_layers > 100000) {
+    return f.invalid(field_name(naming, "num_hidden_layers"),
+                     "must be a positive layer count, found " + std::to_string(c.num_layers));
+  }
+  return Status::ok_status();
+}
+
+Status read_stage_count(const JsonFields& f, ConfigNaming naming, int& n) {
+  const char* key = naming == ConfigNaming::kOfficial ? "n_mtp_layers" : "num_nextn_predict_layers";
+  DI_TRY(f.integer(key, n));
+  if (n < 0 || n > 64) {
+    return f.invalid(key, "must be between 0 and 64, found " + std::to_string(n));
+  }
   return Status::ok_status();
 }
 
@@ -110,6 +128,9 @@ Status parse_eos(const JsonFields& f, ModelConfig& c) {
   return Status::ok_status();
 }
 
+namespace {
+
+// partial_rotary_factor x head_dim, or qk_rope_head_dim.
 Status parse_rope_width(const JsonFields& f, ModelConfig& c) {
   if (!f.has("partial_rotary_factor")) return f.integer("qk_rope_head_dim", c.rope_head_dim);
   double factor = 0;
@@ -123,8 +144,6 @@ Status parse_rope_width(const JsonFields& f, ModelConfig& c) {
   c.rope_head_dim = static_cast<int>(std::lround(width));
   return Status::ok_status();
 }
-
-namespace {
 
 Status parse_rope_dict(const JsonFields& f, RopeSpec& rope, bool theta_from_dict) {
   std::string type = "default";
@@ -183,14 +202,12 @@ Status parse_hf_rope(const JsonFields& f, ModelConfig& c) {
   if (key == nullptr) return Status::ok_status();
   const json& rp = *f.get(key);
   if (!rp.is_object()) return f.wrong_type(key, "an object", rp);
-  const auto main_it = rp.find("main");
-  const auto compress_it = rp.find("compress");
-  if (main_it != rp.end() && compress_it != rp.end() && main_it->is_object() &&
-      compress_it->is_object()) {
+  if (rp.contains("main") && rp.contains("compress") && rp.at("main").is_object() &&
+      rp.at("compress").is_object()) {
     // Nested per rope type (what DeepseekV4Config saves): each sub-dict carries its own theta.
-    DI_TRY(parse_rope_dict(JsonFields(*main_it, f.source(), f.field(key) + ".main."), c.main_rope,
-                           true));
-    DI_TRY(parse_rope_dict(JsonFields(*compress_it, f.source(), f.field(key) + ".compress."),
+    DI_TRY(parse_rope_dict(JsonFields(rp.at("main"), f.source(), f.field(key) + ".main."),
+                           c.main_rope, true));
+    DI_TRY(parse_rope_dict(JsonFields(rp.at("compress"), f.source(), f.field(key) + ".compress."),
                            c.compress_rope, true));
     return Status::ok_status();
   }
@@ -225,6 +242,15 @@ Status parse_official_rope(const JsonFields& f, ModelConfig& c) {
     return f.invalid("rope_factor", "must be positive");
   }
   return Status::ok_status();
+}
+
+Status read_rope_width(const JsonFields& f, ConfigNaming naming, ModelConfig& c) {
+  if (naming == ConfigNaming::kOfficial) return f.integer("rope_head_dim", c.rope_head_dim);
+  return parse_rope_width(f, c);
+}
+
+Status parse_rope(const JsonFields& f, ConfigNaming naming, ModelConfig& c) {
+  return naming == ConfigNaming::kOfficial ? parse_official_rope(f, c) : parse_hf_rope(f, c);
 }
 
 // Expert format keys seen in the wild: expert_dtype (fp4/fp8), expert_fmt (e2m1/e4m3),

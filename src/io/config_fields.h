@@ -22,11 +22,23 @@ Status read_common_fields(const JsonFields& f, ConfigNaming naming, ModelConfig&
 // official name keep their Hugging Face one.
 std::string field_name(ConfigNaming naming, const char* hf_name);
 
-Status parse_score_func(const JsonFields& f, const char* key, ScoreFunc& out);
+// Fields that are not ModelConfig members of the table but that every family reads in both
+// spellings, each under the spelling's own key:
+// scoring_func (Hugging Face) / score_func (official).
+Status parse_score_func(const JsonFields& f, ConfigNaming naming, ScoreFunc& out);
+// The rope width: partial_rotary_factor x head_dim or qk_rope_head_dim (Hugging Face),
+// rope_head_dim (official).
+Status read_rope_width(const JsonFields& f, ConfigNaming naming, ModelConfig& c);
+// c.num_layers (read by read_common_fields) must be a positive layer count, at most 100000.
+Status check_layer_count(const JsonFields& f, ConfigNaming naming, const ModelConfig& c);
+// MTP layers (V4) or DSpark stages (V4.1): num_nextn_predict_layers (Hugging Face) /
+// n_mtp_layers (official), 0..64; `n` keeps the family's default when the key is absent.
+Status read_stage_count(const JsonFields& f, ConfigNaming naming, int& n);
+// The rope sections: parse_hf_rope or parse_official_rope.
+Status parse_rope(const JsonFields& f, ConfigNaming naming, ModelConfig& c);
+
 // eos_token_id: an integer or a list of integers.
 Status parse_eos(const JsonFields& f, ModelConfig& c);
-// rope width: partial_rotary_factor x head_dim, or qk_rope_head_dim.
-Status parse_rope_width(const JsonFields& f, ModelConfig& c);
 // rope_theta / compress_rope_theta and rope_parameters or rope_scaling (YaRN on the compress
 // rope only), Hugging Face spelling.
 Status parse_hf_rope(const JsonFields& f, ModelConfig& c);

@@ -82,22 +82,15 @@ void set_hash_layers(std::vector<LayerSpec>& layers, int n_hash) {
 Status parse_hf(const JsonFields& f, ModelConfig& c) {
   c.naming = ConfigNaming::kHuggingFace;
   DI_TRY(read_common_fields(f, c.naming, c));
-  DI_TRY(parse_score_func(f, "scoring_func", c.scoring_func));
+  DI_TRY(parse_score_func(f, c.naming, c.scoring_func));
   DI_TRY(f.boolean("norm_topk_prob", c.norm_topk_prob));
   DI_TRY(f.boolean("tie_word_embeddings", c.tie_word_embeddings));
   DI_TRY(parse_eos(f, c));
   int num_mtp = 1;
-  DI_TRY(f.integer("num_nextn_predict_layers", num_mtp));
-  if (num_mtp < 0 || num_mtp > 64) {
-    return f.invalid("num_nextn_predict_layers",
-                     "must be between 0 and 64, found " + std::to_string(num_mtp));
-  }
-  if (c.num_layers <= 0 || c.num_layers > 100000) {
-    return f.invalid("num_hidden_layers",
-                     "must be a positive layer count, found " + std::to_string(c.num_layers));
-  }
+  DI_TRY(read_stage_count(f, c.naming, num_mtp));
+  DI_TRY(check_layer_count(f, c.naming, c));
 
-  DI_TRY(parse_rope_width(f, c));
+  DI_TRY(read_rope_width(f, c.naming, c));
 
   // Attention kind per layer: layer_types > legacy compress_ratios > HF's default schedule.
   int csa_rate = 4, hca_rate = 128;
@@ -188,7 +181,7 @@ Status parse_hf(const JsonFields& f, ModelConfig& c) {
     set_hash_layers(c.layers, n_hash);
   }
 
-  DI_TRY(parse_hf_rope(f, c));
+  DI_TRY(parse_rope(f, c.naming, c));
   DI_TRY(parse_quantization_config(f, c));
   return Status::ok_status();
 }
@@ -198,17 +191,11 @@ Status parse_hf(const JsonFields& f, ModelConfig& c) {
 Status parse_official(const JsonFields& f, ModelConfig& c) {
   c.naming = ConfigNaming::kOfficial;
   DI_TRY(read_common_fields(f, c.naming, c));
-  DI_TRY(parse_score_func(f, "score_func", c.scoring_func));
-  DI_TRY(f.integer("rope_head_dim", c.rope_head_dim));
+  DI_TRY(parse_score_func(f, c.naming, c.scoring_func));
+  DI_TRY(read_rope_width(f, c.naming, c));
   int num_mtp = 1;
-  DI_TRY(f.integer("n_mtp_layers", num_mtp));
-  if (num_mtp < 0 || num_mtp > 64) {
-    return f.invalid("n_mtp_layers", "must be between 0 and 64, found " + std::to_string(num_mtp));
-  }
-  if (c.num_layers <= 0 || c.num_layers > 100000) {
-    return f.invalid("n_layers",
-                     "must be a positive layer count, found " + std::to_string(c.num_layers));
-  }
+  DI_TRY(read_stage_count(f, c.naming, num_mtp));
+  DI_TRY(check_layer_count(f, c.naming, c));
   if (!f.has("compress_ratios"))
     return f.missing("compress_ratios", "per-layer compression ratio, 0 = sliding window");
   DI_TRY(parse_ratio_list(f, "compress_ratios", c.num_layers, num_mtp, c.layers, c.mtp_layers));
@@ -217,7 +204,7 @@ Status parse_official(const JsonFields& f, ModelConfig& c) {
   if (n_hash < 0) return f.invalid("n_hash_layers", "must not be negative");
   set_hash_layers(c.layers, n_hash);
 
-  DI_TRY(parse_official_rope(f, c));
+  DI_TRY(parse_rope(f, c.naming, c));
   return parse_official_quantization(f, c);
 }
 

@@ -300,7 +300,7 @@ Status parse_v41(const JsonFields& t, const JsonFields& top, ConfigNaming naming
   c.rms_norm_eps = 1e-20;
   c.index_n_heads = 32;
   DI_TRY(read_common_fields(t, naming, c));
-  DI_TRY(parse_score_func(t, hf ? "scoring_func" : "score_func", c.scoring_func));
+  DI_TRY(parse_score_func(t, naming, c.scoring_func));
   DI_TRY(t.boolean("norm_topk_prob", c.norm_topk_prob));
   DI_TRY(t.number("gate_temp", c.gate_temp));
   if (!(c.gate_temp > 0)) return t.invalid("gate_temp", "must be positive");
@@ -318,21 +318,10 @@ Status parse_v41(const JsonFields& t, const JsonFields& top, ConfigNaming naming
   DI_TRY(top.integer("bos_token_id", c.bos_token_id));
   DI_TRY(t.integer("bos_token_id", c.bos_token_id));
   DI_TRY(top.integer("image_token_id", c.image_token_id));
-  if (hf) {
-    DI_TRY(parse_rope_width(t, c));
-  } else {
-    DI_TRY(t.integer("rope_head_dim", c.rope_head_dim));
-  }
-  if (c.num_layers <= 0 || c.num_layers > 100000) {
-    return t.invalid(field_name(naming, "num_hidden_layers"),
-                     "must be a positive layer count, found " + std::to_string(c.num_layers));
-  }
+  DI_TRY(read_rope_width(t, naming, c));
+  DI_TRY(check_layer_count(t, naming, c));
   int n_stages = 3;
-  const char* stages_key = hf ? "num_nextn_predict_layers" : "n_mtp_layers";
-  DI_TRY(t.integer(stages_key, n_stages));
-  if (n_stages < 0 || n_stages > 64) {
-    return t.invalid(stages_key, "must be between 0 and 64, found " + std::to_string(n_stages));
-  }
+  DI_TRY(read_stage_count(t, naming, n_stages));
 
   std::vector<int> ratios;
   DI_TRY(read_ratios(t, c.num_layers, n_stages, ratios));
@@ -340,11 +329,7 @@ Status parse_v41(const JsonFields& t, const JsonFields& top, ConfigNaming naming
   DI_TRY(read_engram(t, c));
   DI_TRY(read_dspark(t, c, n_stages));
 
-  if (hf) {
-    DI_TRY(parse_hf_rope(t, c));
-  } else {
-    DI_TRY(parse_official_rope(t, c));
-  }
+  DI_TRY(parse_rope(t, naming, c));
   // The composite layout keeps quantization_config at the top level; accept it in either place.
   if (top.has("quantization_config")) {
     DI_TRY(parse_quantization_config(top, c));

@@ -103,26 +103,22 @@ Expected<CacheLayout> make_cache_layout(const io::ModelConfig& model, const KvCo
     }
   }
   layout.groups.push_back(std::move(window));
-  for (auto& [m, layers] : compressed) {
-    GroupSpec g;
-    g.kind = CacheKind::kCompressed;
-    g.ratio = m;
-    g.layers = std::move(layers);
-    g.rows_per_block = config.block_size / m;
-    g.row_elements = model.head_dim;
-    g.name = "compressed/" + std::to_string(m);
-    layout.groups.push_back(std::move(g));
-  }
-  for (auto& [m, layers] : indexer) {
-    GroupSpec g;
-    g.kind = CacheKind::kIndexer;
-    g.ratio = m;
-    g.layers = std::move(layers);
-    g.rows_per_block = config.block_size / m;
-    g.row_elements = model.index_head_dim;
-    g.name = "indexer/" + std::to_string(m);
-    layout.groups.push_back(std::move(g));
-  }
+  // One row group per ratio, ascending: compressed rows (d wide), then index keys (d_I wide).
+  const auto add_row_groups = [&](CacheKind kind, std::map<int, std::vector<int>>& by_ratio,
+                                  int64_t row_elements) {
+    for (auto& [m, layers] : by_ratio) {
+      GroupSpec g;
+      g.kind = kind;
+      g.ratio = m;
+      g.layers = std::move(layers);
+      g.rows_per_block = config.block_size / m;
+      g.row_elements = row_elements;
+      g.name = std::string(cache_kind_name(kind)) + "/" + std::to_string(m);
+      layout.groups.push_back(std::move(g));
+    }
+  };
+  add_row_groups(CacheKind::kCompressed, compressed, model.head_dim);
+  add_row_groups(CacheKind::kIndexer, indexer, model.index_head_dim);
   if (!stateful.empty()) {
     GroupSpec g;
     g.kind = CacheKind::kCompressorState;

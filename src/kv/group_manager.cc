@@ -52,8 +52,9 @@ void GroupManager::release_range(SeqBlocks& s, int64_t begin, int64_t end) {
   }
 }
 
-void GroupManager::shrink(SeqBlocks& s, int64_t new_len) {
-  const int64_t keep = ceil_blocks(new_len);
+void GroupManager::shrink(SeqBlocks& s, int64_t new_len) { keep_blocks(s, ceil_blocks(new_len)); }
+
+void GroupManager::keep_blocks(SeqBlocks& s, int64_t keep) {
   const auto size = static_cast<int64_t>(s.blocks.size());
   if (keep >= size) return;
   release_range(s, std::max(s.first_live, keep), size);

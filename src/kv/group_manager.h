@@ -77,6 +77,9 @@ class GroupManager {
   bool all_cached(std::span<const uint64_t> hashes, int64_t begin, int64_t end) const;
   void take_cached(SeqBlocks& s, std::span<const uint64_t> hashes, int64_t begin, int64_t end);
   void release_range(SeqBlocks& s, int64_t begin, int64_t end);
+  // Keeps the first `keep` blocks (releasing the live ones after them); what shrink does once
+  // a group has said how many blocks new_len needs.
+  void keep_blocks(SeqBlocks& s, int64_t keep);
 
   int32_t index_;
   GroupSpec spec_;

@@ -51,13 +51,7 @@ void StateGroupManager::resume(SeqBlocks& s, std::span<const uint64_t> hashes, i
 
 void StateGroupManager::shrink(SeqBlocks& s, int64_t new_len) {
   // Snapshot j exists for boundary (j + 1) * B <= len; keep those still inside new_len.
-  const int64_t keep = new_len / block_size_;
-  const auto size = static_cast<int64_t>(s.blocks.size());
-  if (keep >= size) return;
-  release_range(s, std::max(s.first_live, keep), size);
-  s.blocks.resize(static_cast<size_t>(keep));
-  s.first_live = std::min(s.first_live, keep);
-  s.num_published = std::min(s.num_published, keep);
+  keep_blocks(s, new_len / block_size_);
 }
 
 int64_t StateGroupManager::peak_blocks(int64_t /*len*/, int64_t chunk) const {

@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
+#include "kernels/cuda/gemm/gemv_chunk.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
@@ -21,42 +22,10 @@ namespace {
 constexpr int kBlock = 128;
 constexpr int kRowsMT = 16;
 
-template <WFmt F>
-struct Chunk;
-template <>
-struct Chunk<WFmt::kFp8> {
-  static constexpr int kElems = 16;
-};
-template <>
-struct Chunk<WFmt::kFp4> {
-  static constexpr int kElems = 32;
-};
-template <>
-struct Chunk<WFmt::kBf16> {
-  static constexpr int kElems = 8;
-};
-template <>
-struct Chunk<WFmt::kF16> {
-  static constexpr int kElems = 8;
-};
-template <>
-struct Chunk<WFmt::kF32> {
-  static constexpr int kElems = 4;
-};
-
-// Block scale of chunk c of row n (1 for dense formats).
-template <WFmt F>
-__device__ __forceinline__ float chunk_scale(const WeightDesc& w, int64_t n, int64_t c) {
-  if constexpr (F == WFmt::kFp8) return scale_at(w, n / w.block_n, c * 16 / w.block_k);
-  if constexpr (F == WFmt::kFp4) return scale_at(w, n, c * 32 / w.block_k);
-  return 1.0f;
-}
-
 // Decodes the 16 bytes at chunk c of row n into wv, unscaled (chunk_scale gives the scale).
 template <WFmt F>
 __device__ __forceinline__ void decode_chunk(const WeightDesc& w, int64_t n, int64_t c, float* wv) {
-  const int64_t row_bytes =
-      F == WFmt::kFp4 ? w.k / 2 : w.k * (F == WFmt::kF32 ? 4 : (F == WFmt::kFp8 ? 1 : 2));
+  const int64_t row_bytes = weight_row_bytes(F, w.k);
   const uint4 raw =
       __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(w.w) + n * row_bytes) + c);
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -118,7 +87,7 @@ template <WFmt F, int MT>
 __global__ void __launch_bounds__(kBlock)
     gemv_vec(const float* __restrict__ x, int64_t xld, int M, WeightDesc w, float* __restrict__ y,
              int64_t yld, int tpr, bool x_vec4) {
-  constexpr int E = Chunk<F>::kElems;
+  constexpr int E = chunk_elems(F);
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr;
   const int t = threadIdx.x % tpr;
   float acc[MT];
@@ -178,28 +147,10 @@ __global__ void __launch_bounds__(kBlock)
   reduce_and_store<MT>(acc, M, tpr, n, w.n, y, yld);
 }
 
-int elems_per_chunk(WFmt f) {
-  switch (f) {
-    case WFmt::kFp8:
-      return 16;
-    case WFmt::kFp4:
-      return 32;
-    case WFmt::kBf16:
-    case WFmt::kF16:
-      return 8;
-    case WFmt::kF32:
-      return 4;
-  }
-  return 1;
-}
-
 template <int MT>
 void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
-  const int E = elems_per_chunk(w.fmt);
-  const int64_t row_bytes = w.fmt == WFmt::kFp4   ? w.k / 2
-                            : w.fmt == WFmt::kFp8 ? w.k
-                            : w.fmt == WFmt::kF32 ? w.k * 4
-                                                  : w.k * 2;
+  const int E = chunk_elems(w.fmt);
+  const int64_t row_bytes = weight_row_bytes(w.fmt, w.k);
   const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w.w) % 16 == 0 &&
                    (w.fmt != WFmt::kFp8 || w.block_k % 16 == 0) &&
                    (w.fmt != WFmt::kFp4 || w.block_k % 32 == 0);
@@ -223,28 +174,10 @@ void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
     }
     return;
   }
-  switch (w.fmt) {
-    case WFmt::kFp8:
-      gemv_vec<WFmt::kFp8, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kFp4:
-      gemv_vec<WFmt::kFp4, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kBf16:
-      gemv_vec<WFmt::kBf16, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kF16:
-      gemv_vec<WFmt::kF16, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kF32:
-      gemv_vec<WFmt::kF32, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-  }
+  dispatch_wfmt(w.fmt, [&](auto f) {
+    gemv_vec<decltype(f)::value, MT>
+        <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
+  });
 }
 
 }  // namespace

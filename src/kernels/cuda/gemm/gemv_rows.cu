@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
+#include "kernels/cuda/gemm/gemv_chunk.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
@@ -19,11 +20,6 @@ namespace {
 constexpr int kBlock = 128;
 constexpr int kRows = 4;
 constexpr int kMT = 16;
-
-template <WFmt F>
-__host__ __device__ constexpr int elems() {
-  return F == WFmt::kFp8 ? 16 : (F == WFmt::kFp4 ? 32 : 8);
-}
 
 // Elements [8·sub, 8·sub + 8) of a 16-byte chunk, unscaled. `sub` is a run-time value (the sub
 // loop is not unrolled, to bound register use), so words are picked with selects, never by
@@ -56,21 +52,14 @@ __device__ __forceinline__ void decode8(const uint4& raw, int sub, float* wv) {
 }
 
 template <WFmt F>
-__device__ __forceinline__ float chunk_scale_rows(const WeightDesc& w, int64_t n, int64_t c) {
-  if constexpr (F == WFmt::kFp8) return scale_at(w, n / w.block_n, c * 16 / w.block_k);
-  if constexpr (F == WFmt::kFp4) return scale_at(w, n, c * 32 / w.block_k);
-  return 1.0f;
-}
-
-template <WFmt F>
 __global__ void __launch_bounds__(kBlock)
     gemv_rows_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
                      float* __restrict__ y, int64_t yld, int tpr, bool x_vec4) {
-  constexpr int E = elems<F>();
+  constexpr int E = chunk_elems(F);
   const int64_t n0 =
       (static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr) * kRows;
   const int t = threadIdx.x % tpr;
-  const int64_t row_bytes = F == WFmt::kFp4 ? w.k / 2 : (F == WFmt::kFp8 ? w.k : 2 * w.k);
+  const int64_t row_bytes = weight_row_bytes(F, w.k);
   const uint8_t* base = static_cast<const uint8_t*>(w.w);
   float acc[kRows][kMT];
 #pragma unroll
@@ -87,7 +76,7 @@ __global__ void __launch_bounds__(kBlock)
         // Rows past N re-read the last row; their sums are never stored.
         const int64_t n = n0 + r < w.n ? n0 + r : w.n - 1;
         raw[r] = __ldg(reinterpret_cast<const uint4*>(base + n * row_bytes) + c);
-        cs[r] = chunk_scale_rows<F>(w, n, c);
+        cs[r] = chunk_scale<F>(w, n, c);
       }
 #pragma unroll 1
       for (int sub = 0; sub < E / 8; ++sub) {
@@ -155,26 +144,13 @@ void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x
   const int64_t rows_per_block = static_cast<int64_t>(kBlock / tpr) * kRows;
   const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
   const int M = static_cast<int>(x.rows);
-  switch (w.fmt) {
-    case WFmt::kFp8:
-      gemv_rows_kernel<WFmt::kFp8>
+  dispatch_wfmt(w.fmt, [&](auto f) {
+    // gemv_rows_supported() is false for F32: gemv.cu keeps it.
+    if constexpr (decltype(f)::value != WFmt::kF32) {
+      gemv_rows_kernel<decltype(f)::value>
           <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kFp4:
-      gemv_rows_kernel<WFmt::kFp4>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kBf16:
-      gemv_rows_kernel<WFmt::kBf16>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kF16:
-      gemv_rows_kernel<WFmt::kF16>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
-      break;
-    case WFmt::kF32:
-      break;  // gemv_rows_supported() is false: gemv.cu keeps F32
-  }
+    }
+  });
 }
 
 }  // namespace deepinfer::kernels::cuda
