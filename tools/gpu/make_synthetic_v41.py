@@ -19,6 +19,7 @@ activations O(1) (make_synthetic_v4.py's generator); a shape to time, not a mode
 
     python tools/gpu/make_synthetic_v41.py OUT_DIR [--layers 4] [--engram-vocab 200000]
         [--seed 0] [--shrink]       # --shrink: tiny widths, to check the layout on a CPU
+        [--config-only]             # config.json (and tokenizer.json) only: the transformers peer
 
 numpy, and tokenizers for the reference layout script it imports. About 7.4 GB per layer (the experts) plus 2.7 GB, and 1.2 GB per Engram table.
 """
@@ -165,6 +166,8 @@ def main() -> None:
     ap.add_argument("--engram-vocab", type=int, default=200000)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--shrink", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--config-only", action="store_true",
+                    help="write config.json and tokenizer.json only (bench/model_cuda/hf_peer_v41.py)")
     a = ap.parse_args()
     c = text_config(a.layers, a.engram_vocab, a.shrink)
     t = c["text_config"]
@@ -173,6 +176,9 @@ def main() -> None:
         json.dump(c, f, indent=2)
     shutil.copyfile(os.path.join(REPO, "python/deepinfer/data/deepseek_v4/tokenizer.json"),
                     os.path.join(a.out, "tokenizer.json"))
+    if a.config_only:
+        print(f"{a.out}: config.json, {a.layers} layers")
+        return
     g = Gen(a.seed)
     D, V = t["hidden_size"], t["vocab_size"]
     rows_of = dict(zip(t["engram_layer_ids"], t["engram_num_embeddings"]))

@@ -110,6 +110,34 @@ if has hf; then
   say "hf_peer exit $?"
   grep -v '^{' "$OUT/hf.log" | tail -8 | tee -a "$OUT/summary.txt"
 fi
+# hf41 (not in the default STAGES): transformers main's deepseek_v41 as the V4.1 peer
+# (bench/model_cuda/hf_peer_v41.py) on the V4.1-Flash-shaped synthetic config
+# (make_synthetic_v41.py --config-only, SYNTH_LAYERS layers, in $V41_SYNTH_DIR). Its model is a
+# wheel the caller carries in .deps/wheels (built from transformers main's source, never
+# committed: docs/cuda_backend.md), installed offline into a venv over the system packages
+# (else the user site, else unpacked onto PYTHONPATH). hf41_install.log, hf41.log, hf41.json.
+if has hf41; then
+  V41_SYNTH_DIR="${V41_SYNTH_DIR:-/tmp/v41_flash_synth_$SYNTH_LAYERS}"
+  WHL41="$(ls "$PWD"/.deps/wheels/transformers_deepseek_v41_peer-*.whl 2>/dev/null | tail -1)"
+  if [ -z "$WHL41" ]; then
+    say "hf41: skipped, no .deps/wheels/transformers_deepseek_v41_peer-*.whl (docs/cuda_backend.md)"
+  else
+    PY41=python3; PP41="${PYTHONPATH:-}"
+    V41PY=/tmp/hf41-venv/bin/python  # sees torch / transformers only if python3 is no venv itself
+    { python3 -m venv --system-site-packages /tmp/hf41-venv && "$V41PY" -c "import torch, transformers" &&
+      "$V41PY" -m pip install --no-deps --no-index --force-reinstall "$WHL41" && PY41="$V41PY"; } \
+      > "$OUT/hf41_install.log" 2>&1 ||
+    python3 -m pip install --user --no-deps --no-index --force-reinstall "$WHL41" >> "$OUT/hf41_install.log" 2>&1 ||
+    { rm -rf /tmp/hf41-peer && python3 -m zipfile -e "$WHL41" /tmp/hf41-peer && PP41="/tmp/hf41-peer${PP41:+:$PP41}"; }
+    [ -f "$V41_SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v41.py "$V41_SYNTH_DIR" \
+      --layers "$SYNTH_LAYERS" --config-only >> "$OUT/hf41_install.log" 2>&1
+    env ${PP41:+PYTHONPATH="$PP41"} timeout 420 "$PY41" bench/model_cuda/hf_peer_v41.py \
+      --config "$V41_SYNTH_DIR/config.json" --batches "$HF_BATCHES" --prefill "${PREFILL:-4096}" \
+      --out "$OUT/hf41.json" ${HF41_ARGS:-} > "$OUT/hf41.log" 2>&1
+    say "hf_peer_v41 exit $?"
+    grep -v '^{' "$OUT/hf41.log" | tail -10 | tee -a "$OUT/summary.txt"
+  fi
+fi
 if has engine; then
   if [ ! -f /usr/include/unicode/utypes.h ] && [ ${#ICU_ARGS[@]} -eq 0 ]; then
     say "engine: skipped, no ICU headers on this machine (carry them at \$ICU_ROOT)"
