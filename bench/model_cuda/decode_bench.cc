@@ -56,6 +56,13 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The values of Model::host_counters (V4.1: Engram gather seconds, bytes sent, gathers).
+std::vector<double> host_counter_values(const deepinfer::model::Model& m) {
+  std::vector<double> v;
+  for (const auto& [name, value] : m.host_counters()) v.push_back(value);
+  return v;
+}
 using deepinfer::model::LogitsWanted;
 using deepinfer::model::Model;
 using deepinfer::model::SequenceCache;
@@ -358,7 +365,9 @@ int main(int argc, char** argv) {
       std::sort(times.begin(), times.end());
       return times[times.size() / 2] * 1e3;
     };
+    const std::vector<double> host0 = host_counter_values(*model);
     const double ms = decode_steps(steps, false);
+    const std::vector<double> host1 = host_counter_values(*model);
     const double sampled_ms = decode_steps(steps, false, true);
     double eager_ms = ms;
     if (graph_max_rows > 0) {
@@ -378,6 +387,18 @@ int main(int argc, char** argv) {
          << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib;
     std::printf("        KV pages of the %d sequences at %d tokens: %.1f MiB (%.2f MiB each)\n", B,
                 context, kv_mib, kv_mib / B);
+    if (!host0.empty()) {
+      // V4.1's Engram lookup: host hashing + dequantizing into pinned staging and the upload,
+      // per timed step; it runs while the layers before the Engram layer execute, so its share
+      // of the step is at most this ratio.
+      const double per_step = 1.0 / (steps + 4);
+      const double gather_ms = (host1[0] - host0[0]) * per_step * 1e3;
+      const double kib = (host1[1] - host0[1]) * per_step / 1024;
+      std::printf("        Engram lookup (host, overlapped): %.3f ms/step = %.3f of the step, "
+                  "%.1f KiB sent/step\n", gather_ms, gather_ms / ms, kib);
+      json << ", \"engram_gather_ms\": " << gather_ms << ", \"engram_share_max\": "
+           << gather_ms / ms << ", \"engram_upload_kib\": " << kib;
+    }
     // Speculative verify steps (--verify-rows): every sequence feeds r rows (its last token and
     // r - 1 drafts) with logits for each, then rolls back r - 1 of them (one accepted token per
     // step keeps the context growing as in decode). The cost next to the decode step it
@@ -486,9 +507,11 @@ int main(int argc, char** argv) {
     SequenceCache seq = model->new_sequence();
     std::vector<int32_t> ids(static_cast<size_t>(prefill));
     for (auto& x : ids) x = tok(rng);
+    const std::vector<double> host0 = host_counter_values(*model);
     const auto t0 = Clock::now();
     auto r = model->extend(seq, ids);
     const double s = seconds(t0);
+    const std::vector<double> host1 = host_counter_values(*model);
     if (!r.ok()) {
       std::fprintf(stderr, "prefill: %s\n", r.status().message().c_str());
       return 1;
@@ -498,6 +521,12 @@ int main(int argc, char** argv) {
         "\nprefill %d tokens: %.2f s = %.0f tok/s; compute floor %.3f s (%.1f G active "
         "weights/token at %.0f TFLOP/s) -> floor/ours %.4f\n",
         prefill, s, prefill / s, floor_s, wb.active_params / 1e9, matmul_tflops, floor_s / s);
+    double engram_s = 0;
+    if (!host0.empty()) {
+      engram_s = host1[0] - host0[0];
+      std::printf("Engram lookup of the prefill (host, overlapped): %.1f ms = %.3f of it, %.1f MiB "
+                  "sent\n", engram_s * 1e3, engram_s / s, (host1[1] - host0[1]) / (1 << 20));
+    }
     if (profile) {
       SequenceCache again = model->new_sequence();
       prof.reset();
@@ -509,7 +538,8 @@ int main(int argc, char** argv) {
     }
     json << ", \"prefill\": {\"tokens\": " << prefill << ", \"seconds\": " << s
          << ", \"tokens_per_s\": " << prefill / s << ", \"floor_s\": " << floor_s
-         << ", \"floor_over_ours\": " << floor_s / s << "}";
+         << ", \"floor_over_ours\": " << floor_s / s << ", \"engram_gather_s\": " << engram_s
+         << "}";
     json << ", \"snapshot\": " << snapshot_json(*model, seq, copy_gbps);
   }
   json << ", \"host_peak_rss_gib_end\": " << peak_rss_gib() << "}\n";

@@ -43,6 +43,42 @@ void* Buffer::fit_bytes(size_t bytes) {
   return ptr_;
 }
 
+StagingBuffer::~StagingBuffer() { release(); }
+
+StagingBuffer::StagingBuffer(StagingBuffer&& o) noexcept
+    : ops_(std::exchange(o.ops_, nullptr)),
+      ptr_(std::exchange(o.ptr_, nullptr)),
+      bytes_(std::exchange(o.bytes_, 0)) {}
+
+StagingBuffer& StagingBuffer::operator=(StagingBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    ops_ = std::exchange(o.ops_, nullptr);
+    ptr_ = std::exchange(o.ptr_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void StagingBuffer::release() {
+  if (ptr_ != nullptr) {
+    ops_->synchronize();  // an upload still queued may read it
+    ops_->deallocate_staging(ptr_);
+  }
+  ptr_ = nullptr;
+  bytes_ = 0;
+}
+
+void* StagingBuffer::fit_bytes(size_t bytes) {
+  DI_CHECK(ops_ != nullptr);
+  if (bytes > bytes_ || ptr_ == nullptr) {
+    release();
+    bytes_ = std::max<size_t>(bytes, 64);
+    ptr_ = ops_->allocate_staging(bytes_);
+  }
+  return ptr_;
+}
+
 void* Buffer::reserve_bytes(size_t bytes, size_t keep) {
   DI_CHECK(ops_ != nullptr && keep <= bytes_);
   if (bytes <= bytes_ && ptr_ != nullptr) return ptr_;

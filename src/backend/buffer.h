@@ -52,6 +52,31 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
+// StagingBuffer: grow-only host memory for Ops::upload_async (Ops::allocate_staging: pinned on
+// a device backend). Growing or freeing it first waits for the backend (synchronize), since an
+// upload still queued may read the old memory. Move-only.
+class StagingBuffer {
+ public:
+  StagingBuffer() = default;
+  explicit StagingBuffer(Ops& ops) : ops_(&ops) {}
+  ~StagingBuffer();
+  StagingBuffer(StagingBuffer&& o) noexcept;
+  StagingBuffer& operator=(StagingBuffer&& o) noexcept;
+  StagingBuffer(const StagingBuffer&) = delete;
+  StagingBuffer& operator=(const StagingBuffer&) = delete;
+
+  // At least `bytes` of host memory; contents are lost when it grows.
+  void* fit_bytes(size_t bytes);
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void release();
+
+  Ops* ops_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Grow-only FP32 scratch of n floats (contents lost on growth).
 inline float* fit(Buffer& b, int64_t n) {
   return static_cast<float*>(b.fit_bytes(static_cast<size_t>(n) * sizeof(float)));

@@ -269,6 +269,10 @@ void* Ops::allocate(size_t bytes) {
 
 void Ops::deallocate(void* p) { std::free(p); }
 
+void* Ops::allocate_staging(size_t bytes) { return Ops::allocate(bytes); }
+
+void Ops::deallocate_staging(void* p) { Ops::deallocate(p); }
+
 void Ops::upload(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }

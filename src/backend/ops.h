@@ -371,6 +371,14 @@ class Ops {
   virtual void download(void* dst, const void* src, size_t bytes);
   // backend -> backend, queued after the ops before it.
   virtual void copy(void* dst, const void* src, size_t bytes);
+  // Staging: host memory that upload_async may read after it returns (page-locked on a device
+  // backend, so the copy is a DMA queued on the op stream: the host never waits for the ops
+  // before it, which a pageable source may make it do). Defaults: host memory and upload.
+  // upload_async's `src` must come from allocate_staging and stay unchanged until the next
+  // download() or synchronize(), which wait for the copy. Allocation throws OutOfMemory.
+  virtual void* allocate_staging(size_t bytes);
+  virtual void deallocate_staging(void* p);
+  virtual void upload_async(void* dst, const void* src, size_t bytes) { upload(dst, src, bytes); }
   // Waits until every queued op has finished (no-op for synchronous backends).
   virtual void synchronize() {}
 

@@ -95,6 +95,11 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
     inner_.download(dst, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override { inner_.copy(dst, src, bytes); }
+  void* allocate_staging(size_t bytes) override { return inner_.allocate_staging(bytes); }
+  void deallocate_staging(void* p) override { inner_.deallocate_staging(p); }
+  void upload_async(void* dst, const void* src, size_t bytes) override {
+    inner_.upload_async(dst, src, bytes);
+  }
   void synchronize() override { inner_.synchronize(); }
   // Recording passes through only when timing is off: a replayed unit has no ops to time.
   int64_t record_max_rows() const override { return enabled_ ? 0 : inner_.record_max_rows(); }

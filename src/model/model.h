@@ -19,6 +19,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/ops.h"
@@ -79,6 +80,10 @@ class Model {
   virtual SequenceCache new_sequence(const CacheOptions& options = {}) const = 0;
   // Pages of KV memory the model's pools reserved from the backend, and those in use now.
   virtual backend::PagePool::Stats cache_memory() const = 0;
+  // Host work of the model's own that benchmarks report beside the step time, cumulative since
+  // load: (name, value) pairs, e.g. V4.1's Engram gather ("engram_gather_seconds",
+  // "engram_upload_bytes", "engram_steps"). Empty when the model has none.
+  virtual std::vector<std::pair<std::string, double>> host_counters() const { return {}; }
 
   // One step over any mix of sequences (step.h). Advances every sequence's cache. When the
   // backend runs out of memory mid-step, the result is a ResourceExhausted status that says

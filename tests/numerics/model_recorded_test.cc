@@ -153,6 +153,40 @@ TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
   }
 }
 
+// DeepSeek-V4.1: the same, with its Engram rows (gathered between the units, zero past the real
+// rows), single-pass mHC's carried pre, the DSpark features, and every CSA2 role's core between
+// the units.
+TEST(ModelRecorded, V41PaddedUnitsEqualEagerSteps) {
+  const struct {
+    const char* cfg;
+    const char* variant;
+  } cases[] = {{"v41_tiny_a", "official_bf16"},
+               {"v41_tiny_a", "official_quant"},
+               {"v41_tiny_a", "hf_bf16"},
+               {"v41_tiny_b", "official_bf16"}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.cfg) + "/" + c.variant);
+    RecordingOps rec(opt_ops(), 64);
+    auto eager = load_test_model(c.cfg, c.variant, opt_ops());
+    auto recorded = load_test_model(c.cfg, c.variant, rec);
+    ASSERT_TRUE(eager && recorded);
+    // Any ids of the vocabulary: both runs see the same ones, and the comparison is bitwise.
+    std::vector<int32_t> prompt(100);
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      prompt[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(eager->vocab_size()));
+    }
+    const std::vector<float> want = serve(*eager, prompt);
+    const std::vector<float> got = serve(*recorded, prompt);
+    ASSERT_EQ(got.size(), want.size());
+    const Diff d = compare_logits(got, want, eager->vocab_size());
+    EXPECT_EQ(d.max_abs, 0.0) << "worst row " << d.worst_row;
+    EXPECT_GT(rec.runs(), 0);
+    EXPECT_GT(rec.drops(), 0);
+    EXPECT_EQ(rec.trace_changes(), 0);
+    EXPECT_EQ(rec.host_arrays(), 0);
+  }
+}
+
 // Models come and go on one backend: a model's recordings replay its weights and buffers, so
 // they must go with it (a CUDA graph of a destroyed model, found again under a key a later
 // model uses, replays freed memory: an illegal address on the H200 before this was mended).

@@ -14,6 +14,7 @@
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
 #          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it
 #   hf     the same shapes in Hugging Face transformers (bench/model_cuda/hf_peer.py)
+#   bench41, hf41 (not default) the V4.1-Flash-shaped checkpoint and transformers main's V4.1
 #   engine the full tree (CLI, engine; needs ICU headers: the system's or $ICU_ROOT; CLI11 / nlohmann_json
 #          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
 #          embedded default model: sampled text through the engine and greedy token ids through
@@ -101,6 +102,22 @@ if has bench; then
     --prefill "${PREFILL:-4096}" --out "$OUT/bench.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
   say "decode_bench exit $?"
   grep -v "^{" "$OUT/bench.log" | tail -${BENCH_TAIL:-12} | tee -a "$OUT/summary.txt"
+fi
+# bench41 (not in the default STAGES): the same on the V4.1-Flash-shaped random checkpoint
+# (make_synthetic_v41.py, SYNTH_LAYERS layers, in $V41_SYNTH_DIR; ~31 GiB at 4 layers), CUDA
+# graphs on (replayed vs replay off in the same run), the Engram lookup's share per step.
+if has bench41; then
+  V41_SYNTH_DIR="${V41_SYNTH_DIR:-/tmp/v41_flash_synth_$SYNTH_LAYERS}"
+  if [ ! -f "$V41_SYNTH_DIR/model.safetensors.index.json" ]; then
+    timeout 400 python3 tools/gpu/make_synthetic_v41.py "$V41_SYNTH_DIR" --layers "$SYNTH_LAYERS" \
+      > "$OUT/synth41.log" 2>&1
+    say "synthetic V4.1 checkpoint exit $?: $(tail -1 "$OUT/synth41.log")"
+  fi
+  timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$V41_SYNTH_DIR" \
+    --batches "$BATCHES" --prefill "${PREFILL:-4096}" --out "$OUT/bench41.json" ${BENCH41_ARGS:-} \
+    > "$OUT/bench41.log" 2>&1
+  say "decode_bench (V4.1) exit $?"
+  grep -v "^{" "$OUT/bench41.log" | tail -${BENCH_TAIL:-16} | tee -a "$OUT/summary.txt"
 fi
 if has hf; then
   [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \

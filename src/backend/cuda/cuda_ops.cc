@@ -141,6 +141,29 @@ void CudaOps::upload(void* dst, const void* src, size_t bytes) {
   if (bytes) DI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
 }
 
+void* CudaOps::allocate_staging(size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, std::max<size_t>(bytes, 64), cudaHostAllocDefault) != cudaSuccess) {
+    cudaGetLastError();
+    throw OutOfMemory("pinned host memory exhausted: cudaHostAlloc of " + std::to_string(bytes) +
+                      " bytes failed");
+  }
+  return p;
+}
+
+void CudaOps::deallocate_staging(void* p) {
+  if (p == nullptr) return;
+  // cudaFreeHost synchronises the device, which a capture in progress does not allow; staging
+  // is only freed between steps (its owner grows or goes), never inside a recorded unit.
+  DI_CHECK(!any_capture_.load());
+  DI_CUDA_CHECK(cudaFreeHost(p));
+}
+
+void CudaOps::upload_async(void* dst, const void* src, size_t bytes) {
+  if (refuse_in_capture("an upload")) return;
+  if (bytes) DI_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
 void CudaOps::download(void* dst, const void* src, size_t bytes) {
   if (refuse_in_capture("a download")) return;
   if (bytes) DI_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));

@@ -142,6 +142,11 @@ class CudaOps : public Ops {
   void upload(void* dst, const void* src, size_t bytes) override;
   void download(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  // Staging: pinned host memory (cudaHostAlloc); upload_async is cudaMemcpyAsync from it on
+  // the op stream, a DMA the host does not wait for.
+  void* allocate_staging(size_t bytes) override;
+  void deallocate_staging(void* p) override;
+  void upload_async(void* dst, const void* src, size_t bytes) override;
   void synchronize() override;
 
  private:

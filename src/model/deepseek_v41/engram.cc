@@ -2,9 +2,11 @@
 #include "model/deepseek_v41/engram.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 
 #include "base/check.h"
+#include "base/clock.h"
 #include "base/numeric_types.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/token_texts.h"
@@ -62,42 +64,50 @@ Expected<EngramLookup> EngramLookup::create(const io::ModelConfig& c, const std:
   return l;
 }
 
-void EngramLookup::gather_step(backend::Ops& ops, const StepInputs& in,
-                               const std::vector<Block>& layers,
-                               std::vector<backend::Buffer>& out) {
+void EngramLookup::begin_step(backend::Ops& ops, const StepInputs& in) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ops.synchronize();
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
-  const int64_t cols = columns(), width = cols * head_dim_;
   ids_.resize(static_cast<size_t>(M));
   for (int64_t i = 0; i < M; ++i) ids_[static_cast<size_t>(i)] = compressed_id(in.token_ids[i]);
+  stats_.seconds += seconds_since(t0);
+}
+
+void EngramLookup::gather_layer(backend::Ops& ops, const StepInputs& in, const EngramWeights& e,
+                                int64_t rows, backend::Buffer& out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  DI_CHECK(rows >= M && static_cast<int64_t>(ids_.size()) == M);
+  const int64_t cols = columns(), width = cols * head_dim_;
+  const int j = e.index;
+  while (staging_.size() <= static_cast<size_t>(j)) staging_.emplace_back(ops);
+  const size_t bytes = static_cast<size_t>(rows * width) * sizeof(float);
+  auto* staging = static_cast<float*>(staging_[static_cast<size_t>(j)].fit_bytes(bytes));
   rows_.resize(static_cast<size_t>(M * cols));
-  staging_.resize(static_cast<size_t>(M * width));
-  while (out.size() < static_cast<size_t>(layout_.num_layers())) out.emplace_back(ops);
-  for (const Block& b : layers) {
-    if (!b.engram) continue;
-    const int j = b.engram->index;
-    for (const SequenceSpan& sq : in.sequences) {
-      if (sq.count == 0) continue;
-      hash_rows(layout_, j, sq.cache->engram_history(),
-                std::span<const int32_t>(ids_).subspan(static_cast<size_t>(sq.begin),
-                                                       static_cast<size_t>(sq.count)),
-                rows_.data() + sq.begin * cols);
-    }
-    for (int64_t r = 0; r < M * cols; ++r) {
-      float* dst_row = staging_.data() + r * head_dim_;
-      if (ids_[static_cast<size_t>(r / cols)] == kEngramDead) {
-        // A DEAD position (an id the tokenizer does not know) leaves its streams unchanged (spec
-        // §6.7 item 1: gate 0): zero rows make a zero value, so X + g · 0 = X exactly.
-        std::fill(dst_row, dst_row + head_dim_, 0.0f);
-        continue;
-      }
-      const int64_t row = rows_[static_cast<size_t>(r)];
-      DI_CHECK(row >= 0 && row < b.engram->table.n);
-      table_row(b.engram->table, row, dst_row);
-    }
-    backend::Buffer& dst = out[static_cast<size_t>(j)];
-    const size_t bytes = static_cast<size_t>(M * width) * sizeof(float);
-    ops.upload(dst.fit_bytes(std::max<size_t>(bytes, 4)), staging_.data(), bytes);
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.count == 0) continue;
+    hash_rows(layout_, j, sq.cache->engram_history(),
+              std::span<const int32_t>(ids_).subspan(static_cast<size_t>(sq.begin),
+                                                     static_cast<size_t>(sq.count)),
+              rows_.data() + sq.begin * cols);
   }
+  for (int64_t r = 0; r < M * cols; ++r) {
+    float* dst_row = staging + r * head_dim_;
+    if (ids_[static_cast<size_t>(r / cols)] == kEngramDead) {
+      // A DEAD position (an id the tokenizer does not know) leaves its streams unchanged (spec
+      // §6.7 item 1: gate 0): zero rows make a zero value, so X + g · 0 = X exactly.
+      std::fill(dst_row, dst_row + head_dim_, 0.0f);
+      continue;
+    }
+    const int64_t row = rows_[static_cast<size_t>(r)];
+    DI_CHECK(row >= 0 && row < e.table.n);
+    table_row(e.table, row, dst_row);
+  }
+  std::fill(staging + M * width, staging + rows * width, 0.0f);  // padding rows
+  ops.upload_async(out.fit_bytes(std::max<size_t>(bytes, 4)), staging, bytes);
+  stats_.seconds += seconds_since(t0);
+  stats_.bytes += static_cast<int64_t>(bytes);
+  ++stats_.layer_gathers;
 }
 
 void EngramLookup::push_history(const StepInputs& in) const {

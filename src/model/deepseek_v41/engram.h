@@ -35,11 +35,26 @@ class EngramLookup {
   int64_t columns() const { return layout_.columns(); }  // rows looked up per token and layer
   int32_t compressed_id(int32_t token) const { return layout_.compressed_id(token); }
 
-  // The step's rows for every Engram layer, gathered from the tables into backend memory:
-  // out[j] = [M, columns · head_dim] FP32 (the table values, exact in BF16). Reads each
-  // sequence's history; appends nothing (push_history does, after the step).
-  void gather_step(backend::Ops& ops, const StepInputs& in, const std::vector<Block>& layers,
-                   std::vector<backend::Buffer>& out);
+  // Per step, before the first gather: the step's compressed ids. Waits for the backend (a
+  // no-op between steps, which end with a download) so the staging of the last step is free.
+  void begin_step(backend::Ops& ops, const StepInputs& in);
+
+  // The step's rows of Engram layer `e`, gathered from its table and sent to backend memory:
+  // out = [rows, columns · head_dim] FP32 (the table values, exact in BF16), rows >= M; rows
+  // past M (a padded recorded step's) are zero. Host work (hashing, dequantizing) into pinned
+  // staging, then Ops::upload_async: called just before the layer that reads it, the gather
+  // overlaps the layers queued before it. Reads each sequence's history; appends nothing
+  // (push_history does, after the step).
+  void gather_layer(backend::Ops& ops, const StepInputs& in, const EngramWeights& e, int64_t rows,
+                    backend::Buffer& out);
+
+  // Host time spent in begin_step and gather_layer, and the bytes they sent, since load.
+  struct Stats {
+    double seconds = 0;
+    int64_t bytes = 0;
+    int64_t layer_gathers = 0;
+  };
+  const Stats& stats() const { return stats_; }
 
   // After a step: each sequence's look-back takes its new compressed ids.
   void push_history(const StepInputs& in) const;
@@ -47,9 +62,12 @@ class EngramLookup {
  private:
   EngramHashLayout layout_;
   int64_t head_dim_ = 0;
-  std::vector<int32_t> ids_;       // the step's compressed ids (scratch)
-  std::vector<int64_t> rows_;      // [M, columns] of one layer (scratch)
-  std::vector<float> staging_;     // [M, columns · head_dim] of one layer (scratch)
+  std::vector<int32_t> ids_;    // the step's compressed ids (scratch)
+  std::vector<int64_t> rows_;   // [M, columns] of one layer (scratch)
+  // Per Engram layer: its [rows, columns · head_dim] of the step, uploaded from here (each
+  // layer its own, since the uploads of a step are all in flight together).
+  std::vector<backend::StagingBuffer> staging_;
+  Stats stats_;
 };
 
 }  // namespace deepinfer::model::deepseek_v41

@@ -2,7 +2,9 @@
 // context and its draft. Composition only: every numerical step is an op call or one of the
 // shared layer pieces (model/layers) or V4.1's own (attention.cc, engram.cc).
 //
-// Steps run eagerly: no backend that records units (CUDA graphs) supports V4.1's ops yet.
+// Steps of at most Ops::record_max_rows() rows run padded to a bucket, their dense parts as
+// recorded units (CUDA graphs on the GPU; model/recorded_steps.h), like V4's: the attention
+// cores and the Engram gathers run eagerly between the units.
 #include "model/deepseek_v41/model.h"
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "model/layers/attention.h"
 #include "model/layers/moe.h"
 #include "model/layers/numerics.h"
+#include "model/recorded_steps.h"
 #include "model/step_check.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -27,7 +30,9 @@ using backend::Mat;
 
 namespace {
 
-// Buffers of a step's dense parts (backend memory, grow-only).
+// Buffers of a step's dense parts (backend memory, grow-only). Eager steps, recorded ones and
+// drafts keep separate sets: a recorded unit replays the addresses it was captured with, so its
+// set must not move when a long prefill grows the eager one.
 struct DenseBuffers {
   explicit DenseBuffers(backend::Ops& o)
       : x(o),
@@ -42,15 +47,29 @@ struct DenseBuffers {
         features(o),
         ctx(o),
         ctx_kv(o),
+        rows(o),
         attn(o),
         moe(o) {}
   backend::Buffer x, y, u, post, comb, sub;
   backend::Buffer pre_a, pre_prev;  // the attention site's pre, and the pre a site collapses with
   backend::Buffer engram_kv;        // [M, (n + 1)·D]
+  std::vector<backend::Buffer> engram_in;  // per Engram layer: the step's looked-up rows
   backend::Buffer features;         // DSpark target features [M, T·D]
   backend::Buffer ctx, ctx_kv;      // the drafter's projected context and a stage's K=V rows
+  backend::Buffer rows;             // recorded steps: the RowInputs arrays, uploaded once per step
   AttentionBuffers attn;
   MoeScratch moe;
+
+  // What the units of a recorded step read and write (ctx and ctx_kv are eager-only).
+  void fingerprint(RecordedSteps::Fingerprint& out) const {
+    for (const backend::Buffer* b :
+         {&x, &y, &u, &post, &comb, &sub, &pre_a, &pre_prev, &engram_kv, &features, &rows}) {
+      out.emplace_back(b->data(), b->bytes());
+    }
+    for (const backend::Buffer& b : engram_in) out.emplace_back(b.data(), b.bytes());
+    attn.fingerprint(out);
+    moe.fingerprint(out);
+  }
 };
 
 }  // namespace
@@ -60,6 +79,7 @@ class V41Model final : public model::Model {
   explicit V41Model(backend::Ops& o)
       : ops(&o),
         step(o),
+        recorded(o),
         draft(o),
         head_in(o),
         head_pre(o),
@@ -72,7 +92,10 @@ class V41Model final : public model::Model {
         markov(o),
         attn(o),
         cs(o),
-        pages(std::make_shared<backend::PagePools>(o)) {}
+        rec_onehot(o),
+        rec_quarter(o),
+        pages(std::make_shared<backend::PagePools>(o)),
+        recording(o) {}
   V41Model(const V41Model&) = delete;
   V41Model& operator=(const V41Model&) = delete;
 
@@ -88,6 +111,13 @@ class V41Model final : public model::Model {
     return SequenceCache::create(*pages, plan, options);
   }
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
+  std::vector<std::pair<std::string, double>> host_counters() const override {
+    if (!engram_lookup) return {};
+    const EngramLookup::Stats& e = engram_lookup->stats();
+    return {{"engram_gather_seconds", e.seconds},
+            {"engram_upload_bytes", static_cast<double>(e.bytes)},
+            {"engram_layer_gathers", static_cast<double>(e.layer_gathers)}};
+  }
 
   Status forward(const StepInputs& in, StepOutputs& out) override {
     try {
@@ -138,33 +168,43 @@ class V41Model final : public model::Model {
   }
 
   // Embedding rows replicated into the n streams.
-  void embed_streams(std::span<const int32_t> ids, Mat X, DenseBuffers& d) {
+  void embed_streams(const int32_t* ids, Mat X, DenseBuffers& d) {
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
     Mat e(fit(d.y, M * D), M, D);
-    ops->embed(ids.data(), M, w.embed, e);
+    ops->embed(ids, M, w.embed, e);
     num.act(*ops, e);
     for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
   }
 
-  // One block's dense parts around its attention core (spec §6.1): the attention site collapses
-  // with `pre_prev` and leaves its own pre in d.pre_a; the FFN site collapses with that and
-  // leaves its pre in `pre_prev` for the next block. `core` runs the attention core.
-  template <typename Core>
-  void block(const BlockWeights& b, Mat X, Mat pre_prev, const int32_t* ids, const RowInputs& rows,
-             DenseBuffers& d, const Core& core) {
+  // One block's dense parts around its attention core (spec §6.1), in two parts so a recorded
+  // step can run each as a unit. Part 1: the attention site collapses with `pre_prev` and leaves
+  // its own pre in d.pre_a; its norm and the attention projections.
+  void attention_in(const BlockWeights& b, Mat X, Mat pre_prev, const RowInputs& rows,
+                    DenseBuffers& d) {
     backend::Ops& o = *ops;
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
-    Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D), out(fit(d.sub, M * D), M, D);
+    Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D);
     Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
     Mat pre_a(fit(d.pre_a, M * n), M, n);
     o.hc_pre(X, hc_params(b.hc_attn), pre_prev, y, pre_a, post, comb);
     num.act(o, y);
     o.rms_norm(y, &b.attn_norm, num.eps, 0, u);
     num.act(o, u);
-    const AttentionRows r = attention_rows(env(), b.attn, M, d.attn);
-    attention_project(env(), b.attn, b.spec, u, rows, d.attn, r);
-    core(r);
-    attention_output(env(), b.attn, b.spec, rows.positions, r, out, d.attn);
+    attention_project(env(), b.attn, b.spec, u, rows, d.attn,
+                      attention_rows(env(), b.attn, M, d.attn));
+  }
+
+  // Part 2 (after the core): the attention output and its mHC post-mix, then the FFN half,
+  // whose site collapses with d.pre_a and leaves its pre in `pre_prev` for the next block.
+  void attention_out_ffn(const BlockWeights& b, Mat X, Mat pre_prev, const RowInputs& rows,
+                         DenseBuffers& d) {
+    backend::Ops& o = *ops;
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D), out(fit(d.sub, M * D), M, D);
+    Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
+    Mat pre_a(fit(d.pre_a, M * n), M, n);
+    attention_output(env(), b.attn, b.spec, rows.positions,
+                     attention_rows(env(), b.attn, M, d.attn), out, d.attn);
     o.hc_post(X, out, post, comb, static_cast<int>(n), X);
     num.act(o, X);
 
@@ -172,21 +212,129 @@ class V41Model final : public model::Model {
     num.act(o, y);
     o.rms_norm(y, &b.ffn_norm, num.eps, 0, u);
     num.act(o, u);
-    moe_forward(o, cfg(), num, b.moe, u, ids, out, d.moe);
+    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
     o.hc_post(X, out, post, comb, static_cast<int>(n), X);
     num.act(o, X);
+  }
+
+  // A whole block, eagerly: `core` runs the attention core between the two parts.
+  template <typename Core>
+  void block(const BlockWeights& b, Mat X, Mat pre_prev, const RowInputs& rows, DenseBuffers& d,
+             const Core& core) {
+    attention_in(b, X, pre_prev, rows, d);
+    core(attention_rows(env(), b.attn, X.rows, d.attn));
+    attention_out_ffn(b, X, pre_prev, rows, d);
   }
 
   // The Engram memory of layer b writes into the streams (spec §6.7 item 1).
   void engram(const EngramWeights& e, Mat X, DenseBuffers& d) {
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
     const int64_t width = engram_lookup->columns() * cfg().engram.head_dim;
-    const CMat rows(engram_in[static_cast<size_t>(e.index)].as<const float>(), M, width);
+    const CMat rows(d.engram_in[static_cast<size_t>(e.index)].as<const float>(), M, width);
     Mat kv(fit(d.engram_kv, M * (n + 1) * D), M, (n + 1) * D);
     ops->linear(rows, e.wkv, kv, num.gemm());
     num.act(*ops, kv);
     ops->engram_gate(X, kv, CMat(e.w_prod, n, D), static_cast<int>(n), num.eps);
     num.act(*ops, X);
+  }
+
+  // Layer l's rows of its Engram table, into d.engram_in (eager, between units: an upload).
+  void gather_engram(size_t l, const StepInputs& in, int64_t rows, DenseBuffers& d) {
+    const Block& b = w.layers[l];
+    if (!b.engram) return;
+    const auto j = static_cast<size_t>(b.engram->index);
+    while (d.engram_in.size() <= j) d.engram_in.emplace_back(*ops);
+    engram_lookup->gather_layer(*ops, in, *b.engram, rows, d.engram_in[j]);
+  }
+
+  // What precedes layer l's block: its Engram memory, and the drafter's features where l is a
+  // target layer (the attention site's input, stream mean). `quarter`: constant mean rows.
+  void before_block(size_t l, Mat X, Mat feats, backend::Buffer& quarter_rows, DenseBuffers& d) {
+    const Block& b = w.layers[l];
+    if (b.engram) engram(*b.engram, X, d);
+    if (!w.dspark) return;
+    const std::vector<int>& targets = cfg().dspark.target_layer_ids;
+    const auto t = std::find(targets.begin(), targets.end(), static_cast<int>(l));
+    if (t == targets.end()) return;
+    const int64_t D = cfg().hidden_size, n = cfg().hc_mult;
+    Mat f = feats.cols_slice((t - targets.begin()) * D, D);
+    ops->hc_collapse(X, constant_rows(quarter_rows, X.rows, true), static_cast<int>(n), f);
+    num.act(*ops, f);
+  }
+
+  // The main layers over a step, eagerly (host arrays of `in` as row inputs).
+  void layers_eager(const StepInputs& in, Mat X, Mat pre_prev, Mat feats) {
+    DenseBuffers& d = step;
+    RowInputs rows;
+    rows.ids = in.token_ids.data();
+    rows.positions = in.positions.data();
+    embed_streams(rows.ids, X, d);
+    ops->copy_rows(constant_rows(onehot, X.rows, false), nullptr, pre_prev);  // layer 0: stream 0
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const Block& b = w.layers[l];
+      gather_engram(l, in, X.rows, d);
+      before_block(l, X, feats, quarter, d);
+      block(b.base, X, pre_prev, rows, d, [&](const AttentionRows& r) {
+        csa2_core(env(), b.base.attn, b.base.spec, l, r, in, attn, cs);
+      });
+    }
+  }
+
+  // RowInputs of a recorded step of Mb >= M rows, in d.rows (one upload): rows past M are
+  // padding (token 0 at position 0), which the dense parts compute and nothing reads.
+  RowInputs recorded_rows(const StepInputs& in, int64_t Mb, DenseBuffers& d) {
+    row_host.assign(static_cast<size_t>(2 * Mb), 0);
+    std::copy(in.token_ids.begin(), in.token_ids.end(), row_host.begin());
+    std::copy(in.positions.begin(), in.positions.end(), row_host.begin() + Mb);
+    const size_t bytes = row_host.size() * sizeof(int32_t);
+    auto* dev = static_cast<int32_t*>(d.rows.fit_bytes(bytes));
+    ops->upload(dev, row_host.data(), bytes);
+    RowInputs r;
+    r.ids = dev;
+    r.positions = dev + Mb;
+    return r;
+  }
+
+  // The main layers over a step padded to Mb rows: the dense parts between two attention cores
+  // (and before the first) are units that Ops::run_recorded may replay as CUDA graphs; the
+  // cores run eagerly on the real rows, and so do the Engram gathers, each just before the
+  // unit that reads its rows (so the host work overlaps the layers already queued).
+  void layers_recorded(const StepInputs& in, Mat X, Mat pre_prev, Mat feats) {
+    const int64_t Mb = X.rows;
+    DenseBuffers& d = recorded;
+    const RowInputs rows = recorded_rows(in, Mb, d);
+    // Constant rows sized before the units (an upload inside one would refuse its capture).
+    const CMat first = constant_rows(rec_onehot, Mb, false);
+    if (w.dspark) constant_rows(rec_quarter, Mb, true);
+    const std::vector<Block>& layers = w.layers;
+    if (!layers.empty()) gather_engram(0, in, Mb, d);
+    recording.run(0, Mb, [&] {
+      embed_streams(rows.ids, X, d);
+      ops->copy_rows(first, nullptr, pre_prev);
+      if (layers.empty()) return;
+      before_block(0, X, feats, rec_quarter, d);
+      attention_in(layers[0].base, X, pre_prev, rows, d);
+    });
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Block& b = layers[l];
+      csa2_core(env(), b.base.attn, b.base.spec, l, attention_rows(env(), b.base.attn, Mb, d.attn),
+                in, attn, cs);
+      if (l + 1 < layers.size()) gather_engram(l + 1, in, Mb, d);
+      recording.run(l + 1, Mb, [&] {
+        attention_out_ffn(b.base, X, pre_prev, rows, d);
+        if (l + 1 == layers.size()) return;
+        before_block(l + 1, X, feats, rec_quarter, d);
+        attention_in(layers[l + 1].base, X, pre_prev, rows, d);
+      });
+    }
+    // A unit's first (eager) run may have grown a buffer: units recorded before then point to
+    // freed memory, so every recording goes (they are made again, two steps later).
+    RecordedSteps::Fingerprint print;
+    d.fingerprint(print);
+    for (const backend::Buffer* b : {&rec_onehot, &rec_quarter}) {
+      print.emplace_back(b->data(), b->bytes());
+    }
+    recording.buffers_after_step(std::move(print));
   }
 
   Status forward_unguarded(const StepInputs& in, StepOutputs& out) {
@@ -201,35 +349,21 @@ class V41Model final : public model::Model {
     const io::ModelConfig& c = cfg();
     const int64_t M = static_cast<int64_t>(in.token_ids.size());
     const int64_t D = c.hidden_size, n = c.hc_mult, nD = n * D;
-    DenseBuffers& d = step;
-    Mat X(fit(d.x, M * nD), M, nD);
-    Mat pre_prev(fit(d.pre_prev, M * n), M, n);
-    const std::vector<int>& targets = c.dspark.target_layer_ids;
-    Mat feats(fit(d.features, M * static_cast<int64_t>(targets.size()) * D), M,
-              static_cast<int64_t>(targets.size()) * D);
+    const int64_t Mb = recording.bucket(M);
+    const int64_t rows = Mb > 0 ? Mb : M;
+    DenseBuffers& d = Mb > 0 ? recorded : step;
+    Mat X(fit(d.x, rows * nD), rows, nD);
+    Mat pre_prev(fit(d.pre_prev, rows * n), rows, n);
+    const auto T = static_cast<int64_t>(c.dspark.target_layer_ids.size());
+    Mat feats(fit(d.features, rows * T * D), rows, T * D);
     if (M > 0) {
-      if (engram_lookup) engram_lookup->gather_step(o, in, w.layers, engram_in);
-      RowInputs rows;
-      rows.ids = in.token_ids.data();
-      rows.positions = in.positions.data();
-      embed_streams(in.token_ids, X, d);
-      o.copy_rows(constant_rows(onehot, M, false), nullptr, pre_prev);  // layer 0 reads stream 0
-      for (size_t l = 0; l < w.layers.size(); ++l) {
-        const Block& b = w.layers[l];
-        if (b.engram) engram(*b.engram, X, d);
-        if (w.dspark) {  // the drafter's features: the attention site's input, stream mean
-          const auto t = std::find(targets.begin(), targets.end(), static_cast<int>(l));
-          if (t != targets.end()) {
-            Mat f = feats.cols_slice((t - targets.begin()) * D, D);
-            o.hc_collapse(X, constant_rows(quarter, M, true), static_cast<int>(n), f);
-            num.act(o, f);
-          }
-        }
-        block(b.base, X, pre_prev, rows.ids, rows, d, [&](const AttentionRows& r) {
-          csa2_core(env(), b.base.attn, b.base.spec, l, r, in, attn, cs);
-        });
+      if (engram_lookup) engram_lookup->begin_step(o, in);
+      if (Mb > 0) {
+        layers_recorded(in, X, pre_prev, feats);
+      } else {
+        layers_eager(in, X, pre_prev, feats);
       }
-      if (w.dspark) draft_context(in, feats, d);
+      if (w.dspark) draft_context(in, CMat(feats).rows_slice(0, M), d);
       if (engram_lookup) engram_lookup->push_history(in);
     }
     for (const SequenceSpan& sq : in.sequences) {
@@ -313,14 +447,17 @@ class V41Model final : public model::Model {
   RopeTables rope;
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
-  std::vector<backend::Buffer> engram_in;  // per Engram layer: the step's looked-up rows
-  DenseBuffers step, draft;
+  DenseBuffers step, recorded, draft;
   backend::Buffer head_in, head_pre, head_y, logits_buf, onehot, quarter;
   backend::Buffer draft_cat, draft_conf, markov;
   backend::WeightRef confidence;  // [1, D + r] dense F32 over w.dspark->confidence
   AttentionScratch attn;
   Csa2Scratch cs;
+  backend::Buffer rec_onehot, rec_quarter;  // recorded steps' constant rows (never move in a unit)
+  std::vector<int32_t> row_host;            // recorded steps: the row inputs before their upload
   std::shared_ptr<backend::PagePools> pages;
+  // Declared last: its destructor drops this model's recordings before the buffers they use go.
+  RecordedSteps recording;
 };
 
 Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anchor, int k,
@@ -363,7 +500,7 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
   DenseBuffers& d = draft;
   Mat X(fit(d.x, K * n * D), K, n * D);
   Mat pre_prev(fit(d.pre_prev, K * n), K, n);
-  embed_streams(ids, X, d);
+  embed_streams(ids.data(), X, d);
   o.copy_rows(constant_rows(onehot, K, false), nullptr, pre_prev);
   RowInputs rows;
   rows.ids = ids.data();
@@ -371,7 +508,7 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
   const int64_t ctx_first = std::max<int64_t>(0, a - W), ctx_n = a - ctx_first;
   for (size_t s = 0; s < dw.stages.size(); ++s) {
     const BlockWeights& b = dw.stages[s];
-    block(b, X, pre_prev, ids.data(), rows, d, [&](const AttentionRows& ar) {
+    block(b, X, pre_prev, rows, d, [&](const AttentionRows& ar) {
       // Every slot sees the stage's context rows [a - W, a) and every slot of its block.
       const LayerCache& ring = cache.draft_layer(s);
       const int64_t width = ctx_n + K;

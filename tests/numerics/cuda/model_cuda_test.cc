@@ -13,7 +13,8 @@
 //   * with batch invariance on (CudaOps::create(0, true), what DEEPINFER_BATCH_INVARIANT=1
 //     selects): a request's logits are the same bits alone and beside other requests, with and
 //     without CUDA graphs;
-//   * CUDA graphs (CudaOps::create(0, false, 64), what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects):
+//   * CUDA graphs (CudaOps::create(0, false, 64), what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects; V4
+//     and V4.1):
 //     a serving pattern of growing buckets, decodes of 3 and 2 sequences, a mixed step and an
 //     eager prefill (tests/numerics/serve_pattern.h) gives the same bits replayed from graphs
 //     as with replay off (the same padded steps, every op eager); every unit is captured (none
@@ -468,8 +469,12 @@ void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
 }
 
 // CUDA graphs: replayed == replay off (bitwise), nothing refused, and close to the CPU.
+// `host_grouped_moe`: the checkpoint's experts are narrower than the grouped kernels take (K a
+// multiple of 32), so its MoE groups rows on the host (ids read back), which a graph cannot
+// replay: those units are refused by design and run eagerly; the rest is still checked.
 void check_recorded(const std::string& root, const std::string& config, const std::string& variant,
-                    deepinfer::backend::Ops& cpu, deepinfer::backend::cuda::CudaOps& gpu_rec) {
+                    deepinfer::backend::Ops& cpu, deepinfer::backend::cuda::CudaOps& gpu_rec,
+                    bool host_grouped_moe = false) {
   const std::string dir =
       deepinfer::testing::checkpoint_dir(root + "/tests/data/model/" + config + "/" + variant);
   auto replayed_r = load_model(dir, gpu_rec);
@@ -500,15 +505,15 @@ void check_recorded(const std::string& root, const std::string& config, const st
               static_cast<long long>(after.captured - before.captured),
               static_cast<long long>(replays), static_cast<long long>(refused), refused ? ": " : "",
               after.last_refusal.c_str());
-  check(replays > 0 && refused == 0, tag + "every unit captured and replayed");
+  if (host_grouped_moe) {
+    check(replays > 0 && after.last_refusal == std::string("expert ids read back to group the rows"),
+          tag + "units without the host-grouped MoE captured and replayed");
+  } else {
+    check(replays > 0 && refused == 0, tag + "every unit captured and replayed");
+  }
   check(!got.empty() && got == want, tag + "replayed == replay off, bitwise");
-  const Err e = compare(got, cpu_logits, V);
-  const bool official = ref->official_semantics();
-  const bool ok =
-      e.finite && (official ? e.median_norm <= 0.25 && e.argmax_agree >= 0.9 : e.max_norm <= 1e-4);
-  std::printf("  %-44s max %.2e  median %.2e  argmax %.3f %s\n", (tag + "vs cpu").c_str(),
-              e.max_norm, e.median_norm, e.argmax_agree, ok ? "" : "<-- FAIL");
-  check(ok, tag + "vs cpu");
+  check_close(tag + "vs cpu", compare(got, cpu_logits, V), bound_of(*ref),
+              static_cast<int64_t>(prompt.size()));
 }
 
 }  // namespace
@@ -605,6 +610,13 @@ int main(int argc, char** argv) {
     }
     check_batch_invariance(root, config, "official_quant", **gpu_bi_rec);
   }
+  // V4.1's recorded steps: Engram rows gathered between the units, every CSA2 role's core.
+  for (const char* variant : {"official_bf16", "official_quant", "hf_bf16"}) {
+    check_recorded(root, "v41_tiny_a", variant, *cpu, **gpu_rec);
+  }
+  check_recorded(root, "v41_tiny_b", "official_bf16", *cpu, **gpu_rec,
+                 /*host_grouped_moe=*/true);  // experts 16 wide
+  check_batch_invariance(root, "v41_tiny_a", "official_quant", **gpu_bi_rec);
   std::printf("%d passed, %d failed\n", g_checks - g_failures, g_failures);
   return g_failures == 0 ? 0 : 1;
 }
