@@ -1,16 +1,78 @@
 #include "io/json_fields.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <limits>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "base/input_limits.h"
+#include "io/io_limits.h"
 
 namespace deepinfer::io {
 
 using nlohmann::json;
 
+namespace {
+
+// Whether `value` nests arrays and objects more than `cap` levels deep; iterative, so that
+// asking about a deep document cannot itself overflow the stack.
+bool deeper_than(const json& value, size_t cap) {
+  std::vector<std::pair<const json*, size_t>> stack{{&value, 0}};
+  while (!stack.empty()) {
+    auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth + 1 > cap) return true;
+    for (const json& child : *v) stack.push_back({&child, depth + 1});
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string json_brief(const json& value) {
+  // dump() recurses: a value nested deeper than a message needs is summarised instead.
+  if (deeper_than(value, 16)) {
+    return value.is_array() ? "[...] (nested more than 16 levels)"
+                            : "{...} (nested more than 16 levels)";
+  }
   std::string s = value.dump();
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;
+}
+
+Expected<std::string> read_checkpoint_json(const std::string& path, uint64_t max_bytes,
+                                           const char* max_bytes_name) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return failed_precondition("cannot read " + path + ": " + ec.message());
+  if (size > max_bytes) {
+    return invalid_argument(
+        path + ": " +
+        limit_message("a file of " + format_count(size) + " bytes", max_bytes,
+                      std::string(max_bytes_name) + " in src/io/io_limits.h",
+                      "this is not the small JSON file a checkpoint holds; check the path"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return failed_precondition("cannot read " + path);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  DI_TRY(check_checkpoint_json(text, path));
+  return text;
+}
+
+Status check_checkpoint_json(std::string_view text, const std::string& source) {
+  return check_json_depth(text, kMaxCheckpointJsonDepth, source,
+                          "kMaxCheckpointJsonDepth in src/io/io_limits.h",
+                          "checkpoint JSON files nest a few levels; the file is corrupt");
+}
+
+Expected<std::string> read_config_json(const std::string& path) {
+  return read_checkpoint_json(path, kMaxConfigBytes, "kMaxConfigBytes");
 }
 
 const char* json_type_name(const json& value) {

@@ -48,8 +48,20 @@ class JsonFields {
   std::string prefix_;
 };
 
-// A short rendering of a JSON value for messages.
+// A short rendering of a JSON value for messages (a deeply nested one is summarised, not
+// dumped: dump() recurses).
 std::string json_brief(const nlohmann::json& value);
+
+// Reads a checkpoint's JSON file (model.safetensors.index.json, config.json) of at most
+// `max_bytes` (whose constant in io_limits.h is `max_bytes_name`), checked with
+// check_checkpoint_json. The size is checked before anything is read.
+Expected<std::string> read_checkpoint_json(const std::string& path, uint64_t max_bytes,
+                                           const char* max_bytes_name);
+// InvalidArgument when the text nests deeper than kMaxCheckpointJsonDepth.
+Status check_checkpoint_json(std::string_view text, const std::string& source);
+// config.json: read_checkpoint_json with kMaxConfigBytes. parse_model_config's text should
+// pass check_checkpoint_json first.
+Expected<std::string> read_config_json(const std::string& path);
 const char* json_type_name(const nlohmann::json& value);
 
 }  // namespace deepinfer::io

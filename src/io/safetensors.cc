@@ -5,6 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "base/input_limits.h"
+#include "io/json_fields.h"
+
 namespace deepinfer::io {
 namespace {
 
@@ -21,19 +24,21 @@ std::string known_dtypes() {
   return out;
 }
 
-// A short rendering of a JSON value for messages (long values are cut).
-std::string brief(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
+std::string brief(const json& v) { return json_brief(v); }
 
 Status entry_error(const std::string& label, const std::string& name, const std::string& what) {
   return data_loss(label + ": tensor '" + name + "': " + what);
 }
 
 Expected<SafetensorsEntry> parse_entry(const std::string& label, const std::string& name,
-                                       const json& value, uint64_t data_size) {
+                                       const json& value, uint64_t data_size,
+                                       const SafetensorsLimits& limits) {
+  if (name.size() > limits.max_name_bytes) {
+    return data_loss(label + ": tensor '" + name.substr(0, 40) + "...': " +
+                     limit_message("a name of " + format_count(name.size()) + " bytes",
+                                   limits.max_name_bytes, "kMaxTensorNameBytes in src/io/io_limits.h",
+                                   "the header is corrupt or not from a model checkpoint"));
+  }
   if (!value.is_object()) {
     return entry_error(
         label, name,
@@ -58,6 +63,12 @@ Expected<SafetensorsEntry> parse_entry(const std::string& label, const std::stri
   const json& shape = value["shape"];
   if (!shape.is_array()) {
     return entry_error(label, name, "'shape' must be an array of integers, found " + brief(shape));
+  }
+  if (shape.size() > limits.max_rank) {
+    return entry_error(label, name,
+                       limit_message("a shape of rank " + format_count(shape.size()),
+                                     limits.max_rank, "kMaxTensorRank in src/io/io_limits.h",
+                                     "the header is corrupt or not from a model checkpoint"));
   }
   uint64_t numel = 1;
   bool overflow = false;
@@ -114,7 +125,8 @@ Expected<SafetensorsEntry> parse_entry(const std::string& label, const std::stri
 }  // namespace
 
 Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
-                                              const std::string& label) {
+                                              const std::string& label,
+                                              const SafetensorsLimits& limits) {
   if (size < 8) {
     return data_loss(label + ": file is " + std::to_string(size) +
                      " bytes, shorter than the 8-byte safetensors header length; not a "
@@ -122,10 +134,11 @@ Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
   }
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
-  if (header_len > kMaxSafetensorsHeaderBytes) {
-    return data_loss(label + ": header length " + std::to_string(header_len) +
-                     " bytes is absurd (limit " + std::to_string(kMaxSafetensorsHeaderBytes) +
-                     "); not a safetensors file or corrupt");
+  if (header_len > limits.max_header_bytes) {
+    return data_loss(label + ": header length " +
+                     limit_message(format_count(header_len) + " bytes", limits.max_header_bytes,
+                                   "kMaxSafetensorsHeaderBytes in src/io/io_limits.h",
+                                   "the length is absurd: not a safetensors file, or corrupt"));
   }
   if (header_len > size - 8) {
     return data_loss(label + ": header length " + std::to_string(header_len) +
@@ -133,6 +146,10 @@ Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
                      " bytes); the file is truncated");
   }
   const char* text = reinterpret_cast<const char*>(bytes + 8);
+  DI_TRY(check_json_depth(std::string_view(text, header_len), limits.max_json_depth,
+                          label + ": header", "kMaxCheckpointJsonDepth in src/io/io_limits.h",
+                          "a safetensors header nests 3 levels; the file is corrupt",
+                          StatusCode::kDataLoss));
   json header;
   try {
     header = json::parse(text, text + header_len);
@@ -141,6 +158,13 @@ Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
   }
   if (!header.is_object()) {
     return data_loss(label + ": header must be a JSON object, found " + brief(header));
+  }
+  const size_t tensor_count = header.size() - (header.contains("__metadata__") ? 1 : 0);
+  if (tensor_count > limits.max_tensors) {
+    return data_loss(label + ": " +
+                     limit_message(format_count(tensor_count) + " tensors",
+                                   limits.max_tensors, "kMaxTensorsPerFile in src/io/io_limits.h",
+                                   "split the tensors over more shards"));
   }
 
   SafetensorsHeader out;
@@ -161,7 +185,7 @@ Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
       }
       continue;
     }
-    auto entry = parse_entry(label, key, value, data_size);
+    auto entry = parse_entry(label, key, value, data_size, limits);
     if (!entry.ok()) return entry.status();
     out.entries.push_back(std::move(entry).value());
   }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "io/io_limits.h"
 #include "io/mapped_file.h"
 #include "tensor/tensor_view.h"
 
@@ -37,13 +38,20 @@ struct SafetensorsHeader {
   uint64_t data_offset = 0;  // where the data section starts in the file (8 + header length)
 };
 
-// Largest header accepted (the reference implementation's limit, 100 MB).
-inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100ull * 1000 * 1000;
+// The header limits (io_limits.h); a test lowers max_tensors to reach it cheaply.
+struct SafetensorsLimits {
+  uint64_t max_header_bytes = kMaxSafetensorsHeaderBytes;
+  size_t max_tensors = kMaxTensorsPerFile;
+  size_t max_name_bytes = kMaxTensorNameBytes;
+  size_t max_rank = kMaxTensorRank;
+  size_t max_json_depth = kMaxCheckpointJsonDepth;
+};
 
 // Parses and validates a whole safetensors image (header + data) of `size` bytes. `label` names
 // the file in error messages. Never reads outside [bytes, bytes + size).
 Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
-                                              const std::string& label);
+                                              const std::string& label,
+                                              const SafetensorsLimits& limits = {});
 
 class SafetensorsFile {
  public:

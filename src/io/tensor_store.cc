@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "base/input_limits.h"
+#include "io/io_limits.h"
+#include "io/json_fields.h"
 
 namespace deepinfer::io {
 namespace {
@@ -14,12 +16,10 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Expected<json> read_index(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return failed_precondition("cannot read " + path.string());
-  std::stringstream buf;
-  buf << in.rdbuf();
+  DI_ASSIGN_OR_RETURN(const std::string text,
+                      read_checkpoint_json(path.string(), kMaxIndexBytes, "kMaxIndexBytes"));
   try {
-    return json::parse(buf.str());
+    return json::parse(text);
   } catch (const json::exception& e) {
     return data_loss(path.string() + " is not valid JSON: " + e.what());
   }
@@ -97,7 +97,7 @@ Expected<TensorStore> TensorStore::open(const std::string& path) {
     for (const auto& [name, shard] : weight_map.items()) {
       if (!shard.is_string()) {
         return data_loss(index_path.string() + ": weight_map entry for '" + name +
-                         "' must be a file name string, found " + shard.dump());
+                         "' must be a file name string, found " + json_brief(shard));
       }
       const auto& shard_name = shard.get_ref<const std::string&>();
       if (!is_plain_relative(shard_name)) {
@@ -108,6 +108,12 @@ Expected<TensorStore> TensorStore::open(const std::string& path) {
       by_shard[shard_name].push_back(name);
     }
     if (by_shard.empty()) return data_loss(index_path.string() + ": weight_map is empty");
+    if (by_shard.size() > kMaxShards) {
+      return invalid_argument(index_path.string() + ": " +
+                              limit_message(format_count(by_shard.size()) + " shard files",
+                                            kMaxShards, "kMaxShards in src/io/io_limits.h",
+                                            "merge the shards into fewer, larger files"));
+    }
     for (const auto& [shard_name, tensors] : by_shard) {
       const fs::path shard_path = root / shard_name;
       if (!fs::exists(shard_path, ec)) {
