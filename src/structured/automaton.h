@@ -14,6 +14,7 @@
 #include "base/status.h"
 #include "structured/byte_set.h"
 #include "structured/grammar.h"
+#include "structured/limits.h"
 
 namespace deepinfer::structured {
 
@@ -38,8 +39,9 @@ struct Automaton {
 };
 
 struct AutomatonLimits {
-  int32_t max_states = 2'000'000;  // NFA and DFA states, all rules together
-  int32_t max_repeat = 10'000;     // the largest bounded repetition count
+  int32_t max_states = kMaxAutomatonStates;  // NFA and DFA states, all rules together
+  int32_t max_repeat = kMaxRepeat;           // the largest bounded repetition count
+  int32_t max_rules = kMaxRules;
 };
 
 // Errors (InvalidArgument) name the rule: undefined body, a grammar that matches no string,

@@ -1,9 +1,12 @@
 // EBNF (GBNF) front end: recursive descent over bytes; see ebnf.h.
 #include "structured/ebnf.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
+#include "base/input_limits.h"
+#include "structured/limits.h"
 #include "structured/regex.h"
 
 namespace deepinfer::structured {
@@ -171,6 +174,11 @@ class EbnfParser {
           return error(at, "expected '}' to close the repetition");
         ++pos_;
         if (max >= 0 && max < min) return error(at, "repetition {m,n} with n < m");
+        if (std::max(min, max) > kMaxRepeat) {
+          return error(at, limit_message("repetition count " + format_count(std::max(min, max)),
+                                         kMaxRepeat, "kMaxRepeat in src/structured/limits.h",
+                                         "use '*' or '+' for a long or unbounded run"));
+        }
         item = g_.repeat(item, min, max);
       } else {
         break;
@@ -299,6 +307,12 @@ class EbnfParser {
     }
     if (c == '(') {
       ++pos_;
+      if (depth + 1 > kMaxGrammarDepth) {
+        return error(at, limit_message("parenthesis nesting depth " + format_count(depth + 1),
+                                       kMaxGrammarDepth,
+                                       "kMaxGrammarDepth in src/structured/limits.h",
+                                       "move inner groups into rules of their own"));
+      }
       DI_ASSIGN_OR_RETURN(int32_t inner, parse_alt(depth + 1));
       skip_space();
       if (pos_ >= s_.size() || s_[pos_] != ')') return error(at, "missing ')' for this '('");
@@ -322,6 +336,13 @@ class EbnfParser {
 }  // namespace
 
 Expected<Grammar> grammar_from_ebnf(std::string_view text, std::string_view root_rule) {
+  if (text.size() > kMaxGrammarBytes) {
+    return invalid_argument("ebnf error: " +
+                            limit_message("a grammar of " + format_count(text.size()) + " bytes",
+                                          kMaxGrammarBytes,
+                                          "kMaxGrammarBytes in src/structured/limits.h",
+                                          "shorten the grammar"));
+  }
   EbnfParser p(text);
   return p.parse(root_rule);
 }

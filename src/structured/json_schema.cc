@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/input_limits.h"
 #include "structured/json_schema_util.h"
+#include "structured/limits.h"
 #include "structured/number_ranges.h"
 #include "structured/regex.h"
 
@@ -127,7 +129,11 @@ class Converter {
 
   // ---- dispatch --------------------------------------------------------------------------
   Expected<int32_t> convert(const json& s, const std::string& path) {
-    if (++depth_ > 200) return err(path, "schema nesting is deeper than 200 levels");
+    if (++depth_ > kMaxSchemaDepth) {
+      return err(path, limit_message("schema nesting depth " + format_count(depth_),
+                                     kMaxSchemaDepth, "kMaxSchemaDepth in src/structured/limits.h",
+                                     "nest fewer schemas, or share parts through $defs"));
+    }
     auto r = convert_inner(s, path);
     --depth_;
     return r;
@@ -636,6 +642,16 @@ Expected<json> Converter::merge_all_of(const json& s, const std::string& path, i
 
 Expected<Grammar> grammar_from_json_schema(std::string_view schema,
                                            const JsonSchemaOptions& options) {
+  if (schema.size() > kMaxSchemaBytes) {
+    return invalid_argument("JSON Schema error: " +
+                            limit_message("a schema of " + format_count(schema.size()) + " bytes",
+                                          kMaxSchemaBytes,
+                                          "kMaxSchemaBytes in src/structured/limits.h",
+                                          "shorten the schema, or share parts through $defs"));
+  }
+  DI_TRY(check_json_depth(schema, kMaxSchemaJsonDepth, "JSON Schema error",
+                          "kMaxSchemaJsonDepth in src/structured/limits.h",
+                          "nest fewer schemas, or share parts through $defs"));
   json root = json::parse(schema, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded())
     return invalid_argument("JSON Schema error: the schema is not valid JSON");

@@ -6,6 +6,9 @@
 #include <optional>
 #include <tuple>
 
+#include "base/input_limits.h"
+#include "structured/limits.h"
+
 namespace deepinfer::structured {
 namespace {
 
@@ -157,6 +160,11 @@ class RegexParser {
         if (!b) break;
         std::tie(lo, hi) = *b;
         if (hi >= 0 && hi < lo) return error(qpos, "min repeat greater than max repeat");
+        if (std::max(lo, hi) > kMaxRepeat) {
+          return error(qpos, limit_message("repetition count " + format_count(std::max(lo, hi)),
+                                           kMaxRepeat, "kMaxRepeat in src/structured/limits.h",
+                                           "use '*' or '+' for a long or unbounded run"));
+        }
       } else {
         break;
       }
@@ -200,7 +208,13 @@ class RegexParser {
             return error(at, "inline flags and other '(?' groups are not supported");
           }
         }
+        if (++depth_ > kMaxRegexDepth) {
+          return error(at, limit_message("group nesting depth " + format_count(depth_),
+                                         kMaxRegexDepth, "kMaxRegexDepth in src/structured/limits.h",
+                                         "nest fewer groups"));
+        }
         DI_ASSIGN_OR_RETURN(int32_t inner, parse_alt());
+        --depth_;
         if (at_end() || peek() != ')') return error(at, "missing ')', unterminated subpattern");
         ++pos_;
         return inner;
@@ -368,6 +382,7 @@ class RegexParser {
   std::vector<uint32_t> cps_;
   size_t pos_ = 0;
   size_t end_ = 0;
+  int depth_ = 0;  // groups open at pos_
   Grammar& g_;
   RegexOptions opts_;
 };
@@ -438,6 +453,12 @@ int32_t emit_codepoints(Grammar& g, std::vector<CodepointRange> ranges, bool neg
 }
 
 Expected<RegexExpr> parse_regex(std::string_view pattern, Grammar& g, const RegexOptions& options) {
+  if (pattern.size() > kMaxRegexBytes) {
+    return invalid_argument("regex error: " +
+                            limit_message("a pattern of " + format_count(pattern.size()) + " bytes",
+                                          kMaxRegexBytes, "kMaxRegexBytes in src/structured/limits.h",
+                                          "shorten the pattern"));
+  }
   RegexParser p(pattern, g, options);
   return p.parse();
 }
