@@ -3,8 +3,19 @@
 
 #include <string>
 
+#include "base/input_limits.h"
+#include "tokenizer/chat/chat_limits.h"
+
 namespace deepinfer::chat {
 namespace {
+
+Status content_too_large(const std::string& field, size_t bytes) {
+  return invalid_argument(field + ": " +
+                          limit_message("content of " + format_count(bytes) + " bytes",
+                                        kMaxContentBytes,
+                                        "kMaxContentBytes in src/tokenizer/chat/chat_limits.h",
+                                        "send less text in one message"));
+}
 
 std::string type_name(const OrderedJson& v) { return v.type_name(); }
 
@@ -26,7 +37,11 @@ Expected<Role> parse_role(const OrderedJson& v, const std::string& field) {
 // "\n\n", other parts as "[Unsupported <type>]"); other roles accept text parts only, joined with
 // "\n" as vLLM flattens them before the encoder sees them.
 Expected<std::string> flatten_content(const OrderedJson& v, Role role, const std::string& field) {
-  if (v.is_string()) return v.get<std::string>();
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    if (s.size() > kMaxContentBytes) return content_too_large(field, s.size());
+    return s;
+  }
   if (!v.is_array()) {
     return invalid_argument(field + ": expected a string or an array of text parts, got " +
                             type_name(v));
@@ -45,7 +60,8 @@ Expected<std::string> flatten_content(const OrderedJson& v, Role role, const std
       if (!part.contains("text") || !part["text"].is_string()) {
         return invalid_argument(part_field + ".text: missing or not a string");
       }
-      out += part["text"].get<std::string>();
+      out += part["text"].get_ref<const std::string&>();
+      if (out.size() > kMaxContentBytes) return content_too_large(field, out.size());
     } else if (tool) {
       out += "[Unsupported " + type + "]";
     } else {
@@ -86,6 +102,7 @@ Expected<ToolCall> parse_tool_call(const OrderedJson& v, const std::string& fiel
     call.arguments = args.dump();
   } else if (args.is_string()) {
     call.arguments = args.get<std::string>();
+    DI_TRY(check_chat_json_depth(call.arguments, fn_field + ".arguments"));
     const OrderedJson parsed = OrderedJson::parse(call.arguments, nullptr, false);
     if (parsed.is_discarded()) {
       return invalid_argument(fn_field + ".arguments: malformed JSON: '" + call.arguments +
@@ -181,6 +198,7 @@ Expected<ChatMessage> parse_message(const OrderedJson& v, std::size_t i) {
 }
 
 Expected<OrderedJson> parse_json_text(std::string_view text, const char* what) {
+  DI_TRY(check_chat_json_depth(text, what));
   try {
     return OrderedJson::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -195,6 +213,12 @@ Expected<std::vector<ChatMessage>> parse_messages(const OrderedJson& messages) {
     return invalid_argument("messages: expected a JSON array of messages, got " +
                             type_name(messages));
   }
+  if (messages.size() > kMaxMessages) {
+    return invalid_argument(
+        "messages: " + limit_message(format_count(messages.size()) + " messages", kMaxMessages,
+                                     "kMaxMessages in src/tokenizer/chat/chat_limits.h",
+                                     "drop or summarise earlier turns"));
+  }
   std::vector<ChatMessage> out;
   out.reserve(messages.size());
   for (std::size_t i = 0; i < messages.size(); ++i) {
@@ -207,6 +231,12 @@ Expected<std::vector<ChatMessage>> parse_messages(const OrderedJson& messages) {
 Expected<std::vector<ToolDefinition>> parse_tools(const OrderedJson& tools) {
   if (!tools.is_array())
     return invalid_argument("tools: expected a JSON array, got " + type_name(tools));
+  if (tools.size() > kMaxTools) {
+    return invalid_argument(
+        "tools: " + limit_message(format_count(tools.size()) + " tools", kMaxTools,
+                                  "kMaxTools in src/tokenizer/chat/chat_limits.h",
+                                  "offer fewer tools per request"));
+  }
   std::vector<ToolDefinition> out;
   for (std::size_t i = 0; i < tools.size(); ++i) {
     DI_ASSIGN_OR_RETURN(ToolDefinition t, parse_tool(tools[i], "tools[" + std::to_string(i) + "]"));
@@ -237,6 +267,12 @@ Expected<ChatRequest> parse_chat_request_json(std::string_view json_text) {
 Expected<std::vector<ToolDefinition>> parse_tools_json(std::string_view json_text) {
   DI_ASSIGN_OR_RETURN(OrderedJson doc, parse_json_text(json_text, "tools"));
   return parse_tools(doc);
+}
+
+Status check_chat_json_depth(std::string_view text, const std::string& what) {
+  return check_json_depth(text, kMaxChatJsonDepth, what,
+                          "kMaxChatJsonDepth in src/tokenizer/chat/chat_limits.h",
+                          "nest the document less deeply");
 }
 
 Expected<ReasoningEffort> parse_reasoning_effort(std::string_view text) {

@@ -8,6 +8,7 @@
 // response_format, task, wo_eos, reasoning_content or reasoning). Unknown fields are ignored.
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -28,6 +29,11 @@ struct ChatRequest {
 };
 Expected<ChatRequest> parse_chat_request_json(std::string_view json_text);
 Expected<std::vector<ToolDefinition>> parse_tools_json(std::string_view json_text);
+
+// InvalidArgument when `text` nests deeper than kMaxChatJsonDepth (chat_limits.h); `what`
+// names the document ("messages", "tools", a tool call's arguments). Every JSON text the chat
+// module parses goes through this first.
+Status check_chat_json_depth(std::string_view text, const std::string& what);
 
 // "reasoning_effort" values: "high", "max", "low" (0731 only), "none" / "" → kNone.
 Expected<ReasoningEffort> parse_reasoning_effort(std::string_view text);

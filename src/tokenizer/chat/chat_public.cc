@@ -10,6 +10,7 @@ namespace deepinfer {
 namespace {
 
 Expected<chat::OrderedJson> parse_json(std::string_view text, const char* what) {
+  DI_TRY(chat::check_chat_json_depth(text, what));
   chat::OrderedJson j = chat::OrderedJson::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return invalid_argument(std::string(what) + " is not valid JSON");
   return j;

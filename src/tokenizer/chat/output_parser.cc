@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <array>
 
+#include "base/input_limits.h"
+#include "tokenizer/chat/chat_limits.h"
 #include "tokenizer/chat/special_tokens.h"
 
 namespace deepinfer::chat {
@@ -181,6 +183,14 @@ Status AssistantOutputParser::process_block(bool final, std::vector<OutputEvent>
         return invalid_argument(
             "the output ended inside a <｜DSML｜tool_calls> block (expected "
             "</｜DSML｜tool_calls>)");
+      }
+      if (buf_.size() > kMaxPendingDsmlBytes) {
+        return invalid_argument(
+            "inside a <｜DSML｜tool_calls> block: " +
+            limit_message(format_count(buf_.size()) + " bytes held waiting for a DSML marker",
+                          kMaxPendingDsmlBytes,
+                          "kMaxPendingDsmlBytes in src/tokenizer/chat/chat_limits.h",
+                          "the model's tool call does not close; lower max_tokens"));
       }
       break;
   }
