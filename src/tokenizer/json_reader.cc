@@ -1,20 +1,29 @@
 // The SAX reader of json_reader.h.
 #include "tokenizer/json_reader.h"
 
+#include <filesystem>
+#include <fstream>
+
+#include "base/input_limits.h"
+
 namespace deepinfer::tokenizer::detail {
 namespace {
 
 using json = nlohmann::json;
 
+// The limits are checked as the SAX events arrive: nothing over a limit is stored, and parsing
+// stops at the first one (a callback returning false).
 class Handler : public nlohmann::json_sax<json> {
  public:
-  explicit Handler(TokenizerJson& out) : out_(out), dom_(out.root, /*allow_exceptions=*/false) {}
+  Handler(TokenizerJson& out, const TokenizerLimits& limits)
+      : out_(out), limits_(limits), dom_(out.root, /*allow_exceptions=*/false) {}
 
   bool null() override { return capture_ ? bad("null") : dom_.null(); }
   bool boolean(bool v) override { return capture_ ? bad("a boolean") : dom_.boolean(v); }
   bool number_integer(number_integer_t v) override {
     if (skip_ > 0) return true;
     if (capture_ == kVocab) {
+      if (!vocab_room()) return false;
       out_.vocab.emplace_back(std::move(pending_key_), v);
       return true;
     }
@@ -23,6 +32,7 @@ class Handler : public nlohmann::json_sax<json> {
   bool number_unsigned(number_unsigned_t v) override {
     if (skip_ > 0) return true;
     if (capture_ == kVocab) {
+      if (!vocab_room()) return false;
       out_.vocab.emplace_back(
           std::move(pending_key_),
           static_cast<int64_t>(v > (1ull << 62) ? -1 : static_cast<int64_t>(v)));
@@ -37,12 +47,19 @@ class Handler : public nlohmann::json_sax<json> {
     if (skip_ > 0) return true;
     if (capture_ == kMerges) {
       if (depth_ == kCaptureDepth + 1) {  // inside a ["a", "b"] pair
+        if (!token_fits(s, "model.merges")) return false;
         if (pair_size_ == 0)
           out_.merges.back().first = std::move(s);
         else if (pair_size_ == 1)
           out_.merges.back().second = std::move(s);
         ++pair_size_;
         return true;
+      }
+      if (!merge_room()) return false;
+      if (s.size() > 2 * limits_.max_token_bytes + 1) {  // "a b": two tokens and a space
+        return over("a merge of " + format_count(s.size()) + " bytes in model.merges",
+                    2 * limits_.max_token_bytes + 1, "2 x kMaxTokenBytes + 1",
+                    "the file is corrupt");
       }
       out_.merges.emplace_back(std::move(s), std::string());
       return true;
@@ -53,6 +70,7 @@ class Handler : public nlohmann::json_sax<json> {
   bool key(string_t& k) override {
     if (skip_ > 0) return true;
     if (capture_ == kVocab) {
+      if (!token_fits(k, "model.vocab")) return false;
       pending_key_ = std::move(k);
       return true;
     }
@@ -62,6 +80,7 @@ class Handler : public nlohmann::json_sax<json> {
     return dom_.key(k);
   }
   bool start_object(std::size_t n) override {
+    if (!depth_room()) return false;
     if (capture_) {  // an object inside vocab or merges: skip it, report it
       ++skip_;
       return bad("an object");
@@ -90,7 +109,9 @@ class Handler : public nlohmann::json_sax<json> {
     return dom_.end_object();
   }
   bool start_array(std::size_t n) override {
+    if (!depth_room()) return false;
     if (capture_ == kMerges && depth_ == kCaptureDepth && skip_ == 0) {
+      if (!merge_room()) return false;
       ++depth_;
       pair_size_ = 0;
       out_.merges.emplace_back();
@@ -136,6 +157,7 @@ class Handler : public nlohmann::json_sax<json> {
     return false;
   }
   const std::string& error() const { return error_; }
+  const std::string& limit_error() const { return limit_error_; }
 
  private:
   enum Capture { kNone, kVocab, kMerges };
@@ -148,7 +170,35 @@ class Handler : public nlohmann::json_sax<json> {
     return true;  // keep parsing; load() reports capture_error
   }
 
+  bool over(const std::string& found, size_t limit, const char* name, const char* fix) {
+    limit_error_ = limit_message(found, limit,
+                                 std::string(name) + " in src/tokenizer/tokenizer_limits.h", fix);
+    return false;
+  }
+  bool depth_room() {
+    const size_t depth = static_cast<size_t>(depth_ + skip_) + 1;
+    if (depth <= limits_.max_json_depth) return true;
+    return over("JSON nesting depth " + format_count(depth), limits_.max_json_depth,
+                "kMaxTokenizerJsonDepth", "tokenizer.json nests a few levels; the file is corrupt");
+  }
+  bool vocab_room() {
+    if (out_.vocab.size() < limits_.max_vocab) return true;
+    return over("model.vocab's entry " + format_count(out_.vocab.size() + 1), limits_.max_vocab,
+                "kMaxVocab", "no supported model has a vocabulary this large");
+  }
+  bool merge_room() {
+    if (out_.merges.size() < limits_.max_merges) return true;
+    return over("model.merges' entry " + format_count(out_.merges.size() + 1),
+                limits_.max_merges, "kMaxMerges", "no supported model has this many merges");
+  }
+  bool token_fits(const std::string& token, const char* where) {
+    if (token.size() <= limits_.max_token_bytes) return true;
+    return over(std::string("a token of ") + format_count(token.size()) + " bytes in " + where,
+                limits_.max_token_bytes, "kMaxTokenBytes", "the file is corrupt");
+  }
+
   TokenizerJson& out_;
+  const TokenizerLimits& limits_;
   nlohmann::detail::json_sax_dom_parser<json> dom_;
   int depth_ = 0;
   bool model_key_ = false, in_model_ = false;
@@ -158,18 +208,39 @@ class Handler : public nlohmann::json_sax<json> {
   int pair_size_ = 0;
   int skip_ = 0;
   std::string error_;
+  std::string limit_error_;
 };
 
 }  // namespace
 
-bool parse_tokenizer_json(const std::string& text, TokenizerJson& out, std::string& error) {
-  Handler h(out);
-  bool ok = json::sax_parse(text, &h, json::input_format_t::json, /*strict=*/true);
-  if (!ok) {
-    error = h.error().empty() ? "syntax error" : h.error();
-    return false;
+Status parse_tokenizer_json(const std::string& text, const std::string& file, TokenizerJson& out,
+                            const TokenizerLimits& limits) {
+  Handler h(out, limits);
+  if (json::sax_parse(text, &h, json::input_format_t::json, /*strict=*/true)) {
+    return Status::ok_status();
   }
-  return true;
+  if (!h.limit_error().empty()) return invalid_argument(file + ": " + h.limit_error());
+  return data_loss(file + ": malformed JSON (truncated or corrupt file?): " +
+                   (h.error().empty() ? std::string("syntax error") : h.error()));
+}
+
+Expected<std::string> read_tokenizer_file(const std::string& path) {
+  std::error_code ec;
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return not_found("cannot open tokenizer file " + path + ": " + ec.message());
+  if (size > kMaxTokenizerFileBytes) {
+    return invalid_argument(
+        path + ": " +
+        limit_message("a file of " + format_count(size) + " bytes", kMaxTokenizerFileBytes,
+                      "kMaxTokenizerFileBytes in src/tokenizer/tokenizer_limits.h",
+                      "this is not a tokenizer.json; check the path"));
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("cannot open tokenizer file " + path);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!in) return data_loss("cannot read tokenizer file " + path);
+  return text;
 }
 
 }  // namespace deepinfer::tokenizer::detail

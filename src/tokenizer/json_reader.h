@@ -10,6 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/status.h"
+#include "tokenizer/tokenizer_limits.h"
+
 namespace deepinfer::tokenizer::detail {
 
 struct TokenizerJson {
@@ -21,8 +24,15 @@ struct TokenizerJson {
   std::string capture_error;  // a vocab/merges entry of the wrong shape
 };
 
-// Parses `text`; returns false with `error` set (the parser's message, with the byte offset)
-// when the JSON is malformed.
-bool parse_tokenizer_json(const std::string& text, TokenizerJson& out, std::string& error);
+// Parses `text`, tokenizer.json named `file` in messages. DataLoss (the parser's message, with
+// the byte offset) when the JSON is malformed; InvalidArgument naming the limit when the
+// document nests deeper, or vocab, merges or a token grow larger, than `limits` allow (checked
+// while reading, before anything over a limit is stored).
+Status parse_tokenizer_json(const std::string& text, const std::string& file, TokenizerJson& out,
+                            const TokenizerLimits& limits = {});
+
+// Reads tokenizer.json at `path` (NotFound / DataLoss), refusing a file over
+// kMaxTokenizerFileBytes before reading it.
+Expected<std::string> read_tokenizer_file(const std::string& path);
 
 }  // namespace deepinfer::tokenizer::detail

@@ -677,17 +677,6 @@ Status run_decoder_step(const DecoderStep& st, std::vector<std::string>& tokens)
   return Status();
 }
 
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open tokenizer file " + path);
-  in.seekg(0, std::ios::end);
-  std::string text(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) return data_loss("cannot read tokenizer file " + path);
-  return text;
-}
-
 }  // namespace
 
 // ---- TextNormalizer ---------------------------------------------------------------------------
@@ -921,10 +910,7 @@ Expected<TokenTexts> TokenTextsBuilder::build(const detail::TokenizerJson& tj,
 
 Expected<TokenTexts> TokenTexts::from_json(const std::string& json_text, const std::string& where) {
   detail::TokenizerJson tj;
-  std::string parse_error;
-  if (!detail::parse_tokenizer_json(json_text, tj, parse_error)) {
-    return data_loss(where + ": malformed JSON (truncated or corrupt file?): " + parse_error);
-  }
+  DI_TRY(detail::parse_tokenizer_json(json_text, where, tj));
   try {
     return TokenTextsBuilder::build(tj, where);
   } catch (const json::exception& e) {
@@ -942,7 +928,7 @@ Expected<TokenTexts> TokenTexts::from_file(const std::string& path) {
   } else if (!fs::exists(path, ec)) {
     return not_found("tokenizer file not found: " + path);
   }
-  DI_ASSIGN_OR_RETURN(std::string text, read_file(file));
+  DI_ASSIGN_OR_RETURN(std::string text, detail::read_tokenizer_file(file));
   return from_json(text, file);
 }
 

@@ -2,15 +2,15 @@
 // and checks that every component is one we reproduce exactly; anything else is a clear
 // Unimplemented error rather than silently different ids.
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <unordered_set>
 
+#include "base/input_limits.h"
 #include "tokenizer/json_reader.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_data.h"
+#include "tokenizer/tokenizer_limits.h"
 #include "tokenizer/utf8.h"
 
 namespace deepinfer::tokenizer {
@@ -18,18 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
-
-Expected<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("cannot open tokenizer file " + path);
-  std::string text;
-  in.seekg(0, std::ios::end);
-  text.resize(static_cast<size_t>(in.tellg()));
-  in.seekg(0);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (!in) return data_loss("cannot read tokenizer file " + path);
-  return text;
-}
 
 std::string type_of(const json& j) {
   if (j.is_object()) {
@@ -146,20 +134,9 @@ Status load_pre_tokenizer(const std::string& where, const json& root, PreTokeniz
   return Status();
 }
 
-Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
-                                                      const detail::TokenizerJson& tj) {
-  const json& root = tj.root;
-  const std::string& where = file;
-  if (!root.is_object()) return invalid_argument(where + ": the top level is not a JSON object");
-  auto d = std::make_shared<detail::TokenizerData>();
-  d->path = file;
-  d->uid = detail::TokenizerData::next_uid();
-
-  // --- model ---------------------------------------------------------------------------
-  auto mit = root.find("model");
-  if (mit == root.end() || !mit->is_object())
-    return invalid_argument(where + ": no \"model\" object");
-  const json& model = *mit;
+// The model, normalizer and decoder must be ones we reproduce exactly (the pre-tokenizer has
+// its own check, load_pre_tokenizer).
+Status check_model(const std::string& where, const json& root, const json& model) {
   std::string mtype = type_of(model);
   if (mtype.empty() && model.contains("merges")) mtype = "BPE";
   if (mtype != "BPE") {
@@ -179,61 +156,96 @@ Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
     return unimplemented(where + ": normalizer '" + type_of(root["normalizer"]) +
                          "' is not supported (only none or an empty Sequence)");
   }
-  DI_TRY(load_pre_tokenizer(where, root, &d->pre));
-  {
-    const json dec = root.value("decoder", json());
-    std::vector<const json*> decs;
-    if (type_of(dec) == "Sequence" && dec.contains("decoders") && dec["decoders"].is_array()) {
-      for (const auto& x : dec["decoders"]) decs.push_back(&x);
-    } else if (!dec.is_null()) {
-      decs.push_back(&dec);
-    }
-    if (decs.size() != 1 || type_of(*decs[0]) != "ByteLevel") {
-      return unimplemented(where + ": decoder '" + type_of(dec) +
-                           "' is not supported (only ByteLevel)");
-    }
-  }
+  return Status();
+}
 
+Status check_decoder(const std::string& where, const json& root) {
+  const json dec = root.value("decoder", json());
+  std::vector<const json*> decs;
+  if (type_of(dec) == "Sequence" && dec.contains("decoders") && dec["decoders"].is_array()) {
+    for (const auto& x : dec["decoders"]) decs.push_back(&x);
+  } else if (!dec.is_null()) {
+    decs.push_back(&dec);
+  }
+  if (decs.size() != 1 || type_of(*decs[0]) != "ByteLevel") {
+    return unimplemented(where + ": decoder '" + type_of(dec) +
+                         "' is not supported (only ByteLevel)");
+  }
+  return Status();
+}
+
+// An id must index the per-id tables, which are sized by the largest id.
+Status check_id(const std::string& where, const std::string& what, int64_t id) {
+  if (id < 0) return invalid_argument(where + ": " + what + " has a bad id " + std::to_string(id));
+  if (static_cast<uint64_t>(id) >= kMaxVocab) {
+    return invalid_argument(
+        where + ": " + what + ": " +
+        limit_message("id " + format_count(static_cast<uint64_t>(id)), kMaxVocab - 1,
+                      "kMaxVocab - 1 in src/tokenizer/tokenizer_limits.h",
+                      "ids index tables sized by the largest one; the file is corrupt"));
+  }
+  return Status();
+}
+
+// model.vocab as captured by the reader -> token -> id (keys view tj's strings).
+Status read_vocab(const std::string& where, const detail::TokenizerJson& tj,
+                  detail::StringIdMap& vocab, int32_t& max_id) {
   if (!tj.capture_error.empty()) return invalid_argument(where + ": " + tj.capture_error);
   if (!tj.has_vocab) return invalid_argument(where + ": model.vocab is missing or not an object");
-  detail::StringIdMap vocab;
   vocab.reserve(tj.vocab.size());
-  int32_t max_id = -1;
   for (const auto& [tok, id64] : tj.vocab) {
-    if (id64 < 0 || id64 > (1 << 30)) {
-      return invalid_argument(where + ": model.vocab entry " + json(tok).dump() + " has a bad id " +
-                              std::to_string(id64));
-    }
+    DI_TRY(check_id(where, "model.vocab entry " + json(tok).dump(), id64));
     const int32_t id = static_cast<int32_t>(id64);
     vocab.set(tok, id);
     max_id = std::max(max_id, id);
   }
+  return Status();
+}
 
-  // --- added tokens --------------------------------------------------------------------
-  std::vector<AddedToken> added;
-  if (auto ait = root.find("added_tokens"); ait != root.end() && !ait->is_null()) {
-    if (!ait->is_array()) return invalid_argument(where + ": added_tokens is not an array");
-    for (const auto& t : *ait) {
-      if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
-          !t.contains("content") || !t["content"].is_string() || t["id"].get<int64_t>() < 0 ||
-          t["id"].get<int64_t>() > (1 << 30)) {
-        return invalid_argument(where + ": bad added_tokens entry " + t.dump());
-      }
-      AddedToken a;
-      a.id = t["id"].get<int32_t>();
-      a.content = t["content"].get<std::string>();
-      a.special = json_bool(t, "special", false);
-      a.normalized = json_bool(t, "normalized", !a.special);
-      a.lstrip = json_bool(t, "lstrip", false);
-      a.rstrip = json_bool(t, "rstrip", false);
-      a.single_word = json_bool(t, "single_word", false);
-      max_id = std::max(max_id, a.id);
-      added.push_back(std::move(a));
-    }
+Status read_added_tokens(const std::string& where, const json& root,
+                         std::vector<AddedToken>& added, int32_t& max_id) {
+  auto ait = root.find("added_tokens");
+  if (ait == root.end() || ait->is_null()) return Status();
+  if (!ait->is_array()) return invalid_argument(where + ": added_tokens is not an array");
+  if (ait->size() > kMaxAddedTokens) {
+    return invalid_argument(
+        where + ": " +
+        limit_message(format_count(ait->size()) + " added_tokens", kMaxAddedTokens,
+                      "kMaxAddedTokens in src/tokenizer/tokenizer_limits.h",
+                      "no supported model has this many added tokens; the file is corrupt"));
   }
-  if (max_id < 0) return invalid_argument(where + ": the vocabulary is empty");
+  for (const auto& t : *ait) {
+    if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() ||
+        !t.contains("content") || !t["content"].is_string() || t["id"].get<int64_t>() < 0) {
+      return invalid_argument(where + ": bad added_tokens entry " + t.dump());
+    }
+    const std::string& content = t["content"].get_ref<const std::string&>();
+    if (content.size() > kMaxTokenBytes) {
+      return invalid_argument(
+          where + ": " +
+          limit_message("an added token of " + format_count(content.size()) + " bytes",
+                        kMaxTokenBytes, "kMaxTokenBytes in src/tokenizer/tokenizer_limits.h",
+                        "the file is corrupt"));
+    }
+    DI_TRY(check_id(where, "added_tokens entry " + json(content).dump(), t["id"].get<int64_t>()));
+    AddedToken a;
+    a.id = t["id"].get<int32_t>();
+    a.content = content;
+    a.special = json_bool(t, "special", false);
+    a.normalized = json_bool(t, "normalized", !a.special);
+    a.lstrip = json_bool(t, "lstrip", false);
+    a.rstrip = json_bool(t, "rstrip", false);
+    a.single_word = json_bool(t, "single_word", false);
+    max_id = std::max(max_id, a.id);
+    added.push_back(std::move(a));
+  }
+  return Status();
+}
 
-  // --- per-id tables -------------------------------------------------------------------
+// The per-id tables: flags, token texts and their bytes, and text -> id.
+void build_id_tables(const detail::TokenizerJson& tj, const detail::StringIdMap& vocab,
+                     const std::vector<AddedToken>& added, int32_t max_id,
+                     detail::TokenizerData& d) {
   const size_t n = static_cast<size_t>(max_id) + 1;
   std::vector<std::string_view> token_of(n);
   std::vector<uint8_t> is_added(n, 0);
@@ -247,46 +259,49 @@ Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
     is_added[a.id] = 1;
     if (a.special) special_contents.insert(a.content);
   }
-  d->flags.assign(n, 0);
-  d->token_offsets.resize(n + 1);
-  d->bytes_offsets.resize(n + 1);
+  d.flags.assign(n, 0);
+  d.token_offsets.resize(n + 1);
+  d.bytes_offsets.resize(n + 1);
   std::vector<uint8_t> exists(n, 0);
   for (const auto& [tok, id] : tj.vocab) exists[id] = 1;
   for (const auto& a : added) exists[a.id] = 1;
   std::string bytes;
   for (size_t id = 0; id < n; ++id) {
-    d->token_offsets[id] = static_cast<uint32_t>(d->token_arena.size());
-    d->bytes_offsets[id] = static_cast<uint32_t>(d->bytes_arena.size());
+    d.token_offsets[id] = static_cast<uint32_t>(d.token_arena.size());
+    d.bytes_offsets[id] = static_cast<uint32_t>(d.bytes_arena.size());
     if (!exists[id]) continue;
     uint8_t f = detail::TokenizerData::kExists;
     if (special_contents.count(token_of[id])) f |= detail::TokenizerData::kSpecial;
-    d->flags[id] = f;
-    d->token_arena.append(token_of[id]);
+    d.flags[id] = f;
+    d.token_arena.append(token_of[id]);
     if (byte_level_to_bytes(token_of[id], bytes)) {
-      d->bytes_arena.append(bytes);
+      d.bytes_arena.append(bytes);
     } else {
-      d->bytes_arena.append(token_of[id]);
+      d.bytes_arena.append(token_of[id]);
     }
   }
-  d->token_offsets[n] = static_cast<uint32_t>(d->token_arena.size());
-  d->bytes_offsets[n] = static_cast<uint32_t>(d->bytes_arena.size());
-  d->token_ids.reserve(n * 2);
+  d.token_offsets[n] = static_cast<uint32_t>(d.token_arena.size());
+  d.bytes_offsets[n] = static_cast<uint32_t>(d.bytes_arena.size());
+  d.token_ids.reserve(n * 2);
   for (size_t id = 0; id < n; ++id) {
     if (exists[id] && !is_added[id])
-      d->token_ids.insert(d->token(static_cast<int32_t>(id)), static_cast<int32_t>(id));
+      d.token_ids.insert(d.token(static_cast<int32_t>(id)), static_cast<int32_t>(id));
   }
-  for (const auto& a : added) d->token_ids.set(d->token(a.id), a.id);  // added tokens win, as in HF
+  for (const auto& a : added) d.token_ids.set(d.token(a.id), a.id);  // added tokens win, as in HF
+}
 
-  // --- BPE -----------------------------------------------------------------------------
+// The BPE model: byte -> id, the unknown token, the merge table, ignore_merges.
+Status build_bpe(const std::string& where, const json& model, const detail::TokenizerJson& tj,
+                 const detail::StringIdMap& vocab, detail::TokenizerData& d) {
   const auto& map = detail::ByteLevelMap::get();
   for (int b = 0; b < 256; ++b) {
     std::string ch;
     utf8::append_code_point(map.byte_to_cp[b], ch);
-    if (int32_t id = vocab.find(ch); id >= 0) d->bpe.set_byte_id(static_cast<uint8_t>(b), id);
+    if (int32_t id = vocab.find(ch); id >= 0) d.bpe.set_byte_id(static_cast<uint8_t>(b), id);
   }
   if (model.contains("unk_token") && model["unk_token"].is_string()) {
     int32_t unk = vocab.find(model["unk_token"].get_ref<const std::string&>());
-    if (unk >= 0) d->bpe.set_unk(unk, json_bool(model, "fuse_unk", false));
+    if (unk >= 0) d.bpe.set_unk(unk, json_bool(model, "fuse_unk", false));
   }
   if (!tj.has_merges) return invalid_argument(where + ": model.merges is missing or not an array");
   std::vector<std::pair<uint64_t, std::pair<int32_t, int32_t>>> entries;
@@ -318,14 +333,43 @@ Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
     entries.push_back({MergeTable::key(ia, ib), {rank, ij}});
     ++rank;
   }
-  d->bpe.merges().build(entries);
+  d.bpe.merges().build(entries);
   if (json_bool(model, "ignore_merges", false)) {
     std::unordered_map<std::string, int32_t> whole;
+    std::string bytes;
     for (const auto& [tok, id] : tj.vocab) {
       if (byte_level_to_bytes(tok, bytes)) whole.emplace(bytes, static_cast<int32_t>(id));
     }
-    d->bpe.set_ignore_merges(std::move(whole));
+    d.bpe.set_ignore_merges(std::move(whole));
   }
+  return Status();
+}
+
+Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
+                                                      const detail::TokenizerJson& tj) {
+  const json& root = tj.root;
+  const std::string& where = file;
+  if (!root.is_object()) return invalid_argument(where + ": the top level is not a JSON object");
+  auto d = std::make_shared<detail::TokenizerData>();
+  d->path = file;
+  d->uid = detail::TokenizerData::next_uid();
+
+  auto mit = root.find("model");
+  if (mit == root.end() || !mit->is_object())
+    return invalid_argument(where + ": no \"model\" object");
+  const json& model = *mit;
+  DI_TRY(check_model(where, root, model));
+  DI_TRY(load_pre_tokenizer(where, root, &d->pre));
+  DI_TRY(check_decoder(where, root));
+
+  detail::StringIdMap vocab;
+  int32_t max_id = -1;
+  DI_TRY(read_vocab(where, tj, vocab, max_id));
+  std::vector<AddedToken> added;
+  DI_TRY(read_added_tokens(where, root, added, max_id));
+  if (max_id < 0) return invalid_argument(where + ": the vocabulary is empty");
+  build_id_tables(tj, vocab, added, max_id, *d);
+  DI_TRY(build_bpe(where, model, tj, vocab, *d));
   d->added.build(std::move(added));
   return d;
 }
@@ -341,12 +385,9 @@ Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
   } else if (!fs::exists(path, ec)) {
     return not_found("tokenizer file not found: " + path);
   }
-  DI_ASSIGN_OR_RETURN(std::string text, read_file(file));
+  DI_ASSIGN_OR_RETURN(std::string text, detail::read_tokenizer_file(file));
   detail::TokenizerJson tj;
-  std::string parse_error;
-  if (!detail::parse_tokenizer_json(text, tj, parse_error)) {
-    return data_loss(file + ": malformed JSON (truncated or corrupt file?): " + parse_error);
-  }
+  DI_TRY(detail::parse_tokenizer_json(text, file, tj));
   text.clear();
   text.shrink_to_fit();
   std::shared_ptr<detail::TokenizerData> d;
@@ -360,7 +401,7 @@ Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
   const fs::path cfg_path = fs::path(file).parent_path() / "tokenizer_config.json";
   Tokenizer tok(d);
   if (fs::exists(cfg_path, ec)) {
-    auto cfg_text = read_file(cfg_path.string());
+    auto cfg_text = detail::read_tokenizer_file(cfg_path.string());
     if (cfg_text.ok()) {
       json cfg = json::parse(*cfg_text, nullptr, /*allow_exceptions=*/false);
       if (cfg.is_object()) {
