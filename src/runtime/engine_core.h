@@ -223,7 +223,42 @@ class EngineCore {
 
   // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
   void execute(StepJob& job);  // execute_unguarded + backend::OutOfMemory -> errors
+  // Starts every request's span, then runs rounds of one forward each until every span is fed:
+  // a round feeds each span up to its next block boundary (prefix snapshots), else to its end.
   void execute_unguarded(StepJob& job);
+  // What is left of a request's span: [pos, end), its tokens at src[pos - begin]. A verify span
+  // (draft slots) feeds SeqExec::fed from the cache's true length (engine_spec.cc).
+  struct Piece {
+    size_t i;  // plan index
+    int64_t pos, end, begin;
+    const int32_t* src;
+  };
+  // A request sampled in a round: plan index, position of the first drawn row (in this piece),
+  // rows drawn, its Sampled entry, and the final streams of those rows (hidden-reading
+  // drafters).
+  struct Drawn {
+    size_t i;
+    int64_t start, fed;
+    size_t sampled;
+    std::span<const float> hidden;
+  };
+  // One round's inputs and draws, and what stays fixed for the step's rounds.
+  struct Round {
+    bool snapshots = false;    // pieces end at block boundaries (prefix caching)
+    bool keep_hidden = false;  // a hidden-reading drafter is awake
+    size_t hidden_width = 0;   // floats of one row's final streams
+    std::vector<int32_t> ids, pos;
+    std::vector<int64_t> piece_end;
+    std::vector<Drawn> drawn;
+  };
+  // The caches (new, restored at a prefix hit) and first pieces of the plan's requests; a
+  // request that cannot start gets its error in job.sampled.
+  std::vector<Piece> start_pieces(StepJob& job);
+  // The forward's inputs for the next piece of each span in `left` (spans_, order_, r).
+  model::StepInputs round_inputs(StepJob& job, const std::vector<Piece>& left, Round& r);
+  // After the round's forward: drafter rows, snapshots, prompt logprobs, backend draws taken
+  // and host draws queued (pending_samples_); returns the pieces still to feed.
+  std::vector<Piece> take_round_outputs(StepJob& job, const std::vector<Piece>& left, Round& r);
   void sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
                   sample::Sampler& sampler, Sampled& out);
   // Speculative decoding (engine_spec.cc). The tokens a verify span feeds: the last accepted

@@ -270,17 +270,52 @@ void EngineCore::execute(StepJob& job) {
 }
 
 void EngineCore::execute_unguarded(StepJob& job) {
-  using model::LogitsWanted;
   job.started = Clock::now();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;
-  // What is left of each request's span: [pos, end), its tokens at src[pos - begin]. A verify
-  // span (draft slots) feeds SeqExec::fed from the cache's true length (engine_spec.cc).
-  struct Piece {
-    size_t i;
-    int64_t pos, end, begin;
-    const int32_t* src;
-  };
+  std::vector<Piece> left = start_pieces(job);
+  Round r;
+  r.snapshots = block_size_ > 0 && !stand_in_forward_;
+  r.keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_ &&
+                  !drafter_asleep_.load(std::memory_order_relaxed);
+  r.hidden_width = static_cast<size_t>(model_->config().hc_mult) *
+                   static_cast<size_t>(model_->config().hidden_size);
+  while (!left.empty()) {
+    const model::StepInputs in = round_inputs(job, left, r);
+    const auto t0 = Clock::now();
+    const Status st =
+        stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_->forward(in, step_out_);
+    job.forward_seconds += seconds_since(t0);
+    job.fed_tokens += static_cast<int64_t>(r.ids.size());
+    ++job.forwards;
+    if (!st.ok()) {
+      for (const Piece& p : left) {
+        job.seqs[p.i]->cache.reset();
+        Sampled& s = job.sampled.emplace_back();
+        s.id = plan.requests[p.i].id;
+        s.error = "model forward failed: " + st.message();
+      }
+      break;
+    }
+    const auto t1 = Clock::now();
+    std::vector<Piece> next = take_round_outputs(job, left, r);
+    sample_pending(job);
+    job.sample_seconds += seconds_since(t1);
+    const auto t2 = Clock::now();
+    for (const Drawn& d : r.drawn) {
+      finish_spec_step(plan.requests[d.i], *job.seqs[d.i], d.start, d.fed, d.hidden,
+                       job.sampled[d.sampled]);
+    }
+    draft_all();
+    job.draft_seconds += seconds_since(t2);
+    left = std::move(next);
+  }
+  hand_over_prompt_logprobs(job);
+  job.finished = Clock::now();
+}
+
+std::vector<EngineCore::Piece> EngineCore::start_pieces(StepJob& job) {
+  const sched::StepPlan& plan = job.plan;
   std::vector<Piece> left;
   for (size_t i = 0; i < plan.requests.size(); ++i) {
     const sched::ScheduledRequest& sr = plan.requests[i];
@@ -319,139 +354,109 @@ void EngineCore::execute_unguarded(StepJob& job) {
       prepare_verify(sr, *e, start, plan.token_ids[static_cast<size_t>(sr.token_offset)]);
       left.push_back({i, start, start + static_cast<int64_t>(e->fed.size()), start, e->fed.data()});
     } else {
-      left.push_back({i, start, start + sr.num_tokens, start,
-                      plan.token_ids.data() + sr.token_offset});
+      left.push_back(
+          {i, start, start + sr.num_tokens, start, plan.token_ids.data() + sr.token_offset});
     }
   }
-  const bool snapshots = block_size_ > 0 && !stand_in_forward_;
+  return left;
+}
+
+model::StepInputs EngineCore::round_inputs(StepJob& job, const std::vector<Piece>& left, Round& r) {
+  using model::LogitsWanted;
+  const sched::StepPlan& plan = job.plan;
+  // One forward over every request's next piece: up to its next block boundary when it
+  // crosses one, else to the end of its span (the usual case: one round). Verify spans never
+  // cross one (prepare_verify).
+  spans_.clear();
+  order_.clear();
+  r.ids.clear();
+  r.pos.clear();
+  r.piece_end.clear();
+  r.drawn.clear();
+  for (const Piece& p : left) {
+    const sched::ScheduledRequest& sr = plan.requests[p.i];
+    int64_t end = p.end;
+    if (r.snapshots) end = std::min(end, (p.pos / block_size_ + 1) * block_size_);
+    model::SequenceSpan span;
+    span.cache = job.seqs[p.i]->cache ? &*job.seqs[p.i]->cache : nullptr;
+    span.begin = static_cast<int64_t>(r.ids.size());
+    span.count = end - p.pos;
+    span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+    if (sr.num_drafts > 0 && span.count > 1) span.logits = LogitsWanted::kAll;    // verified
+    if (wants_prompt_logprobs(*job.seqs[p.i])) span.logits = LogitsWanted::kAll;  // scored
+    const int32_t* from = p.src + (p.pos - p.begin);
+    r.ids.insert(r.ids.end(), from, from + span.count);
+    for (int64_t k = 0; k < span.count; ++k) r.pos.push_back(static_cast<int32_t>(p.pos + k));
+    spans_.push_back(span);
+    order_.push_back(p.i);
+    r.piece_end.push_back(end);
+  }
+  model::StepInputs in;
+  in.token_ids = r.ids;
+  in.positions = r.pos;
+  in.sequences = spans_;
+  in.keep_hidden = r.keep_hidden;
+  backend_sample_specs(job);
+  in.sample_specs = sample_specs_;
+  return in;
+}
+
+std::vector<EngineCore::Piece> EngineCore::take_round_outputs(StepJob& job,
+                                                              const std::vector<Piece>& left,
+                                                              Round& r) {
+  using model::LogitsWanted;
+  const sched::StepPlan& plan = job.plan;
   const int64_t V = model_->vocab_size();
-  std::vector<int32_t> ids, pos;
-  std::vector<int64_t> piece_end;
-  // Requests sampled in a round: plan index, span start, rows fed, their Sampled entry.
-  struct Drawn {
-    size_t i;
-    int64_t start, fed;  // position of the first drawn row (in this piece), rows drawn
-    size_t sampled;
-    std::span<const float> hidden;  // their final streams (hidden-reading drafters)
-  };
-  const bool keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_ &&
-                           !drafter_asleep_.load(std::memory_order_relaxed);
-  const size_t hidden_width =
-      static_cast<size_t>(model_->config().hc_mult) * static_cast<size_t>(model_->config().hidden_size);
-  std::vector<Drawn> drawn;
-  while (!left.empty()) {
-    // One forward over every request's next piece: up to its next block boundary when it
-    // crosses one, else to the end of its span (the usual case: one round). Verify spans never
-    // cross one (prepare_verify).
-    spans_.clear();
-    order_.clear();
-    ids.clear();
-    pos.clear();
-    piece_end.clear();
-    drawn.clear();
-    for (const Piece& p : left) {
-      const sched::ScheduledRequest& sr = plan.requests[p.i];
-      int64_t end = p.end;
-      if (snapshots) end = std::min(end, (p.pos / block_size_ + 1) * block_size_);
-      model::SequenceSpan span;
-      span.cache = job.seqs[p.i]->cache ? &*job.seqs[p.i]->cache : nullptr;
-      span.begin = static_cast<int64_t>(ids.size());
-      span.count = end - p.pos;
-      span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
-      if (sr.num_drafts > 0 && span.count > 1) span.logits = LogitsWanted::kAll;  // verified
-      if (wants_prompt_logprobs(*job.seqs[p.i])) span.logits = LogitsWanted::kAll;  // scored
-      const int32_t* from = p.src + (p.pos - p.begin);
-      ids.insert(ids.end(), from, from + span.count);
-      for (int64_t k = 0; k < span.count; ++k) pos.push_back(static_cast<int32_t>(p.pos + k));
-      spans_.push_back(span);
-      order_.push_back(p.i);
-      piece_end.push_back(end);
+  int64_t row = 0;
+  std::vector<Piece> next;
+  for (size_t k = 0; k < order_.size(); ++k) {
+    const size_t i = order_[k];
+    const sched::ScheduledRequest& sr = plan.requests[i];
+    SeqExec& e = *job.seqs[i];
+    Piece p = left[k];
+    p.pos = r.piece_end[k];
+    const bool verify = sr.num_drafts > 0;
+    bool sample = spans_[k].logits != LogitsWanted::kNone;
+    const std::span<const float> hidden =
+        step_out_.hidden.empty()
+            ? std::span<const float>()
+            : std::span<const float>(step_out_.hidden)
+                  .subspan(static_cast<size_t>(spans_[k].begin) * r.hidden_width,
+                           static_cast<size_t>(spans_[k].count) * r.hidden_width);
+    // Rows with no draw after them go to a hidden-reading drafter now (their next tokens are
+    // known prompt tokens), before a snapshot at their end is taken.
+    if (!sample && !hidden.empty()) observe_hidden(e, left[k].pos, hidden);
+    if (r.snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, *e.cache);
+    const int64_t rows = verify ? spans_[k].count : 1;
+    if (!verify && spans_[k].logits == LogitsWanted::kAll) {      // prompt logprobs: score all
+      sample = r.piece_end[k] == left[k].end && sr.needs_logits;  // but the last
+      row =
+          score_prompt_rows(e, left[k].pos, spans_[k].count, step_out_.logits.data(), row, sample);
     }
-    model::StepInputs in;
-    in.token_ids = ids;
-    in.positions = pos;
-    in.sequences = spans_;
-    in.keep_hidden = keep_hidden;
-    backend_sample_specs(job);
-    in.sample_specs = sample_specs_;
-    const auto t0 = Clock::now();
-    const Status st =
-        stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_->forward(in, step_out_);
-    job.forward_seconds += seconds_since(t0);
-    job.fed_tokens += static_cast<int64_t>(ids.size());
-    ++job.forwards;
-    if (!st.ok()) {
-      for (const Piece& p : left) {
-        job.seqs[p.i]->cache.reset();
-        Sampled& s = job.sampled.emplace_back();
-        s.id = plan.requests[p.i].id;
-        s.error = "model forward failed: " + st.message();
-      }
-      break;
+    if (sample && !hidden.empty() && !verify && spans_[k].count > 1) {
+      // A prefill piece ending in a draw: its rows but the last go to the drafter now.
+      observe_hidden(e, left[k].pos, hidden.first(hidden.size() - r.hidden_width));
     }
-    const auto t1 = Clock::now();
-    int64_t row = 0;
-    std::vector<Piece> next;
-    for (size_t k = 0; k < order_.size(); ++k) {
-      const size_t i = order_[k];
-      const sched::ScheduledRequest& sr = plan.requests[i];
-      SeqExec& e = *job.seqs[i];
-      Piece p = left[k];
-      p.pos = piece_end[k];
-      const bool verify = sr.num_drafts > 0;
-      bool sample = spans_[k].logits != LogitsWanted::kNone;
-      const std::span<const float> hidden =
-          step_out_.hidden.empty()
-              ? std::span<const float>()
-              : std::span<const float>(step_out_.hidden)
-                    .subspan(static_cast<size_t>(spans_[k].begin) * hidden_width,
-                             static_cast<size_t>(spans_[k].count) * hidden_width);
-      // Rows with no draw after them go to a hidden-reading drafter now (their next tokens are
-      // known prompt tokens), before a snapshot at their end is taken.
-      if (!sample && !hidden.empty()) observe_hidden(e, left[k].pos, hidden);
-      if (snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, *e.cache);
-      const int64_t rows = verify ? spans_[k].count : 1;
-      if (!verify && spans_[k].logits == LogitsWanted::kAll) {  // prompt logprobs: score all
-        sample = piece_end[k] == left[k].end && sr.needs_logits;  // but the last
-        row = score_prompt_rows(e, left[k].pos, spans_[k].count, step_out_.logits.data(), row,
-                                sample);
-      }
-      if (sample && !hidden.empty() && !verify && spans_[k].count > 1) {
-        // A prefill piece ending in a draw: its rows but the last go to the drafter now.
-        observe_hidden(e, left[k].pos, hidden.first(hidden.size() - hidden_width));
-      }
-      const std::span<const float> drawn_hidden =
-          hidden.empty() ? hidden : hidden.last(static_cast<size_t>(rows) * hidden_width);
-      if (sample && !sample_specs_.empty()) {
-        drawn.push_back({i, left[k].pos + spans_[k].count - rows, rows, job.sampled.size(),
-                         drawn_hidden});
-        Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
-        s.id = sr.id;
-        verify_drawn(e, {step_out_.sampled.data() + row, static_cast<size_t>(rows)}, s);
-        row += rows;
-      } else if (sample) {
-        drawn.push_back({i, left[k].pos + spans_[k].count - rows, rows,
+    const std::span<const float> drawn_hidden =
+        hidden.empty() ? hidden : hidden.last(static_cast<size_t>(rows) * r.hidden_width);
+    if (sample && !sample_specs_.empty()) {
+      r.drawn.push_back(
+          {i, left[k].pos + spans_[k].count - rows, rows, job.sampled.size(), drawn_hidden});
+      Sampled& s = job.sampled.emplace_back();  // drawn by the backend with the forward
+      s.id = sr.id;
+      verify_drawn(e, {step_out_.sampled.data() + row, static_cast<size_t>(rows)}, s);
+      row += rows;
+    } else if (sample) {
+      r.drawn.push_back({i, left[k].pos + spans_[k].count - rows, rows,
                          job.sampled.size() + pending_samples_.size(), drawn_hidden});
-        const std::span<const float> logits(step_out_.logits.data() + row * V,
-                                            static_cast<size_t>(rows * V));
-        row += rows;
-        pending_samples_.push_back({sr.id, &e, logits, rows});
-      }
-      if (p.pos < p.end) next.push_back(p);
+      const std::span<const float> logits(step_out_.logits.data() + row * V,
+                                          static_cast<size_t>(rows * V));
+      row += rows;
+      pending_samples_.push_back({sr.id, &e, logits, rows});
     }
-    sample_pending(job);
-    job.sample_seconds += seconds_since(t1);
-    const auto t2 = Clock::now();
-    for (const Drawn& d : drawn) {
-      finish_spec_step(plan.requests[d.i], *job.seqs[d.i], d.start, d.fed, d.hidden,
-                       job.sampled[d.sampled]);
-    }
-    draft_all();
-    job.draft_seconds += seconds_since(t2);
-    left = std::move(next);
+    if (p.pos < p.end) next.push_back(p);
   }
-  hand_over_prompt_logprobs(job);
-  job.finished = Clock::now();
+  return next;
 }
 
 }  // namespace deepinfer::runtime

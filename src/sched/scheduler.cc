@@ -148,28 +148,39 @@ StepPlan Scheduler::schedule() {
   int64_t budget = config_.max_num_batched_tokens;
   std::vector<Pick> picks;
   picks.reserve(running_.size() + 8);
+  const bool preempted = schedule_running(picks, budget, plan);
+  // Waiting requests, unless this step had to preempt (admitting now would only take the
+  // blocks back from the requests that were just squeezed).
+  if (!preempted) admit_waiting(picks, budget);
+  build(plan, picks);
+  return plan;
+}
 
-  // Running requests: decodes first (one token each, latency-critical), then prefill chunks.
-  // Not planned: aborts waiting for their update, and requests whose in-flight step brings
-  // their last token (the model length or the caller's output limit), which would be a wasted
-  // step.
-  auto plannable = [&](const Request& r) {
-    if (r.abort_requested) return false;
-    if (r.num_placeholders == 0) return true;
-    if (r.num_planned() >= config_.max_model_len) return false;
-    return r.max_output == 0 || r.num_planned() - r.num_prompt < r.max_output;
-  };
+bool Scheduler::plannable(const Request& r) const {
+  if (r.abort_requested) return false;
+  if (r.num_placeholders == 0) return true;
+  if (r.num_planned() >= config_.max_model_len) return false;
+  return r.max_output == 0 || r.num_planned() - r.num_prompt < r.max_output;
+}
+
+std::vector<RequestId> Scheduler::running_order(size_t& num_decodes) const {
   std::vector<RequestId> order;
   order.reserve(running_.size());
   for (const RequestId id : running_) {
     const Request& r = requests_.at(id);
     if (r.num_planned() - r.num_computed == 1 && plannable(r)) order.push_back(id);
   }
-  const size_t num_decodes = order.size();  // order[0, num_decodes) are the decodes
+  num_decodes = order.size();  // order[0, num_decodes) are the decodes
   for (const RequestId id : running_) {
     const Request& r = requests_.at(id);
     if (r.num_planned() - r.num_computed > 1 && plannable(r)) order.push_back(id);
   }
+  return order;
+}
+
+bool Scheduler::schedule_running(std::vector<Pick>& picks, int64_t& budget, StepPlan& plan) {
+  size_t num_decodes = 0;
+  const std::vector<RequestId> order = running_order(num_decodes);
   // Speculative decoding: the draft slots of the decodes.
   const std::vector<int32_t> slots =
       draft_slots(std::span<const RequestId>(order.data(), num_decodes), budget);
@@ -206,10 +217,11 @@ StepPlan Scheduler::schedule() {
       if (victim == id) break;
     }
   }
+  return preempted;
+}
 
-  // Waiting requests in FCFS order, unless this step had to preempt (admitting now would only
-  // take the blocks back from the requests that were just squeezed).
-  while (!preempted && !waiting_.empty() && budget > 0 &&
+void Scheduler::admit_waiting(std::vector<Pick>& picks, int64_t& budget) {
+  while (!waiting_.empty() && budget > 0 &&
          static_cast<int64_t>(running_.size()) < config_.max_num_seqs) {
     const RequestId id = waiting_.front();
     Request& r = requests_.at(id);
@@ -245,8 +257,6 @@ StepPlan Scheduler::schedule() {
     picks.push_back({id, n, true});
     budget -= n;
   }
-  build(plan, picks);
-  return plan;
 }
 
 void Scheduler::set_max_drafts(RequestId id, int32_t max_drafts) {

@@ -134,6 +134,18 @@ class Scheduler {
   // Draft slots of each decode about to be planned (`decodes` in plan order).
   std::vector<int32_t> draft_slots(std::span<const RequestId> decodes, int64_t budget) const;
   int64_t chunk_for(const Request& r, int64_t budget) const;
+  // schedule()'s parts. Running requests are planned decodes first (one token each,
+  // latency-critical), then prefill chunks; not planned are aborts waiting for their update and
+  // requests whose in-flight step brings their last token (the model length or the caller's
+  // output limit), which would be a wasted step.
+  bool plannable(const Request& r) const;
+  // The running requests to plan in that order; `num_decodes` = how many decodes lead it.
+  std::vector<RequestId> running_order(size_t& num_decodes) const;
+  // Grows every planned running request's KV (with its draft slots), preempting the newest
+  // when the pool is full; true when it preempted.
+  bool schedule_running(std::vector<Pick>& picks, int64_t& budget, StepPlan& plan);
+  // Admits waiting requests in FCFS order while the budget, max_num_seqs and the pool allow.
+  void admit_waiting(std::vector<Pick>& picks, int64_t& budget);
   // Frees the newest running request's KV and queues it first; refunds its scheduled tokens.
   void preempt_newest(std::vector<Pick>& picks, int64_t& budget, StepPlan& plan);
   void end(Request& r, RequestState state, FinishReason reason, Status error = {});

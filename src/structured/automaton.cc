@@ -6,17 +6,8 @@
 #include <bit>
 #include <map>
 
-#include "base/input_limits.h"
-
 namespace deepinfer::structured {
 namespace {
-
-Status too_many_states(int32_t max_states) {
-  return invalid_argument("grammar too large: its automaton needs more than " +
-                          format_count(max_states) +
-                          " states (kMaxAutomatonStates in src/structured/limits.h); bound fewer "
-                          "repetitions or simplify the grammar");
-}
 
 struct NfaEdge {
   enum Kind : uint8_t { kEps, kBytes, kRef } kind;
@@ -41,7 +32,8 @@ class NfaBuilder {
   // Builds `id` starting at `start`; returns the end state.
   Expected<int32_t> build(int32_t id, int32_t start) {
     if (*budget_ < 0)
-      return too_many_states(limits_.max_states);
+      return invalid_argument("grammar too large: more than " + std::to_string(limits_.max_states) +
+                              " automaton states");
     const Expr& e = g_.expr(id);
     switch (e.kind) {
       case ExprKind::kEmpty:
@@ -75,10 +67,8 @@ class NfaBuilder {
       }
       case ExprKind::kRepeat: {
         if (e.min > limits_.max_repeat || e.max > limits_.max_repeat) {
-          return invalid_argument(
-              limit_message("repetition count " + format_count(std::max(e.min, e.max)),
-                            limits_.max_repeat, "kMaxRepeat in src/structured/limits.h",
-                            "use '*' or '+' for a long or unbounded run"));
+          return invalid_argument("repetition count " + std::to_string(std::max(e.min, e.max)) +
+                                  " is over the limit of " + std::to_string(limits_.max_repeat));
         }
         int32_t cur = start;
         for (int32_t i = 0; i < e.min; ++i) {
@@ -156,7 +146,8 @@ Expected<RuleDfa> determinize(const std::vector<std::vector<NfaEdge>>& nfa, int3
   std::vector<std::pair<int, int32_t>> pairs;
   for (size_t cur = 0; cur < sets.size(); ++cur) {
     if (*budget < 0) {
-      return too_many_states(max_states);
+      return invalid_argument("grammar too large: more than " + std::to_string(max_states) +
+                              " automaton states");
     }
     std::vector<const NfaEdge*> byte_edges;
     std::map<int32_t, std::vector<int32_t>> ref_targets;
@@ -204,26 +195,15 @@ Expected<RuleDfa> determinize(const std::vector<std::vector<NfaEdge>>& nfa, int3
   return dfa;
 }
 
-}  // namespace
+using RefLists = std::vector<std::vector<std::pair<int32_t, int32_t>>>;
 
-Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimits& limits) {
+// Every rule's NFA (Thompson) and DFA (subset construction), appended to `a` under global state
+// ids from a.num_states on; refs[s] gets the rule references leaving state s.
+Status compile_rules(const Grammar& grammar, const AutomatonLimits& limits, Automaton& a,
+                     RefLists& refs) {
   const auto& rules = grammar.rules();
   const int32_t num_rules = static_cast<int32_t>(rules.size());
-  if (grammar.root() < 0 || grammar.root() >= num_rules)
-    return invalid_argument("grammar has no root rule");
-  if (num_rules > limits.max_rules) {
-    return invalid_argument("grammar too large: " +
-                            limit_message(format_count(num_rules) + " rules", limits.max_rules,
-                                          "kMaxRules in src/structured/limits.h",
-                                          "merge rules or share them"));
-  }
-  Automaton a;
-  a.root = grammar.root();
-  a.rule_start.assign(num_rules, -1);
-  a.rule_nullable.assign(num_rules, 0);
-  a.rule_follow.assign(num_rules, ByteSet{});
   int32_t budget = limits.max_states;
-  std::vector<std::vector<std::pair<int32_t, int32_t>>> refs;  // global
   for (int32_t r = 0; r < num_rules; ++r) {
     a.rule_names.push_back(rules[r].name);
     if (rules[r].body < 0)
@@ -251,9 +231,12 @@ Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimit
     }
     a.num_states += static_cast<int32_t>(dfa.trans.size());
   }
-  const int32_t n = a.num_states;
+  return Status::ok_status();
+}
 
-  // Nullable rules (fixpoint over "start reaches accepting through nullable references").
+// Nullable rules (fixpoint over "start reaches accepting through nullable references").
+void find_nullable_rules(Automaton& a, const RefLists& refs) {
+  const int32_t num_rules = static_cast<int32_t>(a.rule_start.size());
   for (bool changed = true; changed;) {
     changed = false;
     for (int32_t r = 0; r < num_rules; ++r) {
@@ -277,8 +260,17 @@ Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimit
       }
     }
   }
+}
 
-  // Live states: can reach acceptance through bytes and references to productive rules.
+struct Liveness {
+  std::vector<uint8_t> live;        // per state: can reach acceptance
+  std::vector<uint8_t> productive;  // per rule: can complete
+};
+
+// Live states: can reach acceptance through bytes and references to productive rules.
+Liveness find_live_states(const Automaton& a, const RefLists& refs) {
+  const int32_t n = a.num_states;
+  const int32_t num_rules = static_cast<int32_t>(a.rule_start.size());
   std::vector<std::vector<int32_t>> byte_preds(n);
   for (int32_t s = 0; s < n; ++s) {
     int32_t last = -2;
@@ -328,11 +320,15 @@ Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimit
       }
     }
   }
-  if (!productive[a.root]) {
-    return invalid_argument("the grammar matches no string (root rule '" + a.rule_names[a.root] +
-                            "' can never complete)");
-  }
-  // Trim.
+  return {std::move(live), std::move(productive)};
+}
+
+// Drops the transitions and references into dead states and lays the references out flat
+// (ref_begin / ref_rule / ref_target); returns each state's own byte set, the seed of FIRST.
+std::vector<ByteSet> trim(Automaton& a, const RefLists& refs, const Liveness& liveness) {
+  const int32_t n = a.num_states;
+  const std::vector<uint8_t>& live = liveness.live;
+  const std::vector<uint8_t>& productive = liveness.productive;
   a.ref_begin.push_back(0);
   a.has_bytes.assign(n, 0);
   std::vector<ByteSet> first(n);  // FIRST byte sets, seeded with each state's own bytes
@@ -351,8 +347,12 @@ Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimit
     }
     a.ref_begin.push_back(static_cast<int32_t>(a.ref_rule.size()));
   }
+  return first;
+}
 
-  // FIRST and FOLLOW byte sets (over-approximations are fine; they only prune).
+// FIRST and FOLLOW byte sets (over-approximations are fine; they only prune).
+void first_and_follow(Automaton& a, std::vector<ByteSet> first) {
+  const int32_t n = a.num_states;
   std::vector<uint8_t> null_state(a.accepting.begin(), a.accepting.end());
   for (bool changed = true; changed;) {
     changed = false;
@@ -390,6 +390,29 @@ Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimit
       }
     }
   }
+}
+
+}  // namespace
+
+Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimits& limits) {
+  const auto& rules = grammar.rules();
+  const int32_t num_rules = static_cast<int32_t>(rules.size());
+  if (grammar.root() < 0 || grammar.root() >= num_rules)
+    return invalid_argument("grammar has no root rule");
+  Automaton a;
+  a.root = grammar.root();
+  a.rule_start.assign(num_rules, -1);
+  a.rule_nullable.assign(num_rules, 0);
+  a.rule_follow.assign(num_rules, ByteSet{});
+  RefLists refs;  // per global state: its (rule, target) references
+  DI_TRY(compile_rules(grammar, limits, a, refs));
+  find_nullable_rules(a, refs);
+  const Liveness live = find_live_states(a, refs);
+  if (!live.productive[a.root]) {
+    return invalid_argument("the grammar matches no string (root rule '" + a.rule_names[a.root] +
+                            "' can never complete)");
+  }
+  first_and_follow(a, trim(a, refs, live));
   return a;
 }
 

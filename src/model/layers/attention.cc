@@ -207,21 +207,26 @@ void select_compressed(const LayerEnv& env, CMat iq, CMat iw, const StepInputs& 
   }
 }
 
-void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows& r,
-            const StepInputs& in, const LayerOf& window_of, const LayerOf& comp_of, int ratio,
-            bool all_visible, AttentionScratch& s) {
-  backend::Ops& ops = env.ops;
+namespace {
+
+// Where each query's keys sit in the key-address table (attend): columns [0, win_cols) the
+// window, [win_cols, width) the compressed rows.
+struct KeyColumns {
+  int64_t win_cols = 0, width = 0;
+};
+
+// Every query's keys by address, read in place by one sparse_attention_rows over every
+// sequence: columns [0, win_cols) the window (cached ring rows, then this step's rows),
+// [win_cols, width) the compressed rows (all visible ones, or, when `selected`, the selection
+// filled in on the backend from s.sel); nullptr = no key. The host table is s.key_rows.
+KeyColumns fill_key_table(const LayerEnv& env, const AttentionRows& r, const StepInputs& in,
+                          const LayerOf& window_of, const LayerOf& comp_of, int ratio,
+                          bool all_visible, bool selected, AttentionScratch& s) {
   const io::ModelConfig& cfg = env.config;
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
-  const int64_t H = cfg.num_heads, d = cfg.head_dim, W = cfg.sliding_window;
+  const int64_t d = cfg.head_dim, W = cfg.sliding_window;
   const int32_t* pos = in.positions.data();
   const CMat kv = r.kv;
-  DI_CHECK(r.q.rows >= M);
-  const bool selected = comp_of && !all_visible && s.sel_k > 0;
-  // Every query's keys by address, read in place by one sparse_attention_rows over every
-  // sequence: columns [0, win_cols) the window (cached ring rows, then this step's rows),
-  // [win_cols, width) the compressed rows (all visible ones, or the selection filled in on the
-  // backend from s.sel); nullptr = no key.
   int64_t win_cols = 0, comp_cols = 0;
   for (const SequenceSpan& sq : in.sequences) {
     if (sq.count == 0) continue;
@@ -254,20 +259,14 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
       if (selected && comp->size() > 0) s.row_comp[static_cast<size_t>(b + i)] = comp->view();
     }
   }
-  const size_t table_bytes = table.size() * sizeof(const float*);
-  auto* key_rows = static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
-  ops.upload(key_rows, table.data(), table_bytes);
-  if (selected) {
-    ops.paged_row_addresses(static_cast<const int32_t*>(s.sel.data()), s.sel_k, s.row_comp,
-                            key_rows + win_cols, width);
-  }
+  return {win_cols, width};
+}
 
-  const Mat o = r.o.rows_slice(0, M);
-  ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, width, d, w.sink,
-                            1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
-  env.num.act(ops, o);
-  // Only now may the window rings take this step's rows (one scatter for every sequence): the
-  // attention above read ring slots a long chunk would overwrite.
+// The window rings take this step's rows, one scatter for every sequence. Only after the
+// attention: it read ring slots a long chunk would overwrite.
+void write_windows(const LayerEnv& env, const AttentionRows& r, const StepInputs& in,
+                   const LayerOf& window_of, AttentionScratch& s) {
+  const CMat kv = r.kv;
   s.win_src.clear();
   s.win_dst.clear();
   for (const SequenceSpan& sq : in.sequences) {
@@ -275,7 +274,36 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
     const int64_t dropped = window_of(sq).window.claim(sq.count, s.win_dst);
     for (int64_t i = dropped; i < sq.count; ++i) s.win_src.push_back(kv.row(sq.begin + i));
   }
-  ops.scatter_rows(s.win_src, s.win_dst, d);
+  env.ops.scatter_rows(s.win_src, s.win_dst, env.config.head_dim);
+}
+
+}  // namespace
+
+void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows& r,
+            const StepInputs& in, const LayerOf& window_of, const LayerOf& comp_of, int ratio,
+            bool all_visible, AttentionScratch& s) {
+  backend::Ops& ops = env.ops;
+  const io::ModelConfig& cfg = env.config;
+  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t H = cfg.num_heads, d = cfg.head_dim;
+  DI_CHECK(r.q.rows >= M);
+  const bool selected = comp_of && !all_visible && s.sel_k > 0;
+  const KeyColumns cols =
+      fill_key_table(env, r, in, window_of, comp_of, ratio, all_visible, selected, s);
+  const std::vector<const float*>& table = s.key_rows;
+  const size_t table_bytes = table.size() * sizeof(const float*);
+  auto* key_rows = static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
+  ops.upload(key_rows, table.data(), table_bytes);
+  if (selected) {
+    ops.paged_row_addresses(static_cast<const int32_t*>(s.sel.data()), s.sel_k, s.row_comp,
+                            key_rows + cols.win_cols, cols.width);
+  }
+
+  const Mat o = r.o.rows_slice(0, M);
+  ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, cols.width, d, w.sink,
+                            1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
+  env.num.act(ops, o);
+  write_windows(env, r, in, window_of, s);
 }
 
 void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
