@@ -85,7 +85,8 @@ class Engine {
   // are held back until they can no longer match).
   using StreamCallback = std::function<void(const StreamDelta&)>;
 
-  // Loads the model (CPU opt backend) and tokenizer. Errors name the directory / file.
+  // Loads the model onto the backend EngineOptions::backend names (the CPU opt backend by
+  // default, CUDA on an NVIDIA GPU) and the tokenizer. Errors name the directory / file.
   static Expected<std::unique_ptr<Engine>> create(const EngineOptions& options);
   ~Engine();
   Engine(const Engine&) = delete;

@@ -28,8 +28,10 @@ struct EngineOptions {
   int32_t max_num_seqs = 64;              // running sequences at once
   int64_t max_num_batched_tokens = 2048;  // per-step token budget (chunked prefill + decodes)
   int64_t max_model_len = 0;              // 0: min(max_position_embeddings, 8192)
-  // KV block accounting (the CPU model keeps its own host caches; these bound how many tokens
-  // may be live at once). 0 blocks: enough for max_num_seqs sequences of max_model_len tokens.
+  // The scheduler's KV block accounting: admission, preemption and prefix hits count in these
+  // blocks, so they bound how many tokens may be live at once (the model keeps the rows in its
+  // own page pools in the backend's memory). 0 blocks: enough for max_num_seqs sequences of
+  // max_model_len tokens.
   int32_t num_kv_blocks = 0;
   int32_t kv_block_size = 0;  // 0: 128 x the largest compression ratio's lcm, at least 128
   int num_threads = -1;       // CPU worker threads; -1: DEEPINFER_NUM_THREADS (0 = all cores)
@@ -42,15 +44,15 @@ struct EngineOptions {
   // tokens are the same bits either way (sample/sample_spec.h, kernels/cuda/sample).
   std::string sample_on = "auto";
   // "opt" (CPU), "ref" (the FP32 oracle: slow, tests), "cuda"; empty: DEEPINFER_ACCELERATOR
-  // (auto = CPU).
+  // (nvidia = cuda; cpu or unset = opt).
   std::string backend;
   // Plan step N+1 on the calling thread while step N's forward and sampling run on a worker
   // thread (vLLM v1 / SGLang "zero-overhead" scheduling). Outputs are identical either way;
   // off: every step runs start to end on the calling thread.
   bool async_scheduling = true;
   // Bitwise identical results for a request whatever else shares its batches. Unset:
-  // DEEPINFER_BATCH_INVARIANT. The CPU backends are batch-invariant by construction; a device
-  // backend picks batch-invariant kernels when this is on.
+  // DEEPINFER_BATCH_INVARIANT. The CPU backends are batch-invariant by construction; the CUDA
+  // backend picks batch-invariant kernels when this is on (slower at small batches).
   std::optional<bool> batch_invariant;
   // Reuse the computed state of a repeated prompt prefix (system prompt, multi-turn chat) at KV
   // block granularity; outputs are identical with and without a hit. prefix_cache_bytes bounds

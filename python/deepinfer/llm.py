@@ -175,7 +175,8 @@ def _is_token_list(x: Any) -> bool:
 
 
 class LLM:
-    """A DeepSeek-V4 model behind the continuous-batching engine (CPU or CUDA backend)."""
+    """A DeepSeek-V4 or V4.1 model behind the continuous-batching engine (CPU or CUDA
+    backend)."""
 
     def __init__(
         self,

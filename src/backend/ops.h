@@ -2,8 +2,9 @@
 // need (V4 and V4.1; the V4.1-only ops are features a backend may lack, see Feature).
 //
 // Shaped after ggml's backend vtable + supports_op: one abstract class, one implementation per
-// backend (cpu/ref = the FP32 oracle, cpu/opt = threaded, cuda later), and one test harness
-// (tests/ops) that runs every op on every backend against the oracle. Activations are FP32
+// backend (cpu/ref = the FP32 oracle, cpu/opt = threaded, cuda/ = CudaOps), each op checked
+// against the oracle in tests/ops (the CPU backends in ops_backend_test; the CUDA cases in
+// tests/ops/cuda, a separate list run on a GPU machine). Activations are FP32
 // matrices (mat.h); weights stay in their checkpoint format (weight_ref.h) and are dequantized
 // inside the kernels. The maths of each op is written next to it with its spec section
 // (/work/shared/spec/deepseek_v4_family.md). BF16 rounding of intermediate activations is NOT

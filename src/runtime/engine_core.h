@@ -1,59 +1,18 @@
-// EngineCore: the engine loop behind deepinfer::Engine (include/deepinfer/engine.h).
+// EngineCore: the engine behind deepinfer::Engine (include/deepinfer/engine.h). What one step
+// does, asynchronous scheduling, preemption, n > 1, prefix caching, structured outputs and
+// per-request failures are described in docs/engine.md ("The runtime today" and after);
+// speculative decoding in docs/speculative.md.
 //
-// One step: Scheduler::schedule() -> one Model::forward over every scheduled request (decodes
-// and prefill chunks together, each request continuing its own host SequenceCache) -> the
-// Sampler for the requests whose step reached their last known token -> StopChecker fed with
-// the IncrementalDetokenizer's delta -> Scheduler::update() -> outputs of the ended requests.
-// Forward + sampling form a StepJob run by the StepExecutor (engine_exec.cc); everything else
-// runs on the engine thread (engine_core.cc).
-//
-// Asynchronous scheduling (EngineOptions::async_scheduling, default on), one step() call:
-//   plan N+1 (optimistic: every request sampled in N gets one placeholder token)
-//   -> wait for job N -> write N's sampled ids into N+1's placeholders -> launch job N+1
-//   -> process N (stop checks, detokenize, callbacks, Scheduler::update) -> end requests.
-// The executor then only waits for the host during the placeholder fill. A request that N
-// ends is still in N+1 (wasted, as in vLLM; length finishes are not planned: the scheduler
-// knows max_tokens); its N+1 token is dropped. Results of a request aborted while in flight
-// are dropped too, so its output is what had been streamed when abort() was called, exactly
-// as in the synchronous engine.
-//
-// Choices, and why:
-//   * Sampling state lives with the executor (SeqExec: RNG position, penalty history, grammar
-//     matcher and mask, the model cache). Step N+1's sampling needs step N's token already
-//     accepted by the matcher and counted by the penalties; the executor advances that state
-//     itself right after each sample, so it never waits for the engine thread's processing.
-//     The engine thread never touches a SeqExec while a job holding it is outstanding (jobs
-//     hold shared_ptrs, so a request ending on the engine thread does not free state the
-//     executor is using). Sampling is keyed by (seq_seed, output position, sample index), so
-//     tokens are bitwise identical with asynchronous scheduling on and off.
-//   * n > 1 runs n scheduler requests over the same prompt, sample i drawing from RNG stream i
-//     (SampleKey::sample_index). Forking a prefilled cache would save n - 1 prefills, but the
-//     per-sequence cache has no copy-on-write, so n requests is the simple correct form (with
-//     prefix caching the n - 1 later samples restore the prompt's shared blocks); the KV
-//     accounting then sees each sample's real cost.
-//   * Prefix caching (EngineOptions::enable_prefix_caching, on): the scheduler's coordinator
-//     finds hits over chained block hashes; the executor restores the sequence state at the
-//     hit boundary from a snapshot it saved when some request crossed that boundary (keyed by
-//     the window block ending there; chunks are split at boundaries so the state there exists),
-//     or recomputes the prefix when the snapshot was evicted (engine_exec.cc). Outputs are
-//     identical with and without hits.
-//   * Preemption by recompute: the scheduler frees a preempted request's blocks; the next job
-//     drops its SequenceCache (not earlier: the job in flight may still be extending it) and
-//     rebuilds it from prompt + outputs when the request's first chunk is planned again. The
-//     stop checker / detokenizer / matcher state is kept, so outputs do not change.
-//   * Structured outputs: the engine owns one GrammarCompiler (built on first use from its
-//     tokenizer; it caches compiled grammars by schema), a request's grammar is compiled at
-//     submit (an error refuses that request only), and each sample keeps its own
-//     GrammarMatcher. The matcher advances exactly when a token is sampled, which preemption
-//     keeps, so after recompute it still matches the outputs. The next mask is filled right
-//     after accepting a token, both to end the sample ("stop") as soon as the grammar allows
-//     nothing but EOS and to be reused by the next step.
-//   * Batch invariance (EngineOptions::batch_invariant / DEEPINFER_BATCH_INVARIANT) is
-//     recorded and reported; the CPU opt backend is batch-invariant by construction, a device
-//     backend would pick its kernels from it.
-//   * Failures are per request: bad sampling values are refused at submit; a bad prompt or a
-//     sampling error ends only that request (scheduler abort + an error message); a failed
-//     forward ends the requests of that step with its message and the engine keeps serving.
+// Who owns what. The engine thread plans, launches and processes steps (engine_core.cc): the
+// scheduler, stop checks, detokenization, callbacks, Scheduler::update. The StepExecutor (a
+// worker thread with asynchronous scheduling, else inline) runs each StepJob: the forward,
+// sampling, verification and drafting (engine_exec.cc, engine_spec.cc,
+// engine_prompt_logprobs.cc). A request's SeqExec (its model cache and sampling state: RNG
+// position, penalty history, grammar matcher and mask) is the executor's while a job holding it
+// is outstanding: the executor advances it right after each draw, so step N+1's sampling never
+// waits for N's processing, and the engine thread does not touch it meanwhile (jobs hold
+// shared_ptrs, so a request ending on the engine thread frees nothing the executor uses).
+// Members below say which side uses them.
 #pragma once
 
 #include <atomic>
@@ -163,7 +122,6 @@ class EngineCore {
     int32_t num_ended = 0;
     bool cached_noted = false;  // out.num_cached_tokens set (first scheduling of sample 0)
   };
-  // The executor's outcome for one request of a job.
   // The executor's outcome for one request of a job: one sampled token, or with draft slots
   // the accepted run (the drafts the target's own draws confirmed, then the target's token).
   struct Sampled {

@@ -1,9 +1,9 @@
 // Shared pieces of the op harness: the backend list, owned buffers poisoned with NaN, random
 // weights in every stored format, and a normalised-error comparison.
 //
-// Every op test runs on every backend in backends() (ref, opt at several thread counts; a CUDA
-// backend joins the list when it exists). Outputs start as NaN, so an element an op forgot to
-// write fails the comparison.
+// Every op test here runs on every backend in backends() (ref, opt at several thread counts).
+// The CUDA backend's cases are a separate list with their own helpers (tests/ops/cuda, run on a
+// GPU machine). Outputs start as NaN, so an element an op forgot to write fails the comparison.
 #pragma once
 
 #include <gtest/gtest.h>

@@ -1,11 +1,13 @@
-// `deepinfer generate --model DIR --prompt-ids 5,17,42 --max-tokens N --temperature 0
-// [--ignore-eos] [--json] [--backend opt|ref|cuda]`: greedy generation from token ids on the CPU
-// backend, one sequence, through the model::Model interface (prefill, then one decode step per
-// token). Sampling (temperature > 0) arrives with the engine issue; until then a non-zero
-// temperature is refused rather than silently ignored. Prints the generated ids (and their text
-// when the model directory has a tokenizer.json). `--stats` adds timings (load, prefill = the first
-// extend over the whole prompt, decode = every later one-token step) and memory (peak RSS from
-// getrusage, RSS right after load from /proc/self/statm) for bench/model_cpu.
+// `deepinfer generate`. Text prompts (--prompt, --prompts-file), sampling (a non-zero
+// --temperature) or stop strings run through the engine (generate_engine.cc: batching,
+// streaming, speculative decoding, on the backend --backend names). Greedy generation from
+// token ids (`--prompt-ids 5,17,42 --temperature 0 [--ignore-eos] [--json] [--backend
+// opt|ref|cuda]`) takes the direct path below: one sequence through the model::Model interface
+// (prefill, then one decode step per token), what the numerics tests and bench/model_cpu use.
+// It prints the generated ids (and their text when the model directory has a tokenizer.json).
+// `--stats` adds timings (load, prefill = the first extend over the whole prompt, decode =
+// every later one-token step) and memory (peak RSS from getrusage, RSS right after load from
+// /proc/self/statm).
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -99,8 +101,8 @@ int64_t current_rss_bytes() {
   return resident * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
 }
 
-// Text prompts, sampling (temperature > 0) or --stream go through the engine; greedy token-id
-// prompts take the direct model path below (what the numerics tests and bench/model_cpu use).
+// Text prompts, sampling (temperature != 0) or stop strings go through the engine; greedy
+// token-id prompts take the direct model path below.
 bool wants_engine(const GenerateArgs& args) {
   return !args.engine.prompts.empty() || !args.engine.prompts_file.empty() ||
          args.temperature != 0.0 || !args.engine.stop.empty();
@@ -241,7 +243,7 @@ int run(GenerateArgs args) {
 void register_generate_command(CLI::App& app, CommandAction& action) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "generate", "Generate text (or token ids) with a DeepSeek-V4 model on the CPU");
+      "generate", "Generate text (or token ids) with a DeepSeek-V4 or V4.1 model");
   cmd->add_option("--model", args->model_dir, "model directory (config.json + safetensors)")
       ->required();
   CLI::Option* ids_option = cmd->add_option("--prompt-ids", args->prompt_ids,
