@@ -6,8 +6,17 @@
 #include <bit>
 #include <map>
 
+#include "base/input_limits.h"
+
 namespace deepinfer::structured {
 namespace {
+
+Status too_many_states(int32_t max_states) {
+  return invalid_argument("grammar too large: its automaton needs more than " +
+                          format_count(max_states) +
+                          " states (kMaxAutomatonStates in src/structured/limits.h); bound fewer "
+                          "repetitions or simplify the grammar");
+}
 
 struct NfaEdge {
   enum Kind : uint8_t { kEps, kBytes, kRef } kind;
@@ -32,8 +41,7 @@ class NfaBuilder {
   // Builds `id` starting at `start`; returns the end state.
   Expected<int32_t> build(int32_t id, int32_t start) {
     if (*budget_ < 0)
-      return invalid_argument("grammar too large: more than " + std::to_string(limits_.max_states) +
-                              " automaton states");
+      return too_many_states(limits_.max_states);
     const Expr& e = g_.expr(id);
     switch (e.kind) {
       case ExprKind::kEmpty:
@@ -67,8 +75,10 @@ class NfaBuilder {
       }
       case ExprKind::kRepeat: {
         if (e.min > limits_.max_repeat || e.max > limits_.max_repeat) {
-          return invalid_argument("repetition count " + std::to_string(std::max(e.min, e.max)) +
-                                  " is over the limit of " + std::to_string(limits_.max_repeat));
+          return invalid_argument(
+              limit_message("repetition count " + format_count(std::max(e.min, e.max)),
+                            limits_.max_repeat, "kMaxRepeat in src/structured/limits.h",
+                            "use '*' or '+' for a long or unbounded run"));
         }
         int32_t cur = start;
         for (int32_t i = 0; i < e.min; ++i) {
@@ -146,8 +156,7 @@ Expected<RuleDfa> determinize(const std::vector<std::vector<NfaEdge>>& nfa, int3
   std::vector<std::pair<int, int32_t>> pairs;
   for (size_t cur = 0; cur < sets.size(); ++cur) {
     if (*budget < 0) {
-      return invalid_argument("grammar too large: more than " + std::to_string(max_states) +
-                              " automaton states");
+      return too_many_states(max_states);
     }
     std::vector<const NfaEdge*> byte_edges;
     std::map<int32_t, std::vector<int32_t>> ref_targets;
@@ -399,6 +408,12 @@ Expected<Automaton> build_automaton(const Grammar& grammar, const AutomatonLimit
   const int32_t num_rules = static_cast<int32_t>(rules.size());
   if (grammar.root() < 0 || grammar.root() >= num_rules)
     return invalid_argument("grammar has no root rule");
+  if (num_rules > limits.max_rules) {
+    return invalid_argument("grammar too large: " +
+                            limit_message(format_count(num_rules) + " rules", limits.max_rules,
+                                          "kMaxRules in src/structured/limits.h",
+                                          "merge rules or share them"));
+  }
   Automaton a;
   a.root = grammar.root();
   a.rule_start.assign(num_rules, -1);
