@@ -5,6 +5,7 @@
 // them to dequantize inside the loop; nothing here allocates.
 #pragma once
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -55,6 +56,19 @@ inline float fp8_e4m3_to_float(uint8_t v) {
                            static_cast<int>(exponent) - 7);
   }
   return negative ? -magnitude : magnitude;
+}
+
+// Every E4M3 code decoded by fp8_e4m3_to_float, for loops over many values (a table lookup
+// instead of an ldexp per value: the Engram gather decodes millions per prefill).
+inline const std::array<float, 256>& fp8_e4m3_table() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) {
+      t[static_cast<size_t>(v)] = fp8_e4m3_to_float(static_cast<uint8_t>(v));
+    }
+    return t;
+  }();
+  return table;
 }
 
 // Round-to-nearest-even into E4M3 with saturation to +-448 (the reference clamps first).

@@ -2,6 +2,7 @@
 #include "model/deepseek_v41/engram.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <filesystem>
 
@@ -19,11 +20,12 @@ namespace {
 void table_row(const backend::WeightRef& t, int64_t row, float* out) {
   const int64_t K = t.k;
   if (t.format == backend::WeightFormat::kFp8) {
+    const std::array<float, 256>& fp8 = fp8_e4m3_table();
     const uint8_t* q = t.weight.ptr<uint8_t>() + row * K;
     for (int64_t c0 = 0; c0 < K; c0 += t.block_k) {
       const float s = backend::weight_scale_at(t, row, c0);
       const int64_t end = std::min<int64_t>(K, c0 + t.block_k);
-      for (int64_t c = c0; c < end; ++c) out[c] = fp8_e4m3_to_float(q[c]) * s;
+      for (int64_t c = c0; c < end; ++c) out[c] = fp8[q[c]] * s;
     }
     return;
   }
