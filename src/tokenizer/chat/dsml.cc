@@ -1,6 +1,8 @@
 // DSML rendering of tool schemas and tool calls; see dsml.h.
 #include "tokenizer/chat/dsml.h"
 
+#include "base/input_limits.h"
+#include "tokenizer/chat/chat_limits.h"
 #include "tokenizer/chat/python_json.h"
 #include "tokenizer/chat/special_tokens.h"
 
@@ -106,13 +108,18 @@ Expected<std::string> render_tool_calls(const std::vector<ToolCall>& calls,
   return out;
 }
 
+bool dsml_value_depth_ok(std::string_view value) {
+  return json_nesting_depth(value) <= kMaxChatJsonDepth;
+}
+
 std::string dsml_arguments_json(const std::vector<DsmlParameter>& params) {
   std::string out = "{";
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (i > 0) out += ", ";
     out += python_json_string(params[i].name);
     out += ": ";
-    out += params[i].is_string ? python_json_string(params[i].value) : params[i].value;
+    const bool as_string = params[i].is_string || !dsml_value_depth_ok(params[i].value);
+    out += as_string ? python_json_string(params[i].value) : params[i].value;
   }
   out += "}";
   return out;

@@ -32,7 +32,13 @@ struct DsmlParameter {
 };
 
 // decode_dsml_to_arguments: {"k": json(v) or raw v, ...} joined with ", ". Non-string values are
-// inserted as the model wrote them, unvalidated, exactly as the official decoder does.
+// inserted as the model wrote them, unvalidated, exactly as the official decoder does, except
+// one nested deeper than kMaxChatJsonDepth (chat_limits.h), which is given as a JSON string:
+// whatever reads the arguments may walk them recursively.
 std::string dsml_arguments_json(const std::vector<DsmlParameter>& params);
+
+// Whether a non-string parameter value may be inserted as written (its nesting is within
+// kMaxChatJsonDepth).
+bool dsml_value_depth_ok(std::string_view value);
 
 }  // namespace deepinfer::chat

@@ -161,7 +161,7 @@ Expected<DsmlBlockParser::Step> DsmlBlockParser::next(std::string_view text, std
     frag += ": ";
     if (param.is_string) {
       frag += python_json_string(param.value);
-    } else if (nlohmann::json::accept(param.value)) {
+    } else if (dsml_value_depth_ok(param.value) && nlohmann::json::accept(param.value)) {
       frag += param.value;
     } else {
       frag += python_json_string(param.value);  // never invalid JSON in the arguments

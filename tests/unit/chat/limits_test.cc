@@ -137,5 +137,29 @@ TEST(ChatLimits, PendingDsmlMarkup) {
   EXPECT_EQ(events.back().type, OutputEventType::kToolCall);
 }
 
+// A non-string DSML parameter nested deeper than kMaxChatJsonDepth is given as a JSON string,
+// streamed or not, so that no reader of the arguments walks it recursively.
+TEST(ChatLimits, DeepDsmlValueBecomesAString) {
+  auto call_with = [](const std::string& value) {
+    return "<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n"
+           "<｜DSML｜parameter name=\"a\" string=\"false\">" +
+           value + "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  };
+  for (bool stream : {false, true}) {
+    for (size_t depth : {size_t{3}, kMaxChatJsonDepth + 1}) {
+      const std::string value = deep_array(depth);
+      AssistantOutputParser p(/*thinking=*/false, stream);
+      std::vector<OutputEvent> events;
+      ASSERT_TRUE(p.feed(call_with(value), &events).ok());
+      ASSERT_TRUE(p.finish(&events).ok());
+      ASSERT_FALSE(events.empty());
+      ASSERT_EQ(events.back().type, OutputEventType::kToolCall);
+      const std::string want = depth <= kMaxChatJsonDepth ? "{\"a\": " + value + "}"
+                                                          : "{\"a\": \"" + value + "\"}";
+      EXPECT_EQ(events.back().tool_call.arguments, want) << "stream " << stream << " depth " << depth;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace deepinfer::chat
