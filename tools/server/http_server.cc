@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "api.h"
+#include "base/input_limits.h"
 #include "json_util.h"
 #include "metrics.h"
 #include "server.h"
@@ -174,17 +175,26 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
-      return send_error(ApiError(413, "invalid_request_error",
-                                 "the request body exceeds the server's limit of " +
-                                     std::to_string(srv_.opts.max_body_bytes) + " bytes"),
-                        false);
+      const auto length = parser_->content_length();
+      return send_error(
+          ApiError(413, "invalid_request_error",
+                   "the request body: " +
+                       limit_message(length ? format_count(*length) + " bytes" : "its size",
+                                     static_cast<uint64_t>(srv_.opts.max_body_bytes),
+                                     "bytes: --max-body-bytes", "send a smaller body, or start the "
+                                     "server with a larger --max-body-bytes")),
+          false);
     }
     if (ec == http::error::header_limit) {
       keep_alive_ = false;
-      return send_error(ApiError(431, "invalid_request_error",
-                                 "the request headers exceed the server's limit of " +
-                                     std::to_string(srv_.opts.max_header_bytes) + " bytes"),
-                        false);
+      return send_error(
+          ApiError(431, "invalid_request_error",
+                   "the request headers: " +
+                       limit_message("their size",
+                                     static_cast<uint64_t>(srv_.opts.max_header_bytes),
+                                     "bytes: ServerOptions::max_header_bytes",
+                                     "send fewer or shorter headers")),
+          false);
     }
     if (ec) {
       keep_alive_ = false;

@@ -4,7 +4,9 @@
 #include <limits>
 
 #include "api.h"
+#include "base/input_limits.h"
 #include "json_util.h"
+#include "request_limits.h"
 
 namespace deepinfer::server {
 
@@ -14,9 +16,19 @@ ApiError bad_request(const std::string& message, const std::string& param) {
 
 namespace {
 
-constexpr int32_t kMaxN = 128;
+[[noreturn]] void over_limit(const std::string& found, uint64_t limit, const char* limit_name,
+                             const char* fix, const std::string& param) {
+  throw bad_request(
+      limit_message(found, limit, std::string(limit_name) + " in tools/server/request_limits.h",
+                    fix),
+      param);
+}
 
 Json parse_body(const std::string& body) {
+  if (const size_t depth = json_nesting_depth(body); depth > kMaxRequestJsonDepth) {
+    over_limit("the request body's JSON nesting depth " + format_count(depth),
+               kMaxRequestJsonDepth, "kMaxRequestJsonDepth", "nest the request less deeply", "");
+  }
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     throw bad_request("the request body is not valid JSON (expected a JSON object)");
@@ -74,6 +86,16 @@ int32_t to_i32(int64_t v, const char* key, int64_t lo, int64_t hi) {
   return static_cast<int32_t>(v);
 }
 
+// to_i32 over [lo, limit], with the limit's own message above it.
+int32_t to_i32_limited(int64_t v, const char* key, int64_t lo, int64_t limit,
+                       const char* limit_name, const char* fix) {
+  if (v > limit) {
+    over_limit(std::string("'") + key + "' = " + std::to_string(v), static_cast<uint64_t>(limit),
+               limit_name, fix, key);
+  }
+  return to_i32(v, key, lo, limit);
+}
+
 std::string check_model(const Json& j, const ApiContext& ctx, bool required) {
   const std::optional<std::string> model = get_string(j, "model");
   if (!model) {
@@ -103,8 +125,16 @@ std::vector<std::string> get_stop(const Json& j, const char* key) {
   } else {
     throw bad_request(std::string("'") + key + "' must be a string or an array of strings", key);
   }
+  if (out.size() > kMaxStopStrings) {
+    over_limit(format_count(out.size()) + " stop strings in '" + key + "'", kMaxStopStrings,
+               "kMaxStopStrings", "pass fewer stop strings", key);
+  }
   for (const std::string& s : out) {
     if (s.empty()) throw bad_request(std::string("'") + key + "' must not hold empty strings", key);
+    if (s.size() > kMaxStopStringBytes) {
+      over_limit("a stop string of " + format_count(s.size()) + " bytes in '" + key + "'",
+                 kMaxStopStringBytes, "kMaxStopStringBytes", "shorten the stop string", key);
+    }
   }
   return out;
 }
@@ -121,7 +151,9 @@ void parse_sampling(const Json& j, GenerationSpec& spec) {
   if (auto v = get_number(j, "presence_penalty")) p.presence_penalty = static_cast<float>(*v);
   if (auto v = get_number(j, "frequency_penalty")) p.frequency_penalty = static_cast<float>(*v);
   if (auto v = get_number(j, "repetition_penalty")) p.repetition_penalty = static_cast<float>(*v);
-  if (auto v = get_int(j, "n")) p.n = to_i32(*v, "n", 1, kMaxN);
+  if (auto v = get_int(j, "n")) {
+    p.n = to_i32_limited(*v, "n", 1, kMaxN, "kMaxN", "send several requests instead");
+  }
   if (auto v = get_int(j, "seed")) p.seq_seed = static_cast<uint64_t>(*v);
   if (auto v = get_int(j, "seq_seed")) p.seq_seed = static_cast<uint64_t>(*v);
   if (auto v = get_bool(j, "ignore_eos")) p.ignore_eos = *v;
@@ -134,6 +166,10 @@ void parse_sampling(const Json& j, GenerationSpec& spec) {
   p.stop = get_stop(j, "stop");
   if (const Json* ids = field(j, "stop_token_ids")) {
     if (!ids->is_array()) throw bad_request("'stop_token_ids' must be an array of integers");
+    if (ids->size() > kMaxStopTokenIds) {
+      over_limit(format_count(ids->size()) + " stop token ids", kMaxStopTokenIds,
+                 "kMaxStopTokenIds", "pass fewer stop token ids", "stop_token_ids");
+    }
     for (const Json& t : *ids) {
       if (!t.is_number_integer()) {
         throw bad_request("'stop_token_ids' must be an array of integers", "stop_token_ids");
@@ -379,7 +415,8 @@ GenerationSpec parse_chat_request(const std::string& body, const ApiContext& ctx
                      : std::nullopt;
   spec.logprobs = get_bool(j, "logprobs").value_or(false);
   if (auto v = get_int(j, "top_logprobs")) {
-    spec.top_logprobs = to_i32(*v, "top_logprobs", 0, 20);
+    spec.top_logprobs = to_i32_limited(*v, "top_logprobs", 0, kMaxLogprobs, "kMaxLogprobs",
+                                       "ask for fewer alternatives");
     if (!spec.logprobs && spec.top_logprobs > 0) {
       throw bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     }
@@ -438,6 +475,10 @@ GenerationSpec parse_completion_request(const std::string& body, const ApiContex
   } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
     add_ids(*prompt);
   } else if (prompt->is_array() && !prompt->empty()) {
+    if (!(*prompt)[0].is_number_integer() && prompt->size() > kMaxPrompts) {
+      over_limit(format_count(prompt->size()) + " prompts", kMaxPrompts, "kMaxPrompts",
+                 "send several requests instead", "prompt");
+    }
     for (const Json& p : *prompt) {
       if (p.is_string()) {
         add_text(p.get<std::string>());
@@ -454,7 +495,10 @@ GenerationSpec parse_completion_request(const std::string& body, const ApiContex
     throw bad_request("'prompt' must be a non-empty string, array of strings or token ids",
                       "prompt");
   }
-  if (spec.prompts.size() > 256) throw bad_request("at most 256 prompts per request", "prompt");
+  if (spec.prompts.size() > kMaxPrompts) {
+    over_limit(format_count(spec.prompts.size()) + " prompts", kMaxPrompts, "kMaxPrompts",
+               "send several requests instead", "prompt");
+  }
   if (auto s = get_string(j, "suffix"); s && !s->empty()) {
     throw bad_request("'suffix' is not supported by this model", "suffix");
   }
@@ -473,12 +517,14 @@ GenerationSpec parse_completion_request(const std::string& body, const ApiContex
   spec.params.max_tokens = to_i32(max_tokens, "max_tokens", 1, 1 << 30);
   if (auto v = get_int(j, "logprobs")) {
     spec.logprobs = true;
-    spec.top_logprobs = to_i32(*v, "logprobs", 0, 20);
+    spec.top_logprobs =
+        to_i32_limited(*v, "logprobs", 0, kMaxLogprobs, "kMaxLogprobs", "ask for fewer alternatives");
     spec.params.logprobs = spec.top_logprobs;
   }
   if (spec.echo && spec.logprobs) spec.params.prompt_logprobs = spec.top_logprobs;
   if (auto v = get_int(j, "prompt_logprobs")) {
-    spec.params.prompt_logprobs = to_i32(*v, "prompt_logprobs", 0, 20);
+    spec.params.prompt_logprobs = to_i32_limited(*v, "prompt_logprobs", 0, kMaxLogprobs,
+                                                 "kMaxLogprobs", "ask for fewer alternatives");
   }
   parse_structured(j, spec);
   check_sampling(spec);
