@@ -155,23 +155,22 @@ void sinkhorn(float* C, int n, int iters, float eps) {
     __m128 r0 = _mm_loadu_ps(C), r1 = _mm_loadu_ps(C + 4), r2 = _mm_loadu_ps(C + 8),
            r3 = _mm_loadu_ps(C + 12);
     const __m128 ve = _mm_set1_ps(eps), zero = _mm_setzero_ps();
-    for (int it = 0; it < iters; ++it) {
-      if (it > 0) {
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_j = column j; lane i = row i
-        const __m128 d =
-            _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(zero, r0), r1), r2), r3), ve);
-        r0 = _mm_div_ps(r0, d);
-        r1 = _mm_div_ps(r1, d);
-        r2 = _mm_div_ps(r2, d);
-        r3 = _mm_div_ps(r3, d);
-        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
-      }
+    // Lane j of r0..r3 divided by the sum of lane j (+ eps): a column pass on rows as vectors.
+    const auto divide_by_lane_sums = [&] {
       const __m128 d =
           _mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(_mm_add_ps(zero, r0), r1), r2), r3), ve);
       r0 = _mm_div_ps(r0, d);
       r1 = _mm_div_ps(r1, d);
       r2 = _mm_div_ps(r2, d);
       r3 = _mm_div_ps(r3, d);
+    };
+    for (int it = 0; it < iters; ++it) {
+      if (it > 0) {
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // r_j = column j; lane i = row i
+        divide_by_lane_sums();               // the row pass
+        _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      }
+      divide_by_lane_sums();
     }
     _mm_storeu_ps(C, r0);
     _mm_storeu_ps(C + 4, r1);
