@@ -5,9 +5,12 @@
 #include <array>
 #include <chrono>
 #include <filesystem>
+#include <memory>
+#include <thread>
 
 #include "base/check.h"
 #include "base/clock.h"
+#include "base/thread_pool.h"
 #include "base/numeric_types.h"
 #include "tokenizer/compressed_vocab.h"
 #include "tokenizer/token_texts.h"
@@ -93,17 +96,32 @@ void EngramLookup::gather_layer(backend::Ops& ops, const StepInputs& in, const E
                                                      static_cast<size_t>(sq.count)),
               rows_.data() + sq.begin * cols);
   }
-  for (int64_t r = 0; r < M * cols; ++r) {
-    float* dst_row = staging + r * head_dim_;
-    if (ids_[static_cast<size_t>(r / cols)] == kEngramDead) {
-      // A DEAD position (an id the tokenizer does not know) leaves its streams unchanged (spec
-      // §6.7 item 1: gate 0): zero rows make a zero value, so X + g · 0 = X exactly.
-      std::fill(dst_row, dst_row + head_dim_, 0.0f);
-      continue;
+  // Each looked-up row is decoded on its own, so the split over threads cannot change a bit.
+  auto decode = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* dst_row = staging + r * head_dim_;
+      if (ids_[static_cast<size_t>(r / cols)] == kEngramDead) {
+        // A DEAD position (an id the tokenizer does not know) leaves its streams unchanged
+        // (spec §6.7 item 1: gate 0): zero rows make a zero value, so X + g · 0 = X exactly.
+        std::fill(dst_row, dst_row + head_dim_, 0.0f);
+        continue;
+      }
+      const int64_t row = rows_[static_cast<size_t>(r)];
+      DI_CHECK(row >= 0 && row < e.table.n);
+      table_row(e.table, row, dst_row);
     }
-    const int64_t row = rows_[static_cast<size_t>(r)];
-    DI_CHECK(row >= 0 && row < e.table.n);
-    table_row(e.table, row, dst_row);
+  };
+  const int64_t n_rows = M * cols;
+  if (n_rows < kParallelRows) {
+    decode(0, n_rows);
+  } else {
+    // A prefill decodes millions of values from rows scattered over a large table (memory
+    // latency bound): spread them over a few host threads while the device runs earlier layers.
+    if (!pool_) {
+      pool_ = std::make_shared<ThreadPool>(
+          static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u)));
+    }
+    pool_->parallel_for(n_rows, decode, kParallelRows / 4);
   }
   std::fill(staging + M * width, staging + rows * width, 0.0f);  // padding rows
   ops.upload_async(out.fit_bytes(std::max<size_t>(bytes, 4)), staging, bytes);

@@ -12,12 +12,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/buffer.h"
 #include "backend/ops.h"
 #include "base/status.h"
+#include "base/thread_pool.h"
 #include "io/model_config.h"
 #include "model/deepseek_v41/engram_hash.h"
 #include "model/deepseek_v41/weights.h"
@@ -67,6 +69,10 @@ class EngramLookup {
   // Per Engram layer: its [rows, columns · head_dim] of the step, uploaded from here (each
   // layer its own, since the uploads of a step are all in flight together).
   std::vector<backend::StagingBuffer> staging_;
+  // Threads for the row decode of big steps (kParallelRows looked-up rows or more), made on the
+  // first such step; shared_ptr so the lookup stays movable.
+  static constexpr int64_t kParallelRows = 4096;
+  std::shared_ptr<ThreadPool> pool_;
   Stats stats_;
 };
 
