@@ -36,7 +36,8 @@ Expected<SafetensorsEntry> parse_entry(const std::string& label, const std::stri
   if (name.size() > limits.max_name_bytes) {
     return data_loss(label + ": tensor '" + name.substr(0, 40) + "...': " +
                      limit_message("a name of " + format_count(name.size()) + " bytes",
-                                   limits.max_name_bytes, "kMaxTensorNameBytes in src/io/io_limits.h",
+                                   limits.max_name_bytes,
+                                   "kMaxTensorNameBytes in src/io/io_limits.h",
                                    "the header is corrupt or not from a model checkpoint"));
   }
   if (!value.is_object()) {
@@ -162,8 +163,8 @@ Expected<SafetensorsHeader> parse_safetensors(const uint8_t* bytes, size_t size,
   const size_t tensor_count = header.size() - (header.contains("__metadata__") ? 1 : 0);
   if (tensor_count > limits.max_tensors) {
     return data_loss(label + ": " +
-                     limit_message(format_count(tensor_count) + " tensors",
-                                   limits.max_tensors, "kMaxTensorsPerFile in src/io/io_limits.h",
+                     limit_message(format_count(tensor_count) + " tensors", limits.max_tensors,
+                                   "kMaxTensorsPerFile in src/io/io_limits.h",
                                    "split the tensors over more shards"));
   }
 

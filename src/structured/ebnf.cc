@@ -308,10 +308,10 @@ class EbnfParser {
     if (c == '(') {
       ++pos_;
       if (depth + 1 > kMaxGrammarDepth) {
-        return error(at, limit_message("parenthesis nesting depth " + format_count(depth + 1),
-                                       kMaxGrammarDepth,
-                                       "kMaxGrammarDepth in src/structured/limits.h",
-                                       "move inner groups into rules of their own"));
+        return error(at,
+                     limit_message("parenthesis nesting depth " + format_count(depth + 1),
+                                   kMaxGrammarDepth, "kMaxGrammarDepth in src/structured/limits.h",
+                                   "move inner groups into rules of their own"));
       }
       DI_ASSIGN_OR_RETURN(int32_t inner, parse_alt(depth + 1));
       skip_space();
@@ -337,11 +337,10 @@ class EbnfParser {
 
 Expected<Grammar> grammar_from_ebnf(std::string_view text, std::string_view root_rule) {
   if (text.size() > kMaxGrammarBytes) {
-    return invalid_argument("ebnf error: " +
-                            limit_message("a grammar of " + format_count(text.size()) + " bytes",
-                                          kMaxGrammarBytes,
-                                          "kMaxGrammarBytes in src/structured/limits.h",
-                                          "shorten the grammar"));
+    return invalid_argument(
+        "ebnf error: " +
+        limit_message("a grammar of " + format_count(text.size()) + " bytes", kMaxGrammarBytes,
+                      "kMaxGrammarBytes in src/structured/limits.h", "shorten the grammar"));
   }
   EbnfParser p(text);
   return p.parse(root_rule);

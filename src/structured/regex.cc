@@ -209,9 +209,9 @@ class RegexParser {
           }
         }
         if (++depth_ > kMaxRegexDepth) {
-          return error(at, limit_message("group nesting depth " + format_count(depth_),
-                                         kMaxRegexDepth, "kMaxRegexDepth in src/structured/limits.h",
-                                         "nest fewer groups"));
+          return error(
+              at, limit_message("group nesting depth " + format_count(depth_), kMaxRegexDepth,
+                                "kMaxRegexDepth in src/structured/limits.h", "nest fewer groups"));
         }
         DI_ASSIGN_OR_RETURN(int32_t inner, parse_alt());
         --depth_;
@@ -454,10 +454,10 @@ int32_t emit_codepoints(Grammar& g, std::vector<CodepointRange> ranges, bool neg
 
 Expected<RegexExpr> parse_regex(std::string_view pattern, Grammar& g, const RegexOptions& options) {
   if (pattern.size() > kMaxRegexBytes) {
-    return invalid_argument("regex error: " +
-                            limit_message("a pattern of " + format_count(pattern.size()) + " bytes",
-                                          kMaxRegexBytes, "kMaxRegexBytes in src/structured/limits.h",
-                                          "shorten the pattern"));
+    return invalid_argument(
+        "regex error: " + limit_message("a pattern of " + format_count(pattern.size()) + " bytes",
+                                        kMaxRegexBytes, "kMaxRegexBytes in src/structured/limits.h",
+                                        "shorten the pattern"));
   }
   RegexParser p(pattern, g, options);
   return p.parse();

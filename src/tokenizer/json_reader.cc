@@ -188,8 +188,8 @@ class Handler : public nlohmann::json_sax<json> {
   }
   bool merge_room() {
     if (out_.merges.size() < limits_.max_merges) return true;
-    return over("model.merges' entry " + format_count(out_.merges.size() + 1),
-                limits_.max_merges, "kMaxMerges", "no supported model has this many merges");
+    return over("model.merges' entry " + format_count(out_.merges.size() + 1), limits_.max_merges,
+                "kMaxMerges", "no supported model has this many merges");
   }
   bool token_fits(const std::string& token, const char* where) {
     if (token.size() <= limits_.max_token_bytes) return true;

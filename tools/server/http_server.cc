@@ -181,19 +181,20 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
                    "the request body: " +
                        limit_message(length ? format_count(*length) + " bytes" : "its size",
                                      static_cast<uint64_t>(srv_.opts.max_body_bytes),
-                                     "bytes: --max-body-bytes", "send a smaller body, or start the "
+                                     "bytes: --max-body-bytes",
+                                     "send a smaller body, or start the "
                                      "server with a larger --max-body-bytes")),
           false);
     }
     if (ec == http::error::header_limit) {
       keep_alive_ = false;
       return send_error(
-          ApiError(431, "invalid_request_error",
-                   "the request headers: " +
-                       limit_message("their size",
-                                     static_cast<uint64_t>(srv_.opts.max_header_bytes),
-                                     "bytes: ServerOptions::max_header_bytes",
-                                     "send fewer or shorter headers")),
+          ApiError(
+              431, "invalid_request_error",
+              "the request headers: " +
+                  limit_message("their size", static_cast<uint64_t>(srv_.opts.max_header_bytes),
+                                "bytes: ServerOptions::max_header_bytes",
+                                "send fewer or shorter headers")),
           false);
     }
     if (ec) {

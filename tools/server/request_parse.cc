@@ -26,8 +26,8 @@ namespace {
 
 Json parse_body(const std::string& body) {
   if (const size_t depth = json_nesting_depth(body); depth > kMaxRequestJsonDepth) {
-    over_limit("the request body's JSON nesting depth " + format_count(depth),
-               kMaxRequestJsonDepth, "kMaxRequestJsonDepth", "nest the request less deeply", "");
+    over_limit("the request body's JSON nesting depth " + format_count(depth), kMaxRequestJsonDepth,
+               "kMaxRequestJsonDepth", "nest the request less deeply", "");
   }
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -517,8 +517,8 @@ GenerationSpec parse_completion_request(const std::string& body, const ApiContex
   spec.params.max_tokens = to_i32(max_tokens, "max_tokens", 1, 1 << 30);
   if (auto v = get_int(j, "logprobs")) {
     spec.logprobs = true;
-    spec.top_logprobs =
-        to_i32_limited(*v, "logprobs", 0, kMaxLogprobs, "kMaxLogprobs", "ask for fewer alternatives");
+    spec.top_logprobs = to_i32_limited(*v, "logprobs", 0, kMaxLogprobs, "kMaxLogprobs",
+                                       "ask for fewer alternatives");
     spec.params.logprobs = spec.top_logprobs;
   }
   if (spec.echo && spec.logprobs) spec.params.prompt_logprobs = spec.top_logprobs;

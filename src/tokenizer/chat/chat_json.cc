@@ -214,10 +214,10 @@ Expected<std::vector<ChatMessage>> parse_messages(const OrderedJson& messages) {
                             type_name(messages));
   }
   if (messages.size() > kMaxMessages) {
-    return invalid_argument(
-        "messages: " + limit_message(format_count(messages.size()) + " messages", kMaxMessages,
-                                     "kMaxMessages in src/tokenizer/chat/chat_limits.h",
-                                     "drop or summarise earlier turns"));
+    return invalid_argument("messages: " +
+                            limit_message(format_count(messages.size()) + " messages", kMaxMessages,
+                                          "kMaxMessages in src/tokenizer/chat/chat_limits.h",
+                                          "drop or summarise earlier turns"));
   }
   std::vector<ChatMessage> out;
   out.reserve(messages.size());
@@ -232,10 +232,10 @@ Expected<std::vector<ToolDefinition>> parse_tools(const OrderedJson& tools) {
   if (!tools.is_array())
     return invalid_argument("tools: expected a JSON array, got " + type_name(tools));
   if (tools.size() > kMaxTools) {
-    return invalid_argument(
-        "tools: " + limit_message(format_count(tools.size()) + " tools", kMaxTools,
-                                  "kMaxTools in src/tokenizer/chat/chat_limits.h",
-                                  "offer fewer tools per request"));
+    return invalid_argument("tools: " +
+                            limit_message(format_count(tools.size()) + " tools", kMaxTools,
+                                          "kMaxTools in src/tokenizer/chat/chat_limits.h",
+                                          "offer fewer tools per request"));
   }
   std::vector<ToolDefinition> out;
   for (std::size_t i = 0; i < tools.size(); ++i) {

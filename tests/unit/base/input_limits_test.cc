@@ -28,7 +28,7 @@ TEST(InputLimits, JsonDepthCountsBracketsOutsideStrings) {
   EXPECT_EQ(json_nesting_depth(R"({"a": [1, {"b": [[2]]}], "c": {}})"), 5u);
   EXPECT_EQ(json_nesting_depth(R"(["[[[[", "\"[[[", {"k[": 1}])"), 2u);
   EXPECT_EQ(json_nesting_depth(R"(["\\", [1]])"), 2u);  // an escaped backslash ends the escape
-  EXPECT_EQ(json_nesting_depth("]]]["), 1u);              // malformed: never negative
+  EXPECT_EQ(json_nesting_depth("]]]["), 1u);            // malformed: never negative
 }
 
 TEST(InputLimits, DeepDocumentIsRefusedWithTheLimitNamed) {

@@ -48,7 +48,8 @@ TEST(ChatLimits, JsonDepth) {
 TEST(ChatLimits, ToolCallArgumentsDepth) {
   auto with_args = [](const std::string& args) {
     return R"([{"role": "assistant", "content": "", "tool_calls": [{"type": "function",
-               "function": {"name": "f", "arguments": ")" + args + R"("}}]}])";
+               "function": {"name": "f", "arguments": ")" +
+           args + R"("}}]}])";
   };
   auto ok = parse_chat_request_json(with_args(R"({\"a\": )" + deep_array(100) + "}"));
   EXPECT_TRUE(ok.ok()) << ok.status().message();
@@ -92,9 +93,9 @@ TEST(ChatLimits, ToolCount) {
 TEST(ChatLimits, ContentSize) {
   // Text parts count together: two halves joined by "\n" are exactly at the limit.
   const std::string half(kMaxContentBytes / 2, 'c');
-  auto parts = parse_chat_request_json(
-      R"([{"role": "user", "content": [{"type": "text", "text": ")" + half +
-      R"("}, {"type": "text", "text": ")" + half.substr(1) + "\"}]}]");
+  auto parts =
+      parse_chat_request_json(R"([{"role": "user", "content": [{"type": "text", "text": ")" + half +
+                              R"("}, {"type": "text", "text": ")" + half.substr(1) + "\"}]}]");
   ASSERT_TRUE(parts.ok()) << parts.status().message();
   EXPECT_EQ(parts->messages[0].content.size(), kMaxContentBytes);
   const std::string over_limit(kMaxContentBytes + 1, 'c');
@@ -154,9 +155,10 @@ TEST(ChatLimits, DeepDsmlValueBecomesAString) {
       ASSERT_TRUE(p.finish(&events).ok());
       ASSERT_FALSE(events.empty());
       ASSERT_EQ(events.back().type, OutputEventType::kToolCall);
-      const std::string want = depth <= kMaxChatJsonDepth ? "{\"a\": " + value + "}"
-                                                          : "{\"a\": \"" + value + "\"}";
-      EXPECT_EQ(events.back().tool_call.arguments, want) << "stream " << stream << " depth " << depth;
+      const std::string want =
+          depth <= kMaxChatJsonDepth ? "{\"a\": " + value + "}" : "{\"a\": \"" + value + "\"}";
+      EXPECT_EQ(events.back().tool_call.arguments, want)
+          << "stream " << stream << " depth " << depth;
     }
   }
 }

@@ -69,7 +69,8 @@ TEST(IoLimits, SafetensorsTensorCount) {
 
 TEST(IoLimits, SafetensorsNameLength) {
   // empty_tensors_header appends the index: the names are "n...n0".
-  EXPECT_TRUE(parse_header(empty_tensors_header(1, std::string(kMaxTensorNameBytes - 1, 'n'))).ok());
+  EXPECT_TRUE(
+      parse_header(empty_tensors_header(1, std::string(kMaxTensorNameBytes - 1, 'n'))).ok());
   Status s = parse_header(empty_tensors_header(1, std::string(kMaxTensorNameBytes, 'n')));
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("a name of 1,025 bytes exceeds the limit of 1,024 "
@@ -90,7 +91,8 @@ TEST(IoLimits, SafetensorsRank) {
 }
 
 TEST(IoLimits, SafetensorsHeaderDepth) {
-  const std::string ok = R"({"__metadata__":{"a":"b"},"x":)" + deep_array(kMaxCheckpointJsonDepth - 1) + "}";
+  const std::string ok =
+      R"({"__metadata__":{"a":"b"},"x":)" + deep_array(kMaxCheckpointJsonDepth - 1) + "}";
   // At the limit the depth check passes (the entry is then rejected for its shape, not depth).
   EXPECT_THAT(parse_header(ok).message(), ::testing::Not(HasSubstr("nesting")));
   Status s = parse_header(R"({"x":)" + deep_array(100000) + "}");
@@ -168,9 +170,8 @@ TEST(IoLimits, ConfigFileSizeAndDepth) {
 // parse_model_config takes text directly; a deep value in a field must not recurse in the
 // error message's rendering of it (json_brief).
 TEST(IoLimits, DeepFieldValueInConfigIsSummarised) {
-  auto c = parse_model_config(R"({"model_type": "deepseek_v4", "vocab_size": )" +
-                                  deep_array(100000) + "}",
-                              "config.json");
+  auto c = parse_model_config(
+      R"({"model_type": "deepseek_v4", "vocab_size": )" + deep_array(100000) + "}", "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("vocab_size"));
   EXPECT_THAT(c.status().message(), HasSubstr("[...] (nested more than 16 levels)"));

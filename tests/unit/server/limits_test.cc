@@ -83,7 +83,8 @@ std::string http_exchange(int port, const std::string& request) {
   }
   std::string reply;
   char buf[4096];
-  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) reply.append(buf, static_cast<size_t>(n));
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;)
+    reply.append(buf, static_cast<size_t>(n));
   ::close(fd);
   return reply;
 }
@@ -114,7 +115,8 @@ TEST_F(ServerLimits, BodyAndHeaderSize) {
                               " bytes exceeds the limit of 2,048 (bytes: --max-body-bytes); send a "
                               "smaller body, or start the server with a larger --max-body-bytes"));
 
-  const std::string headers = http_exchange(port, post(small, "X-Pad: " + std::string(3000, 'p') + "\r\n"));
+  const std::string headers =
+      http_exchange(port, post(small, "X-Pad: " + std::string(3000, 'p') + "\r\n"));
   EXPECT_THAT(headers, HasSubstr("HTTP/1.1 431"));
   EXPECT_THAT(headers, HasSubstr("the request headers: their size exceeds the limit of 2,048 "
                                  "(bytes: ServerOptions::max_header_bytes)"));
@@ -204,8 +206,7 @@ TEST_F(ServerLimits, Logprobs) {
             "logprobs");
   EXPECT_EQ(error_of(R"({"prompt": "a", "max_tokens": 1, "prompt_logprobs": 21})", true).param,
             "prompt_logprobs");
-  EXPECT_EQ(error_of(R"({"prompt": "a", "max_tokens": 1, "prompt_logprobs": 20})", true).status,
-            0);
+  EXPECT_EQ(error_of(R"({"prompt": "a", "max_tokens": 1, "prompt_logprobs": 20})", true).status, 0);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // The structured-output limits (src/structured/limits.h, docs/limits.md): a pattern, grammar or
 // schema just over each limit gives an error naming the limit, the value found and the fix; one
 // at the limit (or a normal one) still converts.
+#include "structured/limits.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +11,6 @@
 #include "structured/automaton.h"
 #include "structured/ebnf.h"
 #include "structured/json_schema.h"
-#include "structured/limits.h"
 #include "structured/regex.h"
 
 namespace deepinfer::structured {
@@ -92,8 +93,8 @@ TEST(StructuredLimits, SchemaSize) {
 
 TEST(StructuredLimits, SchemaJsonDepth) {
   // 100,000 levels of JSON: refused on the text, before any parser or walker sees it.
-  EXPECT_EQ(error_of(grammar_from_json_schema(
-                R"({"type": "array", "items": {"enum": [)" + nested("[", "1", "]", 100000) + "]}}")),
+  EXPECT_EQ(error_of(grammar_from_json_schema(R"({"type": "array", "items": {"enum": [)" +
+                                              nested("[", "1", "]", 100000) + "]}}")),
             "JSON Schema error: JSON nesting depth 100,003 exceeds the limit of 512 "
             "(kMaxSchemaJsonDepth in src/structured/limits.h); nest fewer schemas, or share "
             "parts through $defs");

@@ -30,7 +30,8 @@ constexpr const char* kHead = R"({
 // the vocabulary.
 std::string tiny(const std::string& added = "[]", const std::string& vocab_extra = "") {
   return std::string(kHead) + R"(  "added_tokens": )" + added + R"(,
-  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġab": 4)" + vocab_extra +
+  "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2, "Ġ": 3, "Ġab": 4)" +
+         vocab_extra +
          R"(}, "merges": ["a b", ["Ġ", "ab"]]}
 })";
 }
@@ -56,7 +57,9 @@ Status read_with(const std::string& text, const TokenizerLimits& limits) {
   return detail::parse_tokenizer_json(text, "t.json", tj, limits);
 }
 
-TEST_F(TokenizerLimitsTest, NormalFileLoads) { EXPECT_TRUE(load(tiny()).ok()) << load(tiny()).message(); }
+TEST_F(TokenizerLimitsTest, NormalFileLoads) {
+  EXPECT_TRUE(load(tiny()).ok()) << load(tiny()).message();
+}
 
 TEST_F(TokenizerLimitsTest, FileSize) {
   const std::string path = write(tiny());
