@@ -2,9 +2,7 @@
 // DeepseekV4Config names incl. the legacy keys HF folds in), then one shared validation.
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "io/config_fields.h"
 #include "io/json_fields.h"
@@ -211,6 +209,7 @@ Status parse_official(const JsonFields& f, ModelConfig& c) {
 }  // namespace
 
 Expected<ModelConfig> parse_model_config(std::string_view json_text, const std::string& source) {
+  DI_TRY(check_checkpoint_json(json_text, source));  // nesting depth (io_limits.h)
   json j;
   try {
     j = json::parse(json_text.begin(), json_text.end());
@@ -275,11 +274,8 @@ Expected<ModelConfig> load_model_config(const std::string& path) {
   }
   if (fs::is_directory(p, ec))
     return invalid_argument(p.string() + " is a directory, expected config.json");
-  std::ifstream in(p, std::ios::binary);
-  if (!in) return failed_precondition("cannot read " + p.string());
-  std::stringstream buf;
-  buf << in.rdbuf();
-  return parse_model_config(buf.str(), p.string());
+  DI_ASSIGN_OR_RETURN(std::string text, read_config_json(p.string()));  // size (io_limits.h)
+  return parse_model_config(text, p.string());
 }
 
 }  // namespace deepinfer::io

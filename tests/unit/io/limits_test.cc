@@ -165,13 +165,24 @@ TEST(IoLimits, ConfigFileSizeAndDepth) {
   EXPECT_THAT(deep.status().message(),
               HasSubstr("config.json: JSON nesting depth 100,001 exceeds the limit of 64"));
   EXPECT_TRUE(check_checkpoint_json(deep_array(kMaxCheckpointJsonDepth), "c").ok());
+  // What the loader runs: the same limits before any parsing.
+  auto via_loader = load_model_config(path);
+  ASSERT_FALSE(via_loader.ok());
+  EXPECT_THAT(via_loader.status().message(), HasSubstr("JSON nesting depth 100,001 exceeds"));
+  std::filesystem::resize_file(path, kMaxConfigBytes + 1);
+  via_loader = load_model_config(dir.path());
+  ASSERT_FALSE(via_loader.ok());
+  EXPECT_THAT(via_loader.status().message(), HasSubstr("(kMaxConfigBytes in src/io/io_limits.h)"));
+  auto parsed = parse_model_config(R"({"model_type": )" + deep_array(100000) + "}", "config.json");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_THAT(parsed.status().message(), HasSubstr("exceeds the limit of 64"));
 }
 
-// parse_model_config takes text directly; a deep value in a field must not recurse in the
-// error message's rendering of it (json_brief).
+// A deep value (within the depth limit) in a field must not be dumped whole in the error
+// message (json_brief summarises it).
 TEST(IoLimits, DeepFieldValueInConfigIsSummarised) {
   auto c = parse_model_config(
-      R"({"model_type": "deepseek_v4", "vocab_size": )" + deep_array(100000) + "}", "config.json");
+      R"({"model_type": "deepseek_v4", "vocab_size": )" + deep_array(60) + "}", "config.json");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("vocab_size"));
   EXPECT_THAT(c.status().message(), HasSubstr("[...] (nested more than 16 levels)"));
