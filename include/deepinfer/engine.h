@@ -77,6 +77,13 @@ struct EngineStats {
   int64_t prefix_query_tokens = 0;
   int64_t prefix_hit_sequences = 0;
   int64_t prefix_cache_hit_tokens = 0;
+  // What the prefix cache keeps (gauges, same moment): the scheduler's KV blocks published in
+  // it (hashed; free ones count in kv_blocks_total - kv_blocks_in_use), the sequence-state
+  // snapshots kept for hits, and the bytes those may pin (their footprint: every row they can
+  // read, shared or not; an upper bound on their share of kv_bytes_in_use).
+  int64_t kv_blocks_cached = 0;
+  int64_t prefix_snapshots = 0;
+  int64_t prefix_snapshot_bytes = 0;
 };
 
 class Engine {
@@ -105,10 +112,21 @@ class Engine {
   // finish_reason "abort". NotFound for unknown or already finished handles.
   Status abort(RequestHandle id);
 
+  // Empties the prefix cache (vLLM's reset_prefix_cache): drops every prefix snapshot and
+  // makes the KV blocks forget their cached prefixes. Only while no request is unfinished
+  // (FailedPrecondition otherwise); the step still in flight is completed first. Afterwards
+  // every KV page is back in its pool: stats() shows kv_blocks_in_use, kv_blocks_cached,
+  // kv_bytes_in_use and prefix_snapshots at 0 (what tests/soak checks after its runs).
+  Status reset_prefix_cache();
+
   // One step; returns the requests that ended in it.
   std::vector<RequestOutput> step();
   // Steps until no request is left; returns every output in the order they ended.
   std::vector<RequestOutput> run_until_done();
+  // True while a request has not ended, and also while a step launched after the last one
+  // ended is still in flight (asynchronous scheduling plans a request ended by a stop one step
+  // further; that step holds the sequence's KV pages until a step() completes it, returning no
+  // output). Stepping while this is true leaves the engine with every KV page back in its pool.
   bool has_unfinished() const;
 
   int64_t vocab_size() const;

@@ -97,6 +97,18 @@ bool BlockPool::register_hash(BlockId id, int32_t group, uint64_t hash) {
   return true;
 }
 
+int32_t BlockPool::drop_free_hashes() {
+  int32_t dropped = 0;
+  for (size_t i = 0; i < hashed_.size(); ++i) {
+    if (!hashed_[i] || ref_[i] != 0) continue;
+    by_hash_.erase(key_[i]);
+    hashed_[i] = 0;
+    key_[i] = Key{0, -1};
+    ++dropped;
+  }
+  return dropped;
+}
+
 std::vector<BlockId> BlockPool::free_order() const {
   std::vector<BlockId> out;
   out.reserve(static_cast<size_t>(num_free_));

@@ -49,6 +49,10 @@ class BlockPool {
   // when the block is already hashed or another block already holds that key.
   bool register_hash(BlockId id, int32_t group, uint64_t hash);
 
+  // Forgets the prefix-cache data of every free block (its hash), as if never published;
+  // referenced blocks keep theirs. Returns how many were forgotten.
+  int32_t drop_free_hashes();
+
   // Free blocks in allocation order (front first): plain ones, then cached ones oldest first.
   std::vector<BlockId> free_order() const;
   // Recounts everything from scratch (tests, debug builds).

@@ -174,6 +174,15 @@ void KvCoordinator::free(SeqId id) {
   seqs_.erase(it);
 }
 
+Status KvCoordinator::reset_prefix_cache() {
+  if (!seqs_.empty()) {
+    return failed_precondition("reset_prefix_cache: " + std::to_string(seqs_.size()) +
+                               " sequences still hold KV blocks");
+  }
+  pool_->drop_free_hashes();
+  return Status::ok_status();
+}
+
 int64_t KvCoordinator::num_tokens(SeqId id) const {
   const auto it = seqs_.find(id);
   return it == seqs_.end() ? 0 : it->second.len;

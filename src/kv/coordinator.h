@@ -84,6 +84,11 @@ class KvCoordinator {
   // the live compressor-state slot before computing. kNullBlock otherwise.
   BlockId state_restore_block(SeqId id) const;
 
+  // Empties the prefix cache (vLLM's reset_prefix_cache): every cached block forgets its
+  // hash, so no later sequence hits it. FailedPrecondition while a sequence holds blocks. The
+  // hit counters (prefix_stats) are kept.
+  Status reset_prefix_cache();
+
   // Recounts every reference held by every sequence against the pool (tests).
   Status check_consistency() const;
 

@@ -395,6 +395,8 @@ void EngineCore::process(StepJob& job) {
   stats_.draft_seconds += job.draft_seconds;
   stats_.prefix_restores += job.prefix_restores;
   stats_.prefix_recomputes += job.prefix_recomputes;
+  stats_.prefix_snapshots = job.snapshots;
+  stats_.prefix_snapshot_bytes = job.snapshot_bytes;
   const backend::PagePool::Stats kv = model_->cache_memory();
   stats_.kv_bytes_reserved = kv.bytes_reserved;
   stats_.kv_bytes_in_use_peak = std::max(stats_.kv_bytes_in_use_peak, kv.bytes_in_use);
@@ -541,6 +543,28 @@ void EngineCore::update_gauges() {
   stats_.prefix_query_tokens = ps.query_tokens;
   stats_.prefix_hit_sequences = ps.hit_sequences;
   stats_.prefix_cache_hit_tokens = ps.hit_tokens;
+  stats_.kv_blocks_cached = kv.pool().num_cached();
+}
+
+Status EngineCore::reset_prefix_cache() {
+  if (!parents_.empty()) {
+    return failed_precondition("reset_prefix_cache: " + std::to_string(parents_.size()) +
+                               " requests have not ended");
+  }
+  // Asynchronous scheduling leaves the last (wasted) step in flight after its requests ended:
+  // complete it, since it may still save snapshots. It ends nothing (every request has ended).
+  while (in_flight_) {
+    const std::vector<RequestOutput> late = step();
+    DI_CHECK(late.empty());
+  }
+  executor_->wait();  // nothing outstanding now: the executor's store is ours to clear
+  snapshots_.clear();
+  snapshot_bytes_ = 0;
+  DI_TRY(sched_->reset_prefix_cache());
+  stats_.prefix_snapshots = 0;
+  stats_.prefix_snapshot_bytes = 0;
+  update_gauges();
+  return Status::ok_status();
 }
 
 }  // namespace deepinfer::runtime

@@ -53,7 +53,14 @@ class EngineCore {
                                  const SamplingParams& params, Engine::StreamCallback on_delta);
   Status abort(RequestHandle id);
   std::vector<RequestOutput> step();
-  bool has_unfinished() const { return !parents_.empty(); }
+  // A request has not ended, or a step is still in flight after the last one ended (with
+  // asynchronous scheduling a request ended by a stop is planned one step further; that step
+  // holds its sequence state, and its KV pages, until a step() completes it). Callers that
+  // step while this holds end with every page back in its pool.
+  bool has_unfinished() const { return !parents_.empty() || in_flight_ != nullptr; }
+  // Engine::reset_prefix_cache: no request live; completes the step in flight, then drops the
+  // snapshots and the scheduler's cached block hashes.
+  Status reset_prefix_cache();
 
   int64_t vocab_size() const { return model_->vocab_size(); }
   int64_t max_model_len() const { return sched_->config().max_model_len; }
@@ -149,6 +156,7 @@ class EngineCore {
     int64_t fed_tokens = 0;  // rows the forwards ran (draft slots left unused excluded)
     int forwards = 0;
     int64_t prefix_restores = 0, prefix_recomputes = 0;  // prefix hits served this step
+    int64_t snapshots = 0, snapshot_bytes = 0;  // the snapshot store after this step (gauges)
     std::chrono::steady_clock::time_point started, finished;
   };
   // A sequence state at a cached block boundary (prefix caching, engine_exec.cc).

@@ -267,6 +267,9 @@ void EngineCore::execute(StepJob& job) {
     }
     job.finished = Clock::now();
   }
+  // Read here, on the executor that owns the store, for the engine thread's gauges.
+  job.snapshots = static_cast<int64_t>(snapshots_.size());
+  job.snapshot_bytes = snapshot_bytes_;
 }
 
 void EngineCore::execute_unguarded(StepJob& job) {

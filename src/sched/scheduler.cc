@@ -478,4 +478,13 @@ std::vector<FinishedRequest> Scheduler::take_finished() {
   return out;
 }
 
+Status Scheduler::reset_prefix_cache() {
+  if (!requests_.empty() || !awaiting_.empty()) {
+    return failed_precondition("reset_prefix_cache: " + std::to_string(requests_.size()) +
+                               " requests live, " + std::to_string(awaiting_.size()) +
+                               " plans awaiting their update");
+  }
+  return kv_.reset_prefix_cache();
+}
+
 }  // namespace deepinfer::sched

@@ -113,6 +113,9 @@ class Scheduler {
   Status abort(RequestId id);
   // Requests ended since the last call, in the order they ended.
   std::vector<FinishedRequest> take_finished();
+  // Empties the KV prefix cache (KvCoordinator::reset_prefix_cache). FailedPrecondition while
+  // a request is live or a plan awaits its update.
+  Status reset_prefix_cache();
 
   bool has_unfinished() const { return !requests_.empty(); }
   size_t num_waiting() const { return waiting_.size(); }

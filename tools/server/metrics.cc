@@ -103,6 +103,13 @@ std::string Metrics::render(const EngineStats& s, const EngineLoopCounters& c,
         static_cast<double>(s.kv_bytes_in_use));
   gauge("deepinfer:kv_cache_bytes_reserved", "Bytes of KV pages reserved from the backend.",
         static_cast<double>(s.kv_bytes_reserved));
+  gauge("deepinfer:kv_cache_blocks_cached", "KV blocks published in the prefix cache.",
+        static_cast<double>(s.kv_blocks_cached));
+  gauge("deepinfer:prefix_cache_snapshots", "Sequence-state snapshots kept for prefix hits.",
+        static_cast<double>(s.prefix_snapshots));
+  gauge("deepinfer:prefix_cache_snapshot_bytes",
+        "Bytes the prefix snapshots may pin (footprint, shared rows counted).",
+        static_cast<double>(s.prefix_snapshot_bytes));
   gauge("deepinfer:http_open_connections", "Open client connections.",
         static_cast<double>(open_connections));
   gauge("deepinfer:server_draining", "1 while the server drains before exiting.",
