@@ -430,8 +430,9 @@ void check_batch_invariance(const std::string& root, const std::string& config,
 // (Ops::sample's default, the host Sampler's pipeline) from the same step's logits: two sets of
 // identical sequences take the same decode step, one returning logits, one drawing.
 void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
-                        deepinfer::backend::Ops& gpu) {
-  const std::string dir = root + "/tests/data/model/v4_tiny_a/official_quant";
+                        deepinfer::backend::Ops& gpu,
+                        const std::string& checkpoint = "v4_tiny_a/official_quant") {
+  const std::string dir = root + "/tests/data/model/" + checkpoint;
   auto m_r = load_model(dir, gpu);
   if (!m_r.ok()) {
     check(false, "load " + dir);
@@ -463,8 +464,8 @@ void check_gpu_sampling(const std::string& root, deepinfer::backend::Ops& cpu,
   std::vector<int32_t> want(static_cast<size_t>(n), -7);
   if (ok1) cpu.sample({with_logits.logits.data(), n, V}, specs, want.data());
   check(ok1 && ok2 && drawn.logits.empty() && drawn.sampled == want,
-        "tokens drawn on the GPU == host draws from the same logits");
-  std::printf("  %-44s %s\n", "gpu sampling (9 filters) vs host draws",
+        checkpoint + ": tokens drawn on the GPU == host draws from the same logits");
+  std::printf("  %-44s %s\n", (checkpoint + " gpu sampling vs host draws").c_str(),
               ok1 && ok2 && drawn.sampled == want ? "equal" : "<-- FAIL");
 }
 
@@ -577,6 +578,7 @@ int main(int argc, char** argv) {
   run_checkpoint(root, "v41_tiny_b", "official_bf16", *cpu, **gpu);
   check_trained_default(root, *cpu, **gpu);
   check_gpu_sampling(root, *cpu, **gpu);
+  check_gpu_sampling(root, *cpu, **gpu, "v41_tiny_a/official_quant");
   for (const char* config : {"v4_tiny_a", "v4_tiny_b"}) {
     for (const char* variant : {"hf_fp32", "official_quant"}) {
       check_paged(root, config, variant, **gpu);
