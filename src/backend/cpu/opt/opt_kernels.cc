@@ -13,7 +13,13 @@
 #include "backend/quant.h"
 #include "base/numeric_types.h"
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+// Not under ThreadSanitizer (GCC defines __SANITIZE_THREAD__): the clones' ifunc resolvers run
+// while the dynamic loader relocates the binary, before the TSan runtime is initialised, and
+// their instrumented code crashes there. A TSan build (CMakePresets.json: tsan) looks for races
+// in the threading code around these loops, which is the same with either clone, so it keeps
+// the baseline loops only.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && \
+    !defined(__SANITIZE_THREAD__)
 #define DI_SIMD_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
 #define DI_SIMD_CLONES
