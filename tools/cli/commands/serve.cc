@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "base/options.h"
 #include "commands.h"
+#include "deepinfer/options.h"
 #include "server.h"
 
 namespace deepinfer::cli {
@@ -66,6 +66,8 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
                   "for max-num-seqs sequences of max-model-len tokens)");
   cmd->add_option("--kv-block-size", args->engine.kv_block_size, "KV block size in tokens");
   cmd->add_flag("--no-enable-prefix-caching", *no_prefix, "turn prefix caching off");
+  cmd->add_option("--prefix-cache-bytes", args->engine.prefix_cache_bytes,
+                  "bytes of sequence-state snapshots kept for prefix hits (default 0 = 1 GiB)");
   cmd->add_flag("--sync-scheduling", *sync, "no asynchronous scheduling");
   cmd->add_option("--speculative-method", args->engine.speculative_method,
                   "speculative decoding drafter: off (default), auto (the checkpoint's MTP or "
