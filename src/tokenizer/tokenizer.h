@@ -44,6 +44,9 @@ class Tokenizer {
   // (missing file), DataLoss (malformed or truncated JSON), InvalidArgument (a field of the
   // wrong shape), Unimplemented (a model type, normalizer or pre-tokenizer we do not support).
   static Expected<Tokenizer> from_file(const std::string& path);
+  // The same from tokenizer.json's text in memory (a request, a fuzzer); `name` stands for the
+  // file in errors and path(). No tokenizer_config.json: BOS/EOS come from well-known names.
+  static Expected<Tokenizer> from_json_text(std::string_view text, const std::string& name);
 
   // Text -> ids. allow_special = false treats special tokens (added tokens with
   // "special": true) as plain text; non-special added tokens are still recognised. Same as

@@ -1,6 +1,7 @@
-// Tokenizer::from_file: reads tokenizer.json (and tokenizer_config.json beside it for BOS/EOS)
-// and checks that every component is one we reproduce exactly; anything else is a clear
-// Unimplemented error rather than silently different ids.
+// Tokenizer::from_file / from_json_text: reads tokenizer.json (and, from a file,
+// tokenizer_config.json beside it for BOS/EOS) and checks that every component is one we
+// reproduce exactly; anything else is a clear Unimplemented error rather than silently
+// different ids.
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -374,6 +375,50 @@ Expected<std::shared_ptr<detail::TokenizerData>> load(const std::string& file,
   return d;
 }
 
+// tokenizer.json's text -> the loaded data, BOS/EOS from `cfg` (tokenizer_config.json's
+// object, or null) else well-known names. `file` names the source in errors.
+Expected<std::shared_ptr<detail::TokenizerData>> load_text(std::string text,
+                                                           const std::string& file,
+                                                           const json& cfg) {
+  detail::TokenizerJson tj;
+  DI_TRY(detail::parse_tokenizer_json(text, file, tj));
+  text.clear();
+  text.shrink_to_fit();
+  std::shared_ptr<detail::TokenizerData> d;
+  try {
+    DI_ASSIGN_OR_RETURN(d, load(file, tj));
+  } catch (const json::exception& e) {
+    return invalid_argument(file + ": unexpected tokenizer.json structure: " + e.what());
+  }
+  auto find = [&](std::string_view name) -> std::optional<int32_t> {
+    const int32_t id = d->token_ids.find(name);
+    if (id < 0) return std::nullopt;
+    return id;
+  };
+  if (cfg.is_object()) {
+    if (auto s = config_token(cfg, "bos_token")) d->bos = find(*s);
+    if (auto s = config_token(cfg, "eos_token")) d->eos = find(*s);
+  }
+  if (!d->bos) {
+    for (const char* name :
+         {"<｜begin▁of▁sentence｜>", "<|begin_of_text|>", "<s>", "<|startoftext|>"}) {
+      if (auto id = find(name)) {
+        d->bos = id;
+        break;
+      }
+    }
+  }
+  if (!d->eos) {
+    for (const char* name : {"<｜end▁of▁sentence｜>", "<|end_of_text|>", "</s>", "<|endoftext|>"}) {
+      if (auto id = find(name)) {
+        d->eos = id;
+        break;
+      }
+    }
+  }
+  return d;
+}
+
 }  // namespace
 
 Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
@@ -386,48 +431,20 @@ Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
     return not_found("tokenizer file not found: " + path);
   }
   DI_ASSIGN_OR_RETURN(std::string text, detail::read_tokenizer_file(file));
-  detail::TokenizerJson tj;
-  DI_TRY(detail::parse_tokenizer_json(text, file, tj));
-  text.clear();
-  text.shrink_to_fit();
-  std::shared_ptr<detail::TokenizerData> d;
-  try {
-    DI_ASSIGN_OR_RETURN(d, load(file, tj));
-  } catch (const json::exception& e) {
-    return invalid_argument(file + ": unexpected tokenizer.json structure: " + e.what());
-  }
-
   // BOS/EOS: tokenizer_config.json beside the file, else well-known names.
   const fs::path cfg_path = fs::path(file).parent_path() / "tokenizer_config.json";
-  Tokenizer tok(d);
+  json cfg;
   if (fs::exists(cfg_path, ec)) {
     auto cfg_text = detail::read_tokenizer_file(cfg_path.string());
-    if (cfg_text.ok()) {
-      json cfg = json::parse(*cfg_text, nullptr, /*allow_exceptions=*/false);
-      if (cfg.is_object()) {
-        if (auto s = config_token(cfg, "bos_token")) d->bos = tok.token_to_id(*s);
-        if (auto s = config_token(cfg, "eos_token")) d->eos = tok.token_to_id(*s);
-      }
-    }
+    if (cfg_text.ok()) cfg = json::parse(*cfg_text, nullptr, /*allow_exceptions=*/false);
   }
-  if (!d->bos) {
-    for (const char* name :
-         {"<｜begin▁of▁sentence｜>", "<|begin_of_text|>", "<s>", "<|startoftext|>"}) {
-      if (auto id = tok.token_to_id(name)) {
-        d->bos = id;
-        break;
-      }
-    }
-  }
-  if (!d->eos) {
-    for (const char* name : {"<｜end▁of▁sentence｜>", "<|end_of_text|>", "</s>", "<|endoftext|>"}) {
-      if (auto id = tok.token_to_id(name)) {
-        d->eos = id;
-        break;
-      }
-    }
-  }
-  return tok;
+  DI_ASSIGN_OR_RETURN(auto d, load_text(std::move(text), file, cfg));
+  return Tokenizer(std::move(d));
+}
+
+Expected<Tokenizer> Tokenizer::from_json_text(std::string_view text, const std::string& name) {
+  DI_ASSIGN_OR_RETURN(auto d, load_text(std::string(text), name, json()));
+  return Tokenizer(std::move(d));
 }
 
 }  // namespace deepinfer::tokenizer

@@ -1,4 +1,5 @@
-// from_file errors: missing file, truncated JSON, unsupported model/pre-tokenizer, bad merges.
+// from_file errors: missing file, truncated JSON, unsupported model/pre-tokenizer, bad merges;
+// from_json_text (the in-memory entry the fuzzer uses) loads and fails the same way.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -111,6 +112,27 @@ TEST_F(TokenizerErrors, TinyTokenizerWorksFromDirectory) {
   EXPECT_EQ(t->decode(std::vector<int32_t>{2, 4, 5}), "ab ab<s>");
   EXPECT_EQ(t->vocab_size(), 6);
   EXPECT_EQ(t->bos_id(), 5);
+}
+
+TEST_F(TokenizerErrors, FromJsonTextMatchesFromFile) {
+  auto t = Tokenizer::from_json_text(kTiny, "inline.json");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  auto f = Tokenizer::from_file(write("tokenizer.json", kTiny));
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(t->encode("ab ab<s>"), f->encode("ab ab<s>"));
+  EXPECT_EQ(t->vocab_size(), 6);
+  EXPECT_EQ(t->bos_id(), 5);  // "<s>", a well-known name: no tokenizer_config.json is read
+  EXPECT_EQ(t->path(), "inline.json");
+
+  std::string text = kTiny;
+  auto cut = Tokenizer::from_json_text(std::string_view(text).substr(0, text.size() / 2), "x.json");
+  ASSERT_FALSE(cut.ok());
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(cut.status().message().find("x.json: malformed JSON"), std::string::npos)
+      << cut.status().message();
+  auto wp = Tokenizer::from_json_text(R"({"model": {"type": "WordPiece", "vocab": {}}})", "w.json");
+  ASSERT_FALSE(wp.ok());
+  EXPECT_EQ(wp.status().code(), StatusCode::kUnimplemented);
 }
 
 }  // namespace

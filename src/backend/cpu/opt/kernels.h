@@ -21,6 +21,12 @@ inline int64_t grain_for(int64_t work) {
   return std::max<int64_t>(1, kMinChunkWork / std::max<int64_t>(1, work));
 }
 
+#if defined(__x86_64__)
+// The CPU has AVX2 and F16C. F16C is read from CPUID (leaf 1, ECX): clang 14's
+// __builtin_cpu_supports, used by the fuzz build (docs/fuzzing.md), does not know "f16c".
+bool cpu_has_avx2_f16c();
+#endif
+
 // Σ a[i]·b[i].
 float dot(const float* a, const float* b, int64_t n);
 // out[r] = Σ_k x[k]·w[r·ldw + k] for r < 4 (one x load feeds four rows).

@@ -40,8 +40,7 @@ void gemm_f32_avx2(CMat, CMat, Mat) { DI_CHECK(false && "no AVX2"); }
 #else
 
 bool have_avx2_fma() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  static const bool yes = __builtin_cpu_supports("fma") && cpu_has_avx2_f16c();
   return yes;
 }
 

@@ -7,6 +7,7 @@
 #include "backend/cpu/opt/kernels.h"
 #include "base/check.h"
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -146,7 +147,7 @@ __attribute__((target("avx2,f16c"))) void fp4_row32_x86(const uint8_t* q, const 
 }
 
 bool have_x86_decode() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static const bool ok = cpu_has_avx2_f16c();
   return ok;
 }
 #endif
@@ -327,5 +328,13 @@ void dequant_range(const WeightRef& w, int64_t row, int64_t k0, int64_t len, flo
 void dequant_row(const WeightRef& w, int64_t row, float* out) {
   dequant_range(w, row, 0, w.k, out);
 }
+
+#if defined(__x86_64__)
+bool cpu_has_avx2_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) != 0 &&
+         (c & bit_F16C) != 0;
+}
+#endif
 
 }  // namespace deepinfer::backend::cpu::opt
