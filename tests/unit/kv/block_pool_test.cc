@@ -33,6 +33,27 @@ TEST(BlockPool, SharedBlockReturnsOnlyAfterTheLastReference) {
   EXPECT_TRUE(pool.check_consistency().ok());
 }
 
+TEST(BlockPool, DropFreeHashesForgetsOnlyFreeCachedBlocks) {
+  BlockPool pool(3);
+  const BlockId a = pool.allocate(), b = pool.allocate(), c = pool.allocate();
+  ASSERT_TRUE(pool.register_hash(a, 0, 1));
+  ASSERT_TRUE(pool.register_hash(b, 0, 2));
+  pool.release(a);  // free, cached
+  pool.release(c);  // free, plain; b stays referenced and cached
+  EXPECT_EQ(pool.num_cached(), 2);
+  EXPECT_EQ(pool.drop_free_hashes(), 1);
+  EXPECT_EQ(pool.num_cached(), 1);
+  EXPECT_EQ(pool.lookup(0, 1), kNullBlock);
+  EXPECT_EQ(pool.lookup(0, 2), b);
+  EXPECT_FALSE(pool.is_hashed(a));
+  EXPECT_EQ(pool.num_free(), 2);
+  EXPECT_TRUE(pool.check_consistency().ok());
+  pool.allocate();
+  pool.allocate();
+  EXPECT_EQ(pool.num_evictions(), 0);  // a forgotten block is not an eviction
+  EXPECT_TRUE(pool.check_consistency().ok());
+}
+
 TEST(BlockPool, CachedBlocksAreEvictedLeastRecentlyFreedFirst) {
   BlockPool pool(5);
   std::vector<BlockId> b;
