@@ -73,7 +73,7 @@ class Req:
 
 
 def make_request(rng: random.Random, i: int, model: str) -> Req:
-    tail = " ".join(rng.choice(WORDS) for _ in range(rng.choice([1, 4, 10, 30, 60, 150, 300])))
+    tail = " ".join(rng.choice(WORDS) for _ in range(rng.choice([1, 4, 10, 30, 60, 120, 200])))
     system = rng.choice(SYSTEM) if rng.random() < 0.5 else ""
     chat = rng.random() < 0.5
     path = "/v1/chat/completions" if chat else "/v1/completions"
@@ -211,6 +211,16 @@ def check_error(req: Req, status: int, text: str) -> None:
     expect(isinstance(err.get("type"), str), req, "error without type")
 
 
+def context_too_long(req: Req, status: int, text: str) -> bool:
+    """A prompt (after the chat template) plus max_tokens over --max-model-len: a correct 400
+    with code context_length_exceeded, checked for its shape."""
+    if status != 400 or "context_length_exceeded" not in text:
+        return False
+    check_error(req, status, text)
+    expect(json.loads(text)["error"].get("code") == "context_length_exceeded", req, text[:200])
+    return True
+
+
 def choice_text(req: Req, c: dict) -> str:
     if req.path.endswith("chat/completions"):
         return c["message"].get("content") or ""
@@ -282,6 +292,8 @@ async def run_one(http: httpx.AsyncClient, url: str, port: int, req: Req) -> str
         if req.expect_error:
             check_error(req, r.status_code, r.text)
             return "error"
+        if context_too_long(req, r.status_code, r.text):
+            return "too_long"
         check_whole(req, r.status_code, r.text)
         return "ok"
     async with http.stream("POST", url + req.path, content=req.body, headers=headers) as r:
@@ -289,7 +301,11 @@ async def run_one(http: httpx.AsyncClient, url: str, port: int, req: Req) -> str
             await r.aread()
             check_error(req, r.status_code, r.text)
             return "error"
-        expect(r.status_code == 200, req, f"status {r.status_code}")
+        if r.status_code != 200:
+            await r.aread()
+            if context_too_long(req, r.status_code, r.text):
+                return "too_long"
+            expect(False, req, f"status {r.status_code}: {r.text[:300]}")
         if req.leave == "headers":
             return "left"  # leaving the block closes the connection
         lines: list[str] = []
@@ -372,6 +388,7 @@ def soak(requests: int, rounds: int, concurrency: int, seed: int, prefix_caching
             elapsed = time.time() - t0
             assert sum(counts.values()) == requests, counts
             assert counts.get("error", 0) == sum(r.expect_error for r in reqs), counts
+            assert counts.get("too_long", 0) <= requests // 20, counts  # rare by construction
             assert counts.get("left", 0) == sum(bool(r.leave) for r in reqs), counts
             m = wait_idle(s.url)
             if not prefix_caching:
