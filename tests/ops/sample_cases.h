@@ -1,5 +1,5 @@
 // Sampling cases shared by the CPU test of Ops::sample (ops_sample_test.cc: the default ==
-// sample::Sampler) and the CUDA harness (cuda/ops_cuda_cases.cc: the kernel == the default):
+// sample::Sampler) and the op case `sample` (cases/dense.cc: each backend == the default):
 // peaked random logit rows (some with -inf entries, one all -inf, one NaN) and every filter
 // alone and combined, each row at its own seeded key.
 #pragma once

@@ -1,23 +1,34 @@
-// Entry point of the CUDA op harness.
+// The CUDA driver of the op harness (../op_harness.h): every registered op case on CudaOps
+// against the CPU ref oracle, the same cases the GoogleTest driver runs on the CPU backends
+// (../ops_cases_test.cc). A plain executable with its own output, so it builds on GPU machines
+// that have no GoogleTest (the minimal configuration, tools/gpu/run_cuda_ops.sh).
 //
 //   ops_cuda_test                 every case: CudaOps vs the CPU ref oracle
 //   ops_cuda_test --filter=SUB    only cases whose name contains SUB
 //   ops_cuda_test --perf          perf mode at V4-Flash shapes (ops_cuda_perf.cc), no checks
-//   ops_cuda_test --list          case names
-// Exit status: 0 all checks passed, 1 a check failed, 77 no usable GPU (CTest: skipped), with
-// the reason printed, so CPU-only machines and CI report a skip, not a failure.
+//   ops_cuda_test --list          case names, with the backends each is for
+// Per case: "[ RUN  ] name", each failed check as "  FAIL what: why", then "[  OK  ] name (N
+// checks)", "[ FAIL ] name (N checks)" or "[ SKIP ] name: why" (a feature CudaOps lacks, or a
+// case for the CPU backends only); last line "N cases, M checks, F failed checks, C failed
+// cases, S skipped". Exit status: 0 all checks passed, 1 a check failed, 77 no usable GPU
+// (CTest: skipped), with the reason printed, so CPU-only machines report a skip, not a failure.
+#include <cuda_runtime_api.h>
+
 #include <cstdio>
 #include <cstring>
 #include <string>
 
-#include "cuda_test_util.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
+#include "op_harness.h"
 
-namespace deepinfer::backend::cuda_test {
+namespace deepinfer::backend::testing {
 int run_perf(cuda::CudaOps& gpu, const std::string& filter);
-}  // namespace deepinfer::backend::cuda_test
+}  // namespace deepinfer::backend::testing
 
 int main(int argc, char** argv) {
   using namespace deepinfer::backend;
+  using testing::OpCase;
   std::string filter;
   bool perf = false, list = false;
   for (int i = 1; i < argc; ++i) {
@@ -33,7 +44,9 @@ int main(int argc, char** argv) {
     }
   }
   if (list) {
-    for (const auto& c : cuda_test::registry()) std::printf("%s\n", c.name);
+    for (const OpCase& c : testing::op_cases()) {
+      std::printf("%s (%s)\n", c.name, testing::on_backends_name(c.on));
+    }
     return 0;
   }
   const deepinfer::Status avail = cuda::cuda_available(0);
@@ -51,32 +64,45 @@ int main(int argc, char** argv) {
   std::printf("device: %s, compute capability %d.%d, %d SMs, %.1f GiB\n", prop.name, prop.major,
               prop.minor, prop.multiProcessorCount,
               static_cast<double>(prop.totalGlobalMem) / (1 << 30));
-  if (perf) return cuda_test::run_perf(*gpu.value(), filter);
+  if (perf) return testing::run_perf(*gpu.value(), filter);
 
   auto ref = cpu::make_ref_ops();
-  cuda_test::Context ctx;
+  testing::CaseContext ctx;
+  ctx.ops = gpu.value().get();
   ctx.ref = ref.get();
-  ctx.gpu = gpu.value().get();
-  int cases = 0, failed_cases = 0;
-  for (const auto& c : cuda_test::registry()) {
+  ctx.on = testing::kOnCuda;
+  ctx.report = [](const std::string& msg) { std::printf("  FAIL %s\n", msg.c_str()); };
+  int cases = 0, failed_cases = 0, skipped = 0;
+  for (const OpCase& c : testing::op_cases()) {
     if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
-    const int before = ctx.failures, checks_before = ctx.checks;
+    if ((c.on & testing::kOnCuda) == 0) {
+      std::printf("[ SKIP ] %s: for %s backends only\n", c.name, testing::on_backends_name(c.on));
+      ++skipped;
+      continue;
+    }
+    const Feature missing = testing::missing_feature(c, *ctx.ops);
+    if (missing != Feature::kCount) {
+      std::printf("[ SKIP ] %s: CudaOps does not support %s yet\n", c.name, feature_name(missing));
+      ++skipped;
+      continue;
+    }
+    const int failures_before = ctx.failures, checks_before = ctx.checks;
     std::printf("[ RUN  ] %s\n", c.name);
     std::fflush(stdout);
-    c.fn(ctx);
+    testing::run_case(c, ctx);
     const cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
       std::printf("  FAIL CUDA error after case: %s\n", cudaGetErrorString(e));
       ++ctx.failures;
     }
     ++cases;
-    const bool ok = ctx.failures == before;
+    const bool ok = ctx.failures == failures_before;
     failed_cases += ok ? 0 : 1;
     std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", c.name,
                 ctx.checks - checks_before);
     std::fflush(stdout);
   }
-  std::printf("%d cases, %d checks, %d failed checks, %d failed cases\n", cases, ctx.checks,
-              ctx.failures, failed_cases);
+  std::printf("%d cases, %d checks, %d failed checks, %d failed cases, %d skipped\n", cases,
+              ctx.checks, ctx.failures, failed_cases, skipped);
   return ctx.failures == 0 && cases > 0 ? 0 : 1;
 }

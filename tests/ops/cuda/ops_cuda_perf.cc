@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "backend/cuda/cuda_ops.h"
+#include "op_harness.h"
 #include "sample/sample_spec.h"
 
-namespace deepinfer::backend::cuda_test {
+namespace deepinfer::backend::testing {
 namespace {
 
 constexpr double kMatmulTflops = 780.0;  // H200 dense BF16, measured with PyTorch (KINDS.md)
@@ -23,6 +24,7 @@ struct Perf {
   cuda::CudaOps* gpu;
   double copy_gbs = 0;
   std::string filter;
+  CaseContext ctx;  // ctx.ops = gpu: where the op harness's helpers place buffers
 };
 
 template <typename F>
@@ -110,8 +112,9 @@ std::unique_ptr<PerfWeight> perf_weight(WKind kind, int64_t n, int64_t k) {
   return w;
 }
 
-DBuf dev_random(std::mt19937& rng, int64_t r, int64_t c, float lo = -1.0f, float hi = 1.0f) {
-  return dev_copy(random_buf(rng, r, c, lo, hi));
+DBuf dev_random(Perf& p, std::mt19937& rng, int64_t r, int64_t c, float lo = -1.0f,
+                float hi = 1.0f) {
+  return dev_copy(p.ctx, random_buf(rng, r, c, lo, hi));
 }
 
 void perf_linear(Perf& p, std::mt19937& rng) {
@@ -129,8 +132,8 @@ void perf_linear(Perf& p, std::mt19937& rng) {
     auto w = perf_weight(l.kind, l.n, l.k);
     for (int64_t M : {1, 8, 16, 32, 64, 128, 4096}) {
       if (M == 4096 && l.n > 40000) continue;
-      const DBuf x = dev_random(rng, M, l.k);
-      DBuf y = dev_poisoned(M, l.n);
+      const DBuf x = dev_random(p, rng, M, l.k);
+      DBuf y = dev_poisoned(p.ctx, M, l.n);
       const bool aq = l.kind != WKind::kBf16;
       const std::string shape =
           std::to_string(l.n) + "x" + std::to_string(l.k) + " M=" + std::to_string(M);
@@ -142,8 +145,7 @@ void perf_linear(Perf& p, std::mt19937& rng) {
       // peer, elsewhere the two lines time the same path.
       if (aq && M >= 5 && M <= 64) {
         p.gpu->set_linear_mma_max_rows(0);
-        report(p, l.name, shape + " without the mma stage", time_ms(*p.gpu, run, 20), flops,
-               bytes);
+        report(p, l.name, shape + " without the mma stage", time_ms(*p.gpu, run, 20), flops, bytes);
         p.gpu->set_linear_mma_max_rows(64);
       }
     }
@@ -157,15 +159,16 @@ void perf_sample(Perf& p, std::mt19937& rng) {
   if (!wanted(p, "sample")) return;
   const int64_t V = 129280;
   for (int64_t rows : {1, 256}) {
-    const DBuf logits = dev_random(rng, rows, V, -4.0f, 4.0f);
+    const DBuf logits = dev_random(p, rng, rows, V, -4.0f, 4.0f);
     struct Mix {
       const char* name;
       float temperature;
       int top_k;
       float top_p;
     };
-    for (const Mix& m : {Mix{"greedy", 0.0f, 0, 1.0f}, Mix{"t0.8", 0.8f, 0, 1.0f},
-                         Mix{"t0.8 top-k 50", 0.8f, 50, 1.0f}, Mix{"t0.8 top-p 0.9", 0.8f, 0, 0.9f}}) {
+    for (const Mix& m :
+         {Mix{"greedy", 0.0f, 0, 1.0f}, Mix{"t0.8", 0.8f, 0, 1.0f},
+          Mix{"t0.8 top-k 50", 0.8f, 50, 1.0f}, Mix{"t0.8 top-p 0.9", 0.8f, 0, 0.9f}}) {
       std::vector<SampleSpec> specs;
       for (int64_t r = 0; r < rows; ++r) {
         sample::SamplingParams sp;
@@ -175,8 +178,8 @@ void perf_sample(Perf& p, std::mt19937& rng) {
         specs.push_back(sample::make_sample_spec(sp, {7, 1, static_cast<uint32_t>(r)}));
       }
       std::vector<int32_t> tokens(static_cast<size_t>(rows));
-      const double ms =
-          time_ms(*p.gpu, [&] { p.gpu->sample(logits.cmat(), specs, tokens.data()); }, 10);
+      const double ms = time_ms(
+          *p.gpu, [&] { p.gpu->sample(logits.cmat(), specs, tokens.data()); }, 10);
       report(p, "sample", std::string(m.name) + " V129280 rows=" + std::to_string(rows), ms, 0,
              4.0 * rows * V);
     }
@@ -216,9 +219,9 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     }
     int n_used = 0;
     for (bool u : used) n_used += u ? 1 : 0;
-    const DBuf x = dev_random(rng, M, D), g = dev_random(rng, M, top_k, 0.1f, 0.3f);
-    DBuf out = dev_poisoned(M, D);
-    const cuda::DeviceBuffer did = dev_array(ids);
+    const DBuf x = dev_random(p, rng, M, D), g = dev_random(p, rng, M, top_k, 0.1f, 0.3f);
+    DBuf out = dev_poisoned(p.ctx, M, D);
+    const BackendMem did = dev_array(p.ctx, ids);
     MoeOpts o;
     o.act_quant = true;
     o.bf16_rounding = true;
@@ -236,20 +239,20 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
   for (int64_t M : {1, 16, 128}) {
     if (wanted(p, "sparse_attention")) {
       const int64_t H = 64, d = 512, R = 8192, L = 640;
-      const DBuf kv = dev_random(rng, R, d), q = dev_random(rng, M, H * d, -0.1f, 0.1f);
-      const DBuf sink = dev_random(rng, 1, H);
+      const DBuf kv = dev_random(p, rng, R, d), q = dev_random(p, rng, M, H * d, -0.1f, 0.1f);
+      const DBuf sink = dev_random(p, rng, 1, H);
       std::vector<int32_t> idx(static_cast<size_t>(M * L));
       for (auto& i : idx) i = static_cast<int32_t>(rng() % R);
-      const cuda::DeviceBuffer didx = dev_array(idx);
-      DBuf o = dev_poisoned(M, H * d);
+      const BackendMem didx = dev_array(p.ctx, idx);
+      DBuf o = dev_poisoned(p.ctx, M, H * d);
       // The same call on a batch-invariant backend: the single-pass kernel (no key split), the
       // same-run peer of the split path that small M takes.
       static auto single = cuda::CudaOps::create(0, /*batch_invariant=*/true);
       for (cuda::CudaOps* ops : {p.gpu, single.ok() ? single->get() : nullptr}) {
         if (ops == nullptr) continue;
         const double ms = time_ms(*ops, [&] {
-          ops->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L,
-                                sink.mem.as<float>(), 0.044f, true, o.mat());
+          ops->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
+                                0.044f, true, o.mat());
         });
         report(p, ops == p.gpu ? "sparse_attention" : "sparse_attention single-pass",
                "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
@@ -258,7 +261,7 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
       // The same keys by address (what the model runs: cache rows read in place).
       std::vector<const float*> rows(idx.size());
       for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);
-      const cuda::DeviceBuffer drows = dev_array(rows);
+      const BackendMem drows = dev_array(p.ctx, rows);
       const double ms = time_ms(*p.gpu, [&] {
         p.gpu->sparse_attention_rows(q.cmat(), H, drows.as<const float* const>(), L, d,
                                      sink.mem.as<float>(), 0.044f, true, o.mat());
@@ -268,18 +271,18 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
     }
     if (wanted(p, "indexer_scores")) {
       const int64_t H = 64, di = 128, R = 4096;
-      const DBuf q = dev_random(rng, M, H * di), w = dev_random(rng, M, H),
-                 k = dev_random(rng, R, di);
-      const cuda::DeviceBuffer vis =
-          dev_array(std::vector<int32_t>(static_cast<size_t>(M), static_cast<int32_t>(R)));
-      DBuf s = dev_poisoned(M, R);
+      const DBuf q = dev_random(p, rng, M, H * di), w = dev_random(p, rng, M, H),
+                 k = dev_random(p, rng, R, di);
+      const BackendMem vis =
+          dev_array(p.ctx, std::vector<int32_t>(static_cast<size_t>(M), static_cast<int32_t>(R)));
+      DBuf s = dev_poisoned(p.ctx, M, R);
       const double ms = time_ms(*p.gpu, [&] {
         p.gpu->indexer_scores(q.cmat(), H, w.cmat(), k.cmat(), vis.as<int32_t>(), true, s.mat());
       });
       report(p, "indexer_scores", "H64 di128 R4096 M=" + std::to_string(M), ms,
              2.0 * M * H * R * di, 4.0 * (R * di + M * H * di + M * R));
       if (wanted(p, "topk")) {
-        cuda::DeviceBuffer out = dev_array(std::vector<int32_t>(static_cast<size_t>(M * 512), 0));
+        BackendMem out = dev_array(p.ctx, std::vector<int32_t>(static_cast<size_t>(M * 512), 0));
         const double ms2 = time_ms(
             *p.gpu, [&] { p.gpu->topk(s.cmat(), vis.as<int32_t>(), 512, out.as<int32_t>()); }, 5);
         report(p, "topk", "R4096 k512 M=" + std::to_string(M), ms2, 0, 4.0 * M * (R + 512));
@@ -290,14 +293,14 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
       // in the cache's pages of 256 rows: every row reads its own keys, so the bytes are M times
       // the shared-key case's.
       const int64_t H = 64, di = 128, R = 1024, P = 256;
-      const DBuf q = dev_random(rng, M, H * di), w = dev_random(rng, M, H),
-                 k = dev_random(rng, M * R, di);
+      const DBuf q = dev_random(p, rng, M, H * di), w = dev_random(p, rng, M, H),
+                 k = dev_random(p, rng, M * R, di);
       std::vector<const float*> pages;
       for (int64_t r = 0; r < M * R; r += P) pages.push_back(k.cmat().row(r));
       std::vector<PagedCMat> row_keys;
       for (int64_t t = 0; t < M; ++t) row_keys.push_back({pages.data() + t * (R / P), R, di, P});
       const std::vector<int32_t> vis(static_cast<size_t>(M), static_cast<int32_t>(R));
-      DBuf s = dev_poisoned(M, R);
+      DBuf s = dev_poisoned(p.ctx, M, R);
       const double ms = time_ms(*p.gpu, [&] {
         p.gpu->indexer_scores_multi(q.cmat(), H, w.cmat(), row_keys, vis.data(), true, s.mat());
       });
@@ -310,36 +313,38 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
 void perf_rowwise(Perf& p, std::mt19937& rng) {
   const int64_t D = 4096, n = 4;
   const Buf fnh = random_buf(rng, (2 + n) * n, n * D, -0.01f, 0.01f);
-  const DBuf fn = dev_copy(fnh);
-  const cuda::DeviceBuffer base =
-      dev_array(std::vector<float>(static_cast<size_t>((2 + n) * n), 0.1f));
-  const cuda::DeviceBuffer scale = dev_array(std::vector<float>{1.0f, 1.0f, 1.0f});
+  const DBuf fn = dev_copy(p.ctx, fnh);
+  const BackendMem base =
+      dev_array(p.ctx, std::vector<float>(static_cast<size_t>((2 + n) * n), 0.1f));
+  const BackendMem scale = dev_array(p.ctx, std::vector<float>{1.0f, 1.0f, 1.0f});
   const std::vector<float> freqs = make_rope_freqs(10000.0f, 64);
-  const cuda::DeviceBuffer dfreqs = dev_array(freqs);
+  const BackendMem dfreqs = dev_array(p.ctx, freqs);
   for (int64_t M : {1, 16, 128, 4096}) {
     const std::string ms_ = " M=" + std::to_string(M);
-    const DBuf x = dev_random(rng, M, D), streams = dev_random(rng, M, n * D);
-    DBuf y = dev_poisoned(M, D), post = dev_poisoned(M, n), comb = dev_poisoned(M, n * n);
+    const DBuf x = dev_random(p, rng, M, D), streams = dev_random(p, rng, M, n * D);
+    DBuf y = dev_poisoned(p.ctx, M, D), post = dev_poisoned(p.ctx, M, n),
+         comb = dev_poisoned(p.ctx, M, n * n);
     if (wanted(p, "rms_norm")) {
       const double ms =
           time_ms(*p.gpu, [&] { p.gpu->rms_norm(x.cmat(), nullptr, 1e-6f, 0, y.mat()); });
       report(p, "rms_norm", "D4096" + ms_, ms, 3.0 * M * D, 8.0 * M * D);
     }
     if (wanted(p, "act_quant")) {
-      DBuf xq = dev_random(rng, M, D);
+      DBuf xq = dev_random(p, rng, M, D);
       const double ms = time_ms(*p.gpu, [&] { p.gpu->act_quant_fp8(xq.mat(), 128); });
       report(p, "act_quant_fp8", "D4096" + ms_, ms, 0, 8.0 * M * D);
     }
     if (wanted(p, "hc_pre")) {
       HcParams hp{static_cast<int>(n), fn.cmat(), base.as<float>(), scale.as<float>()};
-      const double ms = time_ms(
-          *p.gpu, [&] { p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat()); });
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
+      });
       report(p, "hc_pre", "n4 D4096" + ms_, ms, 2.0 * M * 24 * n * D,
              4.0 * (M * n * D + M * D + 24.0 * n * D));
     }
     if (wanted(p, "hc_post")) {
-      DBuf s2 = dev_random(rng, M, n * D);
-      const DBuf pp = dev_random(rng, M, n), cc = dev_random(rng, M, n * n);
+      DBuf s2 = dev_random(p, rng, M, n * D);
+      const DBuf pp = dev_random(p, rng, M, n), cc = dev_random(p, rng, M, n * n);
       const double ms = time_ms(*p.gpu, [&] {
         p.gpu->hc_post(s2.cmat(), x.cmat(), pp.cmat(), cc.cmat(), static_cast<int>(n), s2.mat());
       });
@@ -347,10 +352,10 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
              4.0 * (2.0 * M * n * D + M * D));
     }
     if (wanted(p, "rope") && M <= 128) {
-      DBuf qh = dev_random(rng, M, 64 * 512);
+      DBuf qh = dev_random(p, rng, M, 64 * 512);
       std::vector<int32_t> pos(static_cast<size_t>(M));
       for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(1000 + i);
-      const cuda::DeviceBuffer dpos = dev_array(pos);
+      const BackendMem dpos = dev_array(p.ctx, pos);
       const double ms = time_ms(*p.gpu, [&] {
         p.gpu->rope(qh.mat(), 64, 512, dpos.as<int32_t>(), {dfreqs.as<float>(), freqs.size()},
                     false);
@@ -364,7 +369,8 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
 }  // namespace
 
 int run_perf(cuda::CudaOps& gpu, const std::string& filter) {
-  Perf p{&gpu, 0, filter};
+  Perf p{&gpu, 0, filter, {}};
+  p.ctx.ops = &gpu;
   {  // ceiling: device-to-device copy of 2 GiB, bytes read + written
     const size_t n = size_t{2} << 30;
     auto a = cuda::DeviceBuffer::allocate(n), b = cuda::DeviceBuffer::allocate(n);
@@ -395,4 +401,4 @@ int run_perf(cuda::CudaOps& gpu, const std::string& filter) {
   return 0;
 }
 
-}  // namespace deepinfer::backend::cuda_test
+}  // namespace deepinfer::backend::testing

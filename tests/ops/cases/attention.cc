@@ -1,17 +1,16 @@
-// CUDA vs ref, attention side: sparse MQA with sink (head dims 64 and 512, absent keys, a token
-// with no key, BF16 probabilities, V4-Flash decode shape; keys by index and by address),
-// compressor pooling with missing slots, indexer scores (FP32 and BF16 rounding points, paged
-// keys), the selected rows' addresses, top-k with ties and short rows.
-#include <cuda_runtime_api.h>
-
+// Op cases, attention side (first written for CUDA): sparse MQA with sink (head dims 64 and 512,
+// absent keys, a token with no key, BF16 probabilities, V4-Flash decode shape; keys by index and by
+// address), compressor pooling with missing slots, indexer scores (FP32 and BF16 rounding points,
+// paged keys), the selected rows' addresses, top-k with ties and short rows.
 #include <string>
 
+#include "../op_harness.h"
 #include "../paged_rows.h"
-#include "cuda_test_util.h"
 
-namespace deepinfer::backend::cuda_test {
+namespace deepinfer::backend::testing {
 
-CUDA_CASE(sparse_attention) {
+OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttentionSink,
+        Feature::kBf16Probs) {
   struct Shape {
     int64_t H, d, R, L, M;
   };
@@ -26,16 +25,16 @@ CUDA_CASE(sparse_attention) {
     std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
     for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
     for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
-    const DBuf dkv = dev_copy(kv, 1), dq = dev_copy(q, 2);
-    const cuda::DeviceBuffer dsink = dev_array(sink.v), didx = dev_array(idx);
+    const DBuf dkv = dev_copy(ctx, kv, 1), dq = dev_copy(ctx, q, 2);
+    const BackendMem dsink = dev_array(ctx, sink.v), didx = dev_array(ctx, idx);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
     for (int variant = 0; variant < 4; ++variant) {
       const bool with_sink = variant != 1, bf16p = variant == 2, dev_idx = variant == 3;
       Buf want(s.M, s.H * s.d);
       ctx.ref->sparse_attention(q.cmat(), s.H, kv.cmat(), idx.data(), s.L,
                                 with_sink ? sink.v.data() : nullptr, scale, bf16p, want.mat());
-      DBuf dout = dev_poisoned(s.M, s.H * s.d);
-      ctx.gpu->sparse_attention(dq.cmat(), s.H, dkv.cmat(),
+      DBuf dout = dev_poisoned(ctx, s.M, s.H * s.d);
+      ctx.ops->sparse_attention(dq.cmat(), s.H, dkv.cmat(),
                                 dev_idx ? didx.as<int32_t>() : idx.data(), s.L,
                                 with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout.mat());
       const std::string t = "sparse_attention H=" + std::to_string(s.H) +
@@ -56,9 +55,9 @@ CUDA_CASE(sparse_attention) {
               r >= 0 ? dkv.cmat().row(r) : nullptr;
         }
       }
-      const cuda::DeviceBuffer drows = dev_array(rows);
-      DBuf dout2 = dev_poisoned(s.M, s.H * s.d);
-      ctx.gpu->sparse_attention_rows(
+      const BackendMem drows = dev_array(ctx, rows);
+      DBuf dout2 = dev_poisoned(ctx, s.M, s.H * s.d);
+      ctx.ops->sparse_attention_rows(
           dq.cmat(), s.H, dev_idx ? drows.as<const float* const>() : rows.data(), L2, s.d,
           with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout2.mat());
       close(ctx, t + " by address == by index", dout2.download(), got, 0.0);
@@ -66,11 +65,11 @@ CUDA_CASE(sparse_attention) {
   }
 }
 
-CUDA_CASE(softmax_pool) {
+OP_CASE(softmax_pool, kOnAll, Feature::kCompressorPool) {
   const int64_t width = 96, spr = 4, rows = 5;
   const Buf values = random_buf(ctx.rng, rows * spr, width),
             gates = random_buf(ctx.rng, rows * spr, width, -4.0f, 4.0f);
-  const DBuf dv = dev_copy(values), dg = dev_copy(gates);
+  const DBuf dv = dev_copy(ctx, values), dg = dev_copy(ctx, gates);
   std::vector<PoolSlot> hs, ds;
   for (int64_t i = 0; i < rows * spr; ++i) {
     const bool missing = i == 0 || (i >= 4 && i < 8);  // row 1 has no slot at all
@@ -80,12 +79,12 @@ CUDA_CASE(softmax_pool) {
   }
   Buf want(rows, width);
   ctx.ref->softmax_pool(hs, spr, want.mat());
-  DBuf dout = dev_poisoned(rows, width, 1);
-  ctx.gpu->softmax_pool(ds, spr, dout.mat());
+  DBuf dout = dev_poisoned(ctx, rows, width, 1);
+  ctx.ops->softmax_pool(ds, spr, dout.mat());
   close(ctx, "softmax_pool", dout.download(), want.v, 1e-5);
 }
 
-CUDA_CASE(indexer_and_topk) {
+OP_CASE(indexer_and_topk, kOnAll, Feature::kIndexer, Feature::kIndexerBf16) {
   struct Shape {
     int64_t H, di, R, M;
   };
@@ -97,20 +96,20 @@ CUDA_CASE(indexer_and_topk) {
     for (int64_t t = 0; t < s.M; ++t)
       vis[static_cast<size_t>(t)] = static_cast<int32_t>(s.R - 7 * t);
     vis[0] = static_cast<int32_t>(s.R + 5);  // clamped to R
-    const DBuf dq = dev_copy(q), dw = dev_copy(w, 1), dk = dev_copy(keys, 3);
+    const DBuf dq = dev_copy(ctx, q), dw = dev_copy(ctx, w, 1), dk = dev_copy(ctx, keys, 3);
     for (bool bf16 : {false, true}) {
       Buf want(s.M, s.R);
       ctx.ref->indexer_scores(q.cmat(), s.H, w.cmat(), keys.cmat(), vis.data(), bf16, want.mat());
-      DBuf dout = dev_poisoned(s.M, s.R);
-      ctx.gpu->indexer_scores(dq.cmat(), s.H, dw.cmat(), dk.cmat(), vis.data(), bf16, dout.mat());
+      DBuf dout = dev_poisoned(ctx, s.M, s.R);
+      ctx.ops->indexer_scores(dq.cmat(), s.H, dw.cmat(), dk.cmat(), vis.data(), bf16, dout.mat());
       close(ctx, "indexer_scores H=" + std::to_string(s.H) + (bf16 ? " bf16" : ""), dout.download(),
             want.v, bf16 ? 2e-2 : 2e-5);
     }
   }
   // indexer_scores_multi: rows of three sequences (the middle one without index keys yet), each
   // reading its own paged keys (pages of 7 and of 256 rows, stored in reverse order); the
-  // visible part of every row must equal the single-matrix GPU call on the contiguous keys bit
-  // for bit (batch invariance, paging is storage only) and the oracle within the tolerance.
+  // visible part of every row must equal the backend's single-matrix call on the contiguous keys
+  // bit for bit (batch invariance, paging is storage only) and the oracle within the tolerance.
   {
     const int64_t H = 64, di = 128, M = 7;
     const std::vector<int64_t> seq_rows = {300, 0, 1100};
@@ -121,17 +120,16 @@ CUDA_CASE(indexer_and_topk) {
     std::vector<std::vector<const float*>> tables;
     for (size_t i = 0; i < seq_rows.size(); ++i) {
       keys.push_back(random_buf(ctx.rng, seq_rows[i], di));
-      dkeys.push_back(dev_copy(keys.back(), static_cast<int>(i)));
-      const backend::testing::ReversedPages rp =
-          backend::testing::reverse_pages(keys.back().v, seq_rows[i], di, page_rows[i]);
+      dkeys.push_back(dev_copy(ctx, keys.back(), static_cast<int>(i)));
+      const ReversedPages rp = reverse_pages(keys.back().v, seq_rows[i], di, page_rows[i]);
       Buf storage(static_cast<int64_t>(rp.storage.size()) / di, di);
       storage.v = rp.storage;
-      dpaged.push_back(dev_copy(storage));
+      dpaged.push_back(dev_copy(ctx, storage));
       tables.push_back(rp.table(dpaged.back().mem.as<float>()));
     }
     const Buf q = random_buf(ctx.rng, M, H * di);
     const Buf w = random_buf(ctx.rng, M, H, -0.5f, 1.0f);
-    const DBuf dq = dev_copy(q), dw = dev_copy(w, 1);
+    const DBuf dq = dev_copy(ctx, q), dw = dev_copy(ctx, w, 1);
     std::vector<PagedCMat> row_keys;
     std::vector<int32_t> vis;
     for (int64_t t = 0; t < M; ++t) {
@@ -142,8 +140,8 @@ CUDA_CASE(indexer_and_topk) {
       vis.push_back(static_cast<int32_t>(R == 0 ? 0 : R - 37 * (t % 3)));
     }
     for (bool bf16 : {false, true}) {
-      DBuf dout = dev_poisoned(M, 1100);
-      ctx.gpu->indexer_scores_multi(dq.cmat(), H, dw.cmat(), row_keys, vis.data(), bf16,
+      DBuf dout = dev_poisoned(ctx, M, 1100);
+      ctx.ops->indexer_scores_multi(dq.cmat(), H, dw.cmat(), row_keys, vis.data(), bf16,
                                     dout.mat());
       const std::vector<float> got = dout.download();
       std::vector<float> got_vis, want_vis, single_vis;
@@ -154,8 +152,8 @@ CUDA_CASE(indexer_and_topk) {
         Buf want(1, R);
         ctx.ref->indexer_scores(q.cmat().rows_slice(t, 1), H, w.cmat().rows_slice(t, 1),
                                 keys[sq].cmat(), &vis[static_cast<size_t>(t)], bf16, want.mat());
-        DBuf one = dev_poisoned(1, R);
-        ctx.gpu->indexer_scores(dq.cmat().rows_slice(t, 1), H, dw.cmat().rows_slice(t, 1),
+        DBuf one = dev_poisoned(ctx, 1, R);
+        ctx.ops->indexer_scores(dq.cmat().rows_slice(t, 1), H, dw.cmat().rows_slice(t, 1),
                                 dkeys[sq].cmat(), &vis[static_cast<size_t>(t)], bf16, one.mat());
         const std::vector<float> single = one.download();
         got_vis.insert(got_vis.end(), got.begin() + t * 1100, got.begin() + t * 1100 + v);
@@ -178,11 +176,9 @@ CUDA_CASE(indexer_and_topk) {
       }
     }
     const std::vector<const float*> sentinel(static_cast<size_t>(M * ld), q.v.data());
-    const cuda::DeviceBuffer dout = dev_array(sentinel);
-    ctx.gpu->paged_row_addresses(sel.data(), K, row_keys, dout.as<const float*>() + 3, ld);
-    std::vector<const float*> got(sentinel.size());
-    DI_CUDA_CHECK(cudaMemcpy(got.data(), dout.data(), got.size() * sizeof(const float*),
-                             cudaMemcpyDeviceToHost));
+    const BackendMem dout = dev_array(ctx, sentinel);
+    ctx.ops->paged_row_addresses(sel.data(), K, row_keys, dout.as<const float*>() + 3, ld);
+    const std::vector<const float*> got = download_array<const float*>(ctx, dout, sentinel.size());
     int64_t wrong = 0;
     for (int64_t t = 0; t < M; ++t) {
       const PagedCMat& k = row_keys[static_cast<size_t>(t)];
@@ -206,15 +202,15 @@ CUDA_CASE(indexer_and_topk) {
     const std::vector<int32_t> vis = {static_cast<int32_t>(R), 10, 0, static_cast<int32_t>(R - 1)};
     std::vector<int32_t> want(static_cast<size_t>(M * k)), got(want.size(), -7);
     ctx.ref->topk(sc.cmat(), vis.data(), k, want.data());
-    const DBuf dsc = dev_copy(sc, 2);
-    ctx.gpu->topk(dsc.cmat(), vis.data(), k, got.data());
+    const DBuf dsc = dev_copy(ctx, sc, 2);
+    ctx.ops->topk(dsc.cmat(), vis.data(), k, got.data());
     equal_ints(ctx, "topk R=" + std::to_string(R), got, want);
-    cuda::DeviceBuffer dout = dev_array(std::vector<int32_t>(want.size(), -7));
-    const cuda::DeviceBuffer dvis = dev_array(vis);
-    ctx.gpu->topk(dsc.cmat(), dvis.as<int32_t>(), k, dout.as<int32_t>());
-    equal_ints(ctx, "topk device arrays R=" + std::to_string(R), download_ints(dout, want.size()),
-               want);
+    BackendMem dout = dev_array(ctx, std::vector<int32_t>(want.size(), -7));
+    const BackendMem dvis = dev_array(ctx, vis);
+    ctx.ops->topk(dsc.cmat(), dvis.as<int32_t>(), k, dout.as<int32_t>());
+    equal_ints(ctx, "topk device arrays R=" + std::to_string(R),
+               download_ints(ctx, dout, want.size()), want);
   }
 }
 
-}  // namespace deepinfer::backend::cuda_test
+}  // namespace deepinfer::backend::testing

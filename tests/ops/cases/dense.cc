@@ -1,19 +1,20 @@
-// CUDA vs ref, dense side: linear in every weight format (GEMV and tiled paths, act quant,
-// strided inputs, row-sliced FP8), RMSNorm, BF16 rounding, glue ops, embedding, RoPE, the
-// quantization round trips, Hadamard, mHC, SwiGLU, routing and the grouped MoE.
+// Op cases, dense side (first written for CUDA, at the shapes its kernels switch on): linear in
+// every weight format (GEMV and tiled paths, act quant, strided inputs, row-sliced FP8), RMSNorm,
+// BF16 rounding, glue ops, embedding, RoPE, the quantization round trips, Hadamard, mHC, SwiGLU,
+// routing, the grouped MoE and sampling.
 //
-// Tolerances on the normalised error (cuda_test_util.h close): 0 where both sides apply the
-// same rounding rules to the same values (quantization, BF16 rounding, copies); ~1e-5 where the
-// GPU sums in FP32 what the oracle sums in double; 2e-2 where a BF16 rounding of an
+// Tolerances on the normalised error (op_harness.h compare): 0 where both sides apply the same
+// rounding rules to the same values (quantization, BF16 rounding, copies); ~1e-5 where the
+// backend sums in FP32 what the oracle sums in double; 2e-2 where a BF16 rounding of an
 // intermediate may land on the other side of a rounding boundary.
 #include <algorithm>
 #include <numeric>
 #include <string>
 
-#include "cuda_test_util.h"
-#include "sample_cases.h"
+#include "../op_harness.h"
+#include "../sample_cases.h"
 
-namespace deepinfer::backend::cuda_test {
+namespace deepinfer::backend::testing {
 namespace {
 
 std::string tag(const char* op, WKind k, int64_t m, int64_t n, int64_t kk) {
@@ -23,7 +24,8 @@ std::string tag(const char* op, WKind k, int64_t m, int64_t n, int64_t kk) {
 
 }  // namespace
 
-CUDA_CASE(linear_all_formats) {
+OP_CASE(linear_all_formats, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kDenseF16,
+        Feature::kDenseF32, Feature::kFp8Weights, Feature::kFp4Weights, Feature::kActQuantFp8) {
   const WKind kinds[] = {WKind::kBf16,   WKind::kF16,     WKind::kF32, WKind::kFp8E8m0,
                          WKind::kFp8F32, WKind::kFp8Bf16, WKind::kFp4};
   struct Shape {
@@ -33,7 +35,7 @@ CUDA_CASE(linear_all_formats) {
   const Shape shapes[] = {{37, 256}, {130, 520}, {64, 4096}, {5, 96}, {4096, 256}};
   for (WKind kind : kinds) {
     for (const Shape& s : shapes) {
-      auto w = random_weight(ctx.rng, kind, s.n, s.k);
+      auto w = test_weight(ctx, kind, s.n, s.k);
       for (int64_t M : {1, 2, 5, 16, 17, 40, 70}) {
         for (bool aq : {false, true}) {
           if (aq && !w->ref.quantized()) continue;
@@ -41,9 +43,9 @@ CUDA_CASE(linear_all_formats) {
           Buf want(M, s.n);
           ctx.ref->linear(x.cmat(), w->ref, want.mat(), {.act_quant = aq});
           for (int64_t pad : {0, 3}) {
-            const DBuf dx = dev_copy(x, pad);
-            DBuf dy = dev_poisoned(M, s.n, pad);
-            ctx.gpu->linear(dx.cmat(), w->dev.ref, dy.mat(), {.act_quant = aq});
+            const DBuf dx = dev_copy(ctx, x, pad);
+            DBuf dy = dev_poisoned(ctx, M, s.n, pad);
+            ctx.ops->linear(dx.cmat(), w->dev.ref, dy.mat(), {.act_quant = aq});
             close(
                 ctx,
                 tag(aq ? "linear+aq" : "linear", kind, M, s.n, s.k) + " pad=" + std::to_string(pad),
@@ -54,103 +56,103 @@ CUDA_CASE(linear_all_formats) {
     }
   }
   // Row slice of an FP8 weight (grouped wo_a), on both sides.
-  auto w = random_weight(ctx.rng, WKind::kFp8E8m0, 512, 384);
+  auto w = test_weight(ctx, WKind::kFp8E8m0, 512, 384);
   const WeightRef hs = w->ref.slice_rows(128, 256), ds = w->dev.ref.slice_rows(128, 256);
   for (int64_t M : {1, 40}) {
     const Buf x = random_buf(ctx.rng, M, 384);
     Buf want(M, 256);
     ctx.ref->linear(x.cmat(), hs, want.mat(), {.act_quant = true});
-    const DBuf dx = dev_copy(x);
-    DBuf dy = dev_poisoned(M, 256);
-    ctx.gpu->linear(dx.cmat(), ds, dy.mat(), {.act_quant = true});
+    const DBuf dx = dev_copy(ctx, x);
+    DBuf dy = dev_poisoned(ctx, M, 256);
+    ctx.ops->linear(dx.cmat(), ds, dy.mat(), {.act_quant = true});
     close(ctx, "linear fp8 slice_rows M=" + std::to_string(M), dy.download(), want.v, 2e-5);
   }
   // V4-Flash wq_a shape at decode sizes.
-  auto wq = random_weight(ctx.rng, WKind::kFp8E8m0, 1024, 4096);
+  auto wq = test_weight(ctx, WKind::kFp8E8m0, 1024, 4096);
   for (int64_t M : {1, 16, 128}) {
     const Buf x = random_buf(ctx.rng, M, 4096);
     Buf want(M, 1024);
     ctx.ref->linear(x.cmat(), wq->ref, want.mat(), {.act_quant = true});
-    const DBuf dx = dev_copy(x);
-    DBuf dy = dev_poisoned(M, 1024);
-    ctx.gpu->linear(dx.cmat(), wq->dev.ref, dy.mat(), {.act_quant = true});
+    const DBuf dx = dev_copy(ctx, x);
+    DBuf dy = dev_poisoned(ctx, M, 1024);
+    ctx.ops->linear(dx.cmat(), wq->dev.ref, dy.mat(), {.act_quant = true});
     close(ctx, "linear fp8 1024x4096 M=" + std::to_string(M), dy.download(), want.v, 2e-5);
   }
 }
 
-CUDA_CASE(rms_norm) {
-  auto wb = random_weight(ctx.rng, WKind::kBf16, 1, 512, 1.0f);
-  auto wg = random_weight(ctx.rng, WKind::kF32, 64, 1, 1.0f);
+OP_CASE(rms_norm, kOnAll, Feature::kDenseBf16, Feature::kDenseF32) {
+  auto wb = test_weight(ctx, WKind::kBf16, 1, 512, 1.0f);
+  auto wg = test_weight(ctx, WKind::kF32, 64, 1, 1.0f);
   for (int64_t M : {1, 7, 300}) {
     const Buf x = random_buf(ctx.rng, M, 512, -3.0f, 3.0f);
     struct V {
-      const OwnedWeight* w;
+      const TestWeight* w;
       int64_t group;
     };
     for (V v : {V{nullptr, 0}, V{wb.get(), 0}, V{wg.get(), 64}, V{nullptr, 128}}) {
       Buf want(M, 512);
       ctx.ref->rms_norm(x.cmat(), v.w ? &v.w->ref : nullptr, 1e-6f, v.group, want.mat());
-      const DBuf dx = dev_copy(x, 5);
-      DBuf dy = dev_poisoned(M, 512, 1);
-      ctx.gpu->rms_norm(dx.cmat(), v.w ? &v.w->dev.ref : nullptr, 1e-6f, v.group, dy.mat());
+      const DBuf dx = dev_copy(ctx, x, 5);
+      DBuf dy = dev_poisoned(ctx, M, 512, 1);
+      ctx.ops->rms_norm(dx.cmat(), v.w ? &v.w->dev.ref : nullptr, 1e-6f, v.group, dy.mat());
       const std::string t = "rms_norm M=" + std::to_string(M) +
                             " group=" + std::to_string(v.group) + (v.w ? " weighted" : "");
       close(ctx, t, dy.download(), want.v, 1e-5);
-      DBuf inplace = dev_copy(x);  // y aliases x
-      ctx.gpu->rms_norm(inplace.cmat(), v.w ? &v.w->dev.ref : nullptr, 1e-6f, v.group,
+      DBuf inplace = dev_copy(ctx, x);  // y aliases x
+      ctx.ops->rms_norm(inplace.cmat(), v.w ? &v.w->dev.ref : nullptr, 1e-6f, v.group,
                         inplace.mat());
       close(ctx, t + " in place", inplace.download(), want.v, 1e-5);
     }
   }
 }
 
-CUDA_CASE(glue_ops) {
+OP_CASE(glue_ops, kOnAll, Feature::kDenseBf16, Feature::kDenseF16, Feature::kDenseF32) {
   const Buf a = random_buf(ctx.rng, 33, 70, -100.0f, 100.0f), b = random_buf(ctx.rng, 33, 70);
   const Buf b1 = random_buf(ctx.rng, 1, 70);
   {  // round_bf16 (exact)
     Buf want = a;
     ctx.ref->round_bf16(want.mat());
-    DBuf d = dev_copy(a, 2);
-    ctx.gpu->round_bf16(d.mat());
+    DBuf d = dev_copy(ctx, a, 2);
+    ctx.ops->round_bf16(d.mat());
     close(ctx, "round_bf16", d.download(), want.v, 0.0);
   }
   for (const Buf* bb : {&b, &b1}) {  // add, with and without broadcast
     Buf want(33, 70);
     ctx.ref->add(a.cmat(), bb->cmat(), want.mat());
-    const DBuf da = dev_copy(a), db = dev_copy(*bb, 1);
-    DBuf dout = dev_poisoned(33, 70, 4);
-    ctx.gpu->add(da.cmat(), db.cmat(), dout.mat());
+    const DBuf da = dev_copy(ctx, a), db = dev_copy(ctx, *bb, 1);
+    DBuf dout = dev_poisoned(ctx, 33, 70, 4);
+    ctx.ops->add(da.cmat(), db.cmat(), dout.mat());
     close(ctx, bb->rows == 1 ? "add broadcast" : "add", dout.download(), want.v, 0.0);
   }
   {  // scale
     Buf want = a;
     ctx.ref->scale(want.mat(), 0.37f);
-    DBuf d = dev_copy(a, 3);
-    ctx.gpu->scale(d.mat(), 0.37f);
+    DBuf d = dev_copy(ctx, a, 3);
+    ctx.ops->scale(d.mat(), 0.37f);
     close(ctx, "scale", d.download(), want.v, 0.0);
   }
   {  // copy_rows: host rows, device rows, identity
     const std::vector<int32_t> rows = {5, 0, 32, 5, 17};
     Buf want(5, 70);
     ctx.ref->copy_rows(a.cmat(), rows.data(), want.mat());
-    const DBuf da = dev_copy(a, 1);
-    DBuf d1 = dev_poisoned(5, 70), d2 = dev_poisoned(5, 70, 2);
-    ctx.gpu->copy_rows(da.cmat(), rows.data(), d1.mat());
-    const cuda::DeviceBuffer drows = dev_array(rows);
-    ctx.gpu->copy_rows(da.cmat(), drows.as<int32_t>(), d2.mat());
+    const DBuf da = dev_copy(ctx, a, 1);
+    DBuf d1 = dev_poisoned(ctx, 5, 70), d2 = dev_poisoned(ctx, 5, 70, 2);
+    ctx.ops->copy_rows(da.cmat(), rows.data(), d1.mat());
+    const BackendMem drows = dev_array(ctx, rows);
+    ctx.ops->copy_rows(da.cmat(), drows.as<int32_t>(), d2.mat());
     close(ctx, "copy_rows host idx", d1.download(), want.v, 0.0);
     close(ctx, "copy_rows device idx", d2.download(), want.v, 0.0);
     Buf want_id(33, 70);
     ctx.ref->copy_rows(a.cmat(), nullptr, want_id.mat());
-    DBuf d3 = dev_poisoned(33, 70, 1);
-    ctx.gpu->copy_rows(da.cmat(), nullptr, d3.mat());
+    DBuf d3 = dev_poisoned(ctx, 33, 70, 1);
+    ctx.ops->copy_rows(da.cmat(), nullptr, d3.mat());
     close(ctx, "copy_rows identity", d3.download(), want_id.v, 0.0);
   }
   {  // scatter_rows: rows of a into scattered rows of two destination matrices, as the ring
      // appends of a step do (the host default is the oracle)
     const std::vector<int64_t> from = {3, 0, 32, 17, 8}, to = {6, 1, 0, 4, 2};
-    const DBuf da = dev_copy(a, 1);
-    DBuf d1 = dev_poisoned(7, 70, 3), d2 = dev_poisoned(7, 70);
+    const DBuf da = dev_copy(ctx, a, 1);
+    DBuf d1 = dev_poisoned(ctx, 7, 70, 3), d2 = dev_poisoned(ctx, 7, 70);
     Buf w1(7, 70), w2(7, 70);
     std::vector<const float*> hs, ds;
     std::vector<float*> hd, dd;
@@ -165,17 +167,17 @@ CUDA_CASE(glue_ops) {
     w1.v = p1;
     w2.v = p2;
     ctx.ref->scatter_rows(hs, hd, 70);
-    ctx.gpu->scatter_rows(ds, dd, 70);
+    ctx.ops->scatter_rows(ds, dd, 70);
     close(ctx, "scatter_rows first destination", d1.download(), w1.v, 0.0);
     close(ctx, "scatter_rows second destination", d2.download(), w2.v, 0.0);
   }
   for (WKind k : {WKind::kBf16, WKind::kF32, WKind::kF16}) {  // embed
-    auto table = random_weight(ctx.rng, k, 100, 48, 1.0f);
+    auto table = test_weight(ctx, k, 100, 48, 1.0f);
     const std::vector<int32_t> ids = {3, 99, 0, 3, 42, 7};
     Buf want(6, 48);
     ctx.ref->embed(ids.data(), 6, table->ref, want.mat());
-    DBuf d = dev_poisoned(6, 48);
-    ctx.gpu->embed(ids.data(), 6, table->dev.ref, d.mat());
+    DBuf d = dev_poisoned(ctx, 6, 48);
+    ctx.ops->embed(ids.data(), 6, table->dev.ref, d.mat());
     close(ctx, std::string("embed ") + wkind_name(k), d.download(), want.v, 0.0);
   }
   {  // swiglu, with and without clamp, and aliasing out = a
@@ -184,14 +186,14 @@ CUDA_CASE(glue_ops) {
     for (float limit : {10.0f, 0.0f}) {
       Buf want(9, 130);
       ctx.ref->swiglu(u.cmat(), v.cmat(), limit, want.mat());
-      DBuf du = dev_copy(u), dv = dev_copy(v, 2);
-      ctx.gpu->swiglu(du.cmat(), dv.cmat(), limit, du.mat());
+      DBuf du = dev_copy(ctx, u), dv = dev_copy(ctx, v, 2);
+      ctx.ops->swiglu(du.cmat(), dv.cmat(), limit, du.mat());
       close(ctx, "swiglu limit=" + std::to_string(limit), du.download(), want.v, 2e-6);
     }
   }
 }
 
-CUDA_CASE(rope) {
+OP_CASE(rope, kOnAll) {
   YarnParams yarn{16.0f, 65536, 32.0f, 1.0f};
   const std::vector<float> freqs = make_rope_freqs(10000.0f, 64, &yarn);
   const int64_t H = 3, hd = 96, M = 11;
@@ -202,13 +204,14 @@ CUDA_CASE(rope) {
   for (bool inv : {false, true}) {
     Buf want = x;
     ctx.ref->rope(want.mat(), H, hd, pos.data(), freqs, inv);
-    DBuf d = dev_copy(x, 1);
-    ctx.gpu->rope(d.mat(), H, hd, pos.data(), freqs, inv);
+    DBuf d = dev_copy(ctx, x, 1);
+    ctx.ops->rope(d.mat(), H, hd, pos.data(), freqs, inv);
     close(ctx, inv ? "rope inverse" : "rope", d.download(), want.v, 2e-6);
   }
 }
 
-CUDA_CASE(quant_and_hadamard) {
+OP_CASE(quant_and_hadamard, kOnAll, Feature::kFakeQuantFp8, Feature::kFakeQuantFp4,
+        Feature::kActQuantFp8, Feature::kHadamard128) {
   const Buf x = random_buf(ctx.rng, 13, 384, -5.0f, 5.0f);
   Buf xs = x;  // include tiny blocks (amax floor) and a large value
   for (int64_t c = 0; c < 128; ++c) xs.at(2, c) *= 1e-7f;
@@ -222,106 +225,106 @@ CUDA_CASE(quant_and_hadamard) {
               Q{"act_quant_fp8", 1, 384, 128}, Q{"fake_quant_fp4", 2, 384, 32},
               Q{"fake_quant_fp4 block=48", 2, 384, 48}}) {
     Buf want = xs;
-    DBuf d = dev_copy(xs, 3);
+    DBuf d = dev_copy(ctx, xs, 3);
     if (q.kind == 0) {
       ctx.ref->fake_quant_fp8(want.mat(), q.n, q.block);
-      ctx.gpu->fake_quant_fp8(d.mat(), q.n, q.block);
+      ctx.ops->fake_quant_fp8(d.mat(), q.n, q.block);
     } else if (q.kind == 1) {
       ctx.ref->act_quant_fp8(want.mat(), q.block);
-      ctx.gpu->act_quant_fp8(d.mat(), q.block);
+      ctx.ops->act_quant_fp8(d.mat(), q.block);
     } else {
       ctx.ref->fake_quant_fp4(want.mat(), q.block);
-      ctx.gpu->fake_quant_fp4(d.mat(), q.block);
+      ctx.ops->fake_quant_fp4(d.mat(), q.block);
     }
     close(ctx, q.name, d.download(), want.v, 0.0);
   }
   Buf want = x;
   ctx.ref->hadamard128(want.mat());
-  DBuf d = dev_copy(x, 2);
-  ctx.gpu->hadamard128(d.mat());
+  DBuf d = dev_copy(ctx, x, 2);
+  ctx.ops->hadamard128(d.mat());
   close(ctx, "hadamard128", d.download(), want.v, 2e-6);
 }
 
-// The two small model ops with host defaults in ops.cc: the GPU must give the same bits (same
+// The two small model ops with host defaults in ops.cc: a backend must give the same bits (same
 // butterflies and scale; same FP32 channel-order sum between BF16 roundings).
-CUDA_CASE(hadamard_any_width_and_bf16_head_norm) {
+OP_CASE(hadamard_any_width_and_bf16_head_norm, kOnAll) {
   for (int64_t n : {2, 16, 32, 64, 256, 512}) {
     const Buf x = random_buf(ctx.rng, 5, 2 * n, -3.0f, 3.0f);
     Buf want = x;
     ctx.ref->hadamard(want.mat(), n);
-    DBuf d = dev_copy(x, 1);
-    ctx.gpu->hadamard(d.mat(), n);
+    DBuf d = dev_copy(ctx, x, 1);
+    ctx.ops->hadamard(d.mat(), n);
     close(ctx, ("hadamard n=" + std::to_string(n)).c_str(), d.download(), want.v, 0.0);
   }
   for (int64_t group : {32, 128, 512}) {
     const Buf x = random_buf(ctx.rng, 3, 4 * group, -4.0f, 4.0f);
     Buf want = x;
     ctx.ref->rms_norm_bf16(want.mat(), group, 1e-6f);
-    DBuf d = dev_copy(x, 3);
-    ctx.gpu->rms_norm_bf16(d.mat(), group, 1e-6f);
+    DBuf d = dev_copy(ctx, x, 3);
+    ctx.ops->rms_norm_bf16(d.mat(), group, 1e-6f);
     close(ctx, ("rms_norm_bf16 group=" + std::to_string(group)).c_str(), d.download(), want.v, 0.0);
   }
 }
 
 // n = 4 (V4's) takes the warp Sinkhorn, n = 3 the one-thread one (hc.cu).
-CUDA_CASE(hyper_connections) {
+OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
   for (int n : {4, 3})
-  for (int64_t D : {256, 4096}) {
-    const Buf fn = random_buf(ctx.rng, (2 + n) * n, n * D, -0.05f, 0.05f);
-    const Buf base = random_buf(ctx.rng, 1, (2 + n) * n),
-              scale = random_buf(ctx.rng, 1, 3, 0.5f, 1.5f);
-    const DBuf dfn = dev_copy(fn);
-    const cuda::DeviceBuffer dbase = dev_array(base.v), dscale = dev_array(scale.v);
-    HcParams hp{n, fn.cmat(), base.v.data(), scale.v.data()};
-    HcParams dp{n, dfn.cmat(), dbase.as<float>(), dscale.as<float>()};
-    HcParams dp_host_small = dp;  // base/scale as host arrays: staged by the op
-    dp_host_small.base = base.v.data();
-    dp_host_small.scale = scale.v.data();
-    for (int64_t M : {1, 6}) {
-      const Buf x = random_buf(ctx.rng, M, n * D, -2.0f, 2.0f);
-      Buf y(M, D), post(M, n), comb(M, n * n);
-      ctx.ref->hc_pre(x.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
-      const DBuf dx = dev_copy(x, 4);
-      for (const HcParams* p : {&dp, &dp_host_small}) {
-        DBuf dy = dev_poisoned(M, D), dpost = dev_poisoned(M, n), dcomb = dev_poisoned(M, n * n, 1);
-        ctx.gpu->hc_pre(dx.cmat(), *p, {}, dy.mat(), {}, dpost.mat(), dcomb.mat());
-        const std::string t = "hc_pre n=" + std::to_string(n) + " D=" + std::to_string(D) +
-                              " M=" + std::to_string(M) +
-                              (p == &dp ? "" : " host params");
-        close(ctx, t + " y", dy.download(), y.v, 1e-5);
-        close(ctx, t + " post", dpost.download(), post.v, 1e-5);
-        close(ctx, t + " comb", dcomb.download(), comb.v, 1e-5);
+    for (int64_t D : {256, 4096}) {
+      const Buf fn = random_buf(ctx.rng, (2 + n) * n, n * D, -0.05f, 0.05f);
+      const Buf base = random_buf(ctx.rng, 1, (2 + n) * n),
+                scale = random_buf(ctx.rng, 1, 3, 0.5f, 1.5f);
+      const DBuf dfn = dev_copy(ctx, fn);
+      const BackendMem dbase = dev_array(ctx, base.v), dscale = dev_array(ctx, scale.v);
+      HcParams hp{n, fn.cmat(), base.v.data(), scale.v.data()};
+      HcParams dp{n, dfn.cmat(), dbase.as<float>(), dscale.as<float>()};
+      HcParams dp_host_small = dp;  // base/scale as host arrays: staged by the op
+      dp_host_small.base = base.v.data();
+      dp_host_small.scale = scale.v.data();
+      for (int64_t M : {1, 6}) {
+        const Buf x = random_buf(ctx.rng, M, n * D, -2.0f, 2.0f);
+        Buf y(M, D), post(M, n), comb(M, n * n);
+        ctx.ref->hc_pre(x.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
+        const DBuf dx = dev_copy(ctx, x, 4);
+        for (const HcParams* p : {&dp, &dp_host_small}) {
+          DBuf dy = dev_poisoned(ctx, M, D), dpost = dev_poisoned(ctx, M, n),
+               dcomb = dev_poisoned(ctx, M, n * n, 1);
+          ctx.ops->hc_pre(dx.cmat(), *p, {}, dy.mat(), {}, dpost.mat(), dcomb.mat());
+          const std::string t = "hc_pre n=" + std::to_string(n) + " D=" + std::to_string(D) +
+                                " M=" + std::to_string(M) + (p == &dp ? "" : " host params");
+          close(ctx, t + " y", dy.download(), y.v, 1e-5);
+          close(ctx, t + " post", dpost.download(), post.v, 1e-5);
+          close(ctx, t + " comb", dcomb.download(), comb.v, 1e-5);
+        }
+        // hc_post, out aliasing streams.
+        const Buf o = random_buf(ctx.rng, M, D);
+        Buf want(M, n * D);
+        ctx.ref->hc_post(x.cmat(), o.cmat(), post.cmat(), comb.cmat(), n, want.mat());
+        DBuf ds = dev_copy(ctx, x);
+        const DBuf dO = dev_copy(ctx, o), dpost = dev_copy(ctx, post), dcomb = dev_copy(ctx, comb);
+        ctx.ops->hc_post(ds.cmat(), dO.cmat(), dpost.cmat(), dcomb.cmat(), n, ds.mat());
+        close(ctx, "hc_post in place D=" + std::to_string(D) + " M=" + std::to_string(M),
+              ds.download(), want.v, 1e-5);
+        // hc_head: the first n rows of fn, base, scale.
+        HcParams hh{n, fn.cmat().rows_slice(0, n), base.v.data(), scale.v.data()};
+        HcParams dh{n, dfn.cmat().rows_slice(0, n), dbase.as<float>(), dscale.as<float>()};
+        Buf yh(M, D);
+        ctx.ref->hc_head(x.cmat(), hh, yh.mat());
+        DBuf dyh = dev_poisoned(ctx, M, D);
+        ctx.ops->hc_head(dx.cmat(), dh, dyh.mat());
+        close(ctx, "hc_head D=" + std::to_string(D) + " M=" + std::to_string(M), dyh.download(),
+              yh.v, 1e-5);
       }
-      // hc_post, out aliasing streams.
-      const Buf o = random_buf(ctx.rng, M, D);
-      Buf want(M, n * D);
-      ctx.ref->hc_post(x.cmat(), o.cmat(), post.cmat(), comb.cmat(), n, want.mat());
-      DBuf ds = dev_copy(x);
-      const DBuf dO = dev_copy(o), dpost = dev_copy(post), dcomb = dev_copy(comb);
-      ctx.gpu->hc_post(ds.cmat(), dO.cmat(), dpost.cmat(), dcomb.cmat(), n, ds.mat());
-      close(ctx, "hc_post in place D=" + std::to_string(D) + " M=" + std::to_string(M),
-            ds.download(), want.v, 1e-5);
-      // hc_head: the first n rows of fn, base, scale.
-      HcParams hh{n, fn.cmat().rows_slice(0, n), base.v.data(), scale.v.data()};
-      HcParams dh{n, dfn.cmat().rows_slice(0, n), dbase.as<float>(), dscale.as<float>()};
-      Buf yh(M, D);
-      ctx.ref->hc_head(x.cmat(), hh, yh.mat());
-      DBuf dyh = dev_poisoned(M, D);
-      ctx.gpu->hc_head(dx.cmat(), dh, dyh.mat());
-      close(ctx, "hc_head D=" + std::to_string(D) + " M=" + std::to_string(M), dyh.download(), yh.v,
-            1e-5);
     }
-  }
 }
 
-CUDA_CASE(moe_routing) {
+OP_CASE(moe_routing, kOnAll, Feature::kDenseF32, Feature::kMoeRouting) {
   const int64_t E = 64, D = 256;
-  auto gate = random_weight(ctx.rng, WKind::kF32, E, D, 0.2f);
+  auto gate = test_weight(ctx, WKind::kF32, E, D, 0.2f);
   const Buf bias = random_buf(ctx.rng, 1, E, -0.1f, 0.1f);
-  const cuda::DeviceBuffer dbias = dev_array(bias.v);
+  const BackendMem dbias = dev_array(ctx, bias.v);
   for (int64_t M : {1, 9, 40}) {
     const Buf x = random_buf(ctx.rng, M, D);
-    const DBuf dx = dev_copy(x, 1);
+    const DBuf dx = dev_copy(ctx, x, 1);
     for (bool with_bias : {false, true}) {
       const int k = 6;
       std::vector<int32_t> ids(static_cast<size_t>(M * k));
@@ -329,17 +332,17 @@ CUDA_CASE(moe_routing) {
       ctx.ref->moe_route_score(x.cmat(), gate->ref, with_bias ? bias.v.data() : nullptr, k, 1.5f,
                                {}, ids.data(), w.mat());
       std::vector<int32_t> got(ids.size(), -7);
-      DBuf dw = dev_poisoned(M, k);
-      ctx.gpu->moe_route_score(dx.cmat(), gate->dev.ref, with_bias ? dbias.as<float>() : nullptr, k,
+      DBuf dw = dev_poisoned(ctx, M, k);
+      ctx.ops->moe_route_score(dx.cmat(), gate->dev.ref, with_bias ? dbias.as<float>() : nullptr, k,
                                1.5f, {}, got.data(), dw.mat());
       const std::string t = "moe_route_score M=" + std::to_string(M) + (with_bias ? " bias" : "");
       equal_ints(ctx, t + " ids", got, ids);
       close(ctx, t + " weights", dw.download(), w.v, 1e-5);
       // Device ids output.
-      cuda::DeviceBuffer did = dev_array(std::vector<int32_t>(ids.size(), -7));
-      ctx.gpu->moe_route_score(dx.cmat(), gate->dev.ref, with_bias ? bias.v.data() : nullptr, k,
+      BackendMem did = dev_array(ctx, std::vector<int32_t>(ids.size(), -7));
+      ctx.ops->moe_route_score(dx.cmat(), gate->dev.ref, with_bias ? bias.v.data() : nullptr, k,
                                1.5f, {}, did.as<int32_t>(), dw.mat());
-      equal_ints(ctx, t + " device ids", download_ints(did, ids.size()), ids);
+      equal_ints(ctx, t + " device ids", download_ints(ctx, did, ids.size()), ids);
     }
     // Hash routing, I32 and I64 tables.
     const int64_t V = 50;
@@ -355,8 +358,8 @@ CUDA_CASE(moe_routing) {
       std::vector<int32_t> ids(static_cast<size_t>(M * k)), got(ids.size(), -7);
       Buf w(M, k);
       ctx.ref->moe_route_hash(x.cmat(), tok.data(), tv, gate->ref, 1.5f, ids.data(), w.mat());
-      DBuf dw = dev_poisoned(M, k);
-      ctx.gpu->moe_route_hash(dx.cmat(), tok.data(), tv, gate->dev.ref, 1.5f, got.data(), dw.mat());
+      DBuf dw = dev_poisoned(ctx, M, k);
+      ctx.ops->moe_route_hash(dx.cmat(), tok.data(), tv, gate->dev.ref, 1.5f, got.data(), dw.mat());
       const std::string t =
           std::string("moe_route_hash ") + (i64 ? "i64" : "i32") + " M=" + std::to_string(M);
       equal_ints(ctx, t + " ids", got, ids);
@@ -365,16 +368,17 @@ CUDA_CASE(moe_routing) {
   }
 }
 
-CUDA_CASE(moe_experts) {
+OP_CASE(moe_experts, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights,
+        Feature::kFp4Weights, Feature::kActQuantFp8, Feature::kMoeExperts) {
   const int64_t D = 256, I = 128;
   const int E = 8, top_k = 3;
   for (WKind kind : {WKind::kFp4, WKind::kFp8E8m0, WKind::kBf16}) {
-    std::vector<std::unique_ptr<OwnedWeight>> own;
+    std::vector<std::unique_ptr<TestWeight>> own;
     std::vector<ExpertWeights> hx, dx;
     for (int e = 0; e < E; ++e) {
-      own.push_back(random_weight(ctx.rng, kind, I, D, 0.1f, 128, 128));
-      own.push_back(random_weight(ctx.rng, kind, I, D, 0.1f, 128, 128));
-      own.push_back(random_weight(ctx.rng, kind, D, I, 0.1f, 128, 128));
+      own.push_back(test_weight(ctx, kind, I, D, 0.1f, 128, 128));
+      own.push_back(test_weight(ctx, kind, I, D, 0.1f, 128, 128));
+      own.push_back(test_weight(ctx, kind, D, I, 0.1f, 128, 128));
       const size_t b = own.size() - 3;
       hx.push_back({own[b]->ref, own[b + 1]->ref, own[b + 2]->ref});
       dx.push_back({own[b]->dev.ref, own[b + 1]->dev.ref, own[b + 2]->dev.ref});
@@ -393,7 +397,7 @@ CUDA_CASE(moe_experts) {
           // Slot 0 skipped (-1); token 1 lists one expert twice (slots 3 and 4).
           ids.push_back(i == 0 ? -1 : (i == 4 ? ids[3] : static_cast<int32_t>(ctx.rng() % E)));
         }
-        const DBuf dxm = dev_copy(x, pad), dg = dev_copy(g);
+        const DBuf dxm = dev_copy(ctx, x, pad), dg = dev_copy(ctx, g);
         const Buf prev = random_buf(ctx.rng, M, D);
         for (int variant = 0; variant < 4; ++variant) {
           MoeOpts o;
@@ -403,26 +407,26 @@ CUDA_CASE(moe_experts) {
           o.accumulate = variant == 1;
           Buf want = prev;
           ctx.ref->moe_experts(x.cmat(), ids.data(), g.cmat(), top_k, hx, o, want.mat());
-          DBuf dout = dev_copy(prev, 1);
-          ctx.gpu->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dout.mat());
+          DBuf dout = dev_copy(ctx, prev, 1);
+          ctx.ops->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dout.mat());
           const std::string t = std::string("moe_experts ") + wkind_name(kind) +
                                 " pad=" + std::to_string(pad) + " M=" + std::to_string(M) +
                                 " variant=" + std::to_string(variant);
           const std::vector<float> got = dout.download();
           close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-          // Batch invariance of the grouped kernels (pad 4): row 7 alone gives the same bits as
-          // inside the batch (at M = 40 and at M = 100, where experts hold 2 to 5 tiles of 8
+          // CUDA: batch invariance of the grouped kernels (pad 4): row 7 alone gives the same bits
+          // as inside the batch (at M = 40 and at M = 100, where experts hold 2 to 5 tiles of 8
           // pairs). The per-expert fallback switches GEMV kernels with the number of rows an
           // expert gets, so it does not promise this (docs/cuda_backend.md).
-          if ((M == 40 || M == 100) && pad == 4) {
+          if (ctx.on == kOnCuda && (M == 40 || M == 100) && pad == 4) {
             Buf x1(1, D), g1(1, top_k), prev1(1, D);
             for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
             for (int64_t c = 0; c < D; ++c) prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];
             for (int j = 0; j < top_k; ++j) g1.at(0, j) = g.v[static_cast<size_t>(7 * top_k + j)];
             const std::vector<int32_t> ids1(ids.begin() + 7 * top_k, ids.begin() + 8 * top_k);
-            const DBuf dx1 = dev_copy(x1, pad), dg1 = dev_copy(g1);
-            DBuf dout1 = dev_copy(prev1, 1);
-            ctx.gpu->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
+            const DBuf dx1 = dev_copy(ctx, x1, pad), dg1 = dev_copy(ctx, g1);
+            DBuf dout1 = dev_copy(ctx, prev1, 1);
+            ctx.ops->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
             const std::vector<float> one = dout1.download();
             const std::vector<float> row7(got.begin() + 7 * D, got.begin() + 8 * D);
             close(ctx, t + " row alone == in batch", one, row7, 0.0);
@@ -432,9 +436,9 @@ CUDA_CASE(moe_experts) {
   }
 }
 
-// Ops::sample on the GPU draws the host default's tokens (itself the host Sampler's: ops_test
+// Ops::sample on the backend draws the host default's tokens (itself the host Sampler's: ops_test
 // OpsSample), for every filter and both vocabulary sizes, rows resident on the device.
-CUDA_CASE(sample) {
+OP_CASE(sample, kOnAll) {
   for (int64_t vocab : {1000, 129280}) {
     const int64_t rows = vocab > 100000 ? 40 : 47;
     const std::vector<float> logits = testing::sample_rows(ctx.rng, rows, vocab);
@@ -442,8 +446,8 @@ CUDA_CASE(sample) {
     const std::vector<SampleSpec> specs = testing::sample_specs(cases);
     std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), -7);
     ctx.ref->sample(CMat{logits.data(), rows, vocab}, specs, want.data());
-    const cuda::DeviceBuffer dl = dev_array(logits);
-    ctx.gpu->sample(CMat{dl.as<float>(), rows, vocab}, specs, got.data());
+    const BackendMem dl = dev_array(ctx, logits);
+    ctx.ops->sample(CMat{dl.as<float>(), rows, vocab}, specs, got.data());
     equal_ints(ctx, "sample vocab=" + std::to_string(vocab), got, want);
   }
 }
@@ -451,12 +455,13 @@ CUDA_CASE(sample) {
 // The shared expert's call (MoeOpts::single_expert: one expert, top_k 1, every id 0): CUDA does
 // not read the ids back, on the grouped stages (few rows) and on the per-expert GEMMs (>= 128
 // rows of an act-quantized FP4/FP8 expert); the reference reads them, so both must agree.
-CUDA_CASE(moe_experts_single_expert) {
+OP_CASE(moe_experts_single_expert, kOnAll, Feature::kFp8Weights, Feature::kFp4Weights,
+        Feature::kActQuantFp8, Feature::kMoeExperts) {
   const int64_t D = 256, I = 128;
   for (WKind kind : {WKind::kFp4, WKind::kFp8E8m0}) {
-    auto w1 = random_weight(ctx.rng, kind, I, D, 0.1f, 128, 128);
-    auto w3 = random_weight(ctx.rng, kind, I, D, 0.1f, 128, 128);
-    auto w2 = random_weight(ctx.rng, kind, D, I, 0.1f, 128, 128);
+    auto w1 = test_weight(ctx, kind, I, D, 0.1f, 128, 128);
+    auto w3 = test_weight(ctx, kind, I, D, 0.1f, 128, 128);
+    auto w2 = test_weight(ctx, kind, D, I, 0.1f, 128, 128);
     const std::vector<ExpertWeights> hx = {{w1->ref, w3->ref, w2->ref}};
     const std::vector<ExpertWeights> dx = {{w1->dev.ref, w3->dev.ref, w2->dev.ref}};
     for (int64_t M : {1, 7, 200}) {
@@ -470,73 +475,15 @@ CUDA_CASE(moe_experts_single_expert) {
       o.single_expert = true;
       Buf want = prev;
       ctx.ref->moe_experts(x.cmat(), ids.data(), g.cmat(), 1, hx, o, want.mat());
-      const DBuf dxm = dev_copy(x, 4), dg = dev_copy(g);
-      DBuf dout = dev_copy(prev, 1);
-      ctx.gpu->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), 1, dx, o, dout.mat());
-      close(ctx,
-            std::string("moe_experts single_expert ") + wkind_name(kind) +
-                " M=" + std::to_string(M),
-            dout.download(), want.v, 2e-2);
+      const DBuf dxm = dev_copy(ctx, x, 4), dg = dev_copy(ctx, g);
+      DBuf dout = dev_copy(ctx, prev, 1);
+      ctx.ops->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), 1, dx, o, dout.mat());
+      close(
+          ctx,
+          std::string("moe_experts single_expert ") + wkind_name(kind) + " M=" + std::to_string(M),
+          dout.download(), want.v, 2e-2);
     }
   }
 }
 
-}  // namespace deepinfer::backend::cuda_test
-
-namespace deepinfer::backend::cuda_test {
-
-// Same inputs, same bits: repeated launches, and a row computed alone vs inside a batch, for the
-// kernels that promise it (each GEMV path for M within its range, RMSNorm, sparse attention).
-// The GEMV kernels switch at M = 4 and 16, so invariance is checked within each range only
-// (docs/cuda_backend.md lists the cross-range case as missing).
-CUDA_CASE(determinism_and_batch_invariance) {
-  auto w = random_weight(ctx.rng, WKind::kFp8E8m0, 300, 1024);
-  auto w4 = random_weight(ctx.rng, WKind::kFp4, 300, 1024);
-  for (const OwnedWeight* wt : {w.get(), w4.get()}) {
-    struct R {
-      int64_t small, big;
-    };
-    for (R r : {R{1, 4}, R{5, 16}, R{17, 64}}) {
-      const Buf x = random_buf(ctx.rng, r.big, 1024);
-      const DBuf dx = dev_copy(x);
-      DBuf y1 = dev_poisoned(r.big, 300), y2 = dev_poisoned(r.big, 300);
-      ctx.gpu->linear(dx.cmat(), wt->dev.ref, y1.mat(), {.act_quant = true});
-      ctx.gpu->linear(dx.cmat(), wt->dev.ref, y2.mat(), {.act_quant = true});
-      const std::vector<float> a = y1.download();
-      const std::string t =
-          std::string("linear ") + (wt == w.get() ? "fp8" : "fp4") + " M=" + std::to_string(r.big);
-      close(ctx, t + " repeat", y2.download(), a, 0.0);
-      DBuf ys = dev_poisoned(r.small, 300);
-      ctx.gpu->linear(dx.cmat().rows_slice(0, r.small), wt->dev.ref, ys.mat(), {.act_quant = true});
-      const std::vector<float> head(a.begin(), a.begin() + r.small * 300);
-      close(ctx, t + " first " + std::to_string(r.small) + " rows alone", ys.download(), head, 0.0);
-    }
-  }
-  {
-    const Buf x = random_buf(ctx.rng, 9, 4096);
-    const DBuf dx = dev_copy(x);
-    DBuf y = dev_poisoned(9, 4096), y1 = dev_poisoned(1, 4096);
-    ctx.gpu->rms_norm(dx.cmat(), nullptr, 1e-6f, 0, y.mat());
-    ctx.gpu->rms_norm(dx.cmat().rows_slice(4, 1), nullptr, 1e-6f, 0, y1.mat());
-    const std::vector<float> all = y.download();
-    close(ctx, "rms_norm row alone", y1.download(),
-          std::vector<float>(all.begin() + 4 * 4096, all.begin() + 5 * 4096), 0.0);
-  }
-  {
-    const int64_t H = 16, d = 512, R = 700, L = 200, M = 3;
-    const Buf kv = random_buf(ctx.rng, R, d), q = random_buf(ctx.rng, M, H * d, -0.2f, 0.2f);
-    std::vector<int32_t> idx(static_cast<size_t>(M * L));
-    for (auto& i : idx) i = static_cast<int32_t>(ctx.rng() % R);
-    const DBuf dkv = dev_copy(kv), dq = dev_copy(q);
-    DBuf o = dev_poisoned(M, H * d), o1 = dev_poisoned(1, H * d);
-    ctx.gpu->sparse_attention(dq.cmat(), H, dkv.cmat(), idx.data(), L, nullptr, 0.05f, true,
-                              o.mat());
-    ctx.gpu->sparse_attention(dq.cmat().rows_slice(2, 1), H, dkv.cmat(), idx.data() + 2 * L, L,
-                              nullptr, 0.05f, true, o1.mat());
-    const std::vector<float> all = o.download();
-    close(ctx, "sparse_attention token alone", o1.download(),
-          std::vector<float>(all.begin() + 2 * H * d, all.end()), 0.0);
-  }
-}
-
-}  // namespace deepinfer::backend::cuda_test
+}  // namespace deepinfer::backend::testing
