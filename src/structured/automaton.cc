@@ -18,6 +18,16 @@ Status too_many_states(int32_t max_states) {
                           "repetitions or simplify the grammar");
 }
 
+Status too_much_subset_work(int64_t max_work) {
+  return invalid_argument(
+      "grammar too complex: " +
+      limit_message("building its automaton", static_cast<uint64_t>(max_work),
+                    "NFA states gathered into subsets, kMaxSubsetWork in src/structured/limits.h",
+                    "an unbounded repetition followed by a long bounded one over overlapping "
+                    "characters (as in [9a]+\\d{400}) does this: make them exclusive or the bound "
+                    "smaller"));
+}
+
 struct NfaEdge {
   enum Kind : uint8_t { kEps, kBytes, kRef } kind;
   ByteSet bytes;
@@ -136,14 +146,17 @@ struct RuleDfa {
   std::vector<uint8_t> accepting;
 };
 
+// `work` counts down the NFA states of every target set formed (limits.max_subset_work).
 Expected<RuleDfa> determinize(const std::vector<std::vector<NfaEdge>>& nfa, int32_t start,
-                              int32_t final_state, int32_t* budget, int32_t max_states) {
+                              int32_t final_state, int32_t* budget, int32_t max_states,
+                              int64_t* work, int64_t max_work) {
   RuleDfa dfa;
   std::map<std::vector<int32_t>, int32_t> ids;
   std::vector<std::vector<int32_t>> sets;
   std::vector<uint8_t> mark(nfa.size(), 0);
   auto intern = [&](std::vector<int32_t> set) -> int32_t {
     closure(nfa, set, mark);
+    *work -= static_cast<int64_t>(set.size());
     auto it = ids.find(set);
     if (it != ids.end()) return it->second;
     int32_t id = static_cast<int32_t>(sets.size());
@@ -158,6 +171,7 @@ Expected<RuleDfa> determinize(const std::vector<std::vector<NfaEdge>>& nfa, int3
     if (*budget < 0) {
       return too_many_states(max_states);
     }
+    if (*work < 0) return too_much_subset_work(max_work);
     std::vector<const NfaEdge*> byte_edges;
     std::map<int32_t, std::vector<int32_t>> ref_targets;
     bool acc = false;
@@ -213,6 +227,7 @@ Status compile_rules(const Grammar& grammar, const AutomatonLimits& limits, Auto
   const auto& rules = grammar.rules();
   const int32_t num_rules = static_cast<int32_t>(rules.size());
   int32_t budget = limits.max_states;
+  int64_t work = limits.max_subset_work;
   for (int32_t r = 0; r < num_rules; ++r) {
     a.rule_names.push_back(rules[r].name);
     if (rules[r].body < 0)
@@ -220,7 +235,8 @@ Status compile_rules(const Grammar& grammar, const AutomatonLimits& limits, Auto
     NfaBuilder nb(grammar, limits, &budget);
     int32_t s0 = nb.new_state();
     DI_ASSIGN_OR_RETURN(int32_t fin, nb.build(rules[r].body, s0));
-    auto dfa_or = determinize(nb.states_, s0, fin, &budget, limits.max_states);
+    auto dfa_or =
+        determinize(nb.states_, s0, fin, &budget, limits.max_states, &work, limits.max_subset_work);
     if (!dfa_or.ok()) return dfa_or.status().with_context("in rule '" + rules[r].name + "'");
     RuleDfa& dfa = dfa_or.value();
     const int32_t base = a.num_states;

@@ -42,6 +42,7 @@ struct AutomatonLimits {
   int32_t max_states = kMaxAutomatonStates;  // NFA and DFA states, all rules together
   int32_t max_repeat = kMaxRepeat;           // the largest bounded repetition count
   int32_t max_rules = kMaxRules;
+  int64_t max_subset_work = kMaxSubsetWork;  // subset construction's work, all rules together
 };
 
 // Errors (InvalidArgument) name the rule: undefined body, a grammar that matches no string,

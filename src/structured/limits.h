@@ -24,5 +24,12 @@ inline constexpr int32_t kMaxRepeat = 10'000;
 // Automaton size (AutomatonLimits' defaults): rules, and NFA plus DFA states of all rules.
 inline constexpr int32_t kMaxRules = 10'000;
 inline constexpr int32_t kMaxAutomatonStates = 2'000'000;
+// Subset construction's work: the NFA states of every target set it forms, found or new, summed
+// over all rules; compile time follows it (roughly a second per million in a release build). An
+// unbounded repetition followed by a long bounded one over overlapping characters
+// ("[9a]+\\d{N}") makes N^2/2 DFA states of up to N positions each: N^3/6 work, hours for
+// N = 10,000 before kMaxAutomatonStates would stop it. The largest legitimate grammars seen
+// (".{10000}", a schema of 512-character strings and 512-item arrays) need 0.25-4 million.
+inline constexpr int64_t kMaxSubsetWork = 4'000'000;
 
 }  // namespace deepinfer::structured

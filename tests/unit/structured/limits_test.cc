@@ -161,5 +161,20 @@ TEST(StructuredLimits, AutomatonStatesAndRepeat) {
               HasSubstr("repetition count 10,001 exceeds the limit of 10,000 (kMaxRepeat"));
 }
 
+// Found by the regex fuzz target (tests/fuzz/corpus/regex/slow_class_plus_digit_repeat_233):
+// "[…9…]+\d{233}" took seconds, and "\d{10000}" would take hours, in the subset construction.
+TEST(StructuredLimits, SubsetWork) {
+  AutomatonLimits small;
+  small.max_subset_work = 100'000;  // the default, kMaxSubsetWork, is reached the same way
+  auto g = grammar_from_regex("[9a]+\\d{200}");
+  ASSERT_TRUE(g.ok());
+  EXPECT_THAT(error_of(build_automaton(*g, small)),
+              HasSubstr("grammar too complex: building its automaton exceeds the limit of 100,000 "
+                        "(NFA states gathered into subsets, kMaxSubsetWork"));
+  auto g10 = grammar_from_regex("[9a]+\\d{10}");
+  ASSERT_TRUE(g10.ok());
+  EXPECT_TRUE(build_automaton(*g10, small).ok());
+}
+
 }  // namespace
 }  // namespace deepinfer::structured
