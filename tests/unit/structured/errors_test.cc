@@ -1,5 +1,6 @@
 // Error messages name the problem and where: regex positions, EBNF line/column, JSON pointers;
 // unsupported JSON Schema keywords are errors, annotations are ignored; the compiler cache.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "structured/compiler.h"
@@ -68,6 +69,19 @@ TEST(StructuredErrors, JsonSchemaPaths) {
   EXPECT_EQ(error_of(grammar_from_json_schema(R"({"$ref":"#/$defs/missing"})")),
             "JSON Schema at #/$ref: JSON Schema error: '$ref' \"#/$defs/missing\" does not resolve "
             "(no '$defs')");
+  // Found by the json_schema fuzz target: a bad percent escape and an index past size_t threw
+  // (std::stoi, std::stoul) out of the compiler instead of failing the request.
+  EXPECT_EQ(error_of(grammar_from_json_schema(
+                R"({"prefixItems":[{"type":"integer"},{"$ref":"#/prefix%tems/5"}]})")),
+            "JSON Schema at #/prefixItems/1/$ref: JSON Schema error: '$ref' \"#/prefix%tems/5\" "
+            "has a bad percent escape '%te'");
+  const std::string huge_index =
+      R"({"prefixItems":[{"type":"integer"},{"$ref":"#/prefixItems/99999999999999999999"}]})";
+  EXPECT_THAT(error_of(grammar_from_json_schema(huge_index)),
+              ::testing::HasSubstr("does not resolve (no '99999999999999999999')"));
+  EXPECT_EQ(error_of(grammar_from_json_schema(
+                R"({"prefixItems":[{"type":"integer"},{"$ref":"#/prefix%49tems/0"}]})")),
+            "<ok>");  // %49 is 'I': "#/prefixItems/0" resolves
   EXPECT_EQ(error_of(grammar_from_json_schema(R"({"type":"array","uniqueItems":true})")),
             "JSON Schema at #: 'uniqueItems': true cannot be enforced during generation");
   EXPECT_EQ(error_of(grammar_from_json_schema(R"({"type":"integer","minimum":5,"maximum":4})")),
