@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "base/status.h"
 #include "deepinfer/params.h"
+#include "deepinfer/status.h"
 
 namespace deepinfer {
 

@@ -30,9 +30,9 @@
 #include <string_view>
 #include <vector>
 
-#include "base/status.h"
 #include "deepinfer/engine.h"
 #include "deepinfer/params.h"
+#include "deepinfer/status.h"
 
 namespace deepinfer {
 

@@ -1,10 +1,10 @@
 // Public parameter and result types of the DeepInfer engine (what the CLI, the server and the
 // Python bindings see; no tensors, no kernels).
 //
-// SamplingParams is the sampler's own plain struct (vLLM names and defaults, plus seq_seed;
-// see src/sample/sampling_params.h for every field's meaning and range): re-exported rather
-// than copied so the validation rules live in one place. Results are plain vectors and strings
-// so a front end can copy them across a language boundary without knowing the engine.
+// SamplingParams (sampling_params.h: vLLM names and defaults, plus seq_seed, every field's
+// meaning and range) is the sampler's own struct, not a copy, so the validation rules live in
+// one place. Results are plain vectors and strings so a front end can copy them across a
+// language boundary without knowing the engine.
 #pragma once
 
 #include <cstdint>
@@ -13,11 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "sample/sampling_params.h"
+#include "deepinfer/sampling_params.h"
 
 namespace deepinfer {
-
-using SamplingParams = sample::SamplingParams;
 
 struct EngineOptions {
   // A Hugging Face model directory (config.json, safetensors, optionally tokenizer.json).

@@ -7,9 +7,7 @@
 #include <vector>
 
 #include "bindings.h"
-#include "tokenizer/chat/chat_json.h"
-#include "tokenizer/chat/output_parser.h"
-#include "tokenizer/chat/render.h"
+#include "deepinfer/chat.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -27,31 +25,32 @@ void check(const Status& status) {
   if (!status.ok()) throw nb::value_error(status.message().c_str());
 }
 
-nb::dict event_to_dict(const chat::OutputEvent& e) {
+// Python's parser is built without streamed tool calls: a call arrives whole (kToolCallEnd).
+nb::dict event_to_dict(const ChatOutputEvent& e) {
   nb::dict d;
   switch (e.type) {
-    case chat::OutputEventType::kReasoning:
+    case ChatOutputEvent::Type::kReasoning:
       d["type"] = "reasoning";
       d["text"] = e.text;
       break;
-    case chat::OutputEventType::kContent:
+    case ChatOutputEvent::Type::kContent:
       d["type"] = "content";
       d["text"] = e.text;
       break;
-    case chat::OutputEventType::kToolCall:
+    case ChatOutputEvent::Type::kToolCallEnd:
       d["type"] = "tool_call";
       d["index"] = e.tool_index;
-      d["name"] = e.tool_call.name;
-      d["arguments"] = e.tool_call.arguments;
+      d["name"] = e.tool_name;
+      d["arguments"] = e.text;
       break;
-    case chat::OutputEventType::kToolCallBegin:
-    case chat::OutputEventType::kToolCallArguments:
+    case ChatOutputEvent::Type::kToolCallBegin:
+    case ChatOutputEvent::Type::kToolCallArguments:
       break;  // only from parsers built with stream_tool_calls, which Python does not make
   }
   return d;
 }
 
-nb::list events_to_list(const std::vector<chat::OutputEvent>& events) {
+nb::list events_to_list(const std::vector<ChatOutputEvent>& events) {
   nb::list out;
   for (const auto& e : events) out.append(event_to_dict(e));
   return out;
@@ -61,21 +60,21 @@ std::string render(const std::string& messages_json, const std::string& tools_js
                    const std::string& reasoning_effort, const std::string& effort_profile,
                    bool add_generation_prompt, bool add_bos, bool drop_thinking,
                    bool continue_final_message) {
-  chat::ChatRequest req = unwrap(chat::parse_chat_request_json(messages_json));
-  chat::RenderOptions opt;
-  opt.tools = tools_json.empty() ? req.tools : unwrap(chat::parse_tools_json(tools_json));
+  ChatConversation conversation = unwrap(ChatConversation::from_json(messages_json));
+  if (!tools_json.empty()) check(conversation.set_tools_json(tools_json));
+  ChatRenderOptions opt;
   opt.thinking = thinking;
-  opt.reasoning_effort = unwrap(chat::parse_reasoning_effort(reasoning_effort));
-  opt.effort_profile = unwrap(chat::parse_effort_profile(effort_profile));
+  opt.reasoning_effort = reasoning_effort;
+  opt.effort_profile = effort_profile;
   opt.add_generation_prompt = add_generation_prompt;
   opt.add_bos = add_bos;
   opt.drop_thinking = drop_thinking;
   opt.continue_final_message = continue_final_message;
-  return unwrap(chat::render_prompt(req.messages, opt));
+  return unwrap(conversation.render(opt));
 }
 
 nb::dict parse_output(const std::string& text, bool thinking) {
-  chat::AssistantOutput out = unwrap(chat::parse_assistant_output(text, thinking));
+  ChatOutput out = unwrap(parse_chat_output(text, thinking));
   nb::list calls;
   for (const auto& c : out.tool_calls) {
     nb::dict fn;
@@ -104,23 +103,28 @@ void bind_chat(nb::module_& m) {
         "Render a JSON messages array (or {messages, tools} object) into the DeepSeek-V4 prompt.");
   m.def("chat_parse_output", &parse_output, "text"_a, "thinking"_a,
         "Parse a complete DeepSeek-V4 model output into reasoning, content and tool calls.");
-  nb::class_<chat::AssistantOutputParser>(m, "AssistantOutputParser")
-      .def(nb::init<bool>(), "thinking"_a)
+  nb::class_<ChatOutputParser>(m, "AssistantOutputParser")
+      .def(
+          "__init__",
+          [](ChatOutputParser* p, bool thinking) {
+            new (p) ChatOutputParser(thinking, /*stream_tool_calls=*/false);
+          },
+          "thinking"_a)
       .def(
           "feed",
-          [](chat::AssistantOutputParser& p, const std::string& text) {
-            std::vector<chat::OutputEvent> events;
+          [](ChatOutputParser& p, const std::string& text) {
+            std::vector<ChatOutputEvent> events;
             check(p.feed(text, &events));
             return events_to_list(events);
           },
           "text"_a)
       .def("finish",
-           [](chat::AssistantOutputParser& p) {
-             std::vector<chat::OutputEvent> events;
+           [](ChatOutputParser& p) {
+             std::vector<ChatOutputEvent> events;
              check(p.finish(&events));
              return events_to_list(events);
            })
-      .def_prop_ro("ended", &chat::AssistantOutputParser::ended);
+      .def_prop_ro("ended", &ChatOutputParser::ended);
 }
 
 }  // namespace deepinfer::python

@@ -23,10 +23,10 @@
 #include <string>
 #include <vector>
 
-#include "base/options.h"
 #include "bindings.h"
 #include "deepinfer/engine.h"
 #include "deepinfer/engine_loop.h"
+#include "deepinfer/options.h"
 
 namespace nb = nanobind;
 

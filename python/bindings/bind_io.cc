@@ -5,10 +5,10 @@
 #include <nanobind/stl/string.h>
 
 #include <string>
+#include <utility>
 
 #include "bindings.h"
-#include "io/checkpoint.h"
-#include "io/inspect_report.h"
+#include "deepinfer/inspect.h"
 
 namespace nb = nanobind;
 
@@ -32,19 +32,11 @@ void bind_io(nb::module_& m) {
         Status error;
         {
           nb::gil_scoped_release release;
-          if (config_only) {
-            auto config = io::load_model_config(model_dir);
-            if (config.ok())
-              text = io::inspect_config(*config).dump();
-            else
-              error = config.status();
-          } else {
-            auto ck = io::Checkpoint::open(model_dir);
-            if (ck.ok())
-              text = io::inspect_checkpoint(*ck).dump();
-            else
-              error = ck.status();
-          }
+          auto report = inspect_model_json(model_dir, config_only);
+          if (report.ok())
+            text = std::move(*report);
+          else
+            error = report.status();
         }
         if (!error.ok()) raise(error);
         return text;
@@ -54,9 +46,9 @@ void bind_io(nb::module_& m) {
   m.def(
       "load_config_json",
       [](const std::string& path) {
-        auto config = io::load_model_config(path);
+        auto config = model_config_json(path);
         if (!config.ok()) raise(config.status());
-        return io::model_config_to_json(*config).dump();
+        return std::move(*config);
       },
       nb::arg("path"),
       "Parse config.json (a file or a model directory) into the typed ModelConfig, as JSON.");

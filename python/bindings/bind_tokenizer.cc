@@ -10,16 +10,13 @@
 #include <vector>
 
 #include "bindings.h"
-#include "tokenizer/tokenizer.h"
+#include "deepinfer/tokenizer.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace deepinfer::python {
 namespace {
-
-using tokenizer::IncrementalDetokenizer;
-using tokenizer::Tokenizer;
 
 constexpr size_t kReleaseGilBytes =
     4096;  // below this, the GIL round trip costs more than it frees

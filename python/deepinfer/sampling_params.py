@@ -1,7 +1,8 @@
 """SamplingParams: vLLM's names and defaults, plus DeepInfer's `seq_seed` and `so_args`.
 
-Validation is the C++ `SamplingParams::validate` (src/sample/sampling_params.h), called when the
-object is built, so a bad value raises ValueError here, naming the parameter and its range.
+Validation is the C++ `SamplingParams::validate` (include/deepinfer/sampling_params.h), called
+when the object is built, so a bad value raises ValueError here, naming the parameter and its
+range.
 `seed` is accepted as an alias of `seq_seed` (vLLM's name). `so_args` (structured outputs:
 `{"schema_type": "regex" | "json" | "json_schema" | "ebnf", "schema": ...}`, see
 docs/structured_outputs.md) is checked for shape here; the schema itself is compiled by the

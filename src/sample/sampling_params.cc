@@ -5,7 +5,7 @@
 #include <cmath>
 #include <sstream>
 
-namespace deepinfer::sample {
+namespace deepinfer {
 namespace {
 
 std::string fmt(double v) {
@@ -106,4 +106,4 @@ Status SamplingParams::validate(int64_t vocab_size) const {
   return Status::ok_status();
 }
 
-}  // namespace deepinfer::sample
+}  // namespace deepinfer

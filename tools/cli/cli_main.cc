@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "base/options.h"
 #include "commands.h"
+#include "deepinfer/options.h"
 
 namespace deepinfer::cli {
 

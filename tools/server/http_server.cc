@@ -26,7 +26,7 @@
 #include <thread>
 
 #include "api.h"
-#include "base/input_limits.h"
+#include "deepinfer/input_limits.h"
 #include "json_util.h"
 #include "metrics.h"
 #include "server.h"

@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "api.h"
-#include "base/input_limits.h"
+#include "deepinfer/input_limits.h"
 #include "json_util.h"
 #include "request_limits.h"
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "base/status.h"
 #include "deepinfer/engine_loop.h"
+#include "deepinfer/status.h"
 
 namespace deepinfer::server {
 

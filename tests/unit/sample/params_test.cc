@@ -146,7 +146,7 @@ TEST(SamplingParamsTest, TinyTemperatureIsRaisedLikeVllm) {
   SamplingParams p;
   p.temperature = 0.001f;
   EXPECT_FALSE(p.is_greedy());
-  EXPECT_EQ(p.effective_temperature(), kMinTemperature);
+  EXPECT_EQ(p.effective_temperature(), SamplingParams::kMinTemperature);
   p.temperature = 0.7f;
   EXPECT_EQ(p.effective_temperature(), 0.7f);
   p.temperature = 0.0f;

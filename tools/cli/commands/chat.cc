@@ -1,6 +1,6 @@
 // `deepinfer chat --model DIR [--thinking] [--system TEXT] [sampling options]`: an interactive
 // conversation in the DeepSeek-V4 chat format. Each line read from stdin is a user turn; the
-// conversation so far is rendered with the official rules (chat::render_prompt: earlier
+// conversation so far is rendered with the official rules (ChatConversation::render: earlier
 // reasoning dropped, BOS, role tags), generated through the engine with the reply streamed as it
 // becomes final, then parsed (reasoning vs content) and kept in the history. `/reset` clears the
 // history, `/exit` (or end of input) quits. Works the same when stdin is a pipe (one turn per
@@ -15,19 +15,11 @@
 #include <vector>
 
 #include "commands.h"
+#include "deepinfer/chat.h"
 #include "deepinfer/engine.h"
-#include "tokenizer/chat/output_parser.h"
-#include "tokenizer/chat/render.h"
 
 namespace deepinfer::cli {
 namespace {
-
-chat::ChatMessage make_message(chat::Role role, std::string content) {
-  chat::ChatMessage m;
-  m.role = role;
-  m.content = std::move(content);
-  return m;
-}
 
 struct ChatArgs {
   std::string model_dir;
@@ -59,13 +51,13 @@ int run_chat(const ChatArgs& a) {
   if (!(*engine)->has_tokenizer()) return fail(1, a.model_dir + " has no tokenizer.json");
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
-  std::vector<chat::ChatMessage> history;
+  ChatConversation history;
   auto reset = [&] {
     history.clear();
-    if (!a.system.empty()) history.push_back(make_message(chat::Role::kSystem, a.system));
+    if (!a.system.empty()) (void)history.add_message("system", a.system);
   };
   reset();
-  chat::RenderOptions render;
+  ChatRenderOptions render;
   render.thinking = a.thinking;
   if (interactive) std::fprintf(stderr, "deepinfer chat: /reset clears the history, /exit quits\n");
 
@@ -80,8 +72,8 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (line.empty()) continue;
-    history.push_back(make_message(chat::Role::kUser, line));
-    auto prompt = chat::render_prompt(history, render);
+    (void)history.add_message("user", line);
+    auto prompt = history.render(render);
     if (!prompt.ok()) return fail(1, prompt.status().message());
 
     // Stream the reply; in thinking mode the reasoning is streamed too (it ends at </think>).
@@ -99,15 +91,12 @@ int run_chat(const ChatArgs& a) {
     const CompletionOutput& reply = outs[0].outputs[0];
     if (reply.finish_reason == "error") return fail(1, reply.error);
 
-    auto parsed = chat::parse_assistant_output(reply.text, a.thinking);
-    chat::ChatMessage assistant = make_message(chat::Role::kAssistant, "");
+    auto parsed = parse_chat_output(reply.text, a.thinking);
     if (parsed.ok()) {
-      assistant.content = parsed->content;
-      if (!parsed->reasoning_content.empty()) assistant.reasoning_content = parsed->reasoning_content;
+      (void)history.add_message("assistant", parsed->content, parsed->reasoning_content);
     } else {
-      assistant.content = reply.text;  // malformed tool-call markup: keep the raw reply
+      (void)history.add_message("assistant", reply.text);  // malformed tool-call markup: raw
     }
-    history.push_back(std::move(assistant));
     ++turn;
   }
   return 0;
@@ -121,9 +110,11 @@ void register_chat_command(CLI::App& app, CommandAction& action) {
       "chat", "Interactive chat in the DeepSeek-V4 chat format (one user turn per input line)");
   cmd->add_option("--model", args->model_dir, "model directory with tokenizer.json")->required();
   cmd->add_option("--system", args->system, "system prompt");
-  cmd->add_flag("--thinking", args->thinking, "thinking mode (<think> ... </think> before answers)");
+  cmd->add_flag("--thinking", args->thinking,
+                "thinking mode (<think> ... </think> before answers)");
   cmd->add_option("--max-tokens", args->max_tokens, "tokens per reply (default 256)");
-  cmd->add_option("--temperature", args->temperature, "sampling temperature (default 0.7; 0 = greedy)");
+  cmd->add_option("--temperature", args->temperature,
+                  "sampling temperature (default 0.7; 0 = greedy)");
   cmd->add_option("--top-p", args->top_p, "nucleus sampling mass (default 0.95)");
   cmd->add_option("--seed", args->seed, "seq_seed of the first reply (later replies: seed + turn)");
   cmd->callback([args, &action] { action = [args] { return run_chat(*args); }; });

@@ -11,8 +11,7 @@
 #include <string>
 
 #include "commands.h"
-#include "tokenizer/chat/chat_json.h"
-#include "tokenizer/chat/render.h"
+#include "deepinfer/chat.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -43,25 +42,23 @@ Expected<std::string> read_input(const std::string& path) {
 
 Expected<std::string> render(const ChatTemplateArgs& a) {
   DI_ASSIGN_OR_RETURN(std::string text, read_input(a.messages_path));
-  auto req = chat::parse_chat_request_json(text);
-  if (!req.ok())
-    return req.status().with_context(a.messages_path == "-" ? "stdin" : a.messages_path);
-  chat::RenderOptions opt;
-  opt.tools = req->tools;
+  auto conversation = ChatConversation::from_json(text);
+  if (!conversation.ok())
+    return conversation.status().with_context(a.messages_path == "-" ? "stdin" : a.messages_path);
   if (!a.tools_path.empty()) {
     DI_ASSIGN_OR_RETURN(std::string tools_text, read_input(a.tools_path));
-    auto tools = chat::parse_tools_json(tools_text);
-    if (!tools.ok()) return tools.status().with_context(a.tools_path);
-    opt.tools = *tools;
+    if (Status s = conversation->set_tools_json(tools_text); !s.ok())
+      return s.with_context(a.tools_path);
   }
+  ChatRenderOptions opt;
   opt.thinking = a.thinking;
-  DI_ASSIGN_OR_RETURN(opt.reasoning_effort, chat::parse_reasoning_effort(a.reasoning_effort));
-  DI_ASSIGN_OR_RETURN(opt.effort_profile, chat::parse_effort_profile(a.effort_profile));
+  opt.reasoning_effort = a.reasoning_effort;
+  opt.effort_profile = a.effort_profile;
   opt.add_generation_prompt = !a.no_generation_prompt;
   opt.add_bos = !a.no_bos;
   opt.drop_thinking = !a.keep_reasoning;
   opt.continue_final_message = a.continue_final_message;
-  return chat::render_prompt(req->messages, opt);
+  return conversation->render(opt);
 }
 
 }  // namespace

@@ -2,8 +2,9 @@
 // --temperature) or stop strings run through the engine (generate_engine.cc: batching,
 // streaming, speculative decoding, on the backend --backend names). Greedy generation from
 // token ids (`--prompt-ids 5,17,42 --temperature 0 [--ignore-eos] [--json] [--backend
-// opt|ref|cuda]`) takes the direct path below: one sequence through the model::Model interface
-// (prefill, then one decode step per token), what the numerics tests and bench/model_cpu use.
+// opt|ref|cuda]`) takes the direct path below: one sequence through a ModelSession
+// (include/deepinfer/model_session.h: prefill, then one decode step per token), what the
+// numerics tests and bench/model_cpu use.
 // It prints the generated ids (and their text when the model directory has a tokenizer.json).
 // `--stats` adds timings (load, prefill = the first extend over the whole prompt, decode =
 // every later one-token step) and memory (peak RSS from getrusage, RSS right after load from
@@ -25,12 +26,11 @@
 #include <thread>
 #include <vector>
 
-#include "backend/select.h"
-#include "base/options.h"
 #include "commands.h"
 #include "commands/generate_engine.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
+#include "deepinfer/model_session.h"
+#include "deepinfer/options.h"
+#include "deepinfer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -45,7 +45,7 @@ struct GenerateArgs {
   bool ignore_eos = false;
   bool json_output = false;
   bool stats = false;
-  std::string backend;  // "" = DEEPINFER_ACCELERATOR (backend/select.h)
+  std::string backend;  // "" = DEEPINFER_ACCELERATOR (ModelSession::create)
 };
 
 int fail(int code, const std::string& message) {
@@ -134,15 +134,13 @@ int run(GenerateArgs args) {
   // What make_opt_ops does with 0: one thread per hardware thread.
   int threads = env.ok() ? env->num_threads : 0;
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  auto made = backend::make_ops(args.backend, env.ok() ? env->num_threads : 0);
-  if (!made.ok()) return fail(2, made.status().message());
-  std::unique_ptr<backend::Ops> ops = std::move(*made);
-  if (std::string_view(ops->name()) != "cpu-opt") threads = 1;
+  auto session = ModelSession::create(args.backend);
+  if (!session.ok()) return fail(2, session.status().message());
+  ModelSession& m = **session;
+  if (m.backend_name() != "cpu-opt") threads = 1;
 
   const auto t_load = Clock::now();
-  auto loaded = model::load_model(args.model_dir, *ops);
-  if (!loaded.ok()) return fail(1, loaded.status().message());
-  model::Model& m = **loaded;
+  if (Status s = m.load(args.model_dir); !s.ok()) return fail(1, s.message());
   const double load_s = seconds_since(t_load);
   const int64_t rss_after_load = current_rss_bytes();
   const int64_t peak_after_load = peak_rss_bytes();
@@ -154,33 +152,18 @@ int run(GenerateArgs args) {
                          std::to_string(V) + ")");
     }
   }
-  const auto& eos = m.config().eos_token_ids;
-
-  auto seq = m.new_sequence();
-  std::vector<int32_t> out_ids;
-  std::string finish = "length";
-  std::vector<int32_t> step(*ids);
-  double prefill_s = 0.0, decode_s = 0.0;
-  for (int i = 0; i < args.max_tokens; ++i) {
-    const auto t_step = Clock::now();
-    auto out = m.extend(seq, step);
-    (i == 0 ? prefill_s : decode_s) += seconds_since(t_step);
-    if (!out.ok()) return fail(1, out.status().message());
-    const float* l = out->logits.data();
-    const int32_t next = static_cast<int32_t>(std::max_element(l, l + V) - l);
-    out_ids.push_back(next);
-    if (!args.ignore_eos && std::find(eos.begin(), eos.end(), next) != eos.end()) {
-      finish = "eos";
-      break;
-    }
-    step.assign(1, next);
-  }
+  auto generated = m.generate_greedy(*ids, args.max_tokens, args.ignore_eos);
+  if (!generated.ok()) return fail(1, generated.status().message());
+  const std::vector<int32_t>& out_ids = generated->token_ids;
+  const std::string& finish = generated->finish_reason;
+  const double prefill_s = generated->prefill_seconds;
+  const double decode_s = generated->decode_seconds;
 
   std::string text;
   bool has_text = false;
   const std::filesystem::path tok_path = std::filesystem::path(args.model_dir) / "tokenizer.json";
   if (std::filesystem::exists(tok_path)) {
-    auto tok = tokenizer::Tokenizer::from_file(tok_path.string());
+    auto tok = Tokenizer::from_file(tok_path.string());
     if (tok.ok()) {
       text = tok->decode(out_ids);
       has_text = true;

@@ -1,7 +1,8 @@
 // `deepinfer inspect MODEL_DIR [--json] [--config-only]`: opens and validates a DeepSeek-V4 or
 // V4.1 checkpoint the way the engine will (config.json + every expected tensor), then prints the
 // config summary, layer kinds, parameters and bytes per dtype and group, quantization, KV cache
-// per token and the warnings. --json prints the same as one JSON object (src/io/inspect_report).
+// per token and the warnings. --json prints the same as one JSON object (include/deepinfer/
+// inspect.h); the text is drawn from that object.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
@@ -9,8 +10,7 @@
 #include <string>
 
 #include "commands.h"
-#include "io/checkpoint.h"
-#include "io/inspect_report.h"
+#include "deepinfer/inspect.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -180,27 +180,15 @@ void print_text(const json& r) {
 }
 
 int run(const InspectArgs& a) {
-  json report;
-  if (a.config_only) {
-    auto config = io::load_model_config(a.model_dir);
-    if (!config.ok()) {
-      std::fprintf(stderr, "deepinfer inspect: error: %s\n", config.status().message().c_str());
-      return 1;
-    }
-    report = io::inspect_config(*config);
-  } else {
-    auto ck = io::Checkpoint::open(a.model_dir);
-    if (!ck.ok()) {
-      std::fprintf(stderr, "deepinfer inspect: error: %s\n", ck.status().message().c_str());
-      return 1;
-    }
-    report = io::inspect_checkpoint(*ck);
+  auto report = inspect_model_json(a.model_dir, a.config_only, a.json_output ? 2 : -1);
+  if (!report.ok()) {
+    std::fprintf(stderr, "deepinfer inspect: error: %s\n", report.status().message().c_str());
+    return 1;
   }
   if (a.json_output) {
-    const std::string text = report.dump(2);
-    std::printf("%s\n", text.c_str());
+    std::printf("%s\n", report->c_str());
   } else {
-    print_text(report);
+    print_text(json::parse(*report));
   }
   std::fflush(stdout);
   return 0;

@@ -20,21 +20,18 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
-#include "backend/select.h"
-#include "base/options.h"
 #include "commands.h"
-#include "model/model.h"
-#include "tokenizer/tokenizer.h"
+#include "deepinfer/model_session.h"
+#include "deepinfer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
 
 namespace fs = std::filesystem;
-using model::LogitsWanted;
-using model::Model;
 
 struct PerplexityArgs {
   std::string model_dir;
@@ -43,7 +40,7 @@ struct PerplexityArgs {
   int window = 513;
   int max_windows = 0;  // 0: every whole window
   bool json_output = false;
-  std::string backend;  // "" = DEEPINFER_ACCELERATOR (backend/select.h)
+  std::string backend;  // "" = DEEPINFER_ACCELERATOR (ModelSession::create)
 };
 
 int fail(int code, const std::string& message) {
@@ -94,7 +91,7 @@ Expected<std::vector<int32_t>> tokenize_text(const std::string& path, const std:
                      "' has no tokenizer.json, so --text cannot be tokenized; pass pre-tokenized "
                      "ids with --tokens FILE.bin instead");
   }
-  DI_ASSIGN_OR_RETURN(auto tok, tokenizer::Tokenizer::from_file(tok_path.string()));
+  DI_ASSIGN_OR_RETURN(auto tok, Tokenizer::from_file(tok_path.string()));
   const std::string sep = "\n\x1e\n";
   const char* ws = " \t\n\r\f\v";
   std::vector<int32_t> ids;
@@ -109,7 +106,8 @@ Expected<std::vector<int32_t>> tokenize_text(const std::string& path, const std:
     doc.erase(last == std::string::npos ? 0 : last + 1);
     if (!doc.empty()) {
       ids.push_back(bos);
-      tok.encode_into(doc, ids);
+      const std::vector<int32_t> doc_ids = tok.encode(doc);
+      ids.insert(ids.end(), doc_ids.begin(), doc_ids.end());
       ids.push_back(eos);
       ++documents;
     }
@@ -119,63 +117,6 @@ Expected<std::vector<int32_t>> tokenize_text(const std::string& path, const std:
   return ids;
 }
 
-// Per-row statistics of one logits row: log-sum-exp (FP64) and the argmax.
-struct RowStats {
-  double lse = 0.0;
-  int32_t argmax = 0;
-};
-
-RowStats row_stats(const float* l, int64_t V) {
-  const float* top = std::max_element(l, l + V);
-  double sum = 0.0;
-  for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v]) - *top);
-  return {static_cast<double>(*top) + std::log(sum), static_cast<int32_t>(top - l)};
-}
-
-struct Totals {
-  double nll = 0.0, mtp_nll = 0.0;
-  int64_t scored = 0, correct = 0, mtp_correct = 0, mtp_accepted = 0;
-};
-
-Status score_window(Model& m, std::span<const int32_t> chunk, bool with_mtp, Totals& t) {
-  const int64_t V = m.vocab_size();
-  const int64_t W = static_cast<int64_t>(chunk.size()) - 1;  // tokens fed; chunk[W] is a target
-  const int64_t T = W - 1;                                   // scored positions
-  auto seq = m.new_sequence();
-  DI_ASSIGN_OR_RETURN(
-      auto out, m.extend(seq, chunk.first(static_cast<size_t>(W)), LogitsWanted::kAll, with_mtp));
-  if (out.logit_rows != W) {
-    return internal_error("perplexity: expected " + std::to_string(W) + " logits rows, got " +
-                          std::to_string(out.logit_rows));
-  }
-  std::vector<int32_t> greedy(static_cast<size_t>(W));
-  for (int64_t p = 0; p < W; ++p) {
-    const float* l = out.logits.data() + p * V;
-    const RowStats r = row_stats(l, V);
-    greedy[static_cast<size_t>(p)] = r.argmax;
-    if (p < T) {
-      const int32_t target = chunk[static_cast<size_t>(p + 1)];
-      t.nll += r.lse - static_cast<double>(l[target]);
-      t.correct += r.argmax == target;
-    }
-  }
-  t.scored += T;
-  if (!with_mtp) return Status::ok_status();
-  const size_t row_width = out.hidden.size() / static_cast<size_t>(W);
-  const std::span<const float> hidden(out.hidden.data(), row_width * static_cast<size_t>(T));
-  DI_ASSIGN_OR_RETURN(auto draft,
-                      m.mtp_draft(seq, hidden, chunk.subspan(1, static_cast<size_t>(T))));
-  for (int64_t p = 0; p < T; ++p) {
-    const float* l = draft.data() + p * V;
-    const RowStats r = row_stats(l, V);
-    const int32_t target = chunk[static_cast<size_t>(p + 2)];
-    t.mtp_nll += r.lse - static_cast<double>(l[target]);
-    t.mtp_correct += r.argmax == target;
-    t.mtp_accepted += r.argmax == greedy[static_cast<size_t>(p + 1)];
-  }
-  return Status::ok_status();
-}
-
 int run(const PerplexityArgs& args) {
   if (args.text_file.empty() == args.tokens_file.empty()) {
     return fail(2, "give exactly one of --text FILE or --tokens FILE.bin");
@@ -183,10 +124,9 @@ int run(const PerplexityArgs& args) {
   if (args.window < 3) return fail(2, "--window must be >= 3 (MTP scores token p+2)");
   if (args.max_windows < 0) return fail(2, "--max-windows must be >= 0 (0: all)");
 
-  const auto& env = env_options();
-  auto made = backend::make_ops(args.backend, env.ok() ? env->num_threads : 0);
-  if (!made.ok()) return fail(2, made.status().message());
-  std::unique_ptr<backend::Ops> ops = std::move(*made);
+  auto session = ModelSession::create(args.backend);
+  if (!session.ok()) return fail(2, session.status().message());
+  ModelSession& m = **session;
 
   // Cheap input checks before the model load.
   Expected<std::vector<int32_t>> pre = std::vector<int32_t>{};
@@ -197,9 +137,7 @@ int run(const PerplexityArgs& args) {
     return fail(1, t.status().message());
   }
 
-  auto loaded = model::load_model(args.model_dir, *ops);
-  if (!loaded.ok()) return fail(1, loaded.status().message());
-  Model& m = **loaded;
+  if (Status s = m.load(args.model_dir); !s.ok()) return fail(1, s.message());
   const int64_t V = m.vocab_size();
 
   int64_t documents = -1;
@@ -207,10 +145,9 @@ int run(const PerplexityArgs& args) {
   if (!args.tokens_file.empty()) {
     ids = std::move(*pre);
   } else {
-    const auto& eos = m.config().eos_token_ids;
-    auto t =
-        tokenize_text(args.text_file, args.model_dir, static_cast<int32_t>(m.config().bos_token_id),
-                      static_cast<int32_t>(eos.empty() ? 1 : eos[0]), documents);
+    const std::vector<int64_t> eos = m.eos_token_ids();
+    auto t = tokenize_text(args.text_file, args.model_dir, static_cast<int32_t>(m.bos_token_id()),
+                           static_cast<int32_t>(eos.empty() ? 1 : eos[0]), documents);
     if (!t.ok()) return fail(1, t.status().message());
     ids = std::move(*t);
   }
@@ -236,12 +173,12 @@ int run(const PerplexityArgs& args) {
                  args.model_dir.c_str());
   }
 
-  Totals t;
+  PerplexityTotals t;
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const int32_t> all(ids);
   for (int64_t w = 0; w < n; ++w) {
     const auto c = all.subspan(static_cast<size_t>(w * chunk), static_cast<size_t>(chunk));
-    if (Status s = score_window(m, c, with_mtp, t); !s.ok()) return fail(1, s.message());
+    if (Status s = m.score_window(c, with_mtp, t); !s.ok()) return fail(1, s.message());
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <memory>
 
-#include "base/options.h"
 #include "commands.h"
+#include "deepinfer/options.h"
 #include "server.h"
 
 namespace deepinfer::cli {

@@ -15,12 +15,10 @@
 #include <vector>
 
 #include "commands.h"
-#include "tokenizer/tokenizer.h"
+#include "deepinfer/tokenizer.h"
 
 namespace deepinfer::cli {
 namespace {
-
-using tokenizer::Tokenizer;
 
 struct TokenizeArgs {
   std::string tokenizer_path;
