@@ -404,12 +404,14 @@ def soak(requests: int, rounds: int, concurrency: int, seed: int, prefix_caching
             info = {"seconds": round(elapsed, 1), "counts": counts, "preemptions": pre,
                     "aborted_in_engine": aborted, "rss_mib": round(rss[-1], 1),
                     "kv_bytes_in_use": m["deepinfer:kv_cache_bytes_in_use"],
+                    "kv_bytes_reserved": m["deepinfer:kv_cache_bytes_reserved"],
                     "snapshots": m["deepinfer:prefix_cache_snapshots"]}
             summary["rounds"].append(info)
             log(f"round {rnd + 1}: {requests} requests in {elapsed:.1f} s "
                 f"({requests / elapsed:.1f}/s): {counts}; preemptions {pre:.0f}, aborted in the "
                 f"engine {aborted:.0f}; idle: KV {m['deepinfer:kv_cache_bytes_in_use'] / 2**20:.1f} "
-                f"MiB in use, {m['deepinfer:prefix_cache_snapshots']:.0f} snapshots; "
+                f"MiB in use / {m['deepinfer:kv_cache_bytes_reserved'] / 2**20:.1f} MiB reserved, "
+                f"{m['deepinfer:prefix_cache_snapshots']:.0f} snapshots; "
                 f"RSS {rss[-1]:.1f} MiB")
             assert pre > 0, "no preemption: the KV pool is not small enough"
         summary["rss_mib"] = rss
