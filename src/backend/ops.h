@@ -3,8 +3,8 @@
 //
 // Shaped after ggml's backend vtable + supports_op: one abstract class, one implementation per
 // backend (cpu/ref = the FP32 oracle, cpu/opt = threaded, cuda/ = CudaOps), each op checked
-// against the oracle in tests/ops (the CPU backends in ops_backend_test; the CUDA cases in
-// tests/ops/cuda, a separate list run on a GPU machine). Activations are FP32
+// against the oracle by one list of op cases (tests/ops/cases, run on every CPU backend by
+// ops_test and on CudaOps by tests/ops/cuda's ops_cuda_test). Activations are FP32
 // matrices (mat.h); weights stay in their checkpoint format (weight_ref.h) and are dequantized
 // inside the kernels. The maths of each op is written next to it with its spec section
 // (/work/shared/spec/deepseek_v4_family.md). BF16 rounding of intermediate activations is NOT

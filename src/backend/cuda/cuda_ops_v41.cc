@@ -1,7 +1,7 @@
 // CudaOps: the ops DeepSeek-V4.1 adds to the contract (ops.h: single-pass mHC's collapse, NVFP4
 // fake-quant, the CSA2 candidate blocks, the Engram gate; hc_pre's collapse_pre and the router
 // options live with their V4 ops in cuda_ops.cc). The kernels follow the host defaults of
-// backend/ops_v41.cc; the op harness (tests/ops/cuda/ops_cuda_cases_v41.cc) checks them.
+// backend/ops_v41.cc; the op harness (tests/ops/cases/v41.cc) checks them.
 // Integer arrays (visible, blocks, out) may be host or device memory, as for topk.
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_internal.h"
