@@ -224,6 +224,18 @@ Status parse_tokenizer_json(const std::string& text, const std::string& file, To
                    (h.error().empty() ? std::string("syntax error") : h.error()));
 }
 
+Expected<std::string> resolve_tokenizer_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    std::string file = (fs::path(path) / "tokenizer.json").string();
+    if (!fs::exists(file, ec)) return not_found("no tokenizer.json in directory " + path);
+    return file;
+  }
+  if (!fs::exists(path, ec)) return not_found("tokenizer file not found: " + path);
+  return path;
+}
+
 Expected<std::string> read_tokenizer_file(const std::string& path) {
   std::error_code ec;
   const uint64_t size = std::filesystem::file_size(path, ec);

@@ -34,5 +34,8 @@ Status parse_tokenizer_json(const std::string& text, const std::string& file, To
 // Reads tokenizer.json at `path` (NotFound / DataLoss), refusing a file over
 // kMaxTokenizerFileBytes before reading it.
 Expected<std::string> read_tokenizer_file(const std::string& path);
+// The tokenizer.json a user named: the file itself, or tokenizer.json inside a directory;
+// NotFound names what is missing.
+Expected<std::string> resolve_tokenizer_path(const std::string& path);
 
 }  // namespace deepinfer::tokenizer::detail

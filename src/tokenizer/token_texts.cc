@@ -919,15 +919,7 @@ Expected<TokenTexts> TokenTexts::from_json(const std::string& json_text, const s
 }
 
 Expected<TokenTexts> TokenTexts::from_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) {
-    file = (fs::path(path) / "tokenizer.json").string();
-    if (!fs::exists(file, ec)) return not_found("no tokenizer.json in directory " + path);
-  } else if (!fs::exists(path, ec)) {
-    return not_found("tokenizer file not found: " + path);
-  }
+  DI_ASSIGN_OR_RETURN(const std::string file, detail::resolve_tokenizer_path(path));
   DI_ASSIGN_OR_RETURN(std::string text, detail::read_tokenizer_file(file));
   return from_json(text, file);
 }

@@ -423,13 +423,7 @@ Expected<std::shared_ptr<detail::TokenizerData>> load_text(std::string text,
 
 Expected<Tokenizer> Tokenizer::from_file(const std::string& path) {
   std::error_code ec;
-  std::string file = path;
-  if (fs::is_directory(path, ec)) {
-    file = (fs::path(path) / "tokenizer.json").string();
-    if (!fs::exists(file, ec)) return not_found("no tokenizer.json in directory " + path);
-  } else if (!fs::exists(path, ec)) {
-    return not_found("tokenizer file not found: " + path);
-  }
+  DI_ASSIGN_OR_RETURN(const std::string file, detail::resolve_tokenizer_path(path));
   DI_ASSIGN_OR_RETURN(std::string text, detail::read_tokenizer_file(file));
   // BOS/EOS: tokenizer_config.json beside the file, else well-known names.
   const fs::path cfg_path = fs::path(file).parent_path() / "tokenizer_config.json";
