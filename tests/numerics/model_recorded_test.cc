@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <tuple>
@@ -128,28 +129,39 @@ std::vector<float> serve(Model& m, std::span<const int32_t> prompt) {
   return all;
 }
 
+// One checkpoint served eagerly and through the recording decorator: the same logits bit for
+// bit, recordings dropped at least once (a bigger bucket grew the recorded buffers), every run
+// of a unit the same op calls, no host array inside a unit.
+// `prompt_of(vocab)`: the prompt (at least 100 ids).
+void expect_padded_equals_eager(
+    const char* cfg, const char* variant,
+    const std::function<std::vector<int32_t>(int64_t vocab)>& prompt_of) {
+  SCOPED_TRACE(std::string(cfg) + "/" + variant);
+  RecordingOps rec(opt_ops(), 64);
+  auto eager = load_test_model(cfg, variant, opt_ops());
+  auto recorded = load_test_model(cfg, variant, rec);
+  ASSERT_TRUE(eager && recorded);
+  const std::vector<int32_t> prompt = prompt_of(eager->vocab_size());
+  const std::vector<float> want = serve(*eager, prompt);
+  const std::vector<float> got = serve(*recorded, prompt);
+  ASSERT_EQ(got.size(), want.size());
+  const Diff d = compare_logits(got, want, eager->vocab_size());
+  EXPECT_EQ(d.max_abs, 0.0) << "worst row " << d.worst_row;
+  EXPECT_GT(rec.runs(), 0);
+  EXPECT_GT(rec.drops(), 0);
+  EXPECT_EQ(rec.trace_changes(), 0);
+  EXPECT_EQ(rec.host_arrays(), 0);
+}
+
 TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
-  const struct {
-    const char* cfg;
-    const char* variant;
-  } cases[] = {{"v4_tiny_a", "hf_fp32"}, {"v4_tiny_a", "official_quant"}, {"v4_tiny_b", "hf_bf16"}};
-  for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.cfg) + "/" + c.variant);
-    RecordingOps rec(opt_ops(), 64);
-    auto eager = load_test_model(c.cfg, c.variant, opt_ops());
-    auto recorded = load_test_model(c.cfg, c.variant, rec);
-    ASSERT_TRUE(eager && recorded);
-    std::vector<int32_t> prompt = Goldens(c.cfg).prompt("len300");
-    prompt.resize(100);
-    const std::vector<float> want = serve(*eager, prompt);
-    const std::vector<float> got = serve(*recorded, prompt);
-    ASSERT_EQ(got.size(), want.size());
-    const Diff d = compare_logits(got, want, eager->vocab_size());
-    EXPECT_EQ(d.max_abs, 0.0) << "worst row " << d.worst_row;
-    EXPECT_GT(rec.runs(), 0);
-    EXPECT_GT(rec.drops(), 0);  // a bigger bucket grew the recorded buffers at least once
-    EXPECT_EQ(rec.trace_changes(), 0);
-    EXPECT_EQ(rec.host_arrays(), 0);
+  for (const auto& [cfg, variant] : {std::pair{"v4_tiny_a", "hf_fp32"},
+                                     std::pair{"v4_tiny_a", "official_quant"},
+                                     std::pair{"v4_tiny_b", "hf_bf16"}}) {
+    expect_padded_equals_eager(cfg, variant, [&](int64_t) {
+      std::vector<int32_t> prompt = Goldens(cfg).prompt("len300");
+      prompt.resize(100);
+      return prompt;
+    });
   }
 }
 
@@ -157,33 +169,18 @@ TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
 // rows), single-pass mHC's carried pre, the DSpark features, and every CSA2 role's core between
 // the units.
 TEST(ModelRecorded, V41PaddedUnitsEqualEagerSteps) {
-  const struct {
-    const char* cfg;
-    const char* variant;
-  } cases[] = {{"v41_tiny_a", "official_bf16"},
-               {"v41_tiny_a", "official_quant"},
-               {"v41_tiny_a", "hf_bf16"},
-               {"v41_tiny_b", "official_bf16"}};
-  for (const auto& c : cases) {
-    SCOPED_TRACE(std::string(c.cfg) + "/" + c.variant);
-    RecordingOps rec(opt_ops(), 64);
-    auto eager = load_test_model(c.cfg, c.variant, opt_ops());
-    auto recorded = load_test_model(c.cfg, c.variant, rec);
-    ASSERT_TRUE(eager && recorded);
+  for (const auto& [cfg, variant] : {std::pair{"v41_tiny_a", "official_bf16"},
+                                     std::pair{"v41_tiny_a", "official_quant"},
+                                     std::pair{"v41_tiny_a", "hf_bf16"},
+                                     std::pair{"v41_tiny_b", "official_bf16"}}) {
     // Any ids of the vocabulary: both runs see the same ones, and the comparison is bitwise.
-    std::vector<int32_t> prompt(100);
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      prompt[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(eager->vocab_size()));
-    }
-    const std::vector<float> want = serve(*eager, prompt);
-    const std::vector<float> got = serve(*recorded, prompt);
-    ASSERT_EQ(got.size(), want.size());
-    const Diff d = compare_logits(got, want, eager->vocab_size());
-    EXPECT_EQ(d.max_abs, 0.0) << "worst row " << d.worst_row;
-    EXPECT_GT(rec.runs(), 0);
-    EXPECT_GT(rec.drops(), 0);
-    EXPECT_EQ(rec.trace_changes(), 0);
-    EXPECT_EQ(rec.host_arrays(), 0);
+    expect_padded_equals_eager(cfg, variant, [](int64_t vocab) {
+      std::vector<int32_t> prompt(100);
+      for (size_t i = 0; i < prompt.size(); ++i) {
+        prompt[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(vocab));
+      }
+      return prompt;
+    });
   }
 }
 
