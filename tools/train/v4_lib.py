@@ -40,6 +40,15 @@ SIZES = {
         mlp_layer_types=["hash_moe", "hash_moe"] + ["moe"] * 6,
         compress_rates={CSA: 4, HCA: 16}, sliding_window=64,
         index_n_heads=8, index_head_dim=64, index_topk=32, block=128, seq_len=512),
+    # The V4 model kept beside the V4.1 default (issue 20): every V4 part (SWA, CSA, HCA, hash routing, MTP) at the
+    # smallest widths the official quantised layout allows (~5 MB exported).
+    "small": dict(
+        vocab_size=8192, hidden_size=128, moe_intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=2, head_dim=80, partial_rotary_factor=0.2, q_lora_rank=128,
+        o_groups=2, o_lora_rank=64, n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=1,
+        layer_types=[SWA, CSA, HCA, CSA], mlp_layer_types=["hash_moe", "moe", "moe", "moe"],
+        compress_rates={CSA: 4, HCA: 16}, sliding_window=64,
+        index_n_heads=4, index_head_dim=32, index_topk=16, block=128, seq_len=512),
     "toy": dict(
         vocab_size=8192, hidden_size=128, moe_intermediate_size=128, num_hidden_layers=4,
         num_attention_heads=2, head_dim=80, partial_rotary_factor=0.2, q_lora_rank=128,
