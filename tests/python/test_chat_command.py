@@ -1,7 +1,7 @@
 """`deepinfer chat` driven through a pipe: one user turn per line, replies streamed, history kept
 in the DeepSeek-V4 chat format, errors for a model without a tokenizer."""
 
-DEFAULT_MODEL = "models/default"
+DEFAULT_MODEL = "models/v4-small"
 
 
 def test_two_turns_are_answered(cli, repo_dir):

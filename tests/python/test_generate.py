@@ -104,7 +104,7 @@ def test_cuda_without_a_gpu_is_a_clear_error(cli, repo_dir, how, monkeypatch):
 def test_engine_path_honours_backend_cuda(cli, repo_dir):
     # Text prompts go through the engine, which takes --backend too (it used to run on the CPU
     # whatever the flag said).
-    r = cli("generate", "--model", repo_dir / "models" / "default", "--prompt", "In the beginning",
+    r = cli("generate", "--model", repo_dir / "models" / "v4-small", "--prompt", "In the beginning",
             "--max-tokens", "2", "--backend", "cuda")
     assert r.returncode != 0, (r.stdout, r.stderr)
     assert "DEEPINFER_ACCELERATOR=cpu" in r.stderr, r.stderr
@@ -177,7 +177,7 @@ def test_stats_without_generation(cli, repo_dir):
     assert s["prefill_s"] == 0 and s["decode_tokens_per_s"] == 0
 
 
-DEFAULT_MODEL = "models/default"
+DEFAULT_MODEL = "models/v4-small"
 
 
 def test_text_prompts_through_the_engine(cli, repo_dir):

@@ -24,7 +24,7 @@ def tiny(repo_dir):
 
 @pytest.fixture(scope="module")
 def default_llm(repo_dir):
-    return LLM(str(repo_dir / "models" / "default"), max_model_len=512)
+    return LLM(str(repo_dir / "models" / "v4-small"), max_model_len=512)
 
 
 def greedy(n, **kw):

@@ -14,7 +14,7 @@ from deepinfer import LLM, SamplingParams
 
 @pytest.fixture(scope="module")
 def llm(repo_dir):
-    return LLM(str(repo_dir / "models" / "default"), num_threads=1)
+    return LLM(str(repo_dir / "models" / "v4-small"), num_threads=1)
 
 
 def test_stream_equals_generate(llm):

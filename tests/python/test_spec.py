@@ -11,7 +11,7 @@ PROMPTS = ["In the beginning God created", "And it came to pass", "The law of th
 
 @pytest.fixture(scope="module")
 def default_dir(repo_dir):
-    return str(repo_dir / "models" / "default")
+    return str(repo_dir / "models" / "v4-small")
 
 
 def outputs(llm):

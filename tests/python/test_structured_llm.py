@@ -28,7 +28,7 @@ SEEDS = [1, 2, 3, 4]
 
 @pytest.fixture(scope="module")
 def llm(repo_dir):
-    return LLM(str(repo_dir / "models" / "default"), max_model_len=512)
+    return LLM(str(repo_dir / "models" / "v4-small"), max_model_len=512)
 
 
 def sp(so_args, seed, **kw):

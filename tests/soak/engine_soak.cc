@@ -594,7 +594,7 @@ class Soak {
 
 std::string default_model() {
   const char* d = std::getenv("DEEPINFER_SOURCE_DIR");
-  return std::string(d != nullptr ? d : DEEPINFER_SOAK_SOURCE_DIR) + "/models/default";
+  return std::string(d != nullptr ? d : DEEPINFER_SOAK_SOURCE_DIR) + "/models/v4-small";
 }
 
 }  // namespace

@@ -19,9 +19,12 @@
 #          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
 #          embedded default model: sampled text through the engine and greedy token ids through
 #          the model, on the CPU and on the GPU (DEEPINFER_ACCELERATOR=nvidia / --backend cuda)
-#   spec   speculative decoding through the engine on the GPU: the default model at
-#          SPEC_CONCURRENCY (default "1 4 16 64") requests, off vs MTP / n-gram, fixed k (SPEC_K,
-#          default 5) and varlen; outputs identical; spec.csv
+#   spec   speculative decoding through the engine on the GPU: SPEC_MODEL (default models/default,
+#          the trained V4.1) at SPEC_CONCURRENCY (default "1 4 16 64") requests, SPEC_CONFIGS (default
+#          off vs DSpark / n-gram, fixed k (SPEC_K, default 5) and varlen; for the V4 path:
+#          SPEC_MODEL=models/v4-small SPEC_CONFIGS="off mtp ngram mtp_varlen ngram_varlen");
+#          batch-invariant bitwise checks on models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
+#          spec.csv
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u
@@ -215,10 +218,10 @@ p = ["In the beginning God created the heaven and the earth.", "And it came to p
      "Now these are the names", "And the LORD spake unto Moses, saying,"]
 for i in range(int(sys.argv[1])): print(p[i % len(p)])
 PY
-    for cfg in off mtp ngram mtp_varlen ngram_varlen; do
+    for cfg in ${SPEC_CONFIGS:-off dspark ngram dspark_varlen ngram_varlen}; do
       method="${cfg%_varlen}"; varlen=0; [ "$cfg" != "$method" ] && varlen=1
       k=$K; [ "$method" = off ] && k=0
-      DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model models/default \
+      DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model "${SPEC_MODEL:-models/default}" \
         --prompts-file "$OUT/spec_prompts_$n.txt" --max-tokens "${SPEC_TOKENS:-128}" \
         --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda \
         --speculative-method "$method" --num-speculative-tokens "$k" \
@@ -230,7 +233,7 @@ PY
   # kernels then do not depend on the row count): the bitwise check runs in that mode.
   for cfg in off mtp ngram; do
     k=$K; [ "$cfg" = off ] && k=0
-    DEEPINFER_BATCH_INVARIANT=1 timeout 120 "$BIN" generate --model models/default \
+    DEEPINFER_BATCH_INVARIANT=1 timeout 120 "$BIN" generate --model models/v4-small \
       --prompts-file "$OUT/spec_prompts_4.txt" --max-tokens 64 --temperature 0.7 --seed 1 \
       --ignore-eos --json --backend cuda --speculative-method "$cfg" --num-speculative-tokens "$k" \
       > "$OUT/spec_inv_$cfg.json" 2> "$OUT/spec_inv_$cfg.log"
@@ -248,9 +251,9 @@ PY
   done
   cmp -s "$OUT/spec_v41_off.json" "$OUT/spec_v41_dspark.json" && say "spec: V4.1 DSpark == off, bitwise (batch-invariant)" || say "spec: V4.1 DSpark DIFFERS from off"
   grep -h "speculative decoding" "$OUT/spec_v41_dspark.log" | tee -a "$OUT/summary.txt"
-  python3 - "$OUT" "$K" <<'PY' | tee -a "$OUT/summary.txt"
+  python3 - "$OUT" "$K" ${SPEC_CONFIGS:-off dspark ngram dspark_varlen ngram_varlen} <<'PY' | tee -a "$OUT/summary.txt"
 import glob, re, sys
-out, k = sys.argv[1], int(sys.argv[2])
+out, k, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 rows = ["requests,config,tok_s,plain_tok_s,ratio,acceptance_length,ceiling,steps,identical"]
 print(f"{'requests':>8} {'config':>13} {'tok/s':>9} {'plain':>9} {'ratio':>6} {'accept':>7} {'steps':>6} same")
 for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off.log')
@@ -263,7 +266,7 @@ for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off.log')
         return (float(m.group(1)) if m else 0.0, float(a.group(1)) if a else 1.0,
                 int(st.group(1)) if st else 0, open(f"{out}/spec_{n}_{cfg}.json").read())
     plain = stat("off")
-    for cfg in ["off", "mtp", "ngram", "mtp_varlen", "ngram_varlen"]:
+    for cfg in configs:
         r, a, steps, text = stat(cfg)
         same = text == plain[3]
         ratio = r / plain[0] if plain[0] else 0

@@ -327,7 +327,7 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
 // changes the continuation from there on).
 void check_trained_default(const std::string& root, deepinfer::backend::Ops& cpu,
                            deepinfer::backend::Ops& gpu) {
-  const std::string dir = root + "/models/default";
+  const std::string dir = root + "/models/v4-small";
   auto mc_r = load_model(dir, cpu);
   auto mg_r = load_model(dir, gpu);
   if (!mc_r.ok() || !mg_r.ok()) {

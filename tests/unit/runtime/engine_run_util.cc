@@ -15,7 +15,7 @@ std::string source_dir() {
   return d != nullptr ? d : DEEPINFER_TEST_SOURCE_DIR;
 }
 std::string tiny_dir() { return source_dir() + "/tests/data/model/v4_tiny_a/hf_fp32"; }
-std::string default_dir() { return source_dir() + "/models/default"; }
+std::string default_dir() { return source_dir() + "/models/v4-small"; }
 
 std::vector<int32_t> greedy_by_extend(const std::string& model_dir,
                                       const std::vector<int32_t>& prompt, int n) {

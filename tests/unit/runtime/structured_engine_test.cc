@@ -21,7 +21,7 @@ std::string source_dir() {
 }
 
 std::unique_ptr<Engine> default_engine(EngineOptions o = {}) {
-  o.model_dir = source_dir() + "/models/default";
+  o.model_dir = source_dir() + "/models/v4-small";
   o.max_model_len = 256;
   auto e = Engine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();

@@ -22,7 +22,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kModel = std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/default";
+const std::string kModel = std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/v4-small";
 
 class ServerLimits : public ::testing::Test {
  protected:

@@ -15,7 +15,7 @@
 namespace deepinfer::server {
 namespace {
 
-const std::string kModel = std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/default";
+const std::string kModel = std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/v4-small";
 
 class ServerParse : public ::testing::Test {
  protected:
