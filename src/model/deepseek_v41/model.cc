@@ -14,8 +14,8 @@
 
 #include "base/check.h"
 #include "io/checkpoint.h"
-#include "model/deepseek_v41/attention.h"
 #include "model/bounded_replay.h"
+#include "model/deepseek_v41/attention.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/upper_rows.h"
 #include "model/deepseek_v41/weights.h"
@@ -308,7 +308,9 @@ class V41Model final : public model::Model {
         rows.ids = upper.ids.data();
         rows.positions = upper.pos.data();
       }
-      if (l == w.layers.size()) break;
+      // A step whose every row skips the upper layers (chunks before the kept suffix) ends here:
+      // no op runs on zero rows.
+      if (l == w.layers.size() || (upper.active && l >= first_upper && upper.rows.empty())) break;
       const Block& b = w.layers[l];
       gather_engram(l, *cur, X.rows, d);
       before_block(l, X, feats, quarter, d);
@@ -432,7 +434,7 @@ class V41Model final : public model::Model {
         layers_eager(in, X, pre_prev, feats);
       }
       const StepInputs& top = upper.active ? upper.in : in;  // the rows the last layer ran
-      if (w.dspark) {
+      if (w.dspark && !top.token_ids.empty()) {
         draft_context(top, CMat(feats).rows_slice(0, static_cast<int64_t>(top.token_ids.size())),
                       d);
       }

@@ -131,6 +131,26 @@ TEST(ReplayEngine, KeepAtTheHorizonEqualsOffWithChunksHitsAndSpeculation) {
   }
 }
 
+// The same with a starved KV pool: preempted requests recompute prompt + outputs, truncated
+// from their new end, and still give the outputs of replay off.
+TEST(ReplayEngine, KeepAtTheHorizonEqualsOffUnderPreemption) {
+  std::vector<Req> reqs;
+  for (int i = 0; i < 6; ++i) {
+    reqs.push_back(request(prompt(30 + 9 * i, 50 + i), i % 2 ? seeded(60 + i, 14) : greedy(14)));
+  }
+  EngineOptions o = replay_options(0);
+  o.max_num_seqs = 8;
+  o.max_num_batched_tokens = 16;
+  o.num_kv_blocks = 30;  // enough for the longest request, too few for all at once
+  const EngineRun off = run_requests(o, reqs);
+  o.prefill_truncation_mode = "compact";
+  o.prefill_keep_tokens = 16;
+  const EngineRun on = run_requests(o, reqs);
+  expect_same(off, on);
+  EXPECT_GT(on.stats.preemptions, 0);
+  EXPECT_GT(on.stats.replay_skipped_rows, 0);
+}
+
 // keep = 10 (window 8 + nothing to roll back) lies inside the horizon: the engine computes the
 // model's truncated prefill, and counts every skipped row.
 TEST(ReplayEngine, ShortKeepSkipsAndCountsRowsAsTheModelDoes) {
