@@ -51,6 +51,12 @@ struct EngineStats {
   int64_t prefix_hit_tokens = 0;
   int64_t prefix_restores = 0;
   int64_t prefix_recomputes = 0;
+  // SWA bounded replay (EngineOptions::prefill_truncation_mode): prompt rows the layers above
+  // the last KV source did not run, prefix hits served by recomputing only their last window
+  // from a snapshot's compressed part, and the tokens those replays recomputed.
+  int64_t replay_skipped_rows = 0;
+  int64_t prefix_window_replays = 0;
+  int64_t prefix_window_replay_tokens = 0;
   // Speculative decoding: steps of a request that verified drafts, the draft tokens they fed,
   // and how many of those the target accepted (acceptance length = 1 + accepted / verify
   // steps), and the drafters' time (on the executor, after sampling).

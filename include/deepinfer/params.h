@@ -73,6 +73,16 @@ struct EngineOptions {
   // request verifies all its drafts. Outputs are identical either way. Unset:
   // DEEPINFER_ENABLE_MTP_VARLEN (default off).
   std::optional<bool> speculative_varlen;
+  // SWA bounded replay (DeepSeek-V4.1 only; docs/bounded_replay.md), an approximation, off by
+  // default. "compact": a prompt's prefill runs the layers above the last KV-source layer only
+  // on its last prefill_keep_tokens tokens (the layers below run every token), and a prefix hit
+  // whose snapshot kept only its compressed part recomputes only that many tokens instead of
+  // the whole prefix. Requests with prompt_logprobs run the full prefill. "none" or "": off.
+  // Unset: DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE. A V4 model with "compact" is refused.
+  std::optional<std::string> prefill_truncation_mode;
+  // Tokens kept: at least the sliding window + num_speculative_tokens (refused otherwise).
+  // 0: DEEPINFER_YOCO_PREFILL_KEEP_TOKENS (default 140).
+  int32_t prefill_keep_tokens = 0;
 };
 
 struct TokenLogprobs {

@@ -217,6 +217,9 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["prefix_hit_tokens"] = s.prefix_hit_tokens;
   d["prefix_restores"] = s.prefix_restores;
   d["prefix_recomputes"] = s.prefix_recomputes;
+  d["replay_skipped_rows"] = s.replay_skipped_rows;
+  d["prefix_window_replays"] = s.prefix_window_replays;
+  d["prefix_window_replay_tokens"] = s.prefix_window_replay_tokens;
   d["spec_verify_steps"] = s.spec_verify_steps;
   d["spec_draft_tokens"] = s.spec_draft_tokens;
   d["spec_accepted_tokens"] = s.spec_accepted_tokens;

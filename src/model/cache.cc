@@ -94,6 +94,12 @@ void RowRing::truncate(int64_t new_size) {
   oldest_ = std::min(oldest_, size_);
 }
 
+void RowRing::skip(int64_t n) {
+  DI_CHECK(n >= 0);
+  size_ += n;
+  oldest_ = size_;
+}
+
 // ---- PagedRows: a page table -----------------------------------------------------------
 
 PagedRows::~PagedRows() { release(); }
@@ -267,6 +273,8 @@ Status SequenceCache::rollback(int64_t k) {
                         std::to_string(length_) + ")");
   }
   length_ -= k;
+  // Rows a window replay restored ahead of length() go with the rollback like any others.
+  compressed_until_ = std::min(compressed_until_, length_);
   for (auto& l : layers_) truncate_layer(l, length_);
   draft_length_ = std::min(draft_length_, std::max<int64_t>(0, length_ - draft_lag_));
   for (auto& l : draft_layers_) truncate_layer(l, draft_length_);
@@ -296,6 +304,9 @@ SequenceCache SequenceCache::clone() const {
   s.max_rollback_ = max_rollback_;
   s.engram_ids_ = engram_ids_;
   s.engram_need_ = engram_need_;
+  s.upper_from_ = upper_from_;
+  s.window_from_ = window_from_;
+  s.compressed_until_ = compressed_until_;
   // Every ring's page first, then one scatter_rows per ring size moves all their data (a copy
   // per ring was five launches per layer).
   std::vector<RowRing::Copy> copies;
@@ -330,6 +341,86 @@ SequenceCache SequenceCache::clone() const {
     i = j;
   }
   return s;
+}
+
+void SequenceCache::skip_upper(size_t first_layer, int64_t n) {
+  if (n <= 0) return;
+  for (size_t l = first_layer; l < layers_.size(); ++l) layers_[l].window.skip(n);
+  for (auto& l : draft_layers_) l.window.skip(n);
+  // Called before the step advances length(): the skipped rows start at length().
+  upper_from_ = std::max(upper_from_, length_ + n);
+}
+
+SequenceCache SequenceCache::compressed_part() const {
+  SequenceCache s;
+  s.length_ = length_;
+  s.draft_length_ = draft_length_;
+  s.draft_lag_ = draft_lag_;
+  s.max_rollback_ = max_rollback_;
+  s.engram_need_ = engram_need_;
+  s.upper_from_ = upper_from_;
+  s.window_from_ = window_from_;
+  s.compressed_until_ = compressed_until_;
+  auto rows_only = [](const LayerCache& l) {
+    LayerCache c;
+    for (auto [dst, src] : {std::pair{&c.comp, &l.comp}, std::pair{&c.idx, &l.idx}}) {
+      dst->rows = src->rows.clone();
+      dst->ratio = src->ratio;
+    }
+    return c;
+  };
+  for (const auto& l : layers_) s.layers_.push_back(rows_only(l));
+  for (const auto& l : draft_layers_) s.draft_layers_.push_back(rows_only(l));
+  return s;
+}
+
+bool SequenceCache::has_rings() const {
+  for (const auto* v : {&layers_, &draft_layers_}) {
+    for (const auto& l : *v) {
+      if (l.window.has_storage()) return true;
+    }
+  }
+  return false;
+}
+
+Status SequenceCache::adopt_compressed(const SequenceCache& part, int64_t from) {
+  const int64_t h = part.length_;
+  if (length_ != 0 || layers_.size() != part.layers_.size() ||
+      draft_layers_.size() != part.draft_layers_.size() || from < 0 || from > h) {
+    return invalid_argument("adopt_compressed: a new sequence of the same model and 0 <= from (" +
+                            std::to_string(from) + ") <= the part's length (" +
+                            std::to_string(h) + ") are needed");
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (auto [dst, src] : {std::pair{&layers_[i].comp, &part.layers_[i].comp},
+                            std::pair{&layers_[i].idx, &part.layers_[i].idx}}) {
+      if (dst->ratio == 0) continue;
+      // The running state is not kept: only a position that closes every group has none.
+      if (h % dst->ratio != 0 || src->ratio != dst->ratio) {
+        return failed_precondition("adopt_compressed: position " + std::to_string(h) +
+                                   " does not close a compression group of ratio " +
+                                   std::to_string(dst->ratio) + " (layer " + std::to_string(i) +
+                                   ")");
+      }
+      dst->rows = src->rows.clone();
+      dst->kv.skip(h);
+      dst->gate.skip(h);
+    }
+    layers_[i].window.skip(from);
+  }
+  const int64_t draft_from = std::max<int64_t>(0, from - draft_lag_);
+  for (auto& l : draft_layers_) l.window.skip(draft_from);
+  length_ = from;
+  draft_length_ = draft_from;
+  compressed_until_ = h;
+  window_from_ = from;
+  upper_from_ = 0;
+  engram_ids_.clear();
+  return {};
+}
+
+void SequenceCache::set_engram_history(std::span<const int32_t> ids) {
+  engram_ids_.assign(ids.begin(), ids.end());
 }
 
 int64_t SequenceCache::page_bytes() const {

@@ -83,6 +83,11 @@ class RowRing {
   backend::Ops* ops() const { return pool_ != nullptr ? &pool_->ops() : nullptr; }
   // Forgets rows >= new_size. Rows below new_size stay readable when they were kept.
   void truncate(int64_t new_size);
+  // Advances by n rows that are never written (bounded replay: positions a layer does not
+  // run); every row so far becomes unreadable, so oldest() == size() afterwards.
+  void skip(int64_t n);
+  // Whether init() gave it storage (a snapshot's compressed part has none).
+  bool has_storage() const { return page_ >= 0; }
 
  private:
   void release();
@@ -197,6 +202,36 @@ class SequenceCache {
   // Undo the last k tokens (k <= max_rollback). The draft state is cut so that it never holds a
   // row that used a rolled-back token (CachePlan::draft_lag).
   Status rollback(int64_t k);
+
+  // Bounded replay (DeepSeek-V4.1, docs/bounded_replay.md). What a state holds besides exact
+  // rows, so that the prefix cache knows whom a snapshot of it may serve:
+  //   upper_from()       the layers above the last KV source (and the drafter's context) hold
+  //                      no row before this position: a truncated prefill skipped them (0: none
+  //                      skipped);
+  //   window_from()      every layer's window was rebuilt from this position by a window
+  //                      replay, so rows from here on are that replay's approximation (0: none);
+  //   compressed_until() positions past length() whose compressed rows and index keys are
+  //                      already held (a window replay restored them): the KV sources do not
+  //                      compress them again.
+  int64_t upper_from() const { return upper_from_; }
+  int64_t window_from() const { return window_from_; }
+  int64_t compressed_until() const { return compressed_until_; }
+  // Decoder side: the next n positions skip the windows of main layers [first_layer, end) and
+  // of every draft layer (called by the model before those layers run the step; length() then
+  // advances as usual after it).
+  void skip_upper(size_t first_layer, int64_t n);
+  // Encoder side. The compressed part of a state: its compressed rows and index keys (shared),
+  // length and marks, no rings (footprint O(compressed rows), nothing else): what the prefix
+  // cache keeps of a snapshot whose windows it evicted. Not a sequence by itself.
+  SequenceCache compressed_part() const;
+  bool has_rings() const;
+  // On a new sequence (length 0): takes part's compressed rows and index keys (shared) and
+  // compressor states at part.length() = h (empty: h must close every compression group) and
+  // sets length() to `from` with empty windows, so that the model's next step feeds positions
+  // [from, h) without compressing them again. FailedPrecondition when h does not close a group.
+  Status adopt_compressed(const SequenceCache& part, int64_t from);
+  // Replaces the Engram look-back (the compressed ids before length()).
+  void set_engram_history(std::span<const int32_t> ids);
   // Undo the draft layers' rows past `draft_length` (at most max_rollback of them): a drafter
   // that ran ahead on its own drafts (V4's chained MTP) returns to the accepted state.
   Status truncate_draft(int64_t draft_length);
@@ -232,6 +267,7 @@ class SequenceCache {
 
   std::vector<LayerCache> layers_, draft_layers_;
   int64_t length_ = 0, draft_length_ = 0;
+  int64_t upper_from_ = 0, window_from_ = 0, compressed_until_ = 0;
   int64_t draft_lag_ = 0;
   int max_rollback_ = 0;
   // Engram look-back: the compressed ids of the last positions, oldest first, the last being

@@ -34,11 +34,11 @@ Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& do
 }
 
 Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_t> ids,
-                                    LogitsWanted logits, bool keep_hidden) {
+                                    LogitsWanted logits, bool keep_hidden, int64_t upper_skip) {
   std::vector<int32_t> pos(ids.size());
   for (size_t i = 0; i < ids.size(); ++i)
     pos[i] = static_cast<int32_t>(cache.length() + static_cast<int64_t>(i));
-  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits};
+  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits, upper_skip};
   StepInputs in{ids, pos, {&span, 1}, keep_hidden};
   StepOutputs out;
   DI_TRY(forward(in, out));
@@ -47,6 +47,12 @@ Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_
 
 Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
   return extend(cache, {&token, 1});
+}
+
+Expected<SequenceCache> Model::window_replay_state(const SequenceCache&,
+                                                  std::span<const int32_t>, int64_t) const {
+  return unimplemented("window replay needs compressed KV shared by KV-source layers "
+                       "(DeepSeek-V4.1); model " + config().source + " has none");
 }
 
 Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const float>,

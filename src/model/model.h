@@ -93,9 +93,24 @@ class Model {
 
   // Single-sequence conveniences over forward(): the tokens continue the cache. Logits are
   // [rows, vocab] for the last row (kLast) or every row (kAll).
+  // upper_skip: SequenceSpan::upper_skip (bounded replay, V4.1).
   Expected<StepOutputs> extend(SequenceCache& cache, std::span<const int32_t> ids,
-                               LogitsWanted logits = LogitsWanted::kLast, bool keep_hidden = false);
+                               LogitsWanted logits = LogitsWanted::kLast, bool keep_hidden = false,
+                               int64_t upper_skip = 0);
   Expected<StepOutputs> decode(SequenceCache& cache, int32_t token);
+
+  // Encoder-side bounded replay (DeepSeek-V4.1; docs/bounded_replay.md). `part`: a state of
+  // h = known.size() positions whose compressed rows and index keys it holds
+  // (SequenceCache::compressed_part of a prefix snapshot; h closes every compression group);
+  // known: the tokens of those positions. Returns a new sequence of length `from` that holds
+  // part's compressed rows and index keys (shared), the compressor states and the Engram
+  // look-back as they are there, and empty windows, so that extend(cache, known[from, h))
+  // rebuilds every layer's window and the drafter's context from those tokens alone (the first
+  // rows see windows cut at `from`: an approximation unless from == 0) while the KV sources
+  // keep the restored rows. Unimplemented for families without shared compressed KV (V4).
+  virtual Expected<SequenceCache> window_replay_state(const SequenceCache& part,
+                                                      std::span<const int32_t> known,
+                                                      int64_t from) const;
 
   // DeepSeek-V4 MTP draft logits (spec §2.8), block 0. Row i combines the main streams of
   // position p = cache.draft_length() + i (hidden row i, as returned by extend(keep_hidden)) with

@@ -23,6 +23,11 @@ struct SequenceSpan {
   int64_t begin = 0;  // first row of the step
   int64_t count = 0;
   LogitsWanted logits = LogitsWanted::kLast;
+  // Decoder-side bounded replay (DeepSeek-V4.1 only, docs/bounded_replay.md): the layers above
+  // the last KV-source layer, and the drafter's context, skip the span's first upper_skip rows
+  // (positions before the prompt's kept suffix); the layers up to that source run every row.
+  // The skipped rows are never computed there, so no logits or hidden rows can be asked of them.
+  int64_t upper_skip = 0;
 };
 
 struct StepInputs {

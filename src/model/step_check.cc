@@ -40,9 +40,35 @@ Status check_step(const StepInputs& in, int64_t vocab, bool draft) {
       }
     }
     next = sq.begin + sq.count;
+    DI_TRY(check_upper_skip(sq, in.keep_hidden, draft));
   }
   if (next != M) return invalid_argument("step sequences do not cover every row");
   return {};
+}
+
+Status check_upper_skip(const SequenceSpan& sq, bool keep_hidden, bool draft) {
+  if (sq.upper_skip == 0) return {};
+  if (sq.upper_skip < 0 || sq.upper_skip > sq.count) {
+    return invalid_argument("upper_skip " + std::to_string(sq.upper_skip) +
+                            " is outside [0, the span's " + std::to_string(sq.count) + " rows]");
+  }
+  // Skipped rows have no final streams: nothing can be read from them.
+  if (draft || keep_hidden || sq.logits == LogitsWanted::kAll ||
+      (sq.logits == LogitsWanted::kLast && sq.upper_skip == sq.count)) {
+    return invalid_argument(
+        "bounded replay (upper_skip " + std::to_string(sq.upper_skip) +
+        ") skips rows whose logits or hidden streams the step asks for: requests that need "
+        "every prompt row (prompt logprobs, scoring, hidden-reading drafters) run the full "
+        "prefill");
+  }
+  return {};
+}
+
+bool has_upper_skip(const StepInputs& in) {
+  for (const SequenceSpan& sq : in.sequences) {
+    if (sq.upper_skip > 0) return true;
+  }
+  return false;
 }
 
 Status plan_logit_rows(const StepInputs& in, StepOutputs& out) {

@@ -14,6 +14,12 @@ namespace deepinfer::model {
 // draft_length() for a draft-layer step).
 Status check_step(const StepInputs& in, int64_t vocab, bool draft);
 
+// Part of check_step: a span's upper_skip (step.h) within its rows and never over a row the
+// step reads out (logits, hidden streams) or in a draft-layer step.
+Status check_upper_skip(const SequenceSpan& sq, bool keep_hidden, bool draft);
+// Whether some span of the step skips rows in the upper layers.
+bool has_upper_skip(const StepInputs& in);
+
 // out.logit_row_of / logit_rows: the step rows whose logits the spans ask for, sequence by
 // sequence; InvalidArgument when in.sample_specs is given but does not have one draw per row.
 Status plan_logit_rows(const StepInputs& in, StepOutputs& out);

@@ -152,6 +152,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   }
   if (core->drafter_ == nullptr) core->spec_varlen_ = false;
   if (core->drafter_ != nullptr) core->drafter_->set_want_confidence(core->spec_varlen_);
+  DI_TRY(core->configure_replay(options));
   if (core->spec_varlen_) {
     core->profile_step_cost();
     EngineCore* c = core.get();
@@ -208,7 +209,9 @@ std::string EngineCore::describe() const {
          (backend_sampling_ ? "the backend" : "the host") + ", speculative " +
          (drafter_ ? drafter_->name() + " k=" + std::to_string(spec_tokens_) +
                          (spec_varlen_ ? " varlen" : "")
-                   : std::string("off"));
+                   : std::string("off")) +
+         ", bounded replay " +
+         (replay_keep_ > 0 ? "compact keep " + std::to_string(replay_keep_) : std::string("off"));
 }
 
 Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile_structured(
@@ -395,6 +398,9 @@ void EngineCore::process(StepJob& job) {
   stats_.draft_seconds += job.draft_seconds;
   stats_.prefix_restores += job.prefix_restores;
   stats_.prefix_recomputes += job.prefix_recomputes;
+  stats_.replay_skipped_rows += job.replay_skipped_rows;
+  stats_.prefix_window_replays += job.prefix_window_replays;
+  stats_.prefix_window_replay_tokens += job.prefix_window_replay_tokens;
   stats_.prefix_snapshots = job.snapshots;
   stats_.prefix_snapshot_bytes = job.snapshot_bytes;
   const backend::PagePool::Stats kv = model_->cache_memory();

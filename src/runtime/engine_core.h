@@ -95,6 +95,9 @@ class EngineCore {
     bool grammar_done = false;   // the grammar completed: nothing more to sample
     std::vector<int32_t> known;  // prompt + sampled tokens (a prefix hit without a snapshot
                                  // recomputes from them)
+    // Bounded replay (engine_replay.cc): the first position of this prefill the layers above
+    // the last KV source run on (0: all), set when the cache is (re)started.
+    int64_t upper_from = 0;
     // SamplingParams::prompt_logprobs (engine_prompt_logprobs.cc): the prompt's length, the
     // next prompt position to score (kept across preemption: scored once), and the entries
     // scored in the running job (handed to the engine thread in Sampled).
@@ -156,6 +159,8 @@ class EngineCore {
     int64_t fed_tokens = 0;  // rows the forwards ran (draft slots left unused excluded)
     int forwards = 0;
     int64_t prefix_restores = 0, prefix_recomputes = 0;  // prefix hits served this step
+    int64_t replay_skipped_rows = 0;  // bounded replay: rows the upper layers skipped
+    int64_t prefix_window_replays = 0, prefix_window_replay_tokens = 0;
     int64_t snapshots = 0, snapshot_bytes = 0;  // the snapshot store after this step (gauges)
     std::chrono::steady_clock::time_point started, finished;
   };
@@ -269,6 +274,23 @@ class EngineCore {
   // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
   Status restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job);
   void save_snapshot(kv::BlockId block, const model::SequenceCache& c);
+  // Over the byte bound: with bounded replay the least recently used snapshot that still has
+  // its windows keeps only its compressed part; else (or when none has) the least recently used
+  // goes.
+  void evict_snapshots();
+  // SWA bounded replay (engine_replay.cc; docs/bounded_replay.md). replay_keep_: tokens kept
+  // (0 = off), resolved and checked against the model by configure_replay.
+  Status configure_replay(const EngineOptions& options);
+  // Whether e's prefill may skip the upper layers (not while it scores prompt logprobs or a
+  // hidden-reading drafter follows it) and from which position (SeqExec::upper_from).
+  bool truncates(const SeqExec& e, bool keep_hidden) const;
+  int64_t replay_upper_from(const SeqExec& e, bool keep_hidden) const;
+  // Whether a snapshot's windows may serve e: an exact state serves anyone; one whose upper
+  // layers skipped rows only a request that skips them at least up to its length.
+  static bool snapshot_serves(const model::SequenceCache& snap, const SeqExec& e);
+  // A hit of h tokens from a snapshot's compressed part: the last window recomputed.
+  Status replay_window(const model::SequenceCache& part, SeqExec& e, int64_t h, StepJob& job);
+  int64_t replay_keep_ = 0;
   // Saves c (whose length is a block boundary) under sr's window block ending there.
   void save_snapshot_at(const sched::ScheduledRequest& sr, const model::SequenceCache& c);
   // Prompt logprobs (engine_prompt_logprobs.cc): whether e still scores prompt tokens; scoring

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "base/clock.h"
+#include "model/bounded_replay.h"
 #include "runtime/engine_core.h"
 
 namespace deepinfer::runtime {
@@ -176,24 +177,37 @@ void EngineCore::save_snapshot(kv::BlockId block, const model::SequenceCache& c)
   PrefixSnapshot& slot = snapshots_[block];
   snapshot_bytes_ += bytes - slot.bytes;
   slot = {std::move(snap), bytes, ++snapshot_clock_};
-  while (snapshot_bytes_ > snapshot_cap_ && !snapshots_.empty()) {  // evict least recent first
-    kv::BlockId victim = kv::kNullBlock;
-    uint64_t oldest = UINT64_MAX;
-    int64_t victim_bytes = 0;
-    for (const auto& [b, snap_at] : snapshots_) {
-      if (snap_at.used < oldest) {
-        oldest = snap_at.used;
-        victim = b;
-        victim_bytes = snap_at.bytes;
+  evict_snapshots();
+}
+
+void EngineCore::evict_snapshots() {
+  while (snapshot_bytes_ > snapshot_cap_ && !snapshots_.empty()) {  // least recent first
+    // Bounded replay recomputes a hit's windows from its compressed part, so the windows (the
+    // bulk of a short prefix's snapshot) go first and the compressed part stays while it fits.
+    auto victim = snapshots_.end();
+    for (int pass = replay_keep_ > 0 ? 0 : 1; pass < 2 && victim == snapshots_.end(); ++pass) {
+      for (auto it = snapshots_.begin(); it != snapshots_.end(); ++it) {
+        if (pass == 0 && !it->second.cache->has_rings()) continue;
+        if (victim == snapshots_.end() || it->second.used < victim->second.used) victim = it;
       }
     }
-    snapshot_bytes_ -= victim_bytes;
-    snapshots_.erase(victim);
+    PrefixSnapshot& v = victim->second;
+    snapshot_bytes_ -= v.bytes;
+    if (replay_keep_ > 0 && v.cache->has_rings()) {
+      v.cache = std::make_shared<const model::SequenceCache>(v.cache->compressed_part());
+      v.bytes = v.cache->footprint_bytes();
+      snapshot_bytes_ += v.bytes;
+    } else {
+      snapshots_.erase(victim);
+    }
   }
 }
 
 void EngineCore::save_snapshot_at(const sched::ScheduledRequest& sr,
                                   const model::SequenceCache& c) {
+  // A state whose windows a window replay rebuilt (bounded replay) holds that replay's
+  // approximation in every layer, compressed rows included: it is not offered to others.
+  if (c.window_from() > 0) return;
   // The state at a boundary, saved under the window block that ends there.
   const kv::BlockTable& win = sr.tables.groups.at(0);
   const int64_t j = c.length() / block_size_ - 1 - win.first_block;
@@ -214,9 +228,20 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
     PrefixSnapshot& snap = it->second;
     if (snap.cache != nullptr && snap.cache->length() == h) {
       snap.used = ++snapshot_clock_;
-      e.cache.emplace(snap.cache->clone());
-      ++job.prefix_restores;
-      return {};
+      if (snap.cache->has_rings() && snapshot_serves(*snap.cache, e)) {
+        e.cache.emplace(snap.cache->clone());
+        ++job.prefix_restores;
+        return {};
+      }
+      // Bounded replay: the windows were evicted (or hold rows this request's prefill would not
+      // have skipped): the compressed part is exact, the last window is recomputed.
+      if (replay_keep_ > 0) {
+        if (static_cast<int64_t>(e.known.size()) < h) {
+          return internal_error("prefix hit of " + std::to_string(h) +
+                                " tokens but the request knows " + std::to_string(e.known.size()));
+        }
+        return replay_window(*snap.cache, e, h, job);
+      }
     }
   }
   // Evicted from the store (or never saved): recompute the prefix from the known tokens.
@@ -238,9 +263,13 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   }
   const bool hidden = drafter_ != nullptr && drafter_->wants_hidden() &&
                       !drafter_asleep_.load(std::memory_order_relaxed);
+  // Bounded replay: the prefix's rows before the kept suffix skip the upper layers, as the
+  // request's prefill would have (so the state equals that of no hit).
+  const int64_t skip = hidden ? 0 : model::upper_skip_rows(0, h, e.upper_from);
   auto out = model_->extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                            model::LogitsWanted::kNone, hidden);
+                            model::LogitsWanted::kNone, hidden, skip);
   if (!out.ok()) return out.status();
+  job.replay_skipped_rows += skip;
   if (hidden) observe_hidden(e, 0, out->hidden);
   ++job.prefix_recomputes;
   return {};
@@ -325,6 +354,8 @@ std::vector<EngineCore::Piece> EngineCore::start_pieces(StepJob& job) {
     SeqExec* e = job.seqs[i].get();
     if (e == nullptr) continue;
     if (!stand_in_forward_ && (sr.first_chunk || !e->cache)) {
+      e->upper_from = replay_upper_from(*e, drafter_ != nullptr && drafter_->wants_hidden() &&
+                                                !drafter_asleep_.load(std::memory_order_relaxed));
       if (sr.first_chunk && sr.num_prefix_hit > 0 && sr.num_prefix_hit == sr.start_pos &&
           block_size_ > 0) {
         if (const Status st = restore_prefix(sr, *e, job); !st.ok()) {
@@ -387,6 +418,16 @@ model::StepInputs EngineCore::round_inputs(StepJob& job, const std::vector<Piece
     span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
     if (sr.num_drafts > 0 && span.count > 1) span.logits = LogitsWanted::kAll;    // verified
     if (wants_prompt_logprobs(*job.seqs[p.i])) span.logits = LogitsWanted::kAll;  // scored
+    // Bounded replay: rows before the prompt's kept suffix skip the upper layers (never a row
+    // whose logits are asked: the suffix ends at the prompt's last token).
+    if (span.cache != nullptr && span.logits != LogitsWanted::kAll &&
+        truncates(*job.seqs[p.i], r.keep_hidden)) {
+      span.upper_skip = model::upper_skip_rows(p.pos, span.count, job.seqs[p.i]->upper_from);
+      if (span.logits == LogitsWanted::kLast && span.upper_skip == span.count) {
+        span.upper_skip = span.count - 1;  // (a safeguard: keep >= 1 covers the last token)
+      }
+      job.replay_skipped_rows += span.upper_skip;
+    }
     const int32_t* from = p.src + (p.pos - p.begin);
     r.ids.insert(r.ids.end(), from, from + span.count);
     for (int64_t k = 0; k < span.count; ++k) r.pos.push_back(static_cast<int32_t>(p.pos + k));

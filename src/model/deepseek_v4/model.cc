@@ -398,6 +398,11 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   // The step and its logits rows (and their draws) are checked before anything runs: a refused
   // step leaves every cache as it was.
   DI_TRY(check_step(in, cfg().vocab_size, false));
+  if (has_upper_skip(in)) {  // every V4 compressed layer owns its cache: nothing to bound
+    return unimplemented("bounded replay (SequenceSpan::upper_skip) applies to DeepSeek-V4.1 "
+                         "models only, whose upper layers keep only a window; " +
+                         cfg().source + " is DeepSeek-V4");
+  }
   DI_TRY(plan_logit_rows(in, out));
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;

@@ -70,6 +70,11 @@ void csa2_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSp
     jobs.clear();
     for (const SequenceSpan& sq : in.sequences) {
       if (sq.count == 0) continue;
+      // A window replay (Model::window_replay_state) feeds positions whose compressed rows and
+      // index keys the cache already holds: they are read, not made again.
+      const int64_t held = sq.cache->compressed_until();
+      DI_CHECK(held <= pos[sq.begin] || held >= pos[sq.begin] + sq.count);
+      if (held >= pos[sq.begin] + sq.count) continue;
       LayerCache& lc = sq.cache->layer(layer);
       jobs.push_back({&lc.comp, sq.begin, sq.count, pos[sq.begin], &lc.idx});
     }

@@ -20,8 +20,9 @@
 namespace deepinfer::model::deepseek_v41 {
 
 struct Csa2Scratch {
-  explicit Csa2Scratch(backend::Ops& ops) : keys(ops), rows(ops) {}
+  explicit Csa2Scratch(backend::Ops& ops) : keys(ops), rows(ops), kept(ops) {}
   backend::Buffer keys, rows;  // a Full layer's new index keys and compressed KV rows
+  backend::Buffer kept;        // bounded replay: the selection cut to the kept rows (upper_rows.h)
 };
 
 // r.o [rows of `in`] = attention of main layer `layer`; caches as above.

@@ -14,8 +14,10 @@
 
 #include "base/check.h"
 #include "io/checkpoint.h"
+#include "model/bounded_replay.h"
 #include "model/deepseek_v41/attention.h"
 #include "model/deepseek_v41/engram.h"
+#include "model/deepseek_v41/upper_rows.h"
 #include "model/deepseek_v41/weights.h"
 #include "model/layers/attention.h"
 #include "model/layers/moe.h"
@@ -49,7 +51,10 @@ struct DenseBuffers {
         ctx_kv(o),
         rows(o),
         attn(o),
-        moe(o) {}
+        moe(o),
+        x_up(o),
+        pre_up(o),
+        features_up(o) {}
   backend::Buffer x, y, u, post, comb, sub;
   backend::Buffer pre_a, pre_prev;  // the attention site's pre, and the pre a site collapses with
   backend::Buffer engram_kv;        // [M, (n + 1)·D]
@@ -59,6 +64,9 @@ struct DenseBuffers {
   backend::Buffer rows;             // recorded steps: the RowInputs arrays, uploaded once per step
   AttentionBuffers attn;
   MoeScratch moe;
+  // Bounded replay (eager steps only): the kept rows' streams, pre and features from the first
+  // upper layer on (upper_rows.h).
+  backend::Buffer x_up, pre_up, features_up;
 
   // What the units of a recorded step read and write (ctx and ctx_kv are eager-only).
   void fingerprint(RecordedSteps::Fingerprint& out) const {
@@ -133,6 +141,10 @@ class V41Model final : public model::Model {
     }
   }
 
+  Expected<SequenceCache> window_replay_state(const SequenceCache& part,
+                                              std::span<const int32_t> known,
+                                              int64_t from) const override;
+
   Expected<DraftBlock> dspark_draft(SequenceCache& cache, int32_t anchor, int k,
                                     std::span<const int32_t> forced) override {
     try {
@@ -165,6 +177,22 @@ class V41Model final : public model::Model {
       ops->upload(b.fit_bytes(h.size() * sizeof(float)), h.data(), h.size() * sizeof(float));
     }
     return CMat(b.as<const float>(), rows, n);
+  }
+
+  // Bounded replay's inputs (step.h upper_skip; cache.h compressed_until): a model that can
+  // skip, and no span straddling the end of the compressed rows a window replay restored.
+  Status check_replay_step(const StepInputs& in) const {
+    if (has_upper_skip(in)) DI_TRY(bounded_replay_supported(cfg()));
+    for (const SequenceSpan& sq : in.sequences) {
+      const int64_t held = sq.cache->compressed_until(), L = sq.cache->length();
+      if (held > L && held < L + sq.count) {
+        return invalid_argument("a window replay must feed exactly the positions up to " +
+                                std::to_string(held) + " whose compressed rows it restored (the "
+                                "step feeds " + std::to_string(L) + ".." +
+                                std::to_string(L + sq.count) + ")");
+      }
+    }
+    return {};
   }
 
   // Embedding rows replicated into the n streams.
@@ -262,22 +290,61 @@ class V41Model final : public model::Model {
     num.act(*ops, f);
   }
 
-  // The main layers over a step, eagerly (host arrays of `in` as row inputs).
-  void layers_eager(const StepInputs& in, Mat X, Mat pre_prev, Mat feats) {
+  // The main layers over a step, eagerly (host arrays of `in` as row inputs). With bounded
+  // replay (upper.active) the layers from first_upper on run only the kept rows: X, pre_prev
+  // and feats are then views of those rows when it returns.
+  void layers_eager(const StepInputs& in, Mat& X, Mat& pre_prev, Mat& feats) {
     DenseBuffers& d = step;
     RowInputs rows;
     rows.ids = in.token_ids.data();
     rows.positions = in.positions.data();
+    const StepInputs* cur = &in;
     embed_streams(rows.ids, X, d);
     ops->copy_rows(constant_rows(onehot, X.rows, false), nullptr, pre_prev);  // layer 0: stream 0
-    for (size_t l = 0; l < w.layers.size(); ++l) {
+    for (size_t l = 0; l <= w.layers.size(); ++l) {
+      if (upper.active && l == first_upper) {
+        enter_upper(in, X, pre_prev, feats, d);
+        cur = &upper.in;
+        rows.ids = upper.ids.data();
+        rows.positions = upper.pos.data();
+      }
+      // A step whose every row skips the upper layers (chunks before the kept suffix) ends here:
+      // no op runs on zero rows.
+      if (l == w.layers.size() || (upper.active && l >= first_upper && upper.rows.empty())) break;
       const Block& b = w.layers[l];
-      gather_engram(l, in, X.rows, d);
+      gather_engram(l, *cur, X.rows, d);
       before_block(l, X, feats, quarter, d);
       block(b.base, X, pre_prev, rows, d, [&](const AttentionRows& r) {
-        csa2_core(env(), b.base.attn, b.base.spec, l, r, in, attn, cs);
+        csa2_core(env(), b.base.attn, b.base.spec, l, r, *cur, attn, cs);
       });
     }
+  }
+
+  // Decoder-side bounded replay, at the first upper layer: the kept rows' streams, carried pre
+  // and features move to their own buffers (and become the views), the latest selection and
+  // candidate blocks are cut to them, and the upper windows and the drafter's context rings of
+  // every span skip its leading rows (they are never computed there).
+  void enter_upper(const StepInputs& in, Mat& X, Mat& pre_prev, Mat& feats, DenseBuffers& d) {
+    backend::Ops& o = *ops;
+    const auto K = static_cast<int64_t>(upper.rows.size());
+    const int32_t* rows = upper.rows.data();
+    Mat x(fit(d.x_up, K * X.cols), K, X.cols), p(fit(d.pre_up, K * pre_prev.cols), K,
+                                                  pre_prev.cols);
+    Mat f(fit(d.features_up, K * feats.cols), K, feats.cols);
+    if (K > 0) {
+      o.copy_rows(X, rows, x);
+      o.copy_rows(pre_prev, rows, p);
+      if (feats.cols > 0) o.copy_rows(feats, rows, f);
+    }
+    X = x;
+    pre_prev = p;
+    feats = f;
+    const bool candidates =
+        std::any_of(cfg().layers.begin(), cfg().layers.end(),
+                    [](const io::LayerSpec& ls) { return ls.candidate_source; });
+    keep_selection_rows(o, upper.rows, static_cast<int64_t>(in.token_ids.size()),
+                        candidates ? cfg().candidate_topk_blocks : 0, attn, cs);
+    for (const SequenceSpan& sq : in.sequences) sq.cache->skip_upper(first_upper, sq.upper_skip);
   }
 
   // RowInputs of a recorded step of Mb >= M rows, in d.rows (one upload): rows past M are
@@ -339,6 +406,7 @@ class V41Model final : public model::Model {
 
   Status forward_unguarded(const StepInputs& in, StepOutputs& out) {
     DI_TRY(check_step(in, cfg().vocab_size, false));
+    DI_TRY(check_replay_step(in));
     DI_TRY(plan_logit_rows(in, out));
     if (w.dspark) {
       for (const SequenceSpan& sq : in.sequences) {
@@ -349,7 +417,9 @@ class V41Model final : public model::Model {
     const io::ModelConfig& c = cfg();
     const int64_t M = static_cast<int64_t>(in.token_ids.size());
     const int64_t D = c.hidden_size, n = c.hc_mult, nD = n * D;
-    const int64_t Mb = recording.bucket(M);
+    plan_upper_rows(in, upper);
+    // A bounded-replay step changes its row count between layers: it runs eagerly.
+    const int64_t Mb = upper.active ? 0 : recording.bucket(M);
     const int64_t rows = Mb > 0 ? Mb : M;
     DenseBuffers& d = Mb > 0 ? recorded : step;
     Mat X(fit(d.x, rows * nD), rows, nD);
@@ -363,7 +433,11 @@ class V41Model final : public model::Model {
       } else {
         layers_eager(in, X, pre_prev, feats);
       }
-      if (w.dspark) draft_context(in, CMat(feats).rows_slice(0, M), d);
+      const StepInputs& top = upper.active ? upper.in : in;  // the rows the last layer ran
+      if (w.dspark && !top.token_ids.empty()) {
+        draft_context(top, CMat(feats).rows_slice(0, static_cast<int64_t>(top.token_ids.size())),
+                      d);
+      }
       if (engram_lookup) engram_lookup->push_history(in);
     }
     for (const SequenceSpan& sq : in.sequences) {
@@ -374,6 +448,9 @@ class V41Model final : public model::Model {
     // Head (spec §6.1): collapse with the last pre, final norm, FP32 head.
     const int64_t R = out.logit_rows, V = c.vocab_size;
     std::vector<int32_t> head_rows(out.logit_row_of.begin(), out.logit_row_of.end());
+    if (upper.active) {  // X holds the kept rows only (check_replay_step: logits rows are kept)
+      for (int32_t& r : head_rows) r = upper.kept_of[static_cast<size_t>(r)];
+    }
     Mat lg(fit(logits_buf, R * V), R, V);
     if (R > 0) {
       Mat Xs(fit(head_in, R * nD), R, nD), ps(fit(head_pre, R * n), R, n);
@@ -453,6 +530,8 @@ class V41Model final : public model::Model {
   backend::WeightRef confidence;  // [1, D + r] dense F32 over w.dspark->confidence
   AttentionScratch attn;
   Csa2Scratch cs;
+  UpperRows upper;         // this step's kept rows under bounded replay (upper_rows.h)
+  size_t first_upper = 0;  // the first layer above the last KV source
   backend::Buffer rec_onehot, rec_quarter;  // recorded steps' constant rows (never move in a unit)
   std::vector<int32_t> row_host;            // recorded steps: the row inputs before their upload
   std::shared_ptr<backend::PagePools> pages;
@@ -505,7 +584,9 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
   RowInputs rows;
   rows.ids = ids.data();
   rows.positions = pos.data();
-  const int64_t ctx_first = std::max<int64_t>(0, a - W), ctx_n = a - ctx_first;
+  // After bounded replay the context rings start at the first position they computed.
+  const int64_t ctx_first = std::max<int64_t>(cache.draft_layer(0).window.oldest(), a - W);
+  const int64_t ctx_n = a - ctx_first;
   for (size_t s = 0; s < dw.stages.size(); ++s) {
     const BlockWeights& b = dw.stages[s];
     block(b, X, pre_prev, rows, d, [&](const AttentionRows& ar) {
@@ -573,6 +654,31 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
   return out;
 }
 
+Expected<SequenceCache> V41Model::window_replay_state(const SequenceCache& part,
+                                                     std::span<const int32_t> known,
+                                                     int64_t from) const {
+  const auto h = static_cast<int64_t>(known.size());
+  if (part.length() != h || from < 0 || from > h) {
+    return invalid_argument("window_replay_state: " + std::to_string(known.size()) +
+                            " known tokens for a state of " + std::to_string(part.length()) +
+                            ", replay from " + std::to_string(from));
+  }
+  DI_TRY(bounded_replay_supported(cfg()));
+  CacheOptions opts;
+  opts.max_rollback = part.max_rollback();
+  SequenceCache c = new_sequence(opts);
+  DI_TRY(c.adopt_compressed(part, from));
+  if (engram_lookup) {  // the look-back before `from`, from the known tokens
+    const int64_t first = std::max<int64_t>(0, from - (cfg().engram.max_ngram_size - 1));
+    std::vector<int32_t> ids;
+    for (int64_t p = first; p < from; ++p) {
+      ids.push_back(engram_lookup->compressed_id(known[static_cast<size_t>(p)]));
+    }
+    c.set_engram_history(ids);
+  }
+  return c;
+}
+
 namespace {
 
 LayerCachePlan::Compressed compressed_plan(int ratio, int64_t width, bool pending) {
@@ -637,6 +743,7 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
   }
   DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
   s->plan = cache_plan(c);
+  s->first_upper = first_upper_layer(c);
   s->num = Numerics::from_config(c);
   s->rope = RopeTables::from_config(c, ops);
   if (s->w.dspark) {

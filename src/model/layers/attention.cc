@@ -245,11 +245,15 @@ KeyColumns fill_key_table(const LayerEnv& env, const AttentionRows& r, const Ste
     const PagedRows* comp = comp_of ? &comp_of(sq).comp.rows : nullptr;
     const int64_t b = sq.begin, c = sq.count, L = pos[b];
     DI_CHECK(lc.window.size() == L);
+    // A ring keeps W + rollback rows, so its oldest row is never inside a window, except
+    // after bounded replay skipped or rebuilt it (cache.h RowRing::skip): the window then
+    // starts at the first row the layer computed (the replay's approximation).
+    const int64_t first = lc.window.oldest();
     for (int64_t i = 0; i < c; ++i) {
       const int64_t p = L + i;
       const float** row = table.data() + (b + i) * width;
       int64_t j = 0;
-      for (int64_t k = std::max<int64_t>(0, p - W + 1); k <= p; ++k) {
+      for (int64_t k = std::max<int64_t>(first, p - W + 1); k <= p; ++k) {
         row[j++] = k < L ? lc.window.row(k) : kv.row(b + k - L);
       }
       if (comp != nullptr && all_visible) {

@@ -102,10 +102,13 @@ int64_t current_rss_bytes() {
 }
 
 // Text prompts, sampling (temperature != 0) or stop strings go through the engine; greedy
-// token-id prompts take the direct model path below.
+// token-id prompts take the direct model path below, unless SWA bounded replay is on
+// (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact), which only the engine applies.
 bool wants_engine(const GenerateArgs& args) {
+  const auto& env = env_options();
+  const bool replay = env.ok() && env->yoco_prefill_truncation_mode == "compact";
   return !args.engine.prompts.empty() || !args.engine.prompts_file.empty() ||
-         args.temperature != 0.0 || !args.engine.stop.empty();
+         args.temperature != 0.0 || !args.engine.stop.empty() || replay;
 }
 
 int run(GenerateArgs args) {

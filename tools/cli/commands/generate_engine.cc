@@ -130,6 +130,11 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
         std::printf("%s\n", j.dump().c_str());
       } else if (stream) {
         std::printf("\n");
+      } else if (!(*engine)->has_tokenizer()) {  // token-id prompts: the ids, as the direct path
+        for (size_t t = 0; t < c.token_ids.size(); ++t) {
+          std::printf(t == 0 ? "%d" : " %d", static_cast<int>(c.token_ids[t]));
+        }
+        std::printf("\n");
       } else {
         std::printf("%s%s\n", out.prompt.c_str(), c.text.c_str());
         if (handles.size() > 1) std::printf("\n");
@@ -163,6 +168,15 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    1.0 + static_cast<double>(st.spec_accepted_tokens) /
                              static_cast<double>(st.spec_verify_steps),
                    1e3 * st.draft_seconds / n);
+    }
+    if (st.replay_skipped_rows > 0 || st.prefix_window_replays > 0 ||
+        (*engine)->describe().find("bounded replay compact") != std::string::npos) {
+      std::fprintf(stderr,
+                   "bounded replay: %lld prompt rows skipped the upper layers; %lld prefix hits "
+                   "replayed their last window (%lld tokens recomputed)\n",
+                   static_cast<long long>(st.replay_skipped_rows),
+                   static_cast<long long>(st.prefix_window_replays),
+                   static_cast<long long>(st.prefix_window_replay_tokens));
     }
     std::fprintf(stderr, "KV pages: %.1f MiB reserved, %.1f MiB in use at the peak\n",
                  static_cast<double>(st.kv_bytes_reserved) / (1 << 20),
