@@ -8,7 +8,7 @@ DeepInfer runs the checkpoint in HF (FP32 between ops, no activation/KV/indexer 
 semantics. Weight rounding from QAT is still in the values; the run's own FP32-vs-fake-quant
 figures are in ../training/summary.json.
 
-    .venv/bin/python models/default/eval/dequantize_checkpoint.py models/default /tmp/default_fp32
+    .venv/bin/python models/v4-small/dequantize_checkpoint.py models/v4-small /tmp/v4small_fp32
     build/<dir>/tools/cli/deepinfer perplexity --model /tmp/default_fp32 --tokens ...
 
 Needs numpy only; reuses the dequantisers of tests/reference/make_tiny_checkpoint.py (the
