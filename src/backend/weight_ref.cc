@@ -129,7 +129,9 @@ Expected<WeightRef> WeightRef::fp4(const TensorView& w, const TensorView& scale,
 
 WeightRef WeightRef::slice_rows(int64_t row0, int64_t count) const {
   DI_CHECK(row0 >= 0 && count >= 0 && row0 + count <= n);
-  DI_CHECK(row0 % block_n == 0);
+  // A slice starts on a scale block, or lies inside one block's rows (wo_a's output groups when
+  // o_lora_rank divides the block: every row of the slice then reads the same scale row).
+  DI_CHECK(row0 % block_n == 0 || row0 % block_n + count <= block_n);
   WeightRef r = *this;
   r.n = count;
   const int64_t wrow_bytes = weight.shape[1] * dtype_size(weight.dtype);

@@ -160,10 +160,13 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
   DI_ASSIGN_OR_RETURN(a.kv_norm, vector(ap + "kv_norm.weight"));
   DI_ASSIGN_OR_RETURN(a.wo_a, linear(ap + "wo_a.weight"));
   DI_ASSIGN_OR_RETURN(a.wo_b, linear(ap + "wo_b.weight"));
-  if (a.wo_a.quantized() && c.o_lora_rank % a.wo_a.block_n != 0) {
+  // Each output group is a row slice of wo_a: it must start on a scale block or lie inside one
+  // (o_lora_rank a multiple of the block, or a divisor of it).
+  if (a.wo_a.quantized() && c.o_lora_rank % a.wo_a.block_n != 0 &&
+      a.wo_a.block_n % c.o_lora_rank != 0) {
     return unimplemented("tensor '" + ap + "wo_a.weight': o_lora_rank " +
-                         std::to_string(c.o_lora_rank) + " is not a multiple of its scale block " +
-                         std::to_string(a.wo_a.block_n) + " (groups must start on a block)");
+                         std::to_string(c.o_lora_rank) + " neither a multiple nor a divisor of its scale block " +
+                         std::to_string(a.wo_a.block_n) + " (a group would straddle two scale blocks)");
   }
   for (int g = 0; g < c.o_groups; ++g) {
     a.wo_a_groups.push_back(a.wo_a.slice_rows(int64_t{g} * c.o_lora_rank, c.o_lora_rank));
