@@ -98,6 +98,9 @@ class EngineCore {
     // Bounded replay (engine_replay.cc): the first position of this prefill the layers above
     // the last KV source run on (0: all), set when the cache is (re)started.
     int64_t upper_from = 0;
+    // Prefix caching: the chain hashes (kv/block_hash.h) of known's full blocks, extended as
+    // snapshots are saved and restored (prefix_hash); they name the tokens a snapshot holds.
+    std::vector<uint64_t> block_hashes;
     // SamplingParams::prompt_logprobs (engine_prompt_logprobs.cc): the prompt's length, the
     // next prompt position to score (kept across preemption: scored once), and the entries
     // scored in the running job (handed to the engine thread in Sampled).
@@ -167,6 +170,11 @@ class EngineCore {
   // A sequence state at a cached block boundary (prefix caching, engine_exec.cc).
   struct PrefixSnapshot {
     std::shared_ptr<const model::SequenceCache> cache;
+    // The chain hash of the tokens the state was computed from (its last block's). The store
+    // is keyed by a block id, which the pool hands to other tokens once it evicts the block,
+    // and a request admitted in the plan that (re)computes a block hits it before this step
+    // saved its state: only a snapshot of the hit's own tokens may be restored.
+    uint64_t tokens_hash = 0;
     int64_t bytes = 0;
     uint64_t used = 0;  // LRU clock
   };
@@ -273,7 +281,7 @@ class EngineCore {
   void fill_mask(SeqExec& e);
   // Prefix caching: e's cache after a hit of sr.num_prefix_hit tokens (snapshot or recompute).
   Status restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e, StepJob& job);
-  void save_snapshot(kv::BlockId block, const model::SequenceCache& c);
+  void save_snapshot(kv::BlockId block, const model::SequenceCache& c, uint64_t tokens_hash);
   // Over the byte bound: with bounded replay the least recently used snapshot that still has
   // its windows keeps only its compressed part; else (or when none has) the least recently used
   // goes.
@@ -291,8 +299,11 @@ class EngineCore {
   // A hit of h tokens from a snapshot's compressed part: the last window recomputed.
   Status replay_window(const model::SequenceCache& part, SeqExec& e, int64_t h, StepJob& job);
   int64_t replay_keep_ = 0;
-  // Saves c (whose length is a block boundary) under sr's window block ending there.
-  void save_snapshot_at(const sched::ScheduledRequest& sr, const model::SequenceCache& c);
+  // Saves e's cache (whose length is a block boundary) under sr's window block ending there.
+  void save_snapshot_at(const sched::ScheduledRequest& sr, SeqExec& e);
+  // The chain hash of e.known's first `len` tokens (len a positive multiple of the block
+  // size); nullopt when e knows fewer tokens.
+  std::optional<uint64_t> prefix_hash(SeqExec& e, int64_t len) const;
   // Prompt logprobs (engine_prompt_logprobs.cc): whether e still scores prompt tokens; scoring
   // `count` logits rows from `row` for positions pos.. (returns the row after the prompt rows;
   // the last one stays when it is to be sampled); handing the scored entries to the job.

@@ -6,8 +6,10 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 
 #include "base/clock.h"
+#include "kv/block_hash.h"
 #include "model/bounded_replay.h"
 #include "runtime/engine_core.h"
 
@@ -169,14 +171,22 @@ bool EngineCore::accept_token(SeqExec& e, int32_t token, Sampled& out) {
 // snapshot was evicted recomputes the prefix from the request's known tokens. A restored state
 // is bitwise the state the prefix computes (prefill == chunked == decode bit for bit on the CPU,
 // and on the GPU under DEEPINFER_BATCH_INVARIANT).
+// A block id does not name tokens: the pool gives an evicted block to other tokens, and the
+// coordinator publishes a block when it plans the step that computes it, so a request admitted
+// in that same plan (a request's samples, or two requests on one system prompt) hits it before
+// the step has saved its state, while the store may still hold the state of the block's
+// previous owner at the same length. Each snapshot therefore carries the chain hash of its
+// tokens (the coordinator's kv::hash_block chain over the request's known tokens), and a hit
+// restores it only when the hashes agree; otherwise it recomputes.
 
-void EngineCore::save_snapshot(kv::BlockId block, const model::SequenceCache& c) {
+void EngineCore::save_snapshot(kv::BlockId block, const model::SequenceCache& c,
+                               uint64_t tokens_hash) {
   if (block == kv::kNullBlock) return;
   auto snap = std::make_shared<const model::SequenceCache>(c.clone());
   const int64_t bytes = snap->footprint_bytes();
   PrefixSnapshot& slot = snapshots_[block];
   snapshot_bytes_ += bytes - slot.bytes;
-  slot = {std::move(snap), bytes, ++snapshot_clock_};
+  slot = {std::move(snap), tokens_hash, bytes, ++snapshot_clock_};
   evict_snapshots();
 }
 
@@ -203,16 +213,24 @@ void EngineCore::evict_snapshots() {
   }
 }
 
-void EngineCore::save_snapshot_at(const sched::ScheduledRequest& sr,
-                                  const model::SequenceCache& c) {
+std::optional<uint64_t> EngineCore::prefix_hash(SeqExec& e, int64_t len) const {
+  if (len < block_size_ || static_cast<int64_t>(e.known.size()) < len) return std::nullopt;
+  kv::extend_block_hashes(e.block_hashes, e.known, len, static_cast<int32_t>(block_size_));
+  return e.block_hashes[static_cast<size_t>(len / block_size_ - 1)];
+}
+
+void EngineCore::save_snapshot_at(const sched::ScheduledRequest& sr, SeqExec& e) {
+  const model::SequenceCache& c = *e.cache;
   // A state whose windows a window replay rebuilt (bounded replay) holds that replay's
   // approximation in every layer, compressed rows included: it is not offered to others.
   if (c.window_from() > 0) return;
-  // The state at a boundary, saved under the window block that ends there.
+  // The state at a boundary, saved under the window block that ends there, with the hash of
+  // the tokens it holds.
   const kv::BlockTable& win = sr.tables.groups.at(0);
   const int64_t j = c.length() / block_size_ - 1 - win.first_block;
-  if (j >= 0 && j < static_cast<int64_t>(win.ids.size())) {
-    save_snapshot(win.ids[static_cast<size_t>(j)], c);
+  const std::optional<uint64_t> hash = prefix_hash(e, c.length());
+  if (hash && j >= 0 && j < static_cast<int64_t>(win.ids.size())) {
+    save_snapshot(win.ids[static_cast<size_t>(j)], c, *hash);
   }
 }
 
@@ -226,7 +244,8 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   // Prompt logprobs need the prefix's logits: recomputed, never restored.
   if (const auto it = snapshots_.find(key); it != snapshots_.end() && !wants_prompt_logprobs(e)) {
     PrefixSnapshot& snap = it->second;
-    if (snap.cache != nullptr && snap.cache->length() == h) {
+    if (snap.cache != nullptr && snap.cache->length() == h &&
+        snap.tokens_hash == prefix_hash(e, h)) {
       snap.used = ++snapshot_clock_;
       if (snap.cache->has_rings() && snapshot_serves(*snap.cache, e)) {
         e.cache.emplace(snap.cache->clone());
@@ -470,7 +489,7 @@ std::vector<EngineCore::Piece> EngineCore::take_round_outputs(StepJob& job,
     // Rows with no draw after them go to a hidden-reading drafter now (their next tokens are
     // known prompt tokens), before a snapshot at their end is taken.
     if (!sample && !hidden.empty()) observe_hidden(e, left[k].pos, hidden);
-    if (r.snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, *e.cache);
+    if (r.snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, e);
     const int64_t rows = verify ? spans_[k].count : 1;
     if (!verify && spans_[k].logits == LogitsWanted::kAll) {      // prompt logprobs: score all
       sample = r.piece_end[k] == left[k].end && sr.needs_logits;  // but the last

@@ -86,7 +86,7 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
     e.spec_planned_end = start + sr.num_tokens;
     e.spec_kept_end = e.cache->length();
     if (block_size_ > 0 && undo == 0 && fed > 1 && e.cache->length() % block_size_ == 0) {
-      save_snapshot_at(sr, *e.cache);
+      save_snapshot_at(sr, e);
     }
   }
   e.draft.proposal.clear();

@@ -3,9 +3,12 @@
 // the executor's snapshots instead of being recomputed, and every output is bitwise what the
 // same requests give with prefix caching off: tokens, logprobs, finish reasons. Also when a
 // chunked prefill crosses block boundaries mid-chunk, when the snapshot store is too small to
-// keep anything (hits recompute their prefix), and when a starved pool preempts requests.
+// keep anything (hits recompute their prefix), when a starved pool preempts requests, and when
+// the samples of one request start together on blocks the pool took back from other prompts.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "deepinfer/engine.h"
@@ -159,6 +162,66 @@ TEST(PrefixCacheEngine, KvPagesAreRecycledAcrossRequests) {
   EXPECT_LE(one.stats.kv_bytes_in_use_peak, one.stats.kv_bytes_reserved);
   EXPECT_EQ(five.stats.kv_bytes_reserved, one.stats.kv_bytes_reserved);
   EXPECT_EQ(five.stats.kv_bytes_in_use_peak, one.stats.kv_bytes_in_use_peak);
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+using namespace engine_test;  // NOLINT: the shared runners
+
+// `earlier` requests of other prompts, one after another, then one request of two samples
+// (n = 2); every output, in submit order.
+EngineRun earlier_requests_then_two_samples(EngineOptions o, int earlier) {
+  auto created = Engine::create(o);
+  EXPECT_TRUE(created.ok()) << created.status().message();
+  EngineRun r;
+  if (!created.ok()) return r;
+  Engine& e = **created;
+  const auto run = [&](const std::vector<int32_t>& ids, const SamplingParams& p) {
+    auto h = e.submit(ids, p);
+    EXPECT_TRUE(h.ok()) << h.status().message();
+    r.handles.push_back(h.ok() ? *h : -1);
+    for (int steps = 0; e.has_unfinished() && steps < 1000; ++steps) {
+      for (RequestOutput& out : e.step()) r.outputs.emplace(out.id, std::move(out));
+    }
+  };
+  for (int k = 0; k < earlier; ++k) run(prompt(24, 100 + k), greedy(1));
+  SamplingParams two = seeded(5, 6);
+  two.n = 2;
+  run(prompt(24, 99), two);
+  r.stats = e.stats();
+  return r;
+}
+
+// The samples of a request start in one step: sample 0 computes the prompt, and its blocks are
+// published when that step is planned, so sample 1, admitted behind it in the same plan, hits
+// them and restores its state at the boundary before sample 0's forward has saved it there.
+// The snapshot store is keyed by the window block that ends at the boundary, and the pool hands
+// a block to other tokens once it evicts it: the store still held the state of the block's
+// previous owner, of the same length (another 24-token prompt's state at 16), and sample 1
+// continued from it (the soak's "seeded n > 1 with penalties" finding, docs/soak.md). A snapshot
+// now carries the hash of its tokens and is restored only for the same tokens; otherwise the
+// prefix is recomputed. The earlier requests leave such states under the blocks the pool reuses;
+// without the check, all four runs below (two pool sizes, sync and async) restored one.
+TEST(PrefixCacheEngine, SamplesStartedTogetherNeverRestoreAnotherPromptsState) {
+  for (const auto& [blocks, earlier] : {std::pair{24, 8}, std::pair{16, 16}}) {
+    for (bool async : {false, true}) {
+      SCOPED_TRACE(std::to_string(blocks) + " blocks, " + std::to_string(earlier) +
+                   " earlier requests, " + (async ? "async" : "sync"));
+      EngineOptions o = tiny_options();
+      o.num_kv_blocks = blocks;
+      o.async_scheduling = async;
+      o.enable_prefix_caching = false;
+      const EngineRun plain = earlier_requests_then_two_samples(o, earlier);
+      o.enable_prefix_caching = true;
+      const EngineRun cached = earlier_requests_then_two_samples(o, earlier);
+      expect_same(plain, cached);
+      EXPECT_GE(cached.stats.prefix_hit_tokens, 16) << "sample 1 did not hit sample 0's block";
+    }
+  }
 }
 
 }  // namespace
