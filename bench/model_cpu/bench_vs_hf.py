@@ -26,7 +26,8 @@ weight + cache bytes a step reads / the read bandwidth measured at that working-
 MACs / the FMA peak). Printed as floor/ours and floor/HF (1.0 = at the ceiling) and as the
 largest ratio over HF the ceiling allows (HF time / floor time).
 
-Checkpoints: `tiny` = the committed tests/data/model/v4_tiny_a/hf_fp32 (prompt 512, 256 new
+Checkpoints: `tiny` = the committed tests/data/model/v4_tiny_a/hf_fp32 (committed as a recipe over
+official_fp32, derive.json: materialized under --workdir first; prompt 512, 256 new
 tokens); `300m` = a ~0.3B V4-shaped random model this script creates with transformers and
 saves with save_pretrained (FP32) under --workdir (reused when its config matches). FP32 so that
 both engines compute the same thing in the same precision: our engine computes FP32 with weights
@@ -55,6 +56,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import roofline  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "reference"))
+from derive_checkpoint import materialized_checkpoint  # noqa: E402
 
 YARN = {"rope_type": "yarn", "factor": 16.0, "original_max_position_embeddings": 65536,
         "beta_fast": 32.0, "beta_slow": 1.0}
@@ -291,7 +294,10 @@ def main():
     for name in args.cases.split(","):
         case = dict(CASES[name])
         bf16 = case.get("bf16", False)
-        model = case["model"] or (make_300m_bf16 if bf16 else make_300m)(pathlib.Path(args.workdir))
+        if case["model"] is not None:  # committed fixture: its weights may be a derive.json recipe
+            model = materialized_checkpoint(case["model"], pathlib.Path(args.workdir) / f"{name}_materialized")
+        else:
+            model = (make_300m_bf16 if bf16 else make_300m)(pathlib.Path(args.workdir))
         prompt_len = args.prompt or case["prompt"]
         new = args.new or case["new"]
         cfg = json.loads((model / "config.json").read_text())

@@ -16,6 +16,25 @@ def repo_dir() -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def fixture_checkpoint(tmp_path_factory):
+    """fixture_checkpoint("tests/data/model/v4_tiny_a/hf_fp32") -> the folder to load for a committed fixture
+    folder: itself when it holds weights, else the weights its derive.json describes (a recipe over another
+    committed checkpoint) materialized once per session into a temporary folder of the same name."""
+    sys.path.insert(0, str(REPO / "tests" / "reference"))
+    from derive_checkpoint import materialized_checkpoint
+
+    made = {}
+
+    def get(rel: str) -> pathlib.Path:
+        if rel not in made:
+            out = tmp_path_factory.mktemp("derived") / pathlib.PurePath(rel).name
+            made[rel] = materialized_checkpoint(REPO / rel, out)
+        return made[rel]
+
+    return get
+
+
+@pytest.fixture(scope="session")
 def v4_tokenizer_path() -> pathlib.Path:
     # The package's copy, byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json.
     return REPO / "python" / "deepinfer" / "data" / "deepseek_v4" / "tokenizer.json"

@@ -19,7 +19,7 @@ def test_same_seed_same_conversation(cli, repo_dir):
     assert a.returncode == 0 and a.stdout == b.stdout
 
 
-def test_model_without_tokenizer_is_an_error(cli, repo_dir):
-    r = cli("chat", "--model", repo_dir / "tests/data/model/v4_tiny_a/hf_fp32", input="hi\n")
+def test_model_without_tokenizer_is_an_error(cli, fixture_checkpoint):
+    r = cli("chat", "--model", fixture_checkpoint("tests/data/model/v4_tiny_a/hf_fp32"), input="hi\n")
     assert r.returncode == 1
     assert "deepinfer chat: error:" in r.stderr and "tokenizer.json" in r.stderr

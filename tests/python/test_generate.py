@@ -1,5 +1,6 @@
 """`deepinfer generate` as a user runs it, on the committed tiny checkpoints (tests/data/model/,
-made by tests/reference/model/make_goldens.py): JSON output, agreement with the greedy goldens,
+made by tests/reference/model/make_goldens.py; their hf_fp32 folders are derive.json recipes, materialized
+by the fixture_checkpoint fixture): JSON output, agreement with the greedy goldens,
 determinism, EOS handling and error messages."""
 
 import json
@@ -11,7 +12,18 @@ MODEL_A = "tests/data/model/v4_tiny_a/hf_fp32"
 MODEL_B = "tests/data/model/v4_tiny_b/hf_fp32"
 
 
+@pytest.fixture(scope="module")
+def model_a(fixture_checkpoint):
+    return fixture_checkpoint(MODEL_A)
+
+
+@pytest.fixture(scope="module")
+def model_b(fixture_checkpoint):
+    return fixture_checkpoint(MODEL_B)
+
+
 def generate(cli, repo_dir, model, ids, *extra):
+    # model: repository-relative, or absolute (a materialized fixture; repo_dir / an absolute path is that path)
     return cli("generate", "--model", repo_dir / model, "--prompt-ids", ",".join(map(str, ids)),
                *extra)
 
@@ -22,7 +34,8 @@ def goldens(repo_dir, config):
 
 @pytest.mark.parametrize("config,model", [("v4_tiny_a", MODEL_A), ("v4_tiny_b", MODEL_B)])
 @pytest.mark.parametrize("prompt", ["len1", "len7", "len40"])
-def test_greedy_matches_goldens(cli, repo_dir, config, model, prompt):
+def test_greedy_matches_goldens(cli, repo_dir, fixture_checkpoint, config, model, prompt):
+    model = fixture_checkpoint(model)
     g = goldens(repo_dir, config)
     want = g["continuations"][f"hf_fp32.{prompt}"]["tokens"]
     r = generate(cli, repo_dir, model, g["prompts"][prompt], "--max-tokens", len(want),
@@ -34,9 +47,9 @@ def test_greedy_matches_goldens(cli, repo_dir, config, model, prompt):
     assert "text" not in out  # the tiny checkpoints carry no tokenizer.json
 
 
-def test_deterministic_and_backends_agree(cli, repo_dir):
+def test_deterministic_and_backends_agree(cli, repo_dir, model_a):
     ids = [171, 129, 100, 223, 76, 53, 97]
-    runs = [generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 8, "--json", *extra)
+    runs = [generate(cli, repo_dir, model_a, ids, "--max-tokens", 8, "--json", *extra)
             for extra in ([], [], ["--backend", "ref"])]
     assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
     outs = [json.loads(r.stdout)["token_ids"] for r in runs]
@@ -44,28 +57,28 @@ def test_deterministic_and_backends_agree(cli, repo_dir):
     assert len(outs[0]) == 8
 
 
-def test_stops_at_eos_unless_ignored(cli, repo_dir):
+def test_stops_at_eos_unless_ignored(cli, repo_dir, model_b):
     # Found by search: greedy from prompt [3] on v4_tiny_b reaches EOS (id 1) at step 32.
-    r = generate(cli, repo_dir, MODEL_B, [3], "--max-tokens", 40, "--json")
+    r = generate(cli, repo_dir, model_b, [3], "--max-tokens", 40, "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["finish_reason"] == "eos"
     assert out["token_ids"][-1] == 1 and 1 not in out["token_ids"][:-1]
     n = len(out["token_ids"])
-    r2 = generate(cli, repo_dir, MODEL_B, [3], "--max-tokens", n + 4, "--ignore-eos", "--json")
+    r2 = generate(cli, repo_dir, model_b, [3], "--max-tokens", n + 4, "--ignore-eos", "--json")
     out2 = json.loads(r2.stdout)
     assert out2["finish_reason"] == "length"
     assert out2["token_ids"][:n] == out["token_ids"] and len(out2["token_ids"]) == n + 4
 
 
-def test_text_output(cli, repo_dir):
-    r = generate(cli, repo_dir, MODEL_A, [5, 17, 42], "--max-tokens", 3)
+def test_text_output(cli, repo_dir, model_a):
+    r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 3)
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.split()) == 3 and all(t.isdigit() for t in r.stdout.split())
 
 
-def test_zero_max_tokens(cli, repo_dir):
-    r = generate(cli, repo_dir, MODEL_A, [5], "--max-tokens", 0, "--json")
+def test_zero_max_tokens(cli, repo_dir, model_a):
+    r = generate(cli, repo_dir, model_a, [5], "--max-tokens", 0, "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token_ids"] == []
 
@@ -79,8 +92,8 @@ def test_zero_max_tokens(cli, repo_dir):
     (["--max-tokens", "3"], 2, "no prompt: give --prompt TEXT"),
     (["--prompt-ids", "5", "--backend", "gpu"], 2, "backend 'gpu' is unknown: use opt, ref or cuda"),
 ])
-def test_usage_errors(cli, repo_dir, args, code, message):
-    r = cli("generate", "--model", repo_dir / MODEL_A, *args)
+def test_usage_errors(cli, model_a, args, code, message):
+    r = cli("generate", "--model", model_a, *args)
     assert r.returncode == code, (r.stdout, r.stderr)
     assert "deepinfer generate: error:" in r.stderr and message in r.stderr, r.stderr
     assert r.stdout == ""
@@ -88,13 +101,13 @@ def test_usage_errors(cli, repo_dir, args, code, message):
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
 @pytest.mark.parametrize("how", ["flag", "env"])
-def test_cuda_without_a_gpu_is_a_clear_error(cli, repo_dir, how, monkeypatch):
+def test_cuda_without_a_gpu_is_a_clear_error(cli, model_a, how, monkeypatch):
     # Either this build has no CUDA backend or the machine has no GPU: both say how to run on
     # the CPU instead, and nothing is printed on stdout.
     args = ["--backend", "cuda"] if how == "flag" else []
     if how == "env":
         monkeypatch.setenv("DEEPINFER_ACCELERATOR", "nvidia")
-    r = cli("generate", "--model", repo_dir / MODEL_A, "--prompt-ids", "5", *args)
+    r = cli("generate", "--model", model_a, "--prompt-ids", "5", *args)
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert "DEEPINFER_ACCELERATOR=cpu" in r.stderr, r.stderr
     assert r.stdout == ""
@@ -120,18 +133,17 @@ def test_bad_model_dir(cli, repo_dir, tmp_path):
     assert "config.json" in r.stderr
 
 
-def test_text_when_model_dir_has_tokenizer(cli, repo_dir, v4_tokenizer_path, tmp_path):
+def test_text_when_model_dir_has_tokenizer(cli, repo_dir, model_a, v4_tokenizer_path, tmp_path):
     if not v4_tokenizer_path.is_file():
         pytest.skip(f"no tokenizer at {v4_tokenizer_path}")
-    src = repo_dir / MODEL_A
-    for f in src.iterdir():
+    for f in model_a.iterdir():
         (tmp_path / f.name).symlink_to(f)
     (tmp_path / "tokenizer.json").symlink_to(v4_tokenizer_path)
     r = cli("generate", "--model", tmp_path, "--prompt-ids", "5,17,42", "--max-tokens", 6,
             "--ignore-eos", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    plain = json.loads(generate(cli, repo_dir, MODEL_A, [5, 17, 42], "--max-tokens", 6,
+    plain = json.loads(generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6,
                                 "--ignore-eos", "--json").stdout)
     assert out["token_ids"] == plain["token_ids"]
     assert isinstance(out["text"], str)
@@ -140,10 +152,10 @@ def test_text_when_model_dir_has_tokenizer(cli, repo_dir, v4_tokenizer_path, tmp
                                                                             skip_special_tokens=False)
 
 
-def test_stats(cli, repo_dir):
+def test_stats(cli, repo_dir, model_a):
     ids = [171, 129, 100, 223, 76, 53, 97, 12, 200]
-    plain = generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 12, "--ignore-eos", "--json")
-    r = generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 12, "--ignore-eos", "--json",
+    plain = generate(cli, repo_dir, model_a, ids, "--max-tokens", 12, "--ignore-eos", "--json")
+    r = generate(cli, repo_dir, model_a, ids, "--max-tokens", 12, "--ignore-eos", "--json",
                  "--stats")
     assert r.returncode == 0 and plain.returncode == 0, (r.stderr, plain.stderr)
     assert "stats" not in json.loads(plain.stdout)
@@ -162,15 +174,15 @@ def test_stats(cli, repo_dir):
     assert s["peak_rss_bytes"] >= s["peak_rss_after_load_bytes"] > 1_600_000
     assert s["peak_rss_bytes"] < 4 << 30
 
-    text = generate(cli, repo_dir, MODEL_A, ids, "--max-tokens", 3, "--stats")
+    text = generate(cli, repo_dir, model_a, ids, "--max-tokens", 3, "--stats")
     assert text.returncode == 0, text.stderr
     lines = text.stdout.splitlines()
     assert lines[0].split() == list(map(str, json.loads(plain.stdout)["token_ids"][:3]))
     assert lines[1].startswith("prompt 9 tokens: prefill") and "peak RSS" in lines[1]
 
 
-def test_stats_without_generation(cli, repo_dir):
-    r = generate(cli, repo_dir, MODEL_A, [5], "--max-tokens", 0, "--json", "--stats")
+def test_stats_without_generation(cli, repo_dir, model_a):
+    r = generate(cli, repo_dir, model_a, [5], "--max-tokens", 0, "--json", "--stats")
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)["stats"]
     assert s["generated_tokens"] == 0 and s["decode_steps"] == 0

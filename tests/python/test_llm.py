@@ -1,7 +1,8 @@
 """The Python API over the engine: LLM / SamplingParams as a vLLM user drives them.
 
 Most tests use the committed tiny checkpoint tests/data/model/v4_tiny_a/hf_fp32 (no tokenizer:
-token-id prompts; fast); the text and chat tests use the embedded default model models/default.
+token-id prompts; fast; committed as a derive.json recipe, materialized by the fixture_checkpoint
+fixture); the text and chat tests use the embedded default model models/default.
 """
 
 import shutil
@@ -18,8 +19,13 @@ PROMPTS = [[5, 17, 42, 7], [3], [100, 101, 102, 103, 104, 105, 106, 107, 108, 9]
 
 
 @pytest.fixture(scope="module")
-def tiny(repo_dir):
-    return LLM(str(repo_dir / TINY), max_num_batched_tokens=7, num_threads=1)
+def tiny_dir(fixture_checkpoint):
+    return fixture_checkpoint(TINY)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_dir):
+    return LLM(str(tiny_dir), max_num_batched_tokens=7, num_threads=1)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +47,7 @@ def test_batched_greedy_equals_one_at_a_time(tiny):
         assert o.outputs[0].finish_reason == "length"
 
 
-def test_deterministic_sampling_alone_batched_and_preempted(repo_dir, tiny):
+def test_deterministic_sampling_alone_batched_and_preempted(tiny_dir, tiny):
     p = SamplingParams(temperature=1.0, top_k=50, max_tokens=12, ignore_eos=True, seq_seed=11)
     alone = tiny.generate([PROMPTS[2]], p, use_tqdm=False)[0].outputs[0].token_ids
     others = [SamplingParams(temperature=0.8, max_tokens=12, ignore_eos=True, seq_seed=s)
@@ -49,7 +55,7 @@ def test_deterministic_sampling_alone_batched_and_preempted(repo_dir, tiny):
     batch = tiny.generate(PROMPTS[:2] + [PROMPTS[2]] + PROMPTS[3:] + [PROMPTS[0]],
                           others[:2] + [p] + others[2:] + [greedy(3)], use_tqdm=False)
     assert batch[2].outputs[0].token_ids == alone
-    starved = LLM(str(repo_dir / TINY), kv_block_size=8, num_kv_blocks=40,
+    starved = LLM(str(tiny_dir), kv_block_size=8, num_kv_blocks=40,
                   max_num_batched_tokens=16, num_threads=1)
     batch2 = starved.generate(PROMPTS[:2] + [PROMPTS[2]] + PROMPTS[3:] + [PROMPTS[0]],
                               others[:2] + [p] + others[2:] + [greedy(3)], use_tqdm=False)
@@ -58,7 +64,7 @@ def test_deterministic_sampling_alone_batched_and_preempted(repo_dir, tiny):
     # KV pages: what the pools took from the backend, and the most held at once.
     assert 0 < stats["kv_bytes_in_use_peak"] <= stats["kv_bytes_reserved"]
     assert batch2[2].outputs[0].token_ids == alone
-    rechunked = LLM(str(repo_dir / TINY), max_num_batched_tokens=3, num_threads=1)
+    rechunked = LLM(str(tiny_dir), max_num_batched_tokens=3, num_threads=1)
     assert rechunked.generate([PROMPTS[2]], p, use_tqdm=False)[0].outputs[0].token_ids == alone
     other_seed = tiny.generate([PROMPTS[2]], p.clone(seq_seed=12), use_tqdm=False)[0]
     assert other_seed.outputs[0].token_ids != alone
@@ -130,9 +136,9 @@ def test_bad_prompts_raise_and_engine_keeps_serving(tiny):
     assert len(o.outputs[0].token_ids) == 3 and o.error is None
 
 
-def test_abort_mid_stream(repo_dir):
+def test_abort_mid_stream(tiny_dir):
     from deepinfer import _core
-    eng = _core.Engine(str(repo_dir / TINY), num_threads=1)
+    eng = _core.Engine(str(tiny_dir), num_threads=1)
     seen = []
     victim = eng.submit(PROMPTS[0], greedy(40).to_engine_dict(),
                         lambda i, text, toks, fin: seen.extend(toks))
@@ -151,7 +157,7 @@ def test_abort_mid_stream(repo_dir):
         eng.abort(victim)
 
 
-def test_default_model_fallback_notice(repo_dir, tmp_path):
+def test_default_model_fallback_notice(repo_dir, tmp_path, tiny_dir):
     code = ("import deepinfer.llm as l; print(l.resolve_model_dir())")
     env = {"PATH": "/usr/bin:/bin", "HF_HOME": str(tmp_path), "PYTHONPATH": sys.path[0] if
            sys.path[0] else ".", **{k: v for k, v in __import__("os").environ.items()
@@ -162,10 +168,10 @@ def test_default_model_fallback_notice(repo_dir, tmp_path):
     assert r.stdout.strip().endswith("models/default")
     notice = [ln for ln in r.stderr.splitlines() if "embedded default model" in ln]
     assert len(notice) == 1
-    env["DEEPINFER_HF_MODEL_DIR"] = str(repo_dir / TINY)
+    env["DEEPINFER_HF_MODEL_DIR"] = str(tiny_dir)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                        cwd=repo_dir)
-    assert r.stdout.strip() == str(repo_dir / TINY) and "embedded" not in r.stderr
+    assert r.stdout.strip() == str(tiny_dir) and "embedded" not in r.stderr
 
 
 def test_text_generate_and_stop_strings_on_default_model(default_llm):
@@ -196,7 +202,7 @@ def test_chat_returns_text(default_llm):
     assert len(both) == 2
 
 
-def test_prefix_caching_reuses_a_shared_prompt_and_changes_nothing(repo_dir):
+def test_prefix_caching_reuses_a_shared_prompt_and_changes_nothing(tiny_dir):
     # A system prompt shared by several requests and a later turn that extends one of them:
     # with caching the shared blocks are restored, not recomputed, and every token and logprob
     # is what the same requests give without it.
@@ -206,7 +212,7 @@ def test_prefix_caching_reuses_a_shared_prompt_and_changes_nothing(repo_dir):
                              logprobs=1) for i in range(3)]
     runs = {}
     for cached in (False, True):
-        llm = LLM(str(repo_dir / TINY), kv_block_size=16, max_num_seqs=1, num_threads=1,
+        llm = LLM(str(tiny_dir), kv_block_size=16, max_num_seqs=1, num_threads=1,
                   enable_prefix_caching=cached)
         outs = llm.generate(prompts, params, use_tqdm=False)
         runs[cached] = ([o.outputs[0].token_ids for o in outs],
@@ -218,46 +224,46 @@ def test_prefix_caching_reuses_a_shared_prompt_and_changes_nothing(repo_dir):
     assert runs[True][2]["prompt_tokens"] < runs[False][2]["prompt_tokens"]
 
 
-def test_backend_argument(repo_dir):
+def test_backend_argument(tiny_dir):
     # LLM(backend=) reaches the engine: describe() names the backend that runs, and a bad name
     # is refused with the choices.
-    ref = LLM(str(repo_dir / TINY), backend="ref", num_threads=1)
+    ref = LLM(str(tiny_dir), backend="ref", num_threads=1)
     assert "backend cpu-ref" in ref.describe(), ref.describe()
-    opt = LLM(str(repo_dir / TINY), backend="opt", num_threads=1)
+    opt = LLM(str(tiny_dir), backend="opt", num_threads=1)
     assert "backend cpu-opt" in opt.describe(), opt.describe()
     with pytest.raises(ValueError, match="backend 'gpu' is unknown: use opt, ref or cuda"):
-        LLM(str(repo_dir / TINY), backend="gpu")
+        LLM(str(tiny_dir), backend="gpu")
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine may have a GPU")
-def test_cuda_backend_without_a_gpu_says_how_to_run_on_the_cpu(repo_dir):
+def test_cuda_backend_without_a_gpu_says_how_to_run_on_the_cpu(tiny_dir):
     with pytest.raises(ValueError, match="DEEPINFER_ACCELERATOR=cpu"):
-        LLM(str(repo_dir / TINY), backend="cuda")
+        LLM(str(tiny_dir), backend="cuda")
 
 
-def test_sampling_threads_do_not_change_outputs(repo_dir):
+def test_sampling_threads_do_not_change_outputs(tiny_dir):
     # A step's draws run on a host thread pool; each is keyed by its own request, so one
     # thread and several give the same tokens and logprobs.
     params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
                              ignore_eos=True) for s in range(len(PROMPTS))]
     runs = []
     for threads in (1, 2, 3):
-        llm = LLM(str(repo_dir / TINY), num_threads=1, sampling_threads=threads)
+        llm = LLM(str(tiny_dir), num_threads=1, sampling_threads=threads)
         outs = llm.generate(PROMPTS, params, use_tqdm=False)
         runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
                      for o in outs])
     assert runs[0] == runs[1] == runs[2]
 
 
-def test_sample_on_backend_gives_the_host_tokens(repo_dir):
+def test_sample_on_backend_gives_the_host_tokens(tiny_dir):
     # Draws on the backend (Ops::sample; the CPU's default here, a GPU's kernel there) are the
     # host Sampler's tokens; a request with logprobs sends its steps to the host.
     params = [SamplingParams(temperature=0.8, top_k=20, top_p=0.9, seed=s, max_tokens=6,
                              ignore_eos=True) for s in range(len(PROMPTS))]
     params[0] = SamplingParams(temperature=0.8, seed=3, max_tokens=6, logprobs=1, ignore_eos=True)
     runs = [[o.outputs[0].token_ids for o in
-             LLM(str(repo_dir / TINY), num_threads=1, sample_on=where).generate(
+             LLM(str(tiny_dir), num_threads=1, sample_on=where).generate(
                  PROMPTS, params, use_tqdm=False)] for where in ("host", "backend")]
     assert runs[0] == runs[1]
     with pytest.raises(ValueError, match="sample_on"):
-        LLM(str(repo_dir / TINY), sample_on="gpu")
+        LLM(str(tiny_dir), sample_on="gpu")

@@ -149,9 +149,12 @@ def test_bf16_weights_golden_is_close_but_different(name):
 @pytest.mark.parametrize("name", CONFIGS)
 def test_checkpoints_parse_and_name_families_agree(name):
     root = DATA / name
-    hf = read_raw(root / "hf_fp32" / "model.safetensors")
     off = read_raw(root / "official_fp32" / "model.safetensors")
-    assert not (root / "hf_bf16" / "model.safetensors").exists(), "hf_bf16 is stored as derive.json"
+    for variant in ("hf_fp32", "hf_bf16"):
+        assert not (root / variant / "model.safetensors").exists(), f"{variant} is stored as derive.json"
+    hdt, harr, hmeta = materialize(root / "hf_fp32")  # official_fp32's tensors under the HF names
+    assert hmeta == {"format": "pt"}
+    hf = {k: (hdt[k], harr[k]) for k in hdt}
     bdt, barr, _ = materialize(root / "hf_bf16")
     assert set(barr) == set(hf)
     for k, (dt, arr) in hf.items():  # HF's BF16 save keeps norms / mHC / sinks / ape / gate bias in F32

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 QUANT = "tests/data/model/v4_tiny_a/official_quant"  # official layout, FP8/FP4, has an MTP block
-HF = "tests/data/model/v4_tiny_a/hf_fp32"  # HF names: no MTP tensors
+HF = "tests/data/model/v4_tiny_a/hf_fp32"  # HF names: no MTP tensors (a derive.json recipe: materialized)
 VOCAB = 256
 
 
@@ -90,8 +90,8 @@ def test_ref_backend_agrees(cli, repo_dir, tokens):
     assert math.isclose(a["mtp_nll"], b["mtp_nll"], rel_tol=1e-4)
 
 
-def test_model_without_mtp_skips_mtp_metrics(cli, repo_dir, tokens):
-    out, err = ppl(cli, repo_dir, HF, tokens, "--window", 40, "--max-windows", 1)
+def test_model_without_mtp_skips_mtp_metrics(cli, repo_dir, fixture_checkpoint, tokens):
+    out, err = ppl(cli, repo_dir, fixture_checkpoint(HF), tokens, "--window", 40, "--max-windows", 1)
     assert out["semantics"] == "hf"
     assert out["mtp"] is None and "mtp_top1_accuracy" not in out
     assert "no MTP block" in err and "skipped" in err

@@ -5,8 +5,12 @@ another committed checkpoint (a BF16 save of FP32 weights; the same weights unde
     python tests/reference/derive_checkpoint.py VARIANT_DIR SOURCE_DIR
         checks that VARIANT_DIR/model.safetensors is exactly SOURCE_DIR's tensors cast per tensor (BF16 by
         round-to-nearest-even, as torch casts), writes VARIANT_DIR/derive.json and removes the weights file.
+        (replace_by_spec's source_name argument covers variants whose tensor names differ from the source's.)
 
-Needs numpy + safetensors only (no torch), so tests/python can rebuild a variant too.
+    python tests/reference/derive_checkpoint.py --materialize VARIANT_DIR OUT_DIR
+        writes the weights VARIANT_DIR/derive.json describes (and the variant's other files) into OUT_DIR.
+
+Needs numpy only (no torch), so tests/python can rebuild a variant too (materialized_checkpoint).
 """
 
 from __future__ import annotations
@@ -88,14 +92,19 @@ def write_spec(variant: pathlib.Path, source_rel: str, tensors: list, metadata: 
     (variant / "derive.json").write_text(text + "\n")
 
 
-def replace_by_spec(variant: pathlib.Path, source: pathlib.Path) -> None:
-    """Writes derive.json for a saved variant that is a per-tensor cast of `source`, proves the recipe
-    reproduces every tensor bit for bit, then removes the weights file."""
+def replace_by_spec(variant: pathlib.Path, source: pathlib.Path, source_name=None) -> None:
+    """Writes derive.json for a saved variant that is a per-tensor cast of `source` (tensor `source_name(name)`
+    of it when given, else the same name), proves the recipe reproduces every tensor bit for bit, then removes
+    the weights file."""
     vdt, varr, meta = _raw(variant / "model.safetensors")
-    write_spec(variant, os.path.relpath(source, variant),
-               [{"name": k, "dtype": vdt[k]} for k in sorted(vdt)], metadata=meta)
-    mdt, marr, _ = materialize(variant)
+    tensors = []
+    for k in sorted(vdt):
+        src = source_name(k) if source_name else k
+        tensors.append({"name": k, "dtype": vdt[k]} if src == k else {"name": k, "source": src, "dtype": vdt[k]})
+    write_spec(variant, os.path.relpath(source, variant), tensors, metadata=meta)
+    mdt, marr, mmeta = materialize(variant)
     assert mdt == vdt, "derived dtypes differ from the saved ones"
+    assert mmeta == meta, "derived metadata differs from the saved one"
     for k in vdt:
         assert marr[k].shape == varr[k].shape and np.array_equal(marr[k].view(np.uint8), varr[k].view(np.uint8)), \
             f"{variant}: {k} is not the cast of {source}'s tensor"
@@ -128,7 +137,21 @@ def save_materialized(variant: pathlib.Path, out: pathlib.Path) -> None:
     (out / "model.safetensors").write_bytes(len(h).to_bytes(8, "little") + h + b"".join(blobs))
 
 
+def materialized_checkpoint(folder: pathlib.Path, out: pathlib.Path) -> pathlib.Path:
+    """The folder to load for committed fixture folder `folder`: itself when it holds weights (or has no
+    derive.json), else `out` with the weights built from its derive.json (as tests/support/derived_checkpoint.h's
+    checkpoint_dir does for the C++ tests)."""
+    if (folder / "model.safetensors").exists() or (folder / "model.safetensors.index.json").exists() or \
+            not (folder / "derive.json").exists():
+        return folder
+    save_materialized(folder, out)
+    return out
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    if len(sys.argv) == 4 and sys.argv[1] == "--materialize":
+        save_materialized(pathlib.Path(sys.argv[2]), pathlib.Path(sys.argv[3]))
+    elif len(sys.argv) == 3:
+        replace_by_spec(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))
+    else:
         sys.exit(__doc__)
-    replace_by_spec(pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]))

@@ -4,7 +4,8 @@
 // keeps the repository within the size the GPU machine accepts (the tree travels whole).
 //
 // derive.json:
-//   {"from": "../hf_fp32",                 source folder (relative), holding model.safetensors
+//   {"from": "../official_fp32",           source folder (relative), holding model.safetensors
+//                                          (committed weights, not another recipe)
 //    "copy": ["tokenizer.json"],           optional: files copied from the source folder
 //    "metadata": {"format": "pt"},         optional: the safetensors __metadata__
 //    "tensors": [

@@ -11,13 +11,16 @@ safetensors 0.8.0, numpy 2.4.6. Everything is seeded and single-threaded; re-run
 files (bit-identical on the same torch build; other builds may differ in the last ulp of the logits).
 
 Per config <name> it writes tests/data/model/<name>/:
-  hf_fp32/        save_pretrained output (HF names, spec §4.x), FP32
+  hf_fp32/        save_pretrained output (HF names, spec §4.x), FP32, stored as config.json + derive.json: the
+                  same weights as official_fp32 under the HF names (official_name() is the rename; no mtp.*),
+                  checked bit for bit against the save_pretrained file before it is removed
   hf_bf16/        the same weights as from_pretrained(dtype=bf16).save_pretrained writes them (HF keeps
                   mHC / norms / sinks / ape / gate bias / compressor projections in FP32), stored as config.json +
-                  derive.json (the per-tensor cast of hf_fp32, checked bit for bit; tests rebuild the weights:
-                  tests/support/derived_checkpoint.h)
+                  derive.json (renames + per-tensor casts of official_fp32, checked bit for bit)
   official_fp32/  the same FP32 weights under the official names (spec §4) + official-style config.json
                   (spec §1.1 keys); with MTP the random `mtp.0.*` block is added here
+  (the tests rebuild the weights of a derive.json folder: tests/support/derived_checkpoint.h in C++,
+  tests/reference/derive_checkpoint.py in Python)
   official_quant/ (configs with quant=True) FP8 E4M3 dense weights with E8M0 32x32 block scales, FP4 E2M1
                   routed experts (I8 packed, low nibble = even column) with 1x32 E8M0 scales, BF16/F32 rest
   goldens.safetensors  float32 logits, see README.md for every key
@@ -380,8 +383,10 @@ def build(name: str, spec: dict) -> dict:
         d_bf.append(row_diffs(hl, gold[f"hf_fp32.len{L}"]))
     meta["tolerances"]["hf_bf16_weights_vs_hf_fp32"] = summarize(d_bf)
     del m16
-    # The BF16 save is a per-tensor cast of hf_fp32: keep the recipe (checked bit for bit), not the bytes.
-    replace_by_spec(root / "hf_bf16", root / "hf_fp32")
+    # Both HF saves are official_fp32's tensors renamed (and, for the BF16 save, cast per tensor): keep the
+    # recipes (each checked bit for bit against the file save_pretrained wrote), not the bytes.
+    replace_by_spec(root / "hf_bf16", root / "official_fp32", source_name=official_name)
+    replace_by_spec(root / "hf_fp32", root / "official_fp32", source_name=official_name)
 
     # Official quantisation-aware semantics on the quantized checkpoint.
     if spec["quant"]:

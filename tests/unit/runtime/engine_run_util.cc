@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "backend/cpu/cpu_ops.h"
+#include "derived_checkpoint.h"
 #include "model/model.h"
 
 namespace deepinfer::engine_test {
@@ -14,7 +15,9 @@ std::string source_dir() {
   const char* d = std::getenv("DEEPINFER_SOURCE_DIR");
   return d != nullptr ? d : DEEPINFER_TEST_SOURCE_DIR;
 }
-std::string tiny_dir() { return source_dir() + "/tests/data/model/v4_tiny_a/hf_fp32"; }
+std::string tiny_dir() {
+  return deepinfer::testing::checkpoint_dir(source_dir() + "/tests/data/model/v4_tiny_a/hf_fp32");
+}
 std::string default_dir() { return source_dir() + "/models/v4-small"; }
 
 std::vector<int32_t> greedy_by_extend(const std::string& model_dir,

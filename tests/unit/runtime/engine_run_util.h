@@ -15,7 +15,9 @@
 namespace deepinfer::engine_test {
 
 std::string source_dir();
-std::string tiny_dir();     // tests/data/model/v4_tiny_a/hf_fp32 (no tokenizer)
+// tests/data/model/v4_tiny_a/hf_fp32 (no tokenizer), materialized from its derive.json once per
+// process (tests/support/derived_checkpoint.h)
+std::string tiny_dir();
 std::string default_dir();  // models/default
 
 struct Req {

@@ -1,4 +1,5 @@
-// Engine tests on tests/data/model/v4_tiny_a/hf_fp32 (vocab 256, window 8, CSA ratio 4, HCA 8).
+// Engine tests on tests/data/model/v4_tiny_a/hf_fp32 (vocab 256, window 8, CSA ratio 4, HCA 8;
+// committed as a recipe over official_fp32, materialized by engine_test::tiny_dir()).
 // The reference for greedy output is Model::extend driven by hand, one request at a time.
 #include "deepinfer/engine.h"
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deepinfer/engine.h"
+#include "engine_run_util.h"
 
 namespace deepinfer {
 namespace {
@@ -153,7 +154,7 @@ TEST(EngineStructured, PreemptionKeepsTheMatcherInStep) {
 
 TEST(EngineStructured, NoTokenizerRefusesTheConstraint) {
   EngineOptions o;
-  o.model_dir = source_dir() + "/tests/data/model/v4_tiny_a/hf_fp32";
+  o.model_dir = engine_test::tiny_dir();  // tests/data/model/v4_tiny_a/hf_fp32
   o.num_threads = 1;
   auto e = Engine::create(o);
   ASSERT_TRUE(e.ok()) << e.status().message();
