@@ -36,7 +36,7 @@ def fixture_checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def v4_tokenizer_path() -> pathlib.Path:
-    # The package's copy, byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json.
+    # The package's copy, shared/tokenizers/deepseek_v4/tokenizer.json minified (the same JSON without whitespace).
     return REPO / "python" / "deepinfer" / "data" / "deepseek_v4" / "tokenizer.json"
 
 

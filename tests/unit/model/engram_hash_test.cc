@@ -220,7 +220,7 @@ TEST(EngramHash, HistoryLongerThanNeededIsTrimmed) {
 
 TEST(EngramHash, V4TokensThroughTheRealMap) {
   const json v4 = load("hash_rows.json")["v4_raw"];
-  // The package's copy, byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json.
+  // The package's copy, shared/tokenizers/deepseek_v4/tokenizer.json minified (the same JSON without whitespace).
   const std::string path = source_dir() + "/python/deepinfer/data/deepseek_v4/tokenizer.json";
   auto texts = tokenizer::TokenTexts::from_file(path);
   if (!texts.ok()) GTEST_SKIP() << "no V4 tokenizer: " << texts.status().to_string();

@@ -14,7 +14,7 @@ namespace {
 
 std::shared_ptr<const TokenizerInfo> v4() {
   static std::shared_ptr<const TokenizerInfo> info = [] {
-    // The package's copy, byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json.
+    // The package's copy, shared/tokenizers/deepseek_v4/tokenizer.json minified (the same JSON without whitespace).
     const std::string path =
         testing::source_dir() + "/python/deepinfer/data/deepseek_v4/tokenizer.json";
     std::shared_ptr<const TokenizerInfo> out;

@@ -15,7 +15,7 @@ std::string source_dir() {
   return s ? s : ".";
 }
 
-// The package's copy (byte-identical to shared/tokenizers/deepseek_v4/tokenizer.json), so the
+// The package's copy (shared/tokenizers/deepseek_v4/tokenizer.json minified (the same JSON without whitespace)), so the
 // tests need nothing outside the repository.
 std::string v4_tokenizer_path() {
   return source_dir() + "/python/deepinfer/data/deepseek_v4/tokenizer.json";
