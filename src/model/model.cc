@@ -71,4 +71,9 @@ Expected<DraftBlock> Model::dspark_draft(SequenceCache&, int32_t, int, std::span
                              drafter_kind_name(drafter()) + ")");
 }
 
+Expected<std::vector<DraftBlock>> Model::dspark_draft_all(std::span<const DSparkJob>, int, bool) {
+  return failed_precondition("model " + config().source + " has no DSpark drafter (drafter: " +
+                             drafter_kind_name(drafter()) + ")");
+}
+
 }  // namespace deepinfer::model

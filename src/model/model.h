@@ -46,6 +46,15 @@ struct DraftBlock {
   std::vector<float> confidence;   // [k] confidence logits (before the sigmoid)
 };
 
+// One sequence's DSpark draft in a batch (Model::dspark_draft_all): its cache, its anchor (the
+// token at position cache.length()) and, optionally, teacher-forced predecessors (as
+// dspark_draft's `forced`).
+struct DSparkJob {
+  SequenceCache* cache = nullptr;
+  int32_t anchor = 0;
+  std::span<const int32_t> forced;
+};
+
 // One sequence's rows for the MTP block (batched drafting, Model::mtp_step): the target's
 // final streams of positions cache.draft_length() .. + rows, and the token after each.
 struct MtpRows {
@@ -136,6 +145,15 @@ class Model {
   // The cache is not changed. FailedPrecondition for models without a DSpark drafter.
   virtual Expected<DraftBlock> dspark_draft(SequenceCache& cache, int32_t anchor, int k,
                                             std::span<const int32_t> forced = {});
+  // dspark_draft over several sequences at once (batched drafting): one forward of the
+  // drafter's stages over every job's block of k positions (each block attends to its own
+  // sequence's context rows and its own block), the head over all of them, and the Markov and
+  // confidence heads one batched step per slot. Entry e equals dspark_draft(*jobs[e].cache,
+  // jobs[e].anchor, k, jobs[e].forced) bit for bit on the CPU backends. `logits`: whether the
+  // blocks carry their draft logits (the drafter needs only tokens and confidences; the [k,
+  // vocab] logits of every job are host work it may skip). A bad job refuses the whole call.
+  virtual Expected<std::vector<DraftBlock>> dspark_draft_all(std::span<const DSparkJob> jobs,
+                                                             int k, bool logits = true);
 };
 
 // Opens model_dir, reads its config.json and loads the family it names (deepseek_v4 or

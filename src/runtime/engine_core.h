@@ -15,6 +15,7 @@
 // Members below say which side uses them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -356,13 +357,26 @@ class EngineCore {
   // is nothing. Running sequences lose their draft state; sequences started after the pause
   // draft again.
   std::atomic<bool> drafter_asleep_{false};
+  // Whether drafting pays depends mostly on the step's batch (drafting and verification are
+  // nearly free at one sequence on a GPU, not at 64 on a CPU): one controller per decode count
+  // bucket (its bit width), each probing and pausing on its own.
   struct SpeculationGain {
-    double ema = 1.0;        // (spec tokens/s) / (plain tokens/s estimate), recent steps
-    int probe_steps = 0;     // steps measured since drafting (re)started
-    int64_t paused_until = -1;  // plan step at which drafting resumes
-    int64_t pause = 16;      // the next pause's length in steps (doubles while it does not pay)
-    int64_t plans = 0;       // plans that asked for draft slots
+    struct Bucket {
+      // Sums over the steps measured since drafting (re)started in this bucket: tokens emitted,
+      // executor seconds spent (forward + sampling + drafting), and the estimate of the same
+      // decodes without speculation (the curve's forward + plain sampling).
+      double tokens = 0, spent = 0, plain = 0, decodes = 0;
+      int probe_steps = 0;
+      int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
+      int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
+      int failed = 0;             // failed probes in a row
+    };
+    std::array<Bucket, 24> by_size;
+    int64_t step = 0;       // the latest plan step processed (update_gain)
+    int64_t plans = 0;      // plans that asked for draft slots
+    double sample_per_decode = 0;  // plain steps' sampling seconds per decode (EMA)
   } gain_;
+  SpeculationGain::Bucket& gain_bucket(int64_t decodes);
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
   std::vector<double> depth_accept_rate_;

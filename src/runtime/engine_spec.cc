@@ -10,6 +10,7 @@
 // one-token proposal this is rejection sampling with q = one-hot: accept with p(d)). The
 // rows after the first mismatch are discarded: the cache rolls back to the accepted tokens.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 
 #include "base/clock.h"
@@ -125,42 +126,57 @@ void EngineCore::draft_all() {
 
 // Confidence-scheduled verification, the engine thread's half (sched/verify_budget.h decides).
 
+EngineCore::SpeculationGain::Bucket& EngineCore::gain_bucket(int64_t decodes) {
+  const auto b = static_cast<size_t>(std::bit_width(static_cast<uint64_t>(std::max<int64_t>(1, decodes))));
+  return gain_.by_size[std::min(b, gain_.by_size.size() - 1)];
+}
+
 void EngineCore::update_gain(const StepJob& job) {
   const sched::StepPlan& plan = job.plan;
-  const int64_t step = plan.step;
-  if (gain_.paused_until >= 0) {
-    if (step < gain_.paused_until) return;
-    gain_.paused_until = -1;  // probe again
-    gain_.probe_steps = 0;
-    gain_.ema = 1.0;
-    draft_depth_ = spec_tokens_;
-    drafter_asleep_ = false;
-    return;
-  }
-  // Decode-only steps that carried drafts: tokens per executor second against the curve's
-  // estimate of the same decodes without drafts (forward only; sampling and drafting are what
-  // speculation adds on the host).
+  gain_.step = std::max(gain_.step, plan.step);
+  // Decode-only steps: tokens per executor second (forward, sampling and drafting: what
+  // speculation adds on the executor) against the curve's estimate of the same decodes without
+  // speculation (forward + plain sampling). Every step that drafted counts, also those whose
+  // drafts the budget did not admit (drafting then costs without any gain).
   if (plan.num_decodes == 0 || plan.num_decodes != static_cast<int32_t>(plan.requests.size())) return;
-  int64_t tokens = 0, drafts = 0;
+  int64_t tokens = 0, drafts = 0, proposed = 0;
   for (const Sampled& sm : job.sampled) {
     tokens += static_cast<int64_t>(sm.tokens.size());
     drafts += sm.drafts_verified;
+    proposed += sm.drafts_proposed;
   }
-  const double plain = step_cost_.seconds(plan.num_decodes);
+  const auto B = static_cast<double>(plan.num_decodes);
+  if (drafts == 0 && proposed == 0) {  // a plain step: what sampling costs without drafts
+    const double per = job.sample_seconds / B;
+    gain_.sample_per_decode = gain_.sample_per_decode == 0
+                                  ? per
+                                  : gain_.sample_per_decode + 0.2 * (per - gain_.sample_per_decode);
+  }
+  SpeculationGain::Bucket& g = gain_bucket(plan.num_decodes);
+  if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
+  if (drafts == 0 && proposed == 0 && g.probe_steps == 0) return;  // not drafting yet
+  const double plain = step_cost_.seconds(plan.num_decodes) + gain_.sample_per_decode * B;
   const double spent = job.forward_seconds + job.sample_seconds + job.draft_seconds;
-  if (drafts == 0 || tokens == 0 || plain <= 0 || spent <= 0) return;
-  const double ratio = (static_cast<double>(tokens) / spent) /
-                       (static_cast<double>(plan.num_decodes) / plain);
-  gain_.ema += 0.25 * (ratio - gain_.ema);
-  if (++gain_.probe_steps < 8) return;
-  if (gain_.ema < 1.0) {  // slower than plain decoding: stop drafting for a while
-    gain_.paused_until = step + gain_.pause;
-    draft_depth_ = 0;
-    drafter_asleep_ = gain_.pause >= 64;  // the third failed probe in a row
-    gain_.pause = std::min<int64_t>(gain_.pause * 2, 512);
+  if (tokens == 0 || plain <= 0 || spent <= 0) return;
+  g.tokens += static_cast<double>(tokens);
+  g.spent += spent;
+  g.plain += plain;
+  g.decodes += B;
+  ++g.probe_steps;
+  const double ratio = (g.tokens / g.spent) / (g.decodes / g.plain);
+  // Far below parity, three steps decide (the first of a probe only drafts); near it, eight.
+  const bool clear_loss = g.probe_steps >= 3 && ratio < 0.75;
+  if (!clear_loss && g.probe_steps < 8) return;
+  if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
+    g.paused_until = plan.step + g.pause;
+    g.pause = std::min<int64_t>(g.pause * 4, 1024);
+    ++g.failed;
   } else {
-    gain_.pause = 16;
+    g.pause = 16;
+    g.failed = 0;
   }
+  g.tokens = g.spent = g.plain = g.decodes = 0;
+  g.probe_steps = 0;
 }
 
 void EngineCore::profile_step_cost() {
@@ -184,10 +200,25 @@ void EngineCore::profile_step_cost() {
 
 void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                                     std::span<int32_t> slots) {
-  // Paused; or every 16th plan, a plain step, so that the curve knows what the same decodes
-  // cost without drafts (the start-up profile's single-sequence forwards misjudge batched
-  // decode steps on a GPU, where those are graph replays).
-  if (gain_.paused_until >= 0 || ++gain_.plans % 16 == 0) {
+  // This batch's controller (update_gain): paused, drafting stops (depth 0: the executor drafts
+  // nothing; from the second failed probe in a row a hidden-reading drafter also sleeps);
+  // when its pause is over, drafting resumes at full depth and it probes again.
+  SpeculationGain::Bucket& g = gain_bucket(static_cast<int64_t>(cands.size()));
+  if (g.paused_until >= 0 && gain_.step < g.paused_until) {
+    std::fill(slots.begin(), slots.end(), 0);
+    draft_depth_ = 0;
+    drafter_asleep_ = g.failed >= 2;
+    return;
+  }
+  if (g.paused_until >= 0 || draft_depth_.load(std::memory_order_relaxed) == 0) {
+    g.paused_until = -1;
+    draft_depth_ = spec_tokens_;
+    drafter_asleep_ = false;
+  }
+  // Every 16th plan, a plain step, so that the curve knows what the same decodes cost without
+  // drafts (the start-up profile's single-sequence forwards misjudge batched decode steps on a
+  // GPU, where those are graph replays).
+  if (++gain_.plans % 16 == 0) {
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }

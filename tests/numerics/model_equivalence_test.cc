@@ -237,6 +237,74 @@ TEST(ModelEquivalence, DSparkDraftIndependentOfHowTheCacheWasBuilt) {
   }
 }
 
+// Batched DSpark drafting (the engine's DSpark drafter): dspark_draft_all over sequences of
+// different lengths (one past the sliding window, so their context rows differ in number), one
+// of them teacher-forced, equals dspark_draft of each alone, bit for bit, on both CPU backends;
+// without logits the tokens and confidences are the same; the caches are unchanged.
+TEST(ModelEquivalence, DSparkDraftAllEqualsEachAlone) {
+  for (const bool ref : {false, true}) {
+    for (const char* variant : {"official_bf16", "official_quant"}) {
+      const std::string tag = std::string(variant) + (ref ? " ref" : " opt");
+      auto m = load_test_model("v41_tiny_a", variant, ref ? ref_ops() : opt_ops());
+      ASSERT_NE(m, nullptr);
+      ASSERT_EQ(m->drafter(), DrafterKind::kDSpark);
+      const int k = m->config().dspark.block_size;
+      const std::vector<int32_t> src = prompt_ids("v41_tiny_a", "len300");
+      const int64_t lengths[] = {45, 7, static_cast<int64_t>(m->config().sliding_window) + 40, 1};
+      std::vector<SequenceCache> seqs;
+      for (const int64_t L : lengths) {
+        ASSERT_LT(L, static_cast<int64_t>(src.size()));
+        seqs.push_back(m->new_sequence());
+        ASSERT_TRUE(m->extend(seqs.back(), std::span<const int32_t>(src).first(
+                                                 static_cast<size_t>(L)), LogitsWanted::kNone)
+                        .ok());
+      }
+      const std::vector<int32_t> forced = {src[3], src[4], src[5]};
+      std::vector<DSparkJob> jobs;
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        jobs.push_back({&seqs[i], src[static_cast<size_t>(lengths[i])],
+                        i == 1 ? std::span<const int32_t>(forced) : std::span<const int32_t>()});
+      }
+      std::vector<DraftBlock> alone;
+      for (const DSparkJob& j : jobs) {
+        auto d = m->dspark_draft(*j.cache, j.anchor, k, j.forced);
+        ASSERT_TRUE(d.ok()) << d.status().to_string();
+        alone.push_back(*d);
+      }
+      auto all = m->dspark_draft_all(jobs, k);
+      ASSERT_TRUE(all.ok()) << all.status().to_string();
+      ASSERT_EQ(all->size(), jobs.size());
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        EXPECT_EQ((*all)[i].tokens, alone[i].tokens) << tag << " job " << i;
+        EXPECT_EQ((*all)[i].logits, alone[i].logits) << tag << " job " << i;
+        EXPECT_EQ((*all)[i].confidence, alone[i].confidence) << tag << " job " << i;
+        EXPECT_EQ(static_cast<int>(alone[i].tokens.size()), k);
+      }
+      // Without logits, in the reverse order: the same tokens and confidences.
+      std::vector<DSparkJob> reversed(jobs.rbegin(), jobs.rend());
+      auto lean = m->dspark_draft_all(reversed, k, /*logits=*/false);
+      ASSERT_TRUE(lean.ok()) << lean.status().to_string();
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        const DraftBlock& got = (*lean)[jobs.size() - 1 - i];
+        EXPECT_EQ(got.tokens, alone[i].tokens) << tag << " job " << i << " without logits";
+        EXPECT_EQ(got.confidence, alone[i].confidence) << tag << " job " << i;
+        EXPECT_TRUE(got.logits.empty());
+      }
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        EXPECT_EQ(seqs[i].length(), lengths[i]);
+        EXPECT_EQ(seqs[i].draft_length(), lengths[i]);
+      }
+      // A bad job refuses the call; none is an empty answer.
+      std::vector<DSparkJob> bad = jobs;
+      bad[2].anchor = static_cast<int32_t>(m->vocab_size());
+      EXPECT_FALSE(m->dspark_draft_all(bad, k).ok());
+      auto none = m->dspark_draft_all({}, k);
+      ASSERT_TRUE(none.ok());
+      EXPECT_TRUE(none->empty());
+    }
+  }
+}
+
 TEST(ModelEquivalence, RefBackendEqualsOpt) {
   for (const Case& c : kCases) {
     auto opt = load_test_model(c.cfg, c.variant, opt_ops());

@@ -147,11 +147,20 @@ class V41Model final : public model::Model {
 
   Expected<DraftBlock> dspark_draft(SequenceCache& cache, int32_t anchor, int k,
                                     std::span<const int32_t> forced) override {
+    const DSparkJob job{&cache, anchor, forced};
+    DI_ASSIGN_OR_RETURN(std::vector<DraftBlock> out, dspark_draft_all({&job, 1}, k, true));
+    return std::move(out[0]);
+  }
+
+  Expected<std::vector<DraftBlock>> dspark_draft_all(std::span<const DSparkJob> jobs, int k,
+                                                     bool logits) override {
     try {
-      return draft_unguarded(cache, anchor, k, forced);
+      return draft_unguarded(jobs, k, logits);
     } catch (const backend::OutOfMemory& e) {
-      return out_of_memory_status(e, "drafting " + std::to_string(k) + " DSpark tokens",
-                                  "Shorter draft blocks need less memory.");
+      return out_of_memory_status(e,
+                                  "drafting " + std::to_string(k) + " DSpark tokens for " +
+                                      std::to_string(jobs.size()) + " sequences",
+                                  "Shorter draft blocks or fewer sequences need less memory.");
     }
   }
 
@@ -513,8 +522,8 @@ class V41Model final : public model::Model {
     }
   }
 
-  Expected<DraftBlock> draft_unguarded(SequenceCache& cache, int32_t anchor, int k,
-                                       std::span<const int32_t> forced);
+  Expected<std::vector<DraftBlock>> draft_unguarded(std::span<const DSparkJob> jobs, int k,
+                                                    bool keep_logits);
 
  public:
   backend::Ops* ops = nullptr;
@@ -539,8 +548,8 @@ class V41Model final : public model::Model {
   RecordedSteps recording;
 };
 
-Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anchor, int k,
-                                               std::span<const int32_t> forced) {
+Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSparkJob> jobs,
+                                                            int k, bool keep_logits) {
   if (!w.dspark) {
     return failed_precondition("checkpoint " + ckpt.model_dir() +
                                " has no DSpark drafter (no mtp.* tensors)");
@@ -551,107 +560,137 @@ Expected<DraftBlock> V41Model::draft_unguarded(SequenceCache& cache, int32_t anc
                             std::to_string(c.dspark.block_size) +
                             "] (dspark_block_size, the block the drafter was trained on)");
   }
-  if (anchor < 0 || anchor >= c.vocab_size) {
-    return out_of_range("dspark_draft: anchor token " + std::to_string(anchor) +
-                        " is outside the vocabulary");
-  }
-  for (int32_t t : forced) {
-    if (t < 0 || t >= c.vocab_size) {
-      return out_of_range("dspark_draft: forced token " + std::to_string(t) +
+  for (const DSparkJob& job : jobs) {
+    if (job.cache == nullptr) return invalid_argument("dspark_draft: a job without a sequence");
+    if (job.anchor < 0 || job.anchor >= c.vocab_size) {
+      return out_of_range("dspark_draft: anchor token " + std::to_string(job.anchor) +
                           " is outside the vocabulary");
     }
+    for (int32_t t : job.forced) {
+      if (t < 0 || t >= c.vocab_size) {
+        return out_of_range("dspark_draft: forced token " + std::to_string(t) +
+                            " is outside the vocabulary");
+      }
+    }
+    const SequenceCache& cache = *job.cache;
+    if (cache.draft_length() != cache.length()) {
+      return failed_precondition(
+          "dspark_draft: the drafter's context (" + std::to_string(cache.draft_length()) +
+          " positions) does not match the sequence (" + std::to_string(cache.length()) + ")");
+    }
   }
-  if (cache.draft_length() != cache.length()) {
-    return failed_precondition(
-        "dspark_draft: the drafter's context (" + std::to_string(cache.draft_length()) +
-        " positions) does not match the sequence (" + std::to_string(cache.length()) + ")");
-  }
+  std::vector<DraftBlock> outs(jobs.size());
+  if (jobs.empty()) return outs;
   backend::Ops& o = *ops;
   const DSparkWeights& dw = *w.dspark;
+  const auto N = static_cast<int64_t>(jobs.size());
   const int64_t K = k, D = c.hidden_size, n = c.hc_mult, hd = c.head_dim, H = c.num_heads;
   const int64_t W = c.sliding_window, V = c.vocab_size, r = c.dspark.markov_rank;
-  const int64_t a = cache.length();
-  // Block (spec §6.7 item 10): slot 0 the anchor, then noise tokens, at positions a .. a+k-1.
-  std::vector<int32_t> ids(static_cast<size_t>(K), static_cast<int32_t>(c.dspark.noise_token_id));
-  ids[0] = anchor;
-  std::vector<int32_t> pos(static_cast<size_t>(K));
-  for (int64_t j = 0; j < K; ++j) pos[static_cast<size_t>(j)] = static_cast<int32_t>(a + j);
+  const int64_t M = N * K;
+  // Blocks (spec §6.7 item 10): job e's rows e·K .. e·K + k - 1, slot 0 its anchor, then noise
+  // tokens, at positions a_e .. a_e + k - 1.
+  std::vector<int32_t> ids(static_cast<size_t>(M), static_cast<int32_t>(c.dspark.noise_token_id));
+  std::vector<int32_t> pos(static_cast<size_t>(M));
+  // After bounded replay the context rings start at the first position they computed.
+  std::vector<int64_t> ctx_first(static_cast<size_t>(N)), ctx_n(static_cast<size_t>(N));
+  int64_t widest = 0;
+  for (int64_t e = 0; e < N; ++e) {
+    const SequenceCache& cache = *jobs[static_cast<size_t>(e)].cache;
+    const int64_t a = cache.length();
+    ids[static_cast<size_t>(e * K)] = jobs[static_cast<size_t>(e)].anchor;
+    for (int64_t j = 0; j < K; ++j) pos[static_cast<size_t>(e * K + j)] = static_cast<int32_t>(a + j);
+    const int64_t first = std::max<int64_t>(cache.draft_layer(0).window.oldest(), a - W);
+    ctx_first[static_cast<size_t>(e)] = first;
+    ctx_n[static_cast<size_t>(e)] = a - first;
+    widest = std::max(widest, a - first);
+  }
   DenseBuffers& d = draft;
-  Mat X(fit(d.x, K * n * D), K, n * D);
-  Mat pre_prev(fit(d.pre_prev, K * n), K, n);
+  Mat X(fit(d.x, M * n * D), M, n * D);
+  Mat pre_prev(fit(d.pre_prev, M * n), M, n);
   embed_streams(ids.data(), X, d);
-  o.copy_rows(constant_rows(onehot, K, false), nullptr, pre_prev);
+  o.copy_rows(constant_rows(onehot, M, false), nullptr, pre_prev);
   RowInputs rows;
   rows.ids = ids.data();
   rows.positions = pos.data();
-  // After bounded replay the context rings start at the first position they computed.
-  const int64_t ctx_first = std::max<int64_t>(cache.draft_layer(0).window.oldest(), a - W);
-  const int64_t ctx_n = a - ctx_first;
   for (size_t s = 0; s < dw.stages.size(); ++s) {
     const BlockWeights& b = dw.stages[s];
     block(b, X, pre_prev, rows, d, [&](const AttentionRows& ar) {
-      // Every slot sees the stage's context rows [a - W, a) and every slot of its block.
-      const LayerCache& ring = cache.draft_layer(s);
-      const int64_t width = ctx_n + K;
+      // Every slot sees its stage's context rows [a - W, a) and every slot of its own block;
+      // shorter contexts than the widest leave absent (nullptr) keys at the end of their rows,
+      // which the attention skips (the same value as without them).
+      const int64_t width = widest + K;
       std::vector<const float*>& table = attn.key_rows;
-      table.assign(static_cast<size_t>(K * width), nullptr);
-      for (int64_t j = 0; j < K; ++j) {
-        const float** row = table.data() + j * width;
-        for (int64_t p = 0; p < ctx_n; ++p) row[p] = ring.window.row(ctx_first + p);
-        for (int64_t q = 0; q < K; ++q) row[ctx_n + q] = ar.kv.row(q);
+      table.assign(static_cast<size_t>(M * width), nullptr);
+      for (int64_t e = 0; e < N; ++e) {
+        const LayerCache& ring = jobs[static_cast<size_t>(e)].cache->draft_layer(s);
+        const int64_t first = ctx_first[static_cast<size_t>(e)], cn = ctx_n[static_cast<size_t>(e)];
+        for (int64_t j = 0; j < K; ++j) {
+          const float** row = table.data() + (e * K + j) * width;
+          for (int64_t p = 0; p < cn; ++p) row[p] = ring.window.row(first + p);
+          for (int64_t q = 0; q < K; ++q) row[cn + q] = ar.kv.row(e * K + q);
+        }
       }
       const size_t bytes = table.size() * sizeof(const float*);
       auto* key_rows =
           static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
       o.upload(key_rows, table.data(), bytes);
-      const Mat ob = ar.o.rows_slice(0, K);
-      o.sparse_attention_rows(ar.q.rows_slice(0, K), H, key_rows, width, hd, b.attn.sink,
+      const Mat ob = ar.o.rows_slice(0, M);
+      o.sparse_attention_rows(ar.q.rows_slice(0, M), H, key_rows, width, hd, b.attn.sink,
                               1.0f / std::sqrt(static_cast<float>(hd)), num.official, ob);
       num.act(o, ob);
     });
   }
   // n_j = norm(collapse(streams)), base logits = lm_head(n_j) (FP32).
-  Mat nj(fit(d.y, K * D), K, D);
+  Mat nj(fit(d.y, M * D), M, D);
   o.hc_collapse(X, pre_prev, static_cast<int>(n), nj);
   num.act(o, nj);
   o.rms_norm(nj, &dw.norm, num.eps, 0, nj);
   num.act(o, nj);
-  Mat lg(fit(logits_buf, K * V), K, V);
+  Mat lg(fit(logits_buf, M * V), M, V);
   o.linear(nj, w.lm_head, lg);
-  std::vector<float> base, nj_host;
+  std::vector<float> base;
   backend::download_mat(o, lg, base);
 
   // The Markov and confidence heads read the previous token, chosen left to right: slot j's
   // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is
-  // w · [n_j ; embed[x_{j-1}]].
-  DraftBlock out;
-  out.logits.resize(static_cast<size_t>(K * V));
-  out.confidence.resize(static_cast<size_t>(K));
-  out.tokens.resize(static_cast<size_t>(K));
-  Mat cat(fit(draft_cat, D + r), 1, D + r);
+  // w · [n_j ; embed[x_{j-1}]]. One batched step per slot over every job.
+  for (DraftBlock& out : outs) {
+    if (keep_logits) out.logits.resize(static_cast<size_t>(K * V));
+    out.confidence.resize(static_cast<size_t>(K));
+    out.tokens.resize(static_cast<size_t>(K));
+  }
+  Mat cat(fit(draft_cat, N * (D + r)), N, D + r);
   Mat emb = cat.cols_slice(D, r);
-  Mat tj(fit(markov, V), 1, V);
-  Mat conf(fit(draft_conf, 1), 1, 1);
-  std::vector<float> trow, crow;
-  int32_t prev = anchor;
+  Mat tj(fit(markov, N * V), N, V);
+  Mat conf(fit(draft_conf, N), N, 1);
+  std::vector<float> trow, crow, l(static_cast<size_t>(V));
+  std::vector<int32_t> prev(static_cast<size_t>(N)), slot_rows(static_cast<size_t>(N));
+  for (int64_t e = 0; e < N; ++e) prev[static_cast<size_t>(e)] = jobs[static_cast<size_t>(e)].anchor;
   for (int64_t j = 0; j < K; ++j) {
-    o.embed(&prev, 1, dw.markov_embed, emb);
+    o.embed(prev.data(), N, dw.markov_embed, emb);
     num.act(o, emb);
     o.linear(emb, dw.markov_head, tj);
     num.act(o, tj);
-    o.copy_rows(CMat(nj).rows_slice(j, 1), nullptr, cat.cols_slice(0, D));
+    for (int64_t e = 0; e < N; ++e) slot_rows[static_cast<size_t>(e)] = static_cast<int32_t>(e * K + j);
+    o.copy_rows(CMat(nj), slot_rows.data(), cat.cols_slice(0, D));
     o.linear(cat, confidence, conf);
     backend::download_mat(o, tj, trow);
     backend::download_mat(o, conf, crow);
-    float* l = out.logits.data() + j * V;
-    for (int64_t v = 0; v < V; ++v)
-      l[v] = base[static_cast<size_t>(j * V + v)] + trow[static_cast<size_t>(v)];
-    out.confidence[static_cast<size_t>(j)] = crow[0];
-    out.tokens[static_cast<size_t>(j)] = static_cast<int32_t>(std::max_element(l, l + V) - l);
-    prev = j < static_cast<int64_t>(forced.size()) ? forced[static_cast<size_t>(j)]
-                                                   : out.tokens[static_cast<size_t>(j)];
+    for (int64_t e = 0; e < N; ++e) {
+      DraftBlock& out = outs[static_cast<size_t>(e)];
+      const float* b0 = base.data() + (e * K + j) * V;
+      const float* t0 = trow.data() + e * V;
+      float* lj = keep_logits ? out.logits.data() + j * V : l.data();
+      for (int64_t v = 0; v < V; ++v) lj[v] = b0[v] + t0[v];
+      out.confidence[static_cast<size_t>(j)] = crow[static_cast<size_t>(e)];
+      out.tokens[static_cast<size_t>(j)] = static_cast<int32_t>(std::max_element(lj, lj + V) - lj);
+      const std::span<const int32_t> forced = jobs[static_cast<size_t>(e)].forced;
+      prev[static_cast<size_t>(e)] = j < static_cast<int64_t>(forced.size())
+                                         ? forced[static_cast<size_t>(j)]
+                                         : out.tokens[static_cast<size_t>(j)];
+    }
   }
-  return out;
+  return outs;
 }
 
 Expected<SequenceCache> V41Model::window_replay_state(const SequenceCache& part,

@@ -19,19 +19,46 @@ class DSparkDrafter final : public Drafter {
 
   Status propose(model::SequenceCache& cache, std::span<const int32_t> ctx, int k,
                  DraftState& state) override {
-    DraftProposal& out = state.proposal;
-    out.clear();
-    // The drafter was trained on blocks of dspark_block_size positions: never more.
-    k = std::min<int>(k, model_.config().dspark.block_size);
-    if (k <= 0 || ctx.empty()) return {};
-    DI_ASSIGN_OR_RETURN(model::DraftBlock block, model_.dspark_draft(cache, ctx.back(), k));
-    out.tokens = std::move(block.tokens);
-    out.confidence.reserve(block.confidence.size());
-    for (const float c : block.confidence) out.confidence.push_back(1.0f / (1.0f + std::exp(-c)));
-    return {};
+    const Job job{&cache, ctx, &state, cache.length(), {}};
+    return draft({&job, 1}, k);
+  }
+
+  // Every sequence of the step in one draft (Model::dspark_draft_all): one forward of the
+  // drafter's stages over all their blocks, instead of one per sequence.
+  void propose_all(std::span<const Job> jobs, int k) override {
+    if (!draft(jobs, k).ok()) {
+      for (const Job& j : jobs) j.state->proposal.clear();  // speed only, never output
+    }
   }
 
  private:
+  Status draft(std::span<const Job> jobs, int k) {
+    // The drafter was trained on blocks of dspark_block_size positions: never more.
+    k = std::min<int>(k, model_.config().dspark.block_size);
+    std::vector<model::DSparkJob> batch;
+    std::vector<DraftState*> who;
+    for (const Job& j : jobs) {
+      j.state->proposal.clear();
+      // A drafter context behind the sequence would refuse the whole batch: that one drafts
+      // nothing (the model keeps them equal; this is a guard, not a path).
+      if (k <= 0 || j.context.empty() || j.cache->draft_length() != j.cache->length()) continue;
+      batch.push_back({j.cache, j.context.back(), {}});
+      who.push_back(j.state);
+    }
+    if (batch.empty()) return {};
+    DI_ASSIGN_OR_RETURN(std::vector<model::DraftBlock> blocks,
+                        model_.dspark_draft_all(batch, k, /*logits=*/false));
+    for (size_t e = 0; e < blocks.size(); ++e) {
+      DraftProposal& out = who[e]->proposal;
+      out.tokens = std::move(blocks[e].tokens);
+      out.confidence.reserve(blocks[e].confidence.size());
+      for (const float c : blocks[e].confidence) {
+        out.confidence.push_back(1.0f / (1.0f + std::exp(-c)));
+      }
+    }
+    return {};
+  }
+
   model::Model& model_;
 };
 

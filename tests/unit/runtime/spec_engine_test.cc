@@ -238,6 +238,41 @@ TEST(SpecEngine, DSparkEqualsNoSpeculationOnV41) {
   }
 }
 
+// The trained DeepSeek-V4.1 default model (models/default): its DSpark drafter drafts every
+// sequence of a step in one batched block forward (Model::dspark_draft_all); with a fixed k and
+// with varlen, at a batch of 12, synchronous and asynchronous, the outputs are those without
+// speculation, and the trained drafter's drafts are accepted.
+TEST(SpecEngine, BatchedDSparkEqualsNoSpeculationOnTheDefaultModel) {
+  EngineOptions o;
+  o.model_dir = source_dir() + "/models/default";
+  o.max_model_len = 256;
+  const char* prompts[] = {"And it came to pass", "In the beginning God created",
+                           "The law of the Lord is perfect", "Blessed is the man"};
+  std::vector<Req> reqs;
+  for (int i = 0; i < 12; ++i) {
+    Req r;
+    r.text = prompts[i % 4];
+    r.params = i % 2 == 0 ? greedy(12 + i) : seeded(300 + static_cast<uint64_t>(i), 14 + i);
+    reqs.push_back(r);
+  }
+  for (const bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    o.async_scheduling = async;
+    o.speculative_varlen = false;
+    const EngineRun off = run_with(o, reqs, "off", 0);
+    const EngineRun on = run_with(o, reqs, "dspark", 5);
+    EXPECT_NE(on.describe.find("speculative dspark"), std::string::npos) << on.describe;
+    expect_same(off, on);
+    EXPECT_GT(on.stats.spec_verify_steps, 0);
+    EXPECT_GT(on.stats.spec_accepted_tokens, 0);
+    o.speculative_varlen = true;
+    const EngineRun varlen = run_with(o, reqs, "dspark", 5);
+    EXPECT_NE(varlen.describe.find("speculative dspark k=5 varlen"), std::string::npos)
+        << varlen.describe;
+    expect_same(off, varlen);
+  }
+}
+
 // The distribution of sampled tokens with speculation equals the one without it. Verification
 // by the target's own seeded draw makes this hold per seed (each seed's tokens are the same), so
 // the empirical distributions of the first two tokens over 192 seeds are equal, total
