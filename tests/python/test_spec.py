@@ -56,3 +56,20 @@ def test_cli_generate_reports_speculation(cli, default_dir):
     assert spec.stdout == plain.stdout
     assert "speculative decoding:" in spec.stderr and "acceptance length" in spec.stderr
     assert "speculative mtp k=3" in spec.stderr
+
+
+@pytest.mark.parametrize("varlen", [False, True])
+def test_trained_v41_default_dspark_keeps_outputs_and_accepts(repo_dir, varlen):
+    """The embedded default model is a trained V4.1 with its DSpark drafter: speculation keeps every
+    output (greedy, seeded with logprobs, stop strings) and its trained drafter is accepted (on the
+    training distribution it accepts ~1 token per verify step; a broken drafter, e.g. one reading the
+    wrong target features, accepts ~none)."""
+    model = str(repo_dir / "models" / "default")
+    off = LLM(model, max_model_len=256)
+    on = LLM(model, max_model_len=256, speculative_config={"method": "auto", "num_speculative_tokens": 5},
+             speculative_varlen=varlen)
+    assert "speculative dspark k=5" in on.describe()
+    assert outputs(on) == outputs(off)
+    st = on.stats()
+    assert st["spec_verify_steps"] > 0
+    assert st["spec_accepted_tokens"] >= 0.3 * st["spec_verify_steps"], st

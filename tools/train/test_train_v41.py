@@ -28,13 +28,14 @@ from v41_lib import ref  # noqa: E402
 TOKENIZER = v41_lib.REPO / "models" / "default" / "tokenizer.json"
 
 
-def dequant(tensors: dict) -> dict:
+def dequant(tensors: dict, text: dict):
+    """official_ref41's view of an exported checkpoint: FP32 weights and its config."""
+    import json
     with tempfile.TemporaryDirectory() as d:
         from safetensors.torch import save_file
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(pathlib.Path(d) / "model.safetensors"))
-        (pathlib.Path(d) / "config.json").write_text("{}")
-        w, _ = ref.load_checkpoint(d)
-    return w
+        (pathlib.Path(d) / "config.json").write_text(json.dumps(v41_lib.composite_config(text, "test", 64)))
+        return ref.load_checkpoint(d)
 
 
 def main() -> int:
@@ -50,7 +51,7 @@ def main() -> int:
 
     # 1. fake-quantised NeMo weights == dequantised export
     latent = v41_lib.official_tensors(trunk, draft, ad, dad)
-    exported = dequant(v41_lib.export_tensors(latent))
+    exported, cfg = dequant(v41_lib.export_tensors(latent), text)
     n = v41_lib.enable_qat(trunk, draft)
     # state_dict() of a parametrised module holds the latent weights: bake the fake-quantised values in
     import torch.nn.utils.parametrize as P
@@ -66,8 +67,7 @@ def main() -> int:
     assert n > 0 and quantised and not bad, bad[:5]
 
     # 2. official_ref41 on the export == NeMo with the (now baked-in) fake-quantised weights
-    cfg = dict(text)
-    tmap, _ = ref.token_map(TOKENIZER)
+    tmap = ref.token_map(TOKENIZER)
     ids = torch.randint(3, 8000, (48,), generator=torch.Generator().manual_seed(3))
     trunk.eval()
     feats: dict = {}
