@@ -79,11 +79,11 @@ def test_detokenize_skip_special_truncate(llm):
                      use_tqdm=False)[0]
     assert o.prompt_token_ids == ids[-3:]
     assert o.outputs[0].text == "" and len(o.outputs[0].token_ids) == 4
-    # The prompt [16] makes the default model draw EOS (id 1) next; with ignore_eos the EOS
+    # The prompt [4] makes models/v4-small draw EOS (id 1) next; with ignore_eos the EOS
     # token stays in the output, and in its text only with skip_special_tokens=False.
     p = dict(max_tokens=2, temperature=0, ignore_eos=True)
-    skipped = llm.generate([[16]], SamplingParams(**p), use_tqdm=False)[0].outputs[0]
-    kept = llm.generate([[16]], SamplingParams(**p, skip_special_tokens=False),
+    skipped = llm.generate([[4]], SamplingParams(**p), use_tqdm=False)[0].outputs[0]
+    kept = llm.generate([[4]], SamplingParams(**p, skip_special_tokens=False),
                         use_tqdm=False)[0].outputs[0]
     assert skipped.token_ids == kept.token_ids and kept.token_ids[0] == 1
     assert "<｜end▁of▁sentence｜>" in kept.text and "<｜end▁of▁sentence｜>" not in skipped.text
