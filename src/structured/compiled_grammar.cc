@@ -8,6 +8,7 @@
 // shared, and states are spread over the compiler's thread pool.
 #include "structured/compiled_grammar.h"
 
+#include <array>
 #include <bit>
 #include <chrono>
 #include <functional>
@@ -35,7 +36,12 @@ uint64_t subtree_key(int32_t q, int32_t child, bool unc) {
 class StateWalker {
  public:
   StateWalker(const Automaton& a, const TokenizerInfo& tok, const SubtreeMemo* memo = nullptr)
-      : a_(a), tok_(tok), chart_(&a), memo_(memo) {}
+      : a_(a), tok_(tok), chart_(&a), memo_(memo) {
+    root_child_.fill(-1);
+    for (int32_t c = tok.trie()[0].first_child; c >= 0; c = tok.trie()[c].next_sibling) {
+      root_child_[tok.trie()[c].byte] = c;
+    }
+  }
 
   SubtreeResult run_subtree(int32_t q, int32_t child, bool unc) {
     SubtreeResult r;
@@ -117,31 +123,41 @@ class StateWalker {
     }
   }
 
+  // Only the first bytes that can matter are visited: those with a transition and, where the
+  // rule may end (popped), those that may follow it (uncertain); the rest are rejected.
   void walk_dfa_root(int32_t state) {
-    const auto& trie = tok_.trie();
     const bool popped = a_.accepting[state] != 0;
-    for (int32_t c = trie[0].first_child; c >= 0; c = trie[c].next_sibling) {
-      const TrieNode& n = trie[c];
-      const bool unc = popped && follow_->test(n.byte);
-      const int32_t q = a_.next(state, n.byte);
-      if (q >= 0 && memo_) {
-        auto it = memo_->find(subtree_key(q, c, unc));
-        if (it != memo_->end()) {
-          for (int32_t id : it->second->accepted_ids) add_id(id);
-          uncertain_.insert(uncertain_.end(), it->second->uncertain.begin(),
-                            it->second->uncertain.end());
-          continue;
-        }
+    ByteSet first = a_.scan_bytes[state];
+    if (popped) first |= *follow_;
+    for (int w = 0; w < 4; ++w) {
+      for (uint64_t bits = first.words[w]; bits; bits &= bits - 1) {
+        const int32_t c = root_child_[w * 64 + std::countr_zero(bits)];
+        if (c >= 0) walk_root_child(state, c, popped);
       }
-      if (q < 0) {
-        if (unc) {
-          for (int32_t p = n.sub_lo; p < n.sub_hi; ++p) uncertain_.push_back(p);
-        }
-        continue;
-      }
-      accept(n);
-      if (n.first_child >= 0) step_dfa(c, q, unc, 0);
     }
+  }
+
+  void walk_root_child(int32_t state, int32_t c, bool popped) {
+    const TrieNode& n = tok_.trie()[c];
+    const bool unc = popped && follow_->test(n.byte);
+    const int32_t q = a_.next(state, n.byte);
+    if (q >= 0 && memo_ && !memo_->empty()) {
+      auto it = memo_->find(subtree_key(q, c, unc));
+      if (it != memo_->end()) {
+        for (int32_t id : it->second->accepted_ids) add_id(id);
+        uncertain_.insert(uncertain_.end(), it->second->uncertain.begin(),
+                          it->second->uncertain.end());
+        return;
+      }
+    }
+    if (q < 0) {
+      if (unc) {
+        for (int32_t p = n.sub_lo; p < n.sub_hi; ++p) uncertain_.push_back(p);
+      }
+      return;
+    }
+    accept(n);
+    if (n.first_child >= 0) step_dfa(c, q, unc, 0);
   }
 
   bool has_refs(int32_t state) const { return a_.ref_begin[state + 1] > a_.ref_begin[state]; }
@@ -191,6 +207,7 @@ class StateWalker {
   const TokenizerInfo& tok_;
   Chart chart_;
   const SubtreeMemo* memo_ = nullptr;
+  std::array<int32_t, 256> root_child_;  // the trie's first-level node of each byte, or -1
   int32_t seed_ = -1;
   std::vector<uint8_t> path_;
   std::vector<int32_t>* collect_ = nullptr;
@@ -234,15 +251,25 @@ Expected<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(
   // reference-free scanning states reach, over subtrees big enough to be worth it.
   const TokenizerInfo& tok = *out->tokenizer_;
   std::unordered_map<uint64_t, int32_t> key_count;
+  std::array<int32_t, 256> big_root_child;  // first-level trie nodes over 64 tokens, or -1
+  big_root_child.fill(-1);
+  for (int32_t c = tok.trie()[0].first_child; c >= 0; c = tok.trie()[c].next_sibling) {
+    if (tok.trie()[c].sub_hi - tok.trie()[c].sub_lo >= 64) big_root_child[tok.trie()[c].byte] = c;
+  }
   for (int32_t s : scan_states) {
     if (a.ref_begin[s + 1] > a.ref_begin[s]) continue;
     const bool popped = a.accepting[s] != 0;
     const ByteSet& follow = a.rule_follow[a.state_rule[s]];
-    for (int32_t c = tok.trie()[0].first_child; c >= 0; c = tok.trie()[c].next_sibling) {
-      const TrieNode& node = tok.trie()[c];
-      const int32_t q = a.next(s, node.byte);
-      if (q >= 0 && a.ref_begin[q + 1] == a.ref_begin[q] && node.sub_hi - node.sub_lo >= 64)
-        ++key_count[subtree_key(q, c, popped && follow.test(node.byte))];
+    const ByteSet& first = a.scan_bytes[s];
+    for (int w = 0; w < 4; ++w) {
+      for (uint64_t bits = first.words[w]; bits; bits &= bits - 1) {
+        const int32_t c = big_root_child[w * 64 + std::countr_zero(bits)];
+        if (c < 0) continue;
+        const TrieNode& node = tok.trie()[c];
+        const int32_t q = a.next(s, node.byte);
+        if (a.ref_begin[q + 1] == a.ref_begin[q])
+          ++key_count[subtree_key(q, c, popped && follow.test(node.byte))];
+      }
     }
   }
   std::vector<uint64_t> shared_keys;
