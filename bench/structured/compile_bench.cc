@@ -1,9 +1,10 @@
 // structured_compile_bench: compile time of pathological regexes, GBNF grammars and JSON
 // Schemas (docs/fuzzing.md, "Compile time"): front end, automaton and mask precompute,
-// against the structured fuzz targets' 275-token vocabulary (tests/fuzz/structured_driver.h),
-// one thread, best of --runs. Inputs the limits refuse are timed too: a refusal must be fast.
+// against the structured fuzz targets' 275-token vocabulary (tests/fuzz/structured_driver.h)
+// or, with --tokenizer, a real one; one thread, best of --runs. Inputs the limits refuse are
+// timed too: a refusal must be fast.
 //
-//   structured_compile_bench [--runs 3] [--filter SUBSTRING] [--tsv]
+//   structured_compile_bench [--runs 3] [--filter SUBSTRING] [--tsv] [--tokenizer tokenizer.json]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "structured/ebnf.h"
 #include "structured/json_schema.h"
 #include "structured/regex.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace deepinfer;
 using namespace deepinfer::structured;
@@ -129,6 +131,7 @@ int main(int argc, char** argv) {
   int runs = 3;
   std::string filter;
   bool tsv = false;
+  std::string tokenizer_path;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) {
       runs = std::max(1, std::atoi(argv[++i]));
@@ -136,12 +139,27 @@ int main(int argc, char** argv) {
       filter = argv[++i];
     } else if (!std::strcmp(argv[i], "--tsv")) {
       tsv = true;
+    } else if (!std::strcmp(argv[i], "--tokenizer") && i + 1 < argc) {
+      tokenizer_path = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: structured_compile_bench [--runs N] [--filter S] [--tsv]\n");
+      std::fprintf(stderr,
+                   "usage: structured_compile_bench [--runs N] [--filter S] [--tsv] "
+                   "[--tokenizer tokenizer.json]\n");
       return 2;
     }
   }
-  auto vocab = vocabulary();
+  std::shared_ptr<const TokenizerInfo> vocab;
+  if (tokenizer_path.empty()) {
+    vocab = vocabulary();
+  } else {
+    auto tok = tokenizer::Tokenizer::from_file(tokenizer_path);
+    if (!tok.ok()) {
+      std::fprintf(stderr, "structured_compile_bench: error: %s\n",
+                   tok.status().to_string().c_str());
+      return 1;
+    }
+    vocab = TokenizerInfo::from_tokenizer(tok.value());
+  }
   if (tsv) {
     std::printf("kind\tinput\ttotal_ms\tautomaton_ms\tmasks_ms\tstates\tsubset_work\tresult\n");
   } else {
