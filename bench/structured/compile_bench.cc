@@ -161,10 +161,12 @@ int main(int argc, char** argv) {
     vocab = TokenizerInfo::from_tokenizer(tok.value());
   }
   if (tsv) {
-    std::printf("kind\tinput\ttotal_ms\tautomaton_ms\tmasks_ms\tstates\tsubset_work\tresult\n");
+    std::printf(
+        "kind\tinput\ttotal_ms\tautomaton_ms\tmasks_ms\tstates\ttoken_sets\tsubset_work\t"
+        "result\n");
   } else {
-    std::printf("%-5s %-46s %10s %10s %9s %8s %9s  %s\n", "kind", "input", "total_ms", "automaton",
-                "masks", "states", "work", "result");
+    std::printf("%-5s %-46s %9s %9s %9s %8s %8s %9s  %s\n", "kind", "input", "total_ms",
+                "automaton", "masks", "states", "sets", "work", "result");
   }
   for (const Case& c : cases()) {
     const std::string label = c.label.empty() ? c.text : c.label;
@@ -172,6 +174,7 @@ int main(int argc, char** argv) {
     double best = 1e300, best_aut = 0, best_masks = 0;
     int32_t states = 0;
     int64_t work = 0;
+    int32_t token_sets = 0;
     std::string result;
     for (int r = 0; r < runs; ++r) {
       auto t0 = std::chrono::steady_clock::now();
@@ -189,6 +192,7 @@ int main(int argc, char** argv) {
           masks = (*cg)->stats().masks_ms;
           states = (*cg)->stats().num_states;
           work = (*cg)->automaton().subset_work;
+          token_sets = (*cg)->stats().num_token_sets;
           result = "ok";
         } else {
           result = "refused: " + cg.status().message().substr(0, 60);
@@ -202,11 +206,13 @@ int main(int argc, char** argv) {
       }
     }
     if (tsv) {
-      std::printf("%s\t%s\t%.1f\t%.1f\t%.1f\t%d\t%lld\t%s\n", c.kind, label.c_str(), best, best_aut,
-                  best_masks, states, static_cast<long long>(work), result.c_str());
+      std::printf("%s\t%s\t%.1f\t%.1f\t%.1f\t%d\t%d\t%lld\t%s\n", c.kind, label.c_str(), best,
+                  best_aut, best_masks, states, token_sets, static_cast<long long>(work),
+                  result.c_str());
     } else {
-      std::printf("%-5s %-46s %10.1f %10.1f %9.1f %8d %9lld  %s\n", c.kind, label.c_str(), best,
-                  best_aut, best_masks, states, static_cast<long long>(work), result.c_str());
+      std::printf("%-5s %-46s %9.1f %9.1f %9.1f %8d %8d %9lld  %s\n", c.kind, label.c_str(), best,
+                  best_aut, best_masks, states, token_sets, static_cast<long long>(work),
+                  result.c_str());
     }
     std::fflush(stdout);
   }

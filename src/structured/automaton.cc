@@ -1130,7 +1130,7 @@ void pack_rows(Automaton& a, const Transitions& edges, const std::vector<uint8_t
     }
     if (cls.empty()) continue;  // row_base 0: no slot is owned by s
     const int32_t num = static_cast<int32_t>(cls.size());
-    int32_t budget = 64 + 4 * num;  // slot checks before giving up on the free slots
+    int32_t budget = 16 + 2 * num;  // slot checks before giving up on the free slots
     int32_t base = -1;
     first_free = find_free(first_free);
     for (int32_t f = first_free; budget > 0; f = find_free(f + 1)) {

@@ -8,6 +8,7 @@
 // shared, and states are spread over the compiler's thread pool.
 #include "structured/compiled_grammar.h"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <chrono>
@@ -220,6 +221,97 @@ class StateWalker {
   std::vector<uint8_t> unc_;
 };
 
+// Groups the states whose token sets are necessarily equal. A reference-free state's walk of
+// the vocabulary depends only on what its rule's DFA does over the next `depth` bytes (no token
+// is longer), on which states there accept and on the rule's FOLLOW set, until it reaches a
+// state with references (then it goes on in an Earley chart that is the same for both, given
+// the same state and the same path). So: states with references are groups of their own, the
+// others start grouped by (accepting, FOLLOW) and are refined `depth` times by their
+// transitions' (class, group of target) lists (Moore's refinement, bounded; it stops early once
+// stable). Returns the group of every state.
+std::vector<int32_t> group_alike_states(const Automaton& a, int32_t depth) {
+  const int32_t n = a.num_states;
+  const int32_t nc = a.num_classes;
+  // Each state's byte transitions (class, target), from the packed rows.
+  std::vector<int32_t> begin(n + 1, 0);
+  std::vector<std::pair<int32_t, int32_t>> moves;
+  for (int32_t s = 0; s < n; ++s) {
+    for (int32_t c = 0; c < nc; ++c) {
+      const TransitionSlot& slot = a.slots[static_cast<size_t>(a.row_base[s]) + c];
+      if (slot.owner == s) moves.push_back({c, slot.target});
+    }
+    begin[s + 1] = static_cast<int32_t>(moves.size());
+  }
+  auto has_refs = [&](int32_t s) { return a.ref_begin[s + 1] > a.ref_begin[s]; };
+  // Signatures are int64 strings in one buffer; equal ones get one group id through an
+  // open-addressing table of their hashes.
+  std::vector<int64_t> sig;
+  std::vector<size_t> sig_begin(n + 1);
+  std::vector<int32_t> group(n), next(n);
+  auto number = [&](int32_t* num_groups) {
+    std::vector<int32_t> table(std::bit_ceil(static_cast<size_t>(n) * 2 + 2), -1);
+    std::vector<uint64_t> hash(n);
+    const size_t mask = table.size() - 1;
+    *num_groups = 0;
+    std::vector<int32_t> rep;  // group -> a state with that signature
+    for (int32_t s = 0; s < n; ++s) {
+      uint64_t h = 0x9E3779B97F4A7C15ull;
+      for (size_t i = sig_begin[s]; i < sig_begin[s + 1]; ++i) {
+        h = (h ^ static_cast<uint64_t>(sig[i])) * 0xFF51AFD7ED558CCDull;
+        h ^= h >> 29;
+      }
+      hash[s] = h;
+      for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
+        if (table[slot] < 0) {
+          table[slot] = *num_groups;
+          rep.push_back(s);
+          next[s] = (*num_groups)++;
+          break;
+        }
+        const int32_t r = rep[table[slot]];
+        if (hash[r] == h &&
+            std::equal(sig.begin() + sig_begin[s], sig.begin() + sig_begin[s + 1],
+                       sig.begin() + sig_begin[r], sig.begin() + sig_begin[r + 1])) {
+          next[s] = table[slot];
+          break;
+        }
+      }
+    }
+  };
+  for (int32_t s = 0; s < n; ++s) {
+    if (has_refs(s)) {
+      sig.push_back(-1 - s);
+    } else {
+      const ByteSet& f = a.rule_follow[a.state_rule[s]];
+      sig.push_back(a.accepting[s]);
+      for (uint64_t w : f.words) sig.push_back(static_cast<int64_t>(w));
+    }
+    sig_begin[s + 1] = sig.size();
+  }
+  int32_t num_groups = 0;
+  number(&num_groups);
+  group.swap(next);
+  for (int32_t round = 0; round < depth; ++round) {
+    sig.clear();
+    for (int32_t s = 0; s < n; ++s) {
+      sig.push_back(has_refs(s) ? -1 - s : group[s]);
+      if (!has_refs(s)) {
+        for (int32_t k = begin[s]; k < begin[s + 1]; ++k) {
+          sig.push_back(moves[k].first);
+          sig.push_back(group[moves[k].second]);
+        }
+      }
+      sig_begin[s + 1] = sig.size();
+    }
+    int32_t refined = 0;
+    number(&refined);
+    group.swap(next);
+    if (refined == num_groups) break;  // stable: more rounds split nothing
+    num_groups = refined;
+  }
+  return group;
+}
+
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -235,11 +327,28 @@ Expected<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(
   auto t1 = std::chrono::steady_clock::now();
   out->tokenizer_ = std::move(tokenizer);
   const Automaton& a = out->automaton_;
-  out->tokens_.resize(a.num_states);
-  std::vector<int32_t> scan_states;
-  for (int32_t s = 0; s < a.num_states; ++s) {
-    if (a.has_bytes[s]) scan_states.push_back(s);
+  const TokenizerInfo& tok = *out->tokenizer_;
+  // One walk per group of alike scanning states (group_alike_states), over the longest token.
+  int32_t max_token_bytes = 0;
+  for (int32_t id : tok.sorted()) {
+    max_token_bytes = std::max(max_token_bytes, static_cast<int32_t>(tok.bytes(id).size()));
   }
+  const std::vector<int32_t> group = group_alike_states(a, max_token_bytes);
+  out->token_set_.assign(a.num_states, 0);
+  out->token_sets_.resize(1);  // 0: no tokens
+  std::vector<int32_t> set_of_group(a.num_states, -1);
+  std::vector<int32_t> scan_states;  // one per group: the state its walk starts from
+  int64_t num_scan = 0;
+  for (int32_t s = 0; s < a.num_states; ++s) {
+    if (!a.has_bytes[s]) continue;
+    ++num_scan;
+    if (set_of_group[group[s]] < 0) {
+      set_of_group[group[s]] = static_cast<int32_t>(scan_states.size()) + 1;
+      scan_states.push_back(s);
+    }
+    out->token_set_[s] = set_of_group[group[s]];
+  }
+  out->token_sets_.resize(scan_states.size() + 1);
   auto parallel = [&](int64_t count, const std::function<void(int64_t, int64_t)>& fn) {
     if (pool && pool->size() > 1 && count > 1) {
       pool->parallel_for(count, fn, 1);
@@ -249,7 +358,6 @@ Expected<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(
   };
   // Shared first-byte subtrees: (state after one byte, trie child) pairs that two or more
   // reference-free scanning states reach, over subtrees big enough to be worth it.
-  const TokenizerInfo& tok = *out->tokenizer_;
   std::unordered_map<uint64_t, int32_t> key_count;
   std::array<int32_t, 256> big_root_child;  // first-level trie nodes over 64 tokens, or -1
   big_root_child.fill(-1);
@@ -290,16 +398,15 @@ Expected<std::shared_ptr<const CompiledGrammar>> CompiledGrammar::compile(
   // Each state is independent; chunks of states run on the pool (one walker per chunk).
   auto run = [&](int64_t begin, int64_t end) {
     StateWalker walker(a, tok, &memo);
-    for (int64_t i = begin; i < end; ++i) {
-      const int32_t s = scan_states[i];
-      out->tokens_[s] = walker.run(s);
-    }
+    for (int64_t i = begin; i < end; ++i) out->token_sets_[i + 1] = walker.run(scan_states[i]);
   };
   const int64_t n = static_cast<int64_t>(scan_states.size());
   parallel(n, run);
-  for (int32_t s : scan_states)
-    out->stats_.num_uncertain += static_cast<int64_t>(out->tokens_[s].uncertain.size());
-  out->stats_.num_scan_states = static_cast<int32_t>(n);
+  for (int32_t s = 0; s < a.num_states; ++s) {
+    out->stats_.num_uncertain += static_cast<int64_t>(out->tokens(s).uncertain.size());
+  }
+  out->stats_.num_scan_states = static_cast<int32_t>(num_scan);
+  out->stats_.num_token_sets = static_cast<int32_t>(n);
   out->stats_.num_states = a.num_states;
   out->stats_.masks_ms = ms_since(t1);
   return std::shared_ptr<const CompiledGrammar>(std::move(out));
