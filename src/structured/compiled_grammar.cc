@@ -228,10 +228,19 @@ class StateWalker {
 // the same state and the same path). So: states with references are groups of their own, the
 // others start grouped by (accepting, FOLLOW) and are refined `depth` times by their
 // transitions' (class, group of target) lists (Moore's refinement, bounded; it stops early once
-// stable). Returns the group of every state.
+// stable). Each round is linear in states and transitions; where depth x states would pass
+// kMaxGroupingWork, every state is its own group (the walks are then done one by one, as
+// before grouping). Returns the group of every state.
+inline constexpr int64_t kMaxGroupingWork = 16'000'000;
+
 std::vector<int32_t> group_alike_states(const Automaton& a, int32_t depth) {
   const int32_t n = a.num_states;
   const int32_t nc = a.num_classes;
+  std::vector<int32_t> group(n);
+  if (static_cast<int64_t>(depth) * n > kMaxGroupingWork) {
+    for (int32_t s = 0; s < n; ++s) group[s] = s;
+    return group;
+  }
   // Each state's byte transitions (class, target), from the packed rows.
   std::vector<int32_t> begin(n + 1, 0);
   std::vector<std::pair<int32_t, int32_t>> moves;
@@ -243,69 +252,71 @@ std::vector<int32_t> group_alike_states(const Automaton& a, int32_t depth) {
     begin[s + 1] = static_cast<int32_t>(moves.size());
   }
   auto has_refs = [&](int32_t s) { return a.ref_begin[s + 1] > a.ref_begin[s]; };
-  // Signatures are int64 strings in one buffer; equal ones get one group id through an
-  // open-addressing table of their hashes.
-  std::vector<int64_t> sig;
-  std::vector<size_t> sig_begin(n + 1);
-  std::vector<int32_t> group(n), next(n);
-  auto number = [&](int32_t* num_groups) {
-    std::vector<int32_t> table(std::bit_ceil(static_cast<size_t>(n) * 2 + 2), -1);
-    std::vector<uint64_t> hash(n);
+  auto mix = [](uint64_t h, uint64_t x) {
+    h = (h ^ x) * 0xFF51AFD7ED558CCDull;
+    return h ^ (h >> 29);
+  };
+  // Numbers states by key: equal keys (by `hash` and then `same`) get one group id.
+  std::vector<int32_t> table(std::bit_ceil(static_cast<size_t>(n) * 2 + 2));
+  std::vector<uint64_t> hash(n);
+  std::vector<int32_t> rep, next(n);
+  auto number = [&](auto&& same) {
+    std::fill(table.begin(), table.end(), -1);
+    rep.clear();
     const size_t mask = table.size() - 1;
-    *num_groups = 0;
-    std::vector<int32_t> rep;  // group -> a state with that signature
     for (int32_t s = 0; s < n; ++s) {
-      uint64_t h = 0x9E3779B97F4A7C15ull;
-      for (size_t i = sig_begin[s]; i < sig_begin[s + 1]; ++i) {
-        h = (h ^ static_cast<uint64_t>(sig[i])) * 0xFF51AFD7ED558CCDull;
-        h ^= h >> 29;
-      }
-      hash[s] = h;
-      for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
+      for (size_t slot = hash[s] & mask;; slot = (slot + 1) & mask) {
         if (table[slot] < 0) {
-          table[slot] = *num_groups;
+          table[slot] = static_cast<int32_t>(rep.size());
+          next[s] = static_cast<int32_t>(rep.size());
           rep.push_back(s);
-          next[s] = (*num_groups)++;
           break;
         }
         const int32_t r = rep[table[slot]];
-        if (hash[r] == h &&
-            std::equal(sig.begin() + sig_begin[s], sig.begin() + sig_begin[s + 1],
-                       sig.begin() + sig_begin[r], sig.begin() + sig_begin[r + 1])) {
+        if (hash[r] == hash[s] && same(r, s)) {
           next[s] = table[slot];
           break;
         }
       }
     }
+    group.swap(next);
+    return static_cast<int32_t>(rep.size());
   };
   for (int32_t s = 0; s < n; ++s) {
-    if (has_refs(s)) {
-      sig.push_back(-1 - s);
-    } else {
-      const ByteSet& f = a.rule_follow[a.state_rule[s]];
-      sig.push_back(a.accepting[s]);
-      for (uint64_t w : f.words) sig.push_back(static_cast<int64_t>(w));
+    uint64_t h = has_refs(s) ? mix(1, static_cast<uint64_t>(s)) : mix(2, a.accepting[s]);
+    if (!has_refs(s)) {
+      for (uint64_t w : a.rule_follow[a.state_rule[s]].words) h = mix(h, w);
     }
-    sig_begin[s + 1] = sig.size();
+    hash[s] = h;
   }
-  int32_t num_groups = 0;
-  number(&num_groups);
-  group.swap(next);
+  int32_t num_groups = number([&](int32_t r, int32_t s) {
+    if (has_refs(r) || has_refs(s)) return r == s;
+    return a.accepting[r] == a.accepting[s] &&
+           a.rule_follow[a.state_rule[r]] == a.rule_follow[a.state_rule[s]];
+  });
   for (int32_t round = 0; round < depth; ++round) {
-    sig.clear();
     for (int32_t s = 0; s < n; ++s) {
-      sig.push_back(has_refs(s) ? -1 - s : group[s]);
+      uint64_t h = mix(3, static_cast<uint64_t>(group[s]));
       if (!has_refs(s)) {
         for (int32_t k = begin[s]; k < begin[s + 1]; ++k) {
-          sig.push_back(moves[k].first);
-          sig.push_back(group[moves[k].second]);
+          h = mix(h, (static_cast<uint64_t>(moves[k].first) << 32) |
+                         static_cast<uint32_t>(group[moves[k].second]));
         }
       }
-      sig_begin[s + 1] = sig.size();
+      hash[s] = h;
     }
-    int32_t refined = 0;
-    number(&refined);
-    group.swap(next);
+    // (`group` still holds the previous round's groups while the new ones are numbered.)
+    const int32_t refined = number([&](int32_t r, int32_t s) {
+      if (group[r] != group[s]) return false;
+      if (has_refs(r) || has_refs(s)) return r == s;
+      if (begin[r + 1] - begin[r] != begin[s + 1] - begin[s]) return false;
+      for (int32_t i = 0; i < begin[r + 1] - begin[r]; ++i) {
+        const auto [cr, tr] = moves[begin[r] + i];
+        const auto [cs, ts] = moves[begin[s] + i];
+        if (cr != cs || group[tr] != group[ts]) return false;
+      }
+      return true;
+    });
     if (refined == num_groups) break;  // stable: more rounds split nothing
     num_groups = refined;
   }
