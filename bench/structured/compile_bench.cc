@@ -113,7 +113,9 @@ std::vector<Case> cases() {
   }
   c.push_back({"gbnf", "root ::= [^\"]{0,10000}", ""});
   c.push_back({"gbnf", "root ::= (\"a\" | \"b\")* \"a\" [ab]{16}", ""});
-  c.push_back({"gbnf", "root ::= x{0,100}\nx ::= [a-z]{0,100}", ""});
+  c.push_back(
+      {"gbnf", "root ::= x{0,100}\nx ::= [a-z]{0,100}", "root ::= x{0,100}; x ::= [a-z]{0,100}"});
+  c.push_back({"json", R"({"type":"string","maxLength":100})", ""});
   c.push_back({"json", R"({"type":"string","maxLength":512})", ""});
   c.push_back(
       {"json", R"({"type":"array","maxItems":512,"items":{"type":"string","maxLength":512}})", ""});

@@ -1,4 +1,4 @@
-// Grammar IR -> per-rule DFAs over bytes and rule references; see automaton.h.
+// Grammar IR -> minimal per-rule DFAs over byte classes and rule references; see automaton.h.
 #include "structured/automaton.h"
 
 #include <algorithm>
