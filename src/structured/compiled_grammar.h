@@ -33,7 +33,8 @@ struct CompileStats {
   double masks_ms = 0;
   int32_t num_states = 0;
   int32_t num_scan_states = 0;
-  int64_t num_uncertain = 0;  // summed over states
+  int32_t num_token_sets = 0;  // token sets computed: scanning states that walk alike share one
+  int64_t num_uncertain = 0;   // summed over states
 };
 
 class CompiledGrammar {
@@ -45,13 +46,16 @@ class CompiledGrammar {
 
   const Automaton& automaton() const { return automaton_; }
   const TokenizerInfo& tokenizer() const { return *tokenizer_; }
-  const StateTokens& tokens(int32_t state) const { return tokens_[state]; }
+  const StateTokens& tokens(int32_t state) const { return token_sets_[token_set_[state]]; }
   const CompileStats& stats() const { return stats_; }
 
  private:
   Automaton automaton_;
   std::shared_ptr<const TokenizerInfo> tokenizer_;
-  std::vector<StateTokens> tokens_;  // indexed by state; empty for states without bytes
+  // Per state, its token set: an index into token_sets_, whose entry 0 is empty (states
+  // without bytes). Scanning states that walk the vocabulary alike share one entry.
+  std::vector<int32_t> token_set_;
+  std::vector<StateTokens> token_sets_;
   CompileStats stats_;
 };
 

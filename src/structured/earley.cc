@@ -123,12 +123,7 @@ bool Chart::can_complete() const {
 
 ByteSet Chart::next_bytes() const {
   ByteSet out;
-  for (const Item& it : last_set()) {
-    if (!a_->has_bytes[it.state]) continue;
-    for (int b = 0; b < 256; ++b) {
-      if (a_->next(it.state, static_cast<uint8_t>(b)) >= 0) out.set(static_cast<uint8_t>(b));
-    }
-  }
+  for (const Item& it : last_set()) out |= a_->scan_bytes[it.state];
   return out;
 }
 

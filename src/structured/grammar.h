@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,7 @@ class Grammar {
 
   std::vector<Expr> exprs_;
   std::vector<Rule> rules_;
+  std::unordered_map<std::string, int32_t> rule_index_;  // name -> first rule of that name
   int32_t root_ = -1;
 };
 
