@@ -14,6 +14,8 @@
 // clang-format on
 #include <algorithm>
 #include <atomic>
+#include <charconv>
+#include <optional>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -175,7 +177,17 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     }
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
-      const auto length = parser_->content_length();
+      // Beast reports an oversized Content-Length while it parses that header, before the
+      // header is done (content_length() asserts then): read the field it has parsed so far.
+      std::optional<uint64_t> length;
+      if (parser_->is_header_done()) {
+        if (const auto l = parser_->content_length()) length = *l;
+      } else {
+        const auto field = parser_->get()[http::field::content_length];
+        uint64_t v = 0;
+        const auto [end, err] = std::from_chars(field.data(), field.data() + field.size(), v);
+        if (err == std::errc() && end == field.data() + field.size() && !field.empty()) length = v;
+      }
       return send_error(
           ApiError(413, "invalid_request_error",
                    "the request body: " +
