@@ -275,6 +275,50 @@ uint64_t hash_states(const int32_t* p, size_t n) {
 // list share one closure. `work` counts down the NFA states of every target set formed, the
 // whole closure (limits.max_subset_work): per state, once per distinct target of its classes
 // and once per referenced rule.
+// Ids 0, 1, ... of keys the caller stores, found by their 64-bit hash (open addressing, linear
+// probing); `same(id)` says whether stored key `id` equals the one looked up. Both subset
+// constructions intern their subsets through it.
+class HashedIds {
+ public:
+  int32_t size() const { return static_cast<int32_t>(hashes_.size()); }
+
+  // The id of the key with hash h for which same(id) holds, or a new id (*added) the caller
+  // then stores the key under.
+  template <class Same>
+  int32_t find_or_add(uint64_t h, Same same, bool* added) {
+    if ((hashes_.size() + 1) * 2 > table_.size()) grow();
+    const size_t mask = table_.size() - 1;
+    for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
+      const int32_t id = table_[slot];
+      if (id < 0) {
+        table_[slot] = size();
+        hashes_.push_back(h);
+        *added = true;
+        return size() - 1;
+      }
+      if (hashes_[id] == h && same(id)) {
+        *added = false;
+        return id;
+      }
+    }
+  }
+
+ private:
+  void grow() {
+    std::vector<int32_t> table(std::max<size_t>(64, table_.size() * 2), -1);
+    const size_t mask = table.size() - 1;
+    for (int32_t id = 0; id < size(); ++id) {
+      size_t slot = hashes_[id] & mask;
+      while (table[slot] >= 0) slot = (slot + 1) & mask;
+      table[slot] = id;
+    }
+    table_ = std::move(table);
+  }
+
+  std::vector<uint64_t> hashes_;  // id -> hash
+  std::vector<int32_t> table_;    // slots of ids, -1 free
+};
+
 class SubsetConstruction {
  public:
   SubsetConstruction(const Nfa& nfa, const ClassLists& classes, int32_t num_classes,
@@ -399,37 +443,21 @@ class SubsetConstruction {
     }
     closure_.resize(kept);
     std::sort(closure_.begin(), closure_.end());
-    const uint64_t h = hash_states(closure_.data(), closure_.size());
-    if ((static_cast<size_t>(num_sets()) + 1) * 2 > table_.size()) grow();
-    const size_t mask = table_.size() - 1;
-    for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
-      const int32_t id = table_[slot];
-      if (id < 0) {
-        const int32_t new_id = num_sets();
-        table_[slot] = new_id;
-        hashes_.push_back(h);
-        members_.insert(members_.end(), closure_.begin(), closure_.end());
-        set_begin_.push_back(static_cast<int64_t>(members_.size()));
-        --*budget;
-        return new_id;
-      }
-      if (hashes_[id] == h &&
-          set_begin_[id + 1] - set_begin_[id] == static_cast<int64_t>(closure_.size()) &&
-          std::equal(closure_.begin(), closure_.end(), members_.begin() + set_begin_[id])) {
-        return id;
-      }
+    bool added = false;
+    const int32_t id = ids_.find_or_add(
+        hash_states(closure_.data(), closure_.size()),
+        [&](int32_t other) {
+          const int64_t n = set_begin_[other + 1] - set_begin_[other];
+          return n == static_cast<int64_t>(closure_.size()) &&
+                 std::equal(closure_.begin(), closure_.end(), members_.begin() + set_begin_[other]);
+        },
+        &added);
+    if (added) {
+      members_.insert(members_.end(), closure_.begin(), closure_.end());
+      set_begin_.push_back(static_cast<int64_t>(members_.size()));
+      --*budget;
     }
-  }
-
-  void grow() {
-    std::vector<int32_t> table(std::max<size_t>(64, table_.size() * 2), -1);
-    const size_t mask = table.size() - 1;
-    for (int32_t id = 0; id < num_sets(); ++id) {
-      size_t slot = hashes_[id] & mask;
-      while (table[slot] >= 0) slot = (slot + 1) & mask;
-      table[slot] = id;
-    }
-    table_ = std::move(table);
+    return id;
   }
 
   const Nfa& nfa_;
@@ -443,8 +471,7 @@ class SubsetConstruction {
   int64_t visited_ = 0;                // size of the last closure, pass-through states included
   std::vector<int32_t> members_;       // the subsets, one after another
   std::vector<int64_t> set_begin_{0};  // subset id -> offset in members_
-  std::vector<uint64_t> hashes_;       // subset id -> hash
-  std::vector<int32_t> table_;         // open addressing: subset ids, -1 free
+  HashedIds ids_;                      // subset id by hash
 };
 
 // The same construction for small NFAs (up to kBitsetNfaStates states): subsets are bitsets,
@@ -633,7 +660,7 @@ class BitsetSubsetConstruction {
     return h;
   }
   uint64_t* bucket(int32_t c) { return &buckets_[static_cast<size_t>(c) * words_]; }
-  int32_t num_sets() const { return static_cast<int32_t>(hashes_.size()); }
+  int32_t num_sets() const { return ids_.size(); }
 
   // The closure of `raw` (visited_ states), kept to the states that matter; returns its id (a
   // new one counts against the state budget).
@@ -652,34 +679,18 @@ class BitsetSubsetConstruction {
       visited_ += std::popcount(closure_[w]);
       closure_[w] &= important_[w];
     }
-    const uint64_t h = hash_words(closure_.data());
-    if ((static_cast<size_t>(num_sets()) + 1) * 2 > table_.size()) grow();
-    const size_t mask = table_.size() - 1;
-    for (size_t slot = h & mask;; slot = (slot + 1) & mask) {
-      const int32_t id = table_[slot];
-      if (id < 0) {
-        const int32_t new_id = num_sets();
-        table_[slot] = new_id;
-        hashes_.push_back(h);
-        sets_.insert(sets_.end(), closure_.begin(), closure_.end());
-        --*budget;
-        return new_id;
-      }
-      if (hashes_[id] == h && equal(closure_.data(), &sets_[static_cast<size_t>(id) * words_])) {
-        return id;
-      }
+    bool added = false;
+    const int32_t id = ids_.find_or_add(
+        hash_words(closure_.data()),
+        [&](int32_t other) {
+          return equal(closure_.data(), &sets_[static_cast<size_t>(other) * words_]);
+        },
+        &added);
+    if (added) {
+      sets_.insert(sets_.end(), closure_.begin(), closure_.end());
+      --*budget;
     }
-  }
-
-  void grow() {
-    std::vector<int32_t> table(std::max<size_t>(64, table_.size() * 2), -1);
-    const size_t mask = table.size() - 1;
-    for (int32_t id = 0; id < num_sets(); ++id) {
-      size_t slot = hashes_[id] & mask;
-      while (table[slot] >= 0) slot = (slot + 1) & mask;
-      table[slot] = id;
-    }
-    table_ = std::move(table);
+    return id;
   }
 
   const Nfa& nfa_;
@@ -702,8 +713,7 @@ class BitsetSubsetConstruction {
   std::vector<std::pair<uint64_t, int32_t>> by_hash_;
   int64_t visited_ = 0;
   std::vector<uint64_t> sets_;    // the subsets, words_ words each
-  std::vector<uint64_t> hashes_;  // subset id -> hash
-  std::vector<int32_t> table_;    // open addressing: subset ids, -1 free
+  HashedIds ids_;                 // subset id by hash
 };
 
 // A set partition that can be refined in time proportional to the marked elements (Valmari,
