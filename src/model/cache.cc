@@ -296,17 +296,22 @@ Status SequenceCache::truncate_draft(int64_t draft_length) {
   return {};
 }
 
-SequenceCache SequenceCache::clone() const {
+SequenceCache SequenceCache::scalars_copy() const {
   SequenceCache s;
   s.length_ = length_;
   s.draft_length_ = draft_length_;
   s.draft_lag_ = draft_lag_;
   s.max_rollback_ = max_rollback_;
-  s.engram_ids_ = engram_ids_;
   s.engram_need_ = engram_need_;
   s.upper_from_ = upper_from_;
   s.window_from_ = window_from_;
   s.compressed_until_ = compressed_until_;
+  return s;
+}
+
+SequenceCache SequenceCache::clone() const {
+  SequenceCache s = scalars_copy();
+  s.engram_ids_ = engram_ids_;
   // Every ring's page first, then one scatter_rows per ring size moves all their data (a copy
   // per ring was five launches per layer).
   std::vector<RowRing::Copy> copies;
@@ -352,15 +357,7 @@ void SequenceCache::skip_upper(size_t first_layer, int64_t n) {
 }
 
 SequenceCache SequenceCache::compressed_part() const {
-  SequenceCache s;
-  s.length_ = length_;
-  s.draft_length_ = draft_length_;
-  s.draft_lag_ = draft_lag_;
-  s.max_rollback_ = max_rollback_;
-  s.engram_need_ = engram_need_;
-  s.upper_from_ = upper_from_;
-  s.window_from_ = window_from_;
-  s.compressed_until_ = compressed_until_;
+  SequenceCache s = scalars_copy();
   auto rows_only = [](const LayerCache& l) {
     LayerCache c;
     for (auto [dst, src] : {std::pair{&c.comp, &l.comp}, std::pair{&c.idx, &l.idx}}) {

@@ -263,6 +263,9 @@ class SequenceCache {
   SequenceCache clone() const;
 
  private:
+  // A cache with this one's lengths, counters and replay bounds and no rows (clone and
+  // compressed_part start from it).
+  SequenceCache scalars_copy() const;
   static void truncate_layer(LayerCache& c, int64_t new_len);
 
   std::vector<LayerCache> layers_, draft_layers_;
