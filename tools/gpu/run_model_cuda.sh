@@ -25,6 +25,12 @@
 #          SPEC_MODEL=models/v4-small SPEC_CONFIGS="off mtp ngram mtp_varlen ngram_varlen");
 #          batch-invariant bitwise checks on models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
 #          spec.csv
+#   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched DSpark draft vs the decode and
+#          verify steps it rides on, at DRAFT_BATCHES (default 1,16,64), with an op profile
+#   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
+#          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default the first REPLAY_CHARS,
+#          30000, characters of data/default_model/text/val.txt, which the caller carries), keeps
+#          REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u
@@ -79,7 +85,7 @@ if has build; then
   if ! timeout 120 cmake "${CFG[@]}" > "$OUT/configure.log" 2>&1; then
     say "configure FAILED"; tail -20 "$OUT/configure.log" | tee -a "$OUT/summary.txt"; exit 3
   fi
-  if ! timeout 360 cmake --build "$BUILD_DIR" --target ops_cuda_test model_cuda_test decode_bench \
+  if ! timeout 360 cmake --build "$BUILD_DIR" --target ops_cuda_test model_cuda_test decode_bench draft_bench \
        -j "${JOBS:-16}" > "$OUT/build.log" 2>&1; then
     say "build FAILED"; grep -E -m20 'error' "$OUT/build.log" | tee -a "$OUT/summary.txt"; exit 3
   fi
@@ -275,5 +281,25 @@ for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off.log')
 open(out + "/spec.csv", "w").write("\n".join(rows) + "\n")
 PY
   tar czf "$OUT/spec_logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls spec_*.log) && rm -f "$OUT"/spec_*.log "$OUT"/spec_*.json "$OUT"/spec_prompts_*.txt
+fi
+if has draft; then
+  timeout 200 "$BUILD_DIR/bench/model_cuda/draft_bench" --model "${SPEC_MODEL:-models/default}" \
+    --batches "${DRAFT_BATCHES:-1,16,64}" --k "${SPEC_K:-5}" --profile --out "$OUT/draft.json" \
+    > "$OUT/draft.log" 2>&1
+  say "draft_bench exit $?"
+  head -6 "$OUT/draft.log" | tee -a "$OUT/summary.txt"
+fi
+if has replay; then
+  # The full tree with its benchmarks (configure only adds them; only replay_bench is built).
+  { build_engine_bin && timeout 60 cmake -S . -B "$FULL" -DDEEPINFER_BUILD_BENCH=ON > "$OUT/replay_build.log" 2>&1 &&
+    timeout 300 cmake --build "$FULL" --target replay_bench -j "${JOBS:-16}" >> "$OUT/replay_build.log" 2>&1; } ||
+    { say "replay: build FAILED"; grep -E -m10 'error|Error' "$OUT/replay_build.log" | tee -a "$OUT/summary.txt"; }
+  PROMPT="${REPLAY_PROMPT:-/tmp/replay_prompt.txt}"
+  [ -n "${REPLAY_PROMPT:-}" ] || head -c "${REPLAY_CHARS:-30000}" data/default_model/text/val.txt > "$PROMPT"
+  timeout 300 "$FULL/bench/replay/replay_bench" --model models/default --backend cuda \
+    --prompt-text "$PROMPT" --keep "${REPLAY_KEEP:-140,190,512}" --tokens 256 --reps 3 \
+    --csv "$OUT/replay.csv" > "$OUT/replay.log" 2>&1
+  say "replay_bench exit $?"
+  tail -5 "$OUT/replay.log" | tee -a "$OUT/summary.txt"
 fi
 say "done"

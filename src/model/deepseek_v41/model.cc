@@ -24,6 +24,7 @@
 #include "model/layers/numerics.h"
 #include "model/recorded_steps.h"
 #include "model/step_check.h"
+#include "sample/sample_spec.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
@@ -98,6 +99,7 @@ class V41Model final : public model::Model {
         draft_cat(o),
         draft_conf(o),
         markov(o),
+        markov_sum(o),
         attn(o),
         cs(o),
         rec_onehot(o),
@@ -535,7 +537,7 @@ class V41Model final : public model::Model {
   std::optional<EngramLookup> engram_lookup;
   DenseBuffers step, recorded, draft;
   backend::Buffer head_in, head_pre, head_y, logits_buf, onehot, quarter;
-  backend::Buffer draft_cat, draft_conf, markov;
+  backend::Buffer draft_cat, draft_conf, markov, markov_sum;
   backend::WeightRef confidence;  // [1, D + r] dense F32 over w.dspark->confidence
   AttentionScratch attn;
   Csa2Scratch cs;
@@ -648,12 +650,13 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   num.act(o, nj);
   Mat lg(fit(logits_buf, M * V), M, V);
   o.linear(nj, w.lm_head, lg);
-  std::vector<float> base;
-  backend::download_mat(o, lg, base);
 
   // The Markov and confidence heads read the previous token, chosen left to right: slot j's
   // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is
-  // w · [n_j ; embed[x_{j-1}]]. One batched step per slot over every job.
+  // w · [n_j ; embed[x_{j-1}]]. One batched step per slot over every job. The sum and its
+  // argmax stay in the backend's memory (Ops::sample, greedy: the lowest id of the maximum, as
+  // the host's max_element): only the N chosen ids come back per slot, and the confidences once
+  // at the end. On a GPU the [N, vocab] rows going to the host were most of a draft's time.
   for (DraftBlock& out : outs) {
     if (keep_logits) out.logits.resize(static_cast<size_t>(K * V));
     out.confidence.resize(static_cast<size_t>(K));
@@ -662,9 +665,14 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   Mat cat(fit(draft_cat, N * (D + r)), N, D + r);
   Mat emb = cat.cols_slice(D, r);
   Mat tj(fit(markov, N * V), N, V);
-  Mat conf(fit(draft_conf, N), N, 1);
-  std::vector<float> trow, crow, l(static_cast<size_t>(V));
-  std::vector<int32_t> prev(static_cast<size_t>(N)), slot_rows(static_cast<size_t>(N));
+  Mat lj(fit(markov_sum, N * V), N, V);
+  Mat conf_all(fit(draft_conf, K * N), K * N, 1);  // row j·N + e: slot j of job e
+  const std::vector<sample::SampleSpec> argmax(static_cast<size_t>(N));  // greedy by default
+  std::vector<float> lrow;
+  std::vector<int32_t> prev(static_cast<size_t>(N)), slot_rows(static_cast<size_t>(N)),
+      chosen(static_cast<size_t>(N));
+  // A slot whose logits are not finite ends its job's proposal there (kSampleNonFinite).
+  std::vector<int64_t> ends(static_cast<size_t>(N), K);
   for (int64_t e = 0; e < N; ++e) prev[static_cast<size_t>(e)] = jobs[static_cast<size_t>(e)].anchor;
   for (int64_t j = 0; j < K; ++j) {
     o.embed(prev.data(), N, dw.markov_embed, emb);
@@ -673,22 +681,36 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     num.act(o, tj);
     for (int64_t e = 0; e < N; ++e) slot_rows[static_cast<size_t>(e)] = static_cast<int32_t>(e * K + j);
     o.copy_rows(CMat(nj), slot_rows.data(), cat.cols_slice(0, D));
-    o.linear(cat, confidence, conf);
-    backend::download_mat(o, tj, trow);
-    backend::download_mat(o, conf, crow);
+    o.linear(cat, confidence, conf_all.rows_slice(j * N, N));
+    o.copy_rows(CMat(lg), slot_rows.data(), lj);
+    o.add(lj, tj, lj);  // base + T_j, in that order (FP32, as the host sum was)
+    o.sample(lj, argmax, chosen.data());
+    if (keep_logits) backend::download_mat(o, lj, lrow);
     for (int64_t e = 0; e < N; ++e) {
       DraftBlock& out = outs[static_cast<size_t>(e)];
-      const float* b0 = base.data() + (e * K + j) * V;
-      const float* t0 = trow.data() + e * V;
-      float* lj = keep_logits ? out.logits.data() + j * V : l.data();
-      for (int64_t v = 0; v < V; ++v) lj[v] = b0[v] + t0[v];
-      out.confidence[static_cast<size_t>(j)] = crow[static_cast<size_t>(e)];
-      out.tokens[static_cast<size_t>(j)] = static_cast<int32_t>(std::max_element(lj, lj + V) - lj);
-      const std::span<const int32_t> forced = jobs[static_cast<size_t>(e)].forced;
-      prev[static_cast<size_t>(e)] = j < static_cast<int64_t>(forced.size())
-                                         ? forced[static_cast<size_t>(j)]
-                                         : out.tokens[static_cast<size_t>(j)];
+      const size_t es = static_cast<size_t>(e);
+      if (keep_logits) {
+        std::copy(lrow.begin() + e * V, lrow.begin() + (e + 1) * V, out.logits.begin() + j * V);
+      }
+      int32_t t = chosen[es];
+      if (t < 0) {
+        ends[es] = std::min(ends[es], j);
+        t = 0;  // any valid id: the slots after the end are dropped
+      }
+      out.tokens[static_cast<size_t>(j)] = t;
+      const std::span<const int32_t> forced = jobs[es].forced;
+      prev[es] = j < static_cast<int64_t>(forced.size()) ? forced[static_cast<size_t>(j)] : t;
     }
+  }
+  std::vector<float> crow;
+  backend::download_mat(o, conf_all, crow);
+  for (int64_t e = 0; e < N; ++e) {
+    DraftBlock& out = outs[static_cast<size_t>(e)];
+    for (int64_t j = 0; j < K; ++j) out.confidence[static_cast<size_t>(j)] = crow[static_cast<size_t>(j * N + e)];
+    const auto end = static_cast<size_t>(ends[static_cast<size_t>(e)]);
+    out.tokens.resize(end);
+    out.confidence.resize(end);
+    if (keep_logits) out.logits.resize(end * static_cast<size_t>(V));
   }
   return outs;
 }

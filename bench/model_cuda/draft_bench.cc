@@ -1,0 +1,197 @@
+// DeepSeek-V4.1's DSpark drafter on the CUDA backend: what one batched draft
+// (Model::dspark_draft_all, the engine's DSpark drafter) costs against the decode step it rides
+// on, at several batch sizes (not a test; never fails on time).
+//
+//   draft_bench --model DIR [--batches 1,16,64] [--k 5] [--context 64] [--reps 20]
+//               [--out results.json] [--profile]
+//
+// Per batch N (N sequences of --context random prompt tokens each):
+//   * draft ms: one dspark_draft_all of N blocks of k positions (tokens and confidences only,
+//     as the engine asks), wall-clock, mean of --reps;
+//   * decode ms: one plain decode step of N rows (one token per sequence, logits of the last row
+//     drawn on the GPU: the engine's plain step), the peer: drafting pays when the accepted
+//     tokens per verify step exceed (decode + verify + draft) / decode;
+//   * verify ms: one step of N·(k + 1) rows (every row's logits), the fixed-k verify step;
+//   * break-even acceptance = (verify + draft) / decode, the tokens per step a drafter must
+//     average to match plain decoding at this batch (what the varlen controller weighs).
+// --profile: one more draft through backend::ProfilingOps (every op synchronised and timed);
+// the gap between its op sum and the wall time is host work and copies.
+#include <cuda_runtime_api.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/device.h"
+#include "backend/profiling_ops.h"
+#include "model/model.h"
+#include "sample/sample_spec.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using deepinfer::model::DSparkJob;
+using deepinfer::model::LogitsWanted;
+using deepinfer::model::Model;
+using deepinfer::model::SequenceCache;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> v;
+  std::stringstream ss(s);
+  for (std::string x; std::getline(ss, x, ',');) v.push_back(std::stoi(x));
+  return v;
+}
+
+// One step of `per` rows per sequence (tokens from `rng`), rolled back afterwards so every rep
+// starts from the same caches. Greedy specs on the backend when `sampled` (the last row only).
+double timed_step(Model& m, std::vector<SequenceCache>& seqs, int64_t per, bool sampled,
+                  std::mt19937& rng) {
+  const int64_t V = m.vocab_size();
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
+  std::vector<int32_t> ids, pos;
+  std::vector<deepinfer::model::SequenceSpan> spans;
+  for (SequenceCache& s : seqs) {
+    deepinfer::model::SequenceSpan sp;
+    sp.cache = &s;
+    sp.begin = static_cast<int64_t>(ids.size());
+    sp.count = per;
+    sp.logits = per > 1 ? LogitsWanted::kAll : LogitsWanted::kLast;
+    for (int64_t j = 0; j < per; ++j) {
+      ids.push_back(tok(rng));
+      pos.push_back(static_cast<int32_t>(s.length() + j));
+    }
+    spans.push_back(sp);
+  }
+  const std::vector<deepinfer::sample::SampleSpec> specs(sampled ? seqs.size() : 0);
+  deepinfer::model::StepInputs in;
+  in.token_ids = ids;
+  in.positions = pos;
+  in.sequences = spans;
+  in.sample_specs = specs;
+  deepinfer::model::StepOutputs out;
+  const auto t0 = Clock::now();
+  const auto st = m.forward(in, out);
+  const double ms = ms_since(t0);
+  if (!st.ok()) {
+    std::fprintf(stderr, "forward: %s\n", st.message().c_str());
+    std::exit(1);
+  }
+  for (SequenceCache& s : seqs) {
+    if (!s.rollback(per).ok()) std::exit(1);
+  }
+  return ms;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string model_dir, out_path, batches_s = "1,16,64";
+  int k = 5, context = 64, reps = 20;
+  bool profile = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+    if (a == "--model") model_dir = next();
+    else if (a == "--batches") batches_s = next();
+    else if (a == "--k") k = std::stoi(next());
+    else if (a == "--context") context = std::stoi(next());
+    else if (a == "--reps") reps = std::stoi(next());
+    else if (a == "--out") out_path = next();
+    else if (a == "--profile") profile = true;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (model_dir.empty()) {
+    std::fprintf(stderr, "usage: draft_bench --model DIR [--batches 1,16,64] [--k 5] [--out F]\n");
+    return 2;
+  }
+  if (auto s = deepinfer::backend::cuda::cuda_available(); !s.ok()) {
+    std::printf("SKIPPED: %s\n", s.message().c_str());
+    return 77;
+  }
+  auto gpu = deepinfer::backend::cuda::CudaOps::create(0, false, 256);
+  if (!gpu.ok()) return 1;
+  deepinfer::backend::ProfilingOps prof(**gpu);
+  prof.set_enabled(false);
+  auto loaded = deepinfer::model::load_model(model_dir, prof);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
+    return 1;
+  }
+  Model& m = **loaded;
+  if (m.drafter() != deepinfer::model::DrafterKind::kDSpark) {
+    std::fprintf(stderr, "%s has no DSpark drafter\n", model_dir.c_str());
+    return 1;
+  }
+  k = std::min(k, static_cast<int>(m.config().dspark.block_size));
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.vocab_size() - 1));
+  std::ostringstream json;
+  json << "{\"model\": \"" << model_dir << "\", \"k\": " << k << ", \"batches\": [";
+  std::printf("%-6s %10s %10s %10s %14s %14s\n", "batch", "draft ms", "decode ms", "verify ms",
+              "draft/decode", "break-even τ");
+  std::vector<std::string> profiles;
+  bool first = true;
+  for (const int N : parse_list(batches_s)) {
+    std::vector<SequenceCache> seqs;
+    for (int s = 0; s < N; ++s) {
+      seqs.push_back(m.new_sequence());
+      std::vector<int32_t> ids(static_cast<size_t>(context));
+      for (int32_t& t : ids) t = tok(rng);
+      if (!m.extend(seqs.back(), ids, LogitsWanted::kNone).ok()) return 1;
+    }
+    std::vector<DSparkJob> jobs;
+    for (SequenceCache& s : seqs) jobs.push_back({&s, tok(rng), {}});
+    double draft = 0, decode = 0, verify = 0;
+    for (int r = -2; r < reps; ++r) {  // two warm-up reps (graph capture, buffer growth)
+      const auto t0 = Clock::now();
+      auto d = m.dspark_draft_all(jobs, k, /*logits=*/false);
+      const double ms = ms_since(t0);
+      if (!d.ok()) {
+        std::fprintf(stderr, "draft: %s\n", d.status().message().c_str());
+        return 1;
+      }
+      const double dec = timed_step(m, seqs, 1, true, rng);
+      const double ver = timed_step(m, seqs, k + 1, false, rng);
+      if (r >= 0) {
+        draft += ms / reps;
+        decode += dec / reps;
+        verify += ver / reps;
+      }
+    }
+    const double even = (verify + draft) / decode;
+    std::printf("%-6d %10.3f %10.3f %10.3f %14.2f %14.2f\n", N, draft, decode, verify,
+                draft / decode, even);
+    json << (first ? "" : ", ") << "{\"batch\": " << N << ", \"draft_ms\": " << draft
+         << ", \"decode_ms\": " << decode << ", \"verify_ms\": " << verify
+         << ", \"draft_over_decode\": " << draft / decode << ", \"break_even_tokens\": " << even
+         << "}";
+    first = false;
+    if (profile) {
+      prof.reset();
+      prof.set_enabled(true);
+      const auto t0 = Clock::now();
+      if (!m.dspark_draft_all(jobs, k, false).ok()) return 1;
+      const double wall = ms_since(t0);
+      prof.set_enabled(false);
+      profiles.push_back("batch " + std::to_string(N) + ": profiled draft, wall " +
+                         std::to_string(wall) + " ms");
+      for (const auto& line : prof.report()) profiles.push_back("  " + line);
+    }
+  }
+  json << "]}";
+  for (const auto& l : profiles) std::printf("%s\n", l.c_str());
+  if (!out_path.empty()) std::ofstream(out_path) << json.str() << "\n";
+  return 0;
+}
