@@ -4,12 +4,14 @@ for a V4.1 one, n-gram for any; or name them: --methods dspark,ngram / mtp,ngram
 and confidence-scheduled (varlen).
 
     python bench/engine/bench_spec.py [--model DIR] [--backend opt|cuda] [--concurrency 1,4,16,64]
-        [--k 5] [--max-tokens 64] [--methods auto,ngram] [--json out.json] [--csv out.csv]
+        [--k 5] [--max-tokens 64] [--methods auto,ngram] [--residual] [--temperature 0.8]
+        [--json out.json] [--csv out.csv]
 
 The peer of every figure is the same requests without speculation, in the same run, on the same
 engine settings (ratio = speculative tok/s / plain tok/s; > 1 is a speed-up). Every run is
 checked: greedy and seeded outputs with speculation must equal those without it, token for
-token (a mismatch fails the benchmark). Acceptance length = tokens emitted per verify step of a
+token (a mismatch fails the benchmark; with residual acceptance, which changes seeded outputs
+by design, the greedy ones). Acceptance length = tokens emitted per verify step of a
 request (1 + accepted drafts); k + 1 is its ceiling.
 """
 
@@ -56,6 +58,10 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--methods", default="auto,ngram")
     ap.add_argument("--repeats", type=int, default=2, help="best of N timings per configuration")
+    ap.add_argument("--residual", action="store_true",
+                    help="also each method with residual acceptance (varlen), for the seeded "
+                         "requests too (their outputs then differ from plain decoding by design)")
+    ap.add_argument("--temperature", type=float, default=0.8, help="of the sampled requests")
     ap.add_argument("--json", default="")
     ap.add_argument("--csv", default="")
     args = ap.parse_args()
@@ -66,6 +72,9 @@ def main() -> int:
     for m in args.methods.split(","):
         configs.append((m, {"method": m, "num_speculative_tokens": args.k}, False))
         configs.append((m + "+varlen", {"method": m, "num_speculative_tokens": args.k}, True))
+        if args.residual:
+            configs.append((m + "+residual", {"method": m, "num_speculative_tokens": args.k,
+                                              "acceptance": "residual-always"}, True))
 
     engines = {}
     for name, spec, varlen in configs:
@@ -81,7 +90,7 @@ def main() -> int:
         prompts = [PROMPTS[i % len(PROMPTS)] for i in range(n)]
         params = [SamplingParams(temperature=0.0, max_tokens=args.max_tokens, ignore_eos=True)
                   if i % 2 == 0 else
-                  SamplingParams(temperature=0.8, top_p=0.95, seed=1000 + i,
+                  SamplingParams(temperature=args.temperature, top_p=0.95, seed=1000 + i,
                                  max_tokens=args.max_tokens, ignore_eos=True)
                   for i in range(n)]
         results = {}
@@ -101,7 +110,9 @@ def main() -> int:
             rate = tokens / seconds
             verify = d.get("spec_verify_steps", 0)
             accept_len = 1.0 + d.get("spec_accepted_tokens", 0) / verify if verify else 1.0
-            same = ids == plain_ids
+            # Residual acceptance changes seeded outputs by design: only greedy ones must match.
+            same = (ids[0::2] == plain_ids[0::2] if name.endswith("+residual")
+                    else ids == plain_ids)
             row = {"requests": n, "config": name, "tok_s": rate, "plain_tok_s": plain_rate,
                    "ratio": rate / plain_rate, "acceptance_length": accept_len,
                    "acceptance_ceiling": args.k + 1 if name != "off" else 1,

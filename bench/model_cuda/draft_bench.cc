@@ -152,7 +152,7 @@ int main(int argc, char** argv) {
       if (!m.extend(seqs.back(), ids, LogitsWanted::kNone).ok()) return 1;
     }
     std::vector<DSparkJob> jobs;
-    for (SequenceCache& s : seqs) jobs.push_back({&s, tok(rng), {}});
+    for (SequenceCache& s : seqs) jobs.push_back({&s, tok(rng), {}, {}});
     double draft = 0, decode = 0, verify = 0;
     for (int r = -2; r < reps; ++r) {  // two warm-up reps (graph capture, buffer growth)
       const auto t0 = Clock::now();

@@ -73,6 +73,16 @@ struct EngineOptions {
   // request verifies all its drafts. Outputs are identical either way. Unset:
   // DEEPINFER_ENABLE_MTP_VARLEN (default off).
   std::optional<bool> speculative_varlen;
+  // How a sampled request's drafts are judged (docs/speculative.md, "Acceptance"):
+  // "identical" (the default): a draft survives when it equals the target's own seeded draw at
+  // its position, so outputs are bitwise those without speculation. "residual": drafters that
+  // report full distributions (DSpark) draw their drafts from q (the request's temperature and
+  // filters over the draft logits) and verification accepts d with probability min(1, p(d) /
+  // q(d)), else draws from the residual max(0, p - q): the same target distribution, more drafts
+  // accepted, but a seeded request's tokens then depend on the speculation settings, so it
+  // applies to requests without a seq_seed only (greedy requests, requests asking for logprobs
+  // and other drafters keep "identical"). "residual-always": seeded requests too.
+  std::string speculative_acceptance = "identical";
   // SWA bounded replay (DeepSeek-V4.1 only; docs/bounded_replay.md), an approximation, off by
   // default. "compact": a prompt's prefill runs the layers above the last KV-source layer only
   // on its last prefill_keep_tokens tokens (the layers below run every token), and a prefix hit

@@ -212,15 +212,21 @@ class LLM:
         # "off", "num_speculative_tokens": k}; "auto" is the checkpoint's own drafter, k
         # defaults to DEEPINFER_USE_NEXTN_DECODE (5). None: no speculation. Outputs are
         # identical either way (docs/speculative.md).
+        # speculative_config["acceptance"]: "identical" (default: outputs bitwise those
+        # without speculation), "residual" (DSpark drafts sampled from the drafter's
+        # distribution and judged by rejection sampling with the residual: the same target
+        # distribution, more drafts accepted; requests without a seed only) or
+        # "residual-always" (seeded requests too).
         # speculative_varlen: confidence-scheduled verification (None:
         # DEEPINFER_ENABLE_MTP_VARLEN).
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
+        spec_acceptance = str(spec.pop("acceptance", "identical"))
         if spec:
             raise ValueError(
-                f"speculative_config: unknown keys {sorted(spec)}; give 'method' and "
-                "'num_speculative_tokens'")
+                f"speculative_config: unknown keys {sorted(spec)}; give 'method', "
+                "'num_speculative_tokens' and 'acceptance'")
         self.model_dir = resolve_model_dir(model)
         self._tokenizer_path = tokenizer
         self._engine = _core.EngineLoop(
@@ -231,7 +237,8 @@ class LLM:
             sampling_threads or 0, sample_on,
             speculative_method=spec_method,
             num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens),
-            speculative_varlen=speculative_varlen)
+            speculative_varlen=speculative_varlen,
+            speculative_acceptance=spec_acceptance)
 
     # -- information ------------------------------------------------------------------------
     @property

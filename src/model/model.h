@@ -53,6 +53,11 @@ struct DSparkJob {
   SequenceCache* cache = nullptr;
   int32_t anchor = 0;
   std::span<const int32_t> forced;
+  // Sampled drafts (speculative decoding's residual acceptance): slot j's token is drawn with
+  // draws[j] (Ops::sample: temperature, min_p, top_k, top_p at its uniform) instead of the
+  // argmax, and the block carries its draft logits (the caller needs the distribution q each
+  // token was drawn from). Empty: greedy.
+  std::span<const sample::SampleSpec> draws;
 };
 
 // One sequence's rows for the MTP block (batched drafting, Model::mtp_step): the target's

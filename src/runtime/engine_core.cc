@@ -59,6 +59,11 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
                             std::to_string(options.sampling_threads) +
                             ": give 0 (automatic) or a thread count");
   }
+  const std::string& acceptance = options.speculative_acceptance;
+  if (acceptance != "identical" && acceptance != "residual" && acceptance != "residual-always") {
+    return invalid_argument("EngineOptions.speculative_acceptance is '" + acceptance +
+                            "': give identical, residual or residual-always");
+  }
   if (options.sample_on != "auto" && options.sample_on != "backend" &&
       options.sample_on != "host") {
     return invalid_argument("EngineOptions.sample_on is '" + options.sample_on +
@@ -152,6 +157,10 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   }
   if (core->drafter_ == nullptr) core->spec_varlen_ = false;
   if (core->drafter_ != nullptr) core->drafter_->set_want_confidence(core->spec_varlen_);
+  if (core->drafter_ != nullptr && core->drafter_->proposes_distributions()) {
+    core->residual_unseeded_ = acceptance != "identical";
+    core->residual_seeded_ = acceptance == "residual-always";
+  }
   DI_TRY(core->configure_replay(options));
   if (core->spec_varlen_) {
     core->profile_step_cost();
@@ -280,6 +289,10 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
     e.known.assign(prompt_ids.begin(), prompt_ids.end());
     e.prompt_len = static_cast<int64_t>(prompt_ids.size());
     if (grammar) e.matcher.emplace(grammar);
+    // Greedy requests gain nothing from it (q would be the drafter's argmax, as now); logprobs
+    // come from the plain draw's pipeline.
+    e.residual = !params.is_greedy() && !params.logprobs &&
+                 (params.seq_seed ? residual_seeded_ : residual_unseeded_);
     p.seqs.push_back(sid);
     if (!bad.empty()) {
       s.error = bad;

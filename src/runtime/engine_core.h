@@ -115,6 +115,13 @@ class EngineCore {
     spec::DraftState draft;
     std::vector<int32_t> fed;
     int32_t grammar_cut = 0;  // drafts the grammar refused before this step's verification
+    // Residual acceptance (EngineOptions::speculative_acceptance): this request's drafts are
+    // drawn from the drafter's distribution and judged by rejection sampling with the residual.
+    // draft_round numbers the drafts made, so each draws fresh uniforms (a draft that was never
+    // verified must not share its randomness with the next draft of the same position).
+    bool residual = false;
+    uint32_t draft_round = 0;
+    std::vector<sample::SampleSpec> draws;
     int64_t spec_planned_end = -1, spec_kept_end = -1;
   };
   // One sample of one request = one scheduler request; engine-thread state.
@@ -251,6 +258,17 @@ class EngineCore {
   void verify_rows(sched::RequestId id, SeqExec& e, std::span<const float> rows, int64_t count,
                    sample::Sampler& sampler, Sampled& out);
   void verify_drawn(SeqExec& e, std::span<const int32_t> drawn, Sampled& out);
+  // Residual acceptance (SeqExec::residual): row i's target distribution p (every logits
+  // processor and the grammar mask) judges draft d = fed[i + 1], drawn from q_i: accepted with
+  // probability min(1, p(d) / q_i(d)), else the token is drawn from max(0, p - q_i) and the run
+  // ends. A draft the grammar refused (not fed) is such a rejection at the last row. The row
+  // after the last judged draft draws from p as plain decoding does.
+  void verify_residual(sched::RequestId id, SeqExec& e, std::span<const float> rows,
+                       int64_t count, sample::Sampler& sampler, Sampled& out);
+  // The sampling context of e's next draw (seed, position, history, grammar mask).
+  sample::SampleContext sample_context(SeqExec& e);
+  // Residual acceptance: the draw specs of the next proposal's drafts (e.draws; fresh uniforms).
+  void prepare_draft_draws(SeqExec& e);
   // After a sequence's step was sampled: roll the cache back to the accepted tokens, commit the
   // prefix snapshots the accepted part reached, and draft for the next step.
   // `hidden`: the target's final streams of the span's rows (drafters that read them), else
@@ -346,6 +364,10 @@ class EngineCore {
   // step-cost curve, each request's per-position survival estimates from its latest proposal,
   // and, for drafters without confidences, the observed acceptance rate at each draft depth.
   bool spec_varlen_ = false;
+  // EngineOptions::speculative_acceptance, resolved against the drafter: whether sampled
+  // requests without a seq_seed (and with "residual-always" seeded ones too) use residual
+  // acceptance.
+  bool residual_unseeded_ = false, residual_seeded_ = false;
   // Varlen also decides whether drafting pays at all: the draft positions the executor drafts
   // for the next steps (the most the budget admitted lately, + 1; 0 = paused: a drafter that
   // follows hidden streams only keeps up with them). Written by the engine thread, read by the
@@ -370,6 +392,12 @@ class EngineCore {
       int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
       int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
       int failed = 0;             // failed probes in a row
+      // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
+      // rows' sampling beyond a plain step's), an EMA over the steps that drafted; 0: not
+      // measured yet. The budget charges it to every step that verifies drafts, so once it is
+      // known a batch where drafting cannot pay is paused without probing it again.
+      double draft_cost = 0;
+      int draft_cost_steps = 0;  // drafting steps seen (the first, which warms up, is skipped)
     };
     std::array<Bucket, 24> by_size;
     int64_t step = 0;       // the latest plan step processed (update_gain)

@@ -57,7 +57,9 @@ void EngineCore::sample_pending(StepJob& job) {
     for (int64_t i = b; i < end; ++i) {
       const PendingSample& p = pending_samples_[static_cast<size_t>(i)];
       Sampled& out = job.sampled[base + static_cast<size_t>(i)];
-      if (p.count > 1) {
+      if (p.e->residual && !p.e->draft.proposal.q.empty()) {
+        verify_residual(p.id, *p.e, p.row, p.count, sampler, out);
+      } else if (p.count > 1) {
         verify_rows(p.id, *p.e, p.row, p.count, sampler, out);
       } else {
         sample_one(p.id, *p.e, p.row, sampler, out);
@@ -72,10 +74,7 @@ void EngineCore::sample_pending(StepJob& job) {
   pending_samples_.clear();
 }
 
-void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
-                            sample::Sampler& sampler, Sampled& out) {
-  out.id = id;
-  if (e.grammar_done) return;  // ended by its grammar in the previous step: this one is wasted
+sample::SampleContext EngineCore::sample_context(SeqExec& e) {
   const SamplingParams& params = *e.params;
   sample::SampleContext ctx;
   ctx.params = &params;
@@ -89,7 +88,14 @@ void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const flo
     ctx.allowed_bitmask =
         std::span<const int32_t>(reinterpret_cast<const int32_t*>(e.mask.data()), e.mask.size());
   }
-  auto r = sampler.sample(row, ctx);
+  return ctx;
+}
+
+void EngineCore::sample_one(sched::RequestId id, SeqExec& e, std::span<const float> row,
+                            sample::Sampler& sampler, Sampled& out) {
+  out.id = id;
+  if (e.grammar_done) return;  // ended by its grammar in the previous step: this one is wasted
+  auto r = sampler.sample(row, sample_context(e));
   if (!r.ok()) {
     out.error = "sampling failed: " + r.status().message();
     return;
@@ -115,8 +121,9 @@ void EngineCore::backend_sample_specs(const StepJob& job) {
     const int64_t rows = spans_[k].logits == model::LogitsWanted::kAll ? spans_[k].count : 1;
     for (int64_t i = 0; i < rows; ++i) {
       const auto position = static_cast<uint64_t>(e.num_sampled + i);
+      // Residual acceptance judges drafts with the full distributions, on the host.
       if (e.grammar_done || e.matcher || !sample::backend_samplable(*e.params, position, false) ||
-          wants_prompt_logprobs(e)) {
+          wants_prompt_logprobs(e) || (e.residual && !e.draft.proposal.q.empty())) {
         sample_specs_.clear();  // one row needs the host: the host draws the whole step
         return;
       }
@@ -407,6 +414,7 @@ std::vector<EngineCore::Piece> EngineCore::start_pieces(StepJob& job) {
       prepare_verify(sr, *e, start, plan.token_ids[static_cast<size_t>(sr.token_offset)]);
       left.push_back({i, start, start + static_cast<int64_t>(e->fed.size()), start, e->fed.data()});
     } else {
+      e->grammar_cut = 0;  // no drafts judged: the proposal's first one was not refused either
       left.push_back(
           {i, start, start + sr.num_tokens, start, plan.token_ids.data() + sr.token_offset});
     }

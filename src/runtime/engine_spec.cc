@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "runtime/engine_core.h"
+#include "sample/sampler.h"
 
 namespace deepinfer::runtime {
 
@@ -51,6 +52,71 @@ void EngineCore::verify_rows(sched::RequestId id, SeqExec& e, std::span<const fl
     sample_one(id, e, rows.subspan(static_cast<size_t>(i) * V, V), sampler, out);
     if (out.tokens.size() == before || !out.error.empty() || e.grammar_done) return;
     if (i + 1 == count || out.tokens.back() != e.fed[static_cast<size_t>(i + 1)]) return;
+  }
+}
+
+void EngineCore::verify_residual(sched::RequestId id, SeqExec& e, std::span<const float> rows,
+                                 int64_t count, sample::Sampler& sampler, Sampled& out) {
+  const auto V = static_cast<size_t>(vocab_size());
+  out.id = id;
+  out.drafts_verified = static_cast<int32_t>(count - 1);
+  if (e.grammar_done) return;
+  const spec::DraftProposal& prop = e.draft.proposal;
+  // The drafts judged: those fed, and the one the grammar refused after them (it was drawn
+  // from q like the others, and its refusal is its rejection: p(d) = 0). Drafts the slot budget
+  // or a block boundary left out were decided before they were drawn: not judged.
+  const int64_t judged =
+      std::min<int64_t>(count - 1 + (e.grammar_cut > 0 ? 1 : 0),
+                        static_cast<int64_t>(std::min(prop.tokens.size(), prop.q.size() / V)));
+  std::vector<float> p, residual;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::span<const float> row = rows.subspan(static_cast<size_t>(i) * V, V);
+    if (i >= judged) {  // past the judged drafts: the target's own draw, as plain decoding
+      sample_one(id, e, row, sampler, out);
+      return;
+    }
+    const sample::SampleContext ctx = sample_context(e);
+    if (const Status st = sampler.probabilities(row, ctx, p); !st.ok()) {
+      out.error = "sampling failed: " + st.message();
+      return;
+    }
+    const auto d = static_cast<size_t>(prop.tokens[static_cast<size_t>(i)]);
+    const std::span<const float> q(prop.q.data() + static_cast<size_t>(i) * V, V);
+    // Accept with probability min(1, p(d) / q(d)) (q(d) > 0: d was drawn from q).
+    const double u = sample::sample_uniform(ctx.key, sample::RngDomain::kDraftAccept);
+    if (i + 1 < count && u * static_cast<double>(q[d]) < static_cast<double>(p[d])) {
+      if (!accept_token(e, static_cast<int32_t>(d), out) || e.grammar_done) return;
+      continue;
+    }
+    const int32_t t = sample::draw_residual(
+        p, q, sample::sample_uniform(ctx.key, sample::RngDomain::kResidualSample), residual);
+    if (t < 0) {  // no residual mass (p <= q up to rounding): p itself
+      sample_one(id, e, row, sampler, out);
+    } else {
+      accept_token(e, t, out);
+    }
+    return;
+  }
+}
+
+// q may be any distribution (the output follows p whatever it is); what it decides is how many
+// drafts survive, sum_x min(p(x), q(x)). The trained default's drafter is less sure than its
+// target, so q at the request's own temperature is too flat; a sharper one accepts more
+// (models/default, 320 seeds, tests/unit/runtime/spec_engine_test.cc: at T 1.0 0.51 -> 0.54 of
+// drafts with a scale of 0.8, at T 0.7 0.52 -> 0.60; 0.6 gains no more).
+constexpr float kDraftTemperatureScale = 0.8f;
+
+void EngineCore::prepare_draft_draws(SeqExec& e) {
+  // Draft j would be output position num_sampled + j. The round goes into the counter's high
+  // position word (positions stay below 2^32), so every draft draws fresh uniforms.
+  const uint64_t round = uint64_t{e.draft_round++} << 32;
+  e.draws.resize(static_cast<size_t>(spec_tokens_));
+  for (int32_t j = 0; j < spec_tokens_; ++j) {
+    const sample::SampleKey key{e.seed, (static_cast<uint64_t>(e.num_sampled) + j) | round,
+                                static_cast<uint32_t>(e.index)};
+    sample::SampleSpec& s = e.draws[static_cast<size_t>(j)];
+    s = sample::make_sample_spec(*e.params, key, sample::RngDomain::kDraftSample);
+    s.temperature *= kDraftTemperatureScale;
   }
 }
 
@@ -104,6 +170,10 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   job.context = e.known;
   job.state = &e.draft;
   job.first = start;
+  if (e.residual) {
+    prepare_draft_draws(e);
+    job.draws = e.draws;
+  }
   if (!hidden.empty()) {
     const size_t width = hidden.size() / static_cast<size_t>(fed);
     job.hidden = hidden.first(static_cast<size_t>(kept_rows) * width);
@@ -153,6 +223,11 @@ void EngineCore::update_gain(const StepJob& job) {
                                   : gain_.sample_per_decode + 0.2 * (per - gain_.sample_per_decode);
   }
   SpeculationGain::Bucket& g = gain_bucket(plan.num_decodes);
+  if (proposed > 0 && g.draft_cost_steps++ > 0) {  // this step drafted: its cost beyond plain
+    const double cost =
+        job.draft_seconds + std::max(0.0, job.sample_seconds - gain_.sample_per_decode * B);
+    g.draft_cost = g.draft_cost == 0 ? cost : g.draft_cost + 0.2 * (cost - g.draft_cost);
+  }
   if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
   if (drafts == 0 && proposed == 0 && g.probe_steps == 0) return;  // not drafting yet
   const double plain = step_cost_.seconds(plan.num_decodes) + gain_.sample_per_decode * B;
@@ -239,8 +314,23 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   }
   const int64_t base = static_cast<int64_t>(cands.size());
   const std::vector<int32_t> chosen =
-      sched::choose_verify_lengths(survival, base, base + spare, step_cost_);
+      sched::choose_verify_lengths(survival, base, base + spare, step_cost_, g.draft_cost);
   std::copy(chosen.begin(), chosen.end(), slots.begin());
+  // The model says no verify length pays for the drafting it needs (measured, with the
+  // requests' confidences): a failed probe without spending steps on it.
+  bool any_candidate = false;
+  for (const std::vector<float>& s : survival) any_candidate = any_candidate || !s.empty();
+  if (g.draft_cost > 0 && any_candidate &&
+      std::all_of(chosen.begin(), chosen.end(), [](int32_t c) { return c == 0; })) {
+    g.paused_until = gain_.step + g.pause;
+    g.pause = std::min<int64_t>(g.pause * 4, 1024);
+    ++g.failed;
+    g.tokens = g.spent = g.plain = g.decodes = 0;
+    g.probe_steps = 0;
+    draft_depth_ = 0;
+    drafter_asleep_ = g.failed >= 2;
+    return;
+  }
   // Draft no deeper than the budget admits (+ 1, to keep measuring the next position).
   int32_t deepest = 0;
   for (const int32_t c : chosen) deepest = std::max(deepest, c);

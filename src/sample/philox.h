@@ -48,6 +48,12 @@ constexpr double uniform_from_words(uint32_t hi, uint32_t lo) {
 // overlap. New purposes (e.g. speculative-decoding acceptance) take new values.
 enum class RngDomain : uint32_t {
   kTokenSample = 0,
+  // Speculative decoding with residual acceptance (runtime/engine_spec.cc): the drafter's draw
+  // of a draft token from its own distribution q, the uniform that accepts a draft d with
+  // probability min(1, p(d) / q(d)), and the draw from the residual after a rejection.
+  kDraftSample = 1,
+  kDraftAccept = 2,
+  kResidualSample = 3,
 };
 
 // The address of one draw: the request's seed, the output position of the token being

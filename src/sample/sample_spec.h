@@ -34,7 +34,8 @@ inline bool backend_samplable(const SamplingParams& p, uint64_t position, bool h
          position >= static_cast<uint64_t>(p.min_tokens);
 }
 
-inline SampleSpec make_sample_spec(const SamplingParams& p, const SampleKey& key) {
+inline SampleSpec make_sample_spec(const SamplingParams& p, const SampleKey& key,
+                                   RngDomain domain = RngDomain::kTokenSample) {
   SampleSpec s;
   s.greedy = p.is_greedy();
   s.temperature = p.effective_temperature();
@@ -42,7 +43,7 @@ inline SampleSpec make_sample_spec(const SamplingParams& p, const SampleKey& key
   s.log_min_p = p.min_p > 0.0f ? std::log(static_cast<double>(p.min_p)) : 0.0;
   s.top_k = p.top_k;
   s.top_p = p.top_p;
-  s.u = sample_uniform(key);
+  s.u = sample_uniform(key, domain);
   return s;
 }
 

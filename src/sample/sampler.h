@@ -42,6 +42,19 @@ struct DrawScratch {
   InverseCdfScratch cdf;
 };
 int32_t draw_filtered(std::span<float> row, const SampleSpec& s, DrawScratch& scratch);
+// The distribution draw_filtered draws from: temperature -> min_p -> top_k -> top_p, then the
+// softmax of what survives (exp_nonpositive weights, normalised in double), into `probs`
+// (row-sized; zero where filtered). Greedy: one-hot at the lowest-id argmax. False when no
+// token is left. Speculative decoding's residual acceptance reads it for both the target and
+// the draft distribution.
+bool filtered_probabilities(std::span<float> row, const SampleSpec& s, DrawScratch& scratch,
+                            std::vector<float>& probs);
+// Rejection sampling's correction after a rejected draft: a token from the residual
+// max(0, p - q) (normalised), by inverse CDF in ascending id order at u in [0, 1). -1 when the
+// residual has no mass (p <= q everywhere: then the draft cannot have been rejected, up to
+// rounding; the caller draws from p).
+int32_t draw_residual(std::span<const float> p, std::span<const float> q, double u,
+                      std::vector<float>& scratch);
 
 // Everything besides the logits that one draw depends on.
 struct SampleContext {
@@ -74,8 +87,17 @@ class Sampler {
   // +inf logit and its id, a bitmask too short, no token left to sample, a history id
   // outside the vocabulary, missing params.
   Expected<SampleResult> sample(std::span<const float> logits, const SampleContext& ctx);
+  // The distribution sample() draws from for this context (bitmask, min_tokens, penalties, then
+  // filtered_probabilities), into `probs`; no logprobs. Same errors as sample().
+  Status probabilities(std::span<const float> logits, const SampleContext& ctx,
+                       std::vector<float>& probs);
 
  private:
+  // The working row: the logits checked for NaN / +inf, then the bitmask.
+  Status prepare(std::span<const float> logits, const SampleContext& ctx);
+  // min_tokens' EOS / stop masking and the penalties, on the working row.
+  Status mask_and_penalise(const SampleContext& ctx);
+
   std::vector<float> work_;
   std::vector<float> raw_;  // the masked raw row, kept only when logprobs are asked for
   DrawScratch draw_;

@@ -36,7 +36,7 @@ double StepCostCurve::seconds(int64_t tokens) const {
 
 std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> survival,
                                            int64_t base_tokens, int64_t max_tokens,
-                                           const StepCostCurve& cost) {
+                                           const StepCostCurve& cost, double draft_seconds) {
   std::vector<int32_t> slots(survival.size(), 0);
   struct Cand {
     float a;
@@ -58,7 +58,7 @@ std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> s
   double yield = base_yield;
   for (int64_t m = 1; m <= limit; ++m) {
     yield += cands[static_cast<size_t>(m - 1)].a;
-    const double rate = yield / std::max(1e-12, cost.seconds(base_tokens + m));
+    const double rate = yield / std::max(1e-12, cost.seconds(base_tokens + m) + draft_seconds);
     if (rate > best_rate) {
       best_rate = rate;
       best_m = m;

@@ -39,9 +39,12 @@ class StepCostCurve {
 
 // Chooses the draft positions to verify. survival[r] holds a_{r,1..} for candidate r (at most
 // its slot cap, non-increasing); base_tokens = B0; max_tokens caps B0 + |S| (the step budget).
-// Returns slots[r] = how many leading positions of r to verify.
+// draft_seconds: what drafting costs per step at this batch (0: unknown); a step that verifies
+// any draft pays it on top of T, so every count m >= 1 is judged at T(B0 + m) + draft_seconds
+// against the plain step's T(B0). Returns slots[r] = how many leading positions of r to verify
+// (all 0 when no count beats plain decoding).
 std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> survival,
                                            int64_t base_tokens, int64_t max_tokens,
-                                           const StepCostCurve& cost);
+                                           const StepCostCurve& cost, double draft_seconds = 0);
 
 }  // namespace deepinfer::sched

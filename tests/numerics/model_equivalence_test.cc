@@ -263,7 +263,8 @@ TEST(ModelEquivalence, DSparkDraftAllEqualsEachAlone) {
       std::vector<DSparkJob> jobs;
       for (size_t i = 0; i < seqs.size(); ++i) {
         jobs.push_back({&seqs[i], src[static_cast<size_t>(lengths[i])],
-                        i == 1 ? std::span<const int32_t>(forced) : std::span<const int32_t>()});
+                        i == 1 ? std::span<const int32_t>(forced) : std::span<const int32_t>(),
+                        {}});
       }
       std::vector<DraftBlock> alone;
       for (const DSparkJob& j : jobs) {

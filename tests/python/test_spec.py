@@ -73,3 +73,22 @@ def test_trained_v41_default_dspark_keeps_outputs_and_accepts(repo_dir, varlen):
     st = on.stats()
     assert st["spec_verify_steps"] > 0
     assert st["spec_accepted_tokens"] >= 0.3 * st["spec_verify_steps"], st
+
+
+def test_residual_acceptance_through_the_python_api(repo_dir):
+    """speculative_config["acceptance"]: "residual" keeps greedy and seeded requests exactly as
+    without speculation (seeded ones stay on identical-output verification), samples unseeded
+    ones by rejection sampling with the residual (they finish, with drafts accepted); a bad value
+    names the choices."""
+    model = str(repo_dir / "models" / "default")
+    off = LLM(model, max_model_len=256)
+    on = LLM(model, max_model_len=256,
+             speculative_config={"method": "dspark", "num_speculative_tokens": 5,
+                                 "acceptance": "residual"})
+    assert outputs(on) == outputs(off)
+    unseeded = on.generate(PROMPTS, SamplingParams(temperature=1.0, max_tokens=24, ignore_eos=True),
+                           use_tqdm=False)
+    assert all(len(o.outputs[0].token_ids) == 24 for o in unseeded)
+    assert on.stats()["spec_accepted_tokens"] > 0
+    with pytest.raises(Exception, match="identical, residual or residual-always"):
+        LLM(model, speculative_config={"method": "dspark", "acceptance": "lossy"})

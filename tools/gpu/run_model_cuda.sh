@@ -225,12 +225,16 @@ p = ["In the beginning God created the heaven and the earth.", "And it came to p
 for i in range(int(sys.argv[1])): print(p[i % len(p)])
 PY
     for cfg in ${SPEC_CONFIGS:-off dspark ngram dspark_varlen ngram_varlen}; do
-      method="${cfg%_varlen}"; varlen=0; [ "$cfg" != "$method" ] && varlen=1
+      # cfg = method[_varlen][_residual] (_residual: residual acceptance for these seeded
+      # requests too, so its outputs differ from off by design: "same" reads NO).
+      method="${cfg%%_*}"; varlen=0; [[ "$cfg" == *_varlen* ]] && varlen=1
+      acceptance=identical; [[ "$cfg" == *_residual* ]] && acceptance=residual-always
       k=$K; [ "$method" = off ] && k=0
       DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model "${SPEC_MODEL:-models/default}" \
         --prompts-file "$OUT/spec_prompts_$n.txt" --max-tokens "${SPEC_TOKENS:-128}" \
         --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda \
         --speculative-method "$method" --num-speculative-tokens "$k" \
+        --speculative-acceptance "$acceptance" \
         > "$OUT/spec_${n}_$cfg.json" 2> "$OUT/spec_${n}_$cfg.log"
       echo "exit $?" >> "$OUT/spec_${n}_$cfg.log"
     done

@@ -149,7 +149,7 @@ class V41Model final : public model::Model {
 
   Expected<DraftBlock> dspark_draft(SequenceCache& cache, int32_t anchor, int k,
                                     std::span<const int32_t> forced) override {
-    const DSparkJob job{&cache, anchor, forced};
+    const DSparkJob job{&cache, anchor, forced, {}};
     DI_ASSIGN_OR_RETURN(std::vector<DraftBlock> out, dspark_draft_all({&job, 1}, k, true));
     return std::move(out[0]);
   }
@@ -654,11 +654,18 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   // The Markov and confidence heads read the previous token, chosen left to right: slot j's
   // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is
   // w · [n_j ; embed[x_{j-1}]]. One batched step per slot over every job. The sum and its
-  // argmax stay in the backend's memory (Ops::sample, greedy: the lowest id of the maximum, as
+  // argmax (or, for a job with draws, its draw) stay in the backend's memory (Ops::sample, greedy: the lowest id of the maximum, as
   // the host's max_element): only the N chosen ids come back per slot, and the confidences once
   // at the end. On a GPU the [N, vocab] rows going to the host were most of a draft's time.
-  for (DraftBlock& out : outs) {
-    if (keep_logits) out.logits.resize(static_cast<size_t>(K * V));
+  // Sampled drafts (DSparkJob::draws) need their distributions: those jobs keep their logits.
+  std::vector<uint8_t> keeps(static_cast<size_t>(N));
+  bool any_keep = false;
+  for (int64_t e = 0; e < N; ++e) {
+    const size_t es = static_cast<size_t>(e);
+    keeps[es] = keep_logits || !jobs[es].draws.empty();
+    any_keep = any_keep || keeps[es];
+    DraftBlock& out = outs[es];
+    if (keeps[es]) out.logits.resize(static_cast<size_t>(K * V));
     out.confidence.resize(static_cast<size_t>(K));
     out.tokens.resize(static_cast<size_t>(K));
   }
@@ -667,7 +674,7 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   Mat tj(fit(markov, N * V), N, V);
   Mat lj(fit(markov_sum, N * V), N, V);
   Mat conf_all(fit(draft_conf, K * N), K * N, 1);  // row j·N + e: slot j of job e
-  const std::vector<sample::SampleSpec> argmax(static_cast<size_t>(N));  // greedy by default
+  std::vector<sample::SampleSpec> specs(static_cast<size_t>(N));  // greedy by default
   std::vector<float> lrow;
   std::vector<int32_t> prev(static_cast<size_t>(N)), slot_rows(static_cast<size_t>(N)),
       chosen(static_cast<size_t>(N));
@@ -684,12 +691,17 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     o.linear(cat, confidence, conf_all.rows_slice(j * N, N));
     o.copy_rows(CMat(lg), slot_rows.data(), lj);
     o.add(lj, tj, lj);  // base + T_j, in that order (FP32, as the host sum was)
-    o.sample(lj, argmax, chosen.data());
-    if (keep_logits) backend::download_mat(o, lj, lrow);
+    for (int64_t e = 0; e < N; ++e) {
+      const std::span<const sample::SampleSpec> draws = jobs[static_cast<size_t>(e)].draws;
+      specs[static_cast<size_t>(e)] =
+          j < static_cast<int64_t>(draws.size()) ? draws[static_cast<size_t>(j)] : sample::SampleSpec{};
+    }
+    o.sample(lj, specs, chosen.data());
+    if (any_keep) backend::download_mat(o, lj, lrow);
     for (int64_t e = 0; e < N; ++e) {
       DraftBlock& out = outs[static_cast<size_t>(e)];
       const size_t es = static_cast<size_t>(e);
-      if (keep_logits) {
+      if (keeps[es]) {
         std::copy(lrow.begin() + e * V, lrow.begin() + (e + 1) * V, out.logits.begin() + j * V);
       }
       int32_t t = chosen[es];
@@ -710,7 +722,7 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     const auto end = static_cast<size_t>(ends[static_cast<size_t>(e)]);
     out.tokens.resize(end);
     out.confidence.resize(end);
-    if (keep_logits) out.logits.resize(end * static_cast<size_t>(V));
+    if (keeps[static_cast<size_t>(e)]) out.logits.resize(end * static_cast<size_t>(V));
   }
   return outs;
 }

@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "model/cache.h"
 #include "model/model.h"
+#include "sample/sample_spec.h"
 
 namespace deepinfer::runtime::spec {
 
@@ -28,9 +29,14 @@ struct DraftProposal {
   // that the positions before it did (DSpark: its confidence head; MTP: its own probability of
   // its token; n-gram: none). Empty when the drafter has no estimate.
   std::vector<float> confidence;
+  // Residual acceptance (Job::draws given to a drafter with proposes_distributions()): row j
+  // [vocab] is the distribution q_j token j was drawn from, after the request's temperature and
+  // filters. Empty otherwise (the proposal is one token per position: q one-hot).
+  std::vector<float> q;
   void clear() {
     tokens.clear();
     confidence.clear();
+    q.clear();
   }
 };
 
@@ -62,6 +68,9 @@ class Drafter {
   // Drafters that read the target's final hidden streams: the engine then keeps them from every
   // forward and calls observe() with each sequence's rows.
   virtual bool wants_hidden() const { return false; }
+  // Drafters that can draw their tokens from a full distribution (Job::draws) and report it
+  // (DraftProposal::q), which residual acceptance needs (DSpark).
+  virtual bool proposes_distributions() const { return false; }
   // The target's forward processed positions [first, first + rows) of the sequence (hidden:
   // rows x hc_mult·hidden floats, rejected drafts already cut off); `context` holds every known
   // token (prompt and accepted outputs).
@@ -87,6 +96,9 @@ class Drafter {
     DraftState* state = nullptr;
     int64_t first = 0;
     std::span<const float> hidden;
+    // Residual acceptance: the specs (temperature, filters, uniform) to draw draft j with; empty:
+    // the drafter's own choice (argmax).
+    std::span<const sample::SampleSpec> draws;
   };
   virtual void propose_all(std::span<const Job> jobs, int k) {
     for (const Job& j : jobs) {

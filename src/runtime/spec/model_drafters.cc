@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "runtime/spec/drafter.h"
+#include "sample/sampler.h"
 
 namespace deepinfer::runtime::spec {
 namespace {
@@ -16,10 +17,11 @@ class DSparkDrafter final : public Drafter {
  public:
   explicit DSparkDrafter(model::Model& m) : model_(m) {}
   std::string name() const override { return "dspark"; }
+  bool proposes_distributions() const override { return true; }
 
   Status propose(model::SequenceCache& cache, std::span<const int32_t> ctx, int k,
                  DraftState& state) override {
-    const Job job{&cache, ctx, &state, cache.length(), {}};
+    const Job job{&cache, ctx, &state, cache.length(), {}, {}};
     return draft({&job, 1}, k);
   }
 
@@ -36,28 +38,55 @@ class DSparkDrafter final : public Drafter {
     // The drafter was trained on blocks of dspark_block_size positions: never more.
     k = std::min<int>(k, model_.config().dspark.block_size);
     std::vector<model::DSparkJob> batch;
-    std::vector<DraftState*> who;
+    std::vector<const Job*> who;
     for (const Job& j : jobs) {
       j.state->proposal.clear();
       // A drafter context behind the sequence would refuse the whole batch: that one drafts
       // nothing (the model keeps them equal; this is a guard, not a path).
       if (k <= 0 || j.context.empty() || j.cache->draft_length() != j.cache->length()) continue;
-      batch.push_back({j.cache, j.context.back(), {}});
-      who.push_back(j.state);
+      batch.push_back({j.cache, j.context.back(), {}, j.draws});
+      who.push_back(&j);
     }
     if (batch.empty()) return {};
     DI_ASSIGN_OR_RETURN(std::vector<model::DraftBlock> blocks,
                         model_.dspark_draft_all(batch, k, /*logits=*/false));
     for (size_t e = 0; e < blocks.size(); ++e) {
-      DraftProposal& out = who[e]->proposal;
+      DraftProposal& out = who[e]->state->proposal;
       out.tokens = std::move(blocks[e].tokens);
       out.confidence.reserve(blocks[e].confidence.size());
       for (const float c : blocks[e].confidence) {
         out.confidence.push_back(1.0f / (1.0f + std::exp(-c)));
       }
+      if (!who[e]->draws.empty()) distributions(blocks[e].logits, who[e]->draws, out);
     }
     return {};
   }
+
+  // Residual acceptance: q_j, the distribution slot j's token was drawn from (the request's
+  // temperature and filters over the draft logits; the same filters Ops::sample applied). A
+  // token outside it (a backend whose draw disagrees with the host's filters) ends the
+  // proposal there: verification must know q of every draft it judges.
+  void distributions(std::span<const float> logits, std::span<const sample::SampleSpec> draws,
+                     DraftProposal& out) {
+    const size_t V = static_cast<size_t>(model_.config().vocab_size);
+    size_t keep = std::min(out.tokens.size(), draws.size());
+    out.q.resize(keep * V);
+    for (size_t j = 0; j < keep; ++j) {
+      row_.assign(logits.begin() + static_cast<std::ptrdiff_t>(j * V),
+                  logits.begin() + static_cast<std::ptrdiff_t>((j + 1) * V));
+      if (!sample::filtered_probabilities(row_, draws[j], scratch_, probs_) ||
+          !(probs_[static_cast<size_t>(out.tokens[j])] > 0.0f)) {
+        keep = j;
+        break;
+      }
+      std::copy(probs_.begin(), probs_.end(), out.q.begin() + static_cast<std::ptrdiff_t>(j * V));
+    }
+    out.tokens.resize(keep);
+    out.confidence.resize(std::min(out.confidence.size(), keep));
+    out.q.resize(keep * V);
+  }
+  std::vector<float> row_, probs_;
+  sample::DrawScratch scratch_;
 
   model::Model& model_;
 };
@@ -162,7 +191,7 @@ class MtpDrafter final : public Drafter {
 
   Status propose(model::SequenceCache& cache, std::span<const int32_t> ctx, int k,
                  DraftState& st) override {
-    const Job job{&cache, ctx, &st, cache.length(), {}};
+    const Job job{&cache, ctx, &st, cache.length(), {}, {}};
     propose_all({&job, 1}, k);
     return {};
   }

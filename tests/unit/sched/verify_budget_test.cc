@@ -70,5 +70,24 @@ TEST(VerifyBudget, JaggedCostIsSearchedPastTheFirstDecrease) {
   EXPECT_EQ(few, (std::vector<int32_t>{1, 1, 1, 1}));
 }
 
+// The draft cost is paid by every step that verifies drafts: on a bandwidth-bound backend (flat
+// curve) drafts pay for themselves while the expected tokens outgrow it, and a batch whose
+// drafting costs more than its drafts can return admits nothing (the engine then pauses
+// drafting there without probing: H200, DSpark at 64 requests, drafting 2.4 ms against a 3.1 ms
+// decode step).
+TEST(VerifyBudget, DraftCostIsChargedToEveryStepThatVerifies) {
+  StepCostCurve c;
+  for (int64_t b = 1; b <= 512; ++b) c.observe(b, 0.0031 + 0.00001 * static_cast<double>(b));
+  std::vector<std::vector<float>> a(64, {0.6f, 0.35f, 0.2f});
+  int64_t total = 0;
+  for (int32_t s : choose_verify_lengths(a, 64, 512, c)) total += s;
+  EXPECT_EQ(total, 128);  // free drafting: the first two positions (the third returns 0.2 of a
+                          // token for a row that costs more at this rate)
+  EXPECT_EQ(choose_verify_lengths(a, 64, 512, c, 0.0024), std::vector<int32_t>(64, 0));
+  // One request: the same drafting cost is small next to what its drafts return.
+  const std::vector<std::vector<float>> one = {{0.9f, 0.8f, 0.7f}};
+  EXPECT_EQ(choose_verify_lengths(one, 1, 512, c, 0.0012), (std::vector<int32_t>{3}));
+}
+
 }  // namespace
 }  // namespace deepinfer::sched

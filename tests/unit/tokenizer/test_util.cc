@@ -61,7 +61,7 @@ struct Reader {
   std::vector<int32_t> ids(size_t n) {
     std::vector<int32_t> v(n);
     if (pos + 4 * n > data.size()) throw std::runtime_error("truncated reference file");
-    std::memcpy(v.data(), data.data() + pos, 4 * n);
+    if (n > 0) std::memcpy(v.data(), data.data() + pos, 4 * n);  // an empty v's data() may be null
     pos += 4 * n;
     return v;
   }

@@ -260,6 +260,11 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
                   "DSpark block), mtp, dspark or ngram (prompt lookup); outputs are identical");
   cmd->add_option("--num-speculative-tokens", args->engine.num_speculative_tokens,
                   "draft tokens per step (default DEEPINFER_USE_NEXTN_DECODE, 5; 0 = off)");
+  cmd->add_option("--speculative-acceptance", args->engine.speculative_acceptance,
+                  "how drafts are judged: identical (default; outputs bitwise those without "
+                  "speculation), residual (DSpark drafts sampled from the drafter and judged by "
+                  "rejection sampling: same distribution, more accepted; unseeded requests) or "
+                  "residual-always");
   cmd->add_flag("--stats", args->stats,
                 "add timings (load/prefill/decode, tokens/s) and memory (peak RSS) to the output "
                 "(JSON: a \"stats\" object)");

@@ -75,6 +75,7 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   options.async_scheduling = !a.sync_scheduling;
   options.speculative_method = a.speculative_method;
   options.num_speculative_tokens = a.num_speculative_tokens;
+  options.speculative_acceptance = a.speculative_acceptance;
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {

@@ -28,6 +28,7 @@ struct GenerateEngineArgs {
   std::string backend;           // "" = DEEPINFER_ACCELERATOR
   std::string speculative_method = "off";  // EngineOptions::speculative_method
   int num_speculative_tokens = -1;          // -1: DEEPINFER_USE_NEXTN_DECODE
+  std::string speculative_acceptance = "identical";  // EngineOptions::speculative_acceptance
 };
 
 int run_generate_with_engine(const GenerateEngineArgs& args);

@@ -74,6 +74,11 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
                   "DSpark block), mtp, dspark or ngram; outputs are identical either way");
   cmd->add_option("--num-speculative-tokens", args->engine.num_speculative_tokens,
                   "draft tokens per step (default DEEPINFER_USE_NEXTN_DECODE, 5; 0 = off)");
+  cmd->add_option("--speculative-acceptance", args->engine.speculative_acceptance,
+                  "how drafts are judged: identical (default; outputs bitwise those without "
+                  "speculation), residual (DSpark drafts sampled from the drafter and judged by "
+                  "rejection sampling: same distribution, more accepted; unseeded requests) or "
+                  "residual-always");
   cmd->add_option("--max-waiting", args->loop.max_waiting,
                   "requests waiting beyond which new ones get 503 + Retry-After (default 4 x "
                   "max-num-seqs, at least 64)");
