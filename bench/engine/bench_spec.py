@@ -59,7 +59,7 @@ def main() -> int:
     ap.add_argument("--methods", default="auto,ngram")
     ap.add_argument("--repeats", type=int, default=2, help="best of N timings per configuration")
     ap.add_argument("--residual", action="store_true",
-                    help="also each method with residual acceptance (varlen), for the seeded "
+                    help="also each method with residual acceptance (fixed k), for the seeded "
                          "requests too (their outputs then differ from plain decoding by design)")
     ap.add_argument("--temperature", type=float, default=0.8, help="of the sampled requests")
     ap.add_argument("--json", default="")
@@ -74,7 +74,7 @@ def main() -> int:
         configs.append((m + "+varlen", {"method": m, "num_speculative_tokens": args.k}, True))
         if args.residual:
             configs.append((m + "+residual", {"method": m, "num_speculative_tokens": args.k,
-                                              "acceptance": "residual-always"}, True))
+                                              "acceptance": "residual-always"}, False))
 
     engines = {}
     for name, spec, varlen in configs:

@@ -6,9 +6,9 @@
 # Stages (STAGES, default "build ops model bench hf"):
 #   build  configure the minimal tree (DEEPINFER_BUILD_MINIMAL) for sm_90a and build
 #          ops_cuda_test, model_cuda_test and decode_bench (-j16). The model needs nlohmann_json
-#          headers: found by CMake, or at $NLOHMANN_INCLUDE (default .deps/include, a copy the
-#          caller carries; never committed), and ICU headers (the system's, or $ICU_ROOT, default
-#          .deps/icu: tools/gpu/make_icu_headers.sh).
+#          headers: found by CMake, or at $NLOHMANN_INCLUDE (default .deps/cmake/include), and ICU
+#          headers (the system's, or $ICU_ROOT, default .deps/icu). Carry .deps/carry.tar.xz, made
+#          here by tools/gpu/make_carry.sh (unpacked into .deps/ first; never committed).
 #   ops    the CUDA op harness (FILTER selects cases; default all)
 #   model  model_cuda_test: the whole model GPU vs CPU on the tiny reference checkpoints
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
@@ -28,9 +28,9 @@
 #   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched DSpark draft vs the decode and
 #          verify steps it rides on, at DRAFT_BATCHES (default 1,16,64), with an op profile
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
-#          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default the first REPLAY_CHARS,
-#          30000, characters of data/default_model/text/val.txt, which the caller carries), keeps
-#          REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
+#          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
+#          the carry archive: the first 30,000 characters of the default model's held-out text),
+#          keeps REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u
@@ -38,12 +38,14 @@ cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/build/gpu-out}"
 BUILD_DIR="${BUILD_DIR:-build/gpu}"
 STAGES="${STAGES:-build ops model bench hf}"
-NLOHMANN_INCLUDE="${NLOHMANN_INCLUDE:-$PWD/.deps/include}"
+NLOHMANN_INCLUDE="${NLOHMANN_INCLUDE:-$PWD/.deps/cmake/include}"
 SYNTH_LAYERS="${SYNTH_LAYERS:-4}"
 SYNTH_DIR="${SYNTH_DIR:-/tmp/v4_flash_synth_$SYNTH_LAYERS}"
 BATCHES="${BATCHES:-1,16,128,256}"
 HF_BATCHES="${HF_BATCHES:-1,16}"
 mkdir -p "$OUT" "$BUILD_DIR"
+# The carried dependencies, packed by tools/gpu/make_carry.sh (headers, ICU, the replay prompt).
+[ -f .deps/carry.tar.xz ] && tar -C .deps -xJf .deps/carry.tar.xz
 T0=$(date +%s)
 touch "$OUT/summary.txt"
 say() { echo "[$(( $(date +%s) - T0 ))s] $*" | tee -a "$OUT/summary.txt"; }
@@ -298,8 +300,8 @@ if has replay; then
   { build_engine_bin && timeout 60 cmake -S . -B "$FULL" -DDEEPINFER_BUILD_BENCH=ON > "$OUT/replay_build.log" 2>&1 &&
     timeout 300 cmake --build "$FULL" --target replay_bench -j "${JOBS:-16}" >> "$OUT/replay_build.log" 2>&1; } ||
     { say "replay: build FAILED"; grep -E -m10 'error|Error' "$OUT/replay_build.log" | tee -a "$OUT/summary.txt"; }
-  PROMPT="${REPLAY_PROMPT:-/tmp/replay_prompt.txt}"
-  [ -n "${REPLAY_PROMPT:-}" ] || head -c "${REPLAY_CHARS:-30000}" data/default_model/text/val.txt > "$PROMPT"
+  PROMPT="${REPLAY_PROMPT:-.deps/replay_prompt.txt}"
+  [ -f "$PROMPT" ] || head -c "${REPLAY_CHARS:-30000}" data/default_model/text/val.txt > "$PROMPT"
   timeout 300 "$FULL/bench/replay/replay_bench" --model models/default --backend cuda \
     --prompt-text "$PROMPT" --keep "${REPLAY_KEEP:-140,190,512}" --tokens 256 --reps 3 \
     --csv "$OUT/replay.csv" > "$OUT/replay.log" 2>&1
