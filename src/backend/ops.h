@@ -272,7 +272,9 @@ class Ops {
 
   // Top-k of scores[t, 0:visible[t]) per row, descending (ties: lower index first), written to
   // out [M, k] (row stride k); positions past min(k, visible[t]) are -1, and so are picks whose
-  // score is -inf (rows restrict_to_blocks masked out: never picked).
+  // score is -inf (rows restrict_to_blocks masked out: never picked). +0 and -0 are equal (a tie).
+  // NaN scores (the indexer never writes one) are unspecified on the CPU backends; CudaOps never
+  // picks them, as if they were -inf.
   virtual void topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) = 0;
 
   // V4.1 hierarchical selection, level one (spec §6.2, §6.7 item 3): row t's blocks are the runs

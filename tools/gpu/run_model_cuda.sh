@@ -10,6 +10,8 @@
 #          headers (the system's, or $ICU_ROOT, default .deps/icu). Carry .deps/carry.tar.xz, made
 #          here by tools/gpu/make_carry.sh (unpacked into .deps/ first; never committed).
 #   ops    the CUDA op harness (FILTER selects cases; default all)
+#   perf   (not default) the op harness's perf mode, ops_cuda_test --perf (PERF_FILTER selects
+#          ops by substring, e.g. topk; default all): perf.log
 #   model  model_cuda_test: the whole model GPU vs CPU on the tiny reference checkpoints
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
 #          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it
@@ -97,6 +99,12 @@ if has ops; then
   ARGS=(); [ -n "${FILTER:-}" ] && ARGS+=("--filter=$FILTER")
   timeout 200 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" "${ARGS[@]}" > "$OUT/harness.log" 2>&1
   say "ops_cuda_test exit $?: $(tail -1 "$OUT/harness.log")"
+fi
+if has perf; then
+  ARGS=(--perf); [ -n "${PERF_FILTER:-}" ] && ARGS+=("--filter=$PERF_FILTER")
+  timeout 300 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" "${ARGS[@]}" > "$OUT/perf.log" 2>&1
+  say "ops_cuda_test --perf exit $?"
+  grep -E "rank/radix|MISMATCH" "$OUT/perf.log" | tee -a "$OUT/summary.txt"
 fi
 if has model; then
   timeout 240 "$BUILD_DIR/tests/numerics/cuda/model_cuda_test" "$PWD" > "$OUT/model.log" 2>&1

@@ -184,8 +184,18 @@ void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
 // t < M, k < K (Ops::paged_row_addresses). rows: a device table of M descriptors.
 void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const PagedDesc* rows,
                                 const float** out, int64_t ld, cudaStream_t stream);
+// Ops::topk (indexer/topk.cu): the radix select for rows longer than kTopkRankCountMaxCols
+// columns and k <= kTopkRadixMaxK, the exact rank count otherwise. visible, out: device arrays.
+inline constexpr int64_t kTopkRankCountMaxCols = 256;
+inline constexpr int64_t kTopkRadixMaxK = 4096;
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                  cudaStream_t stream);
+// Each path on its own (the same results), for the perf harness's same-run comparison. The radix
+// select hands k > kTopkRadixMaxK to the rank count.
+void launch_topk_radix(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
+                       cudaStream_t stream);
+void launch_topk_rank_count(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
+                            cudaStream_t stream);
 // V4.1 candidate blocks (ops.h): visible, out device arrays; scratch device floats, at least
 // candidate_blocks_scratch_floats(rows, cols, block_size).
 int64_t candidate_blocks_scratch_floats(int64_t rows, int64_t cols, int64_t block_size);

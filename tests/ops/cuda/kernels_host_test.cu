@@ -2,19 +2,23 @@
 // the host definitions they must match bit for bit (base/numeric_types.h, backend/quant.h):
 // every FP8/FP4/E8M0/F16 code, the E4M3x2 -> half2 conversion the decode GEMV uses (including
 // which byte lands in which half), and BF16 rounding, power-of-two scales and the E4M3/E2M1
-// round trips over a sweep of float bit patterns. Host code only, so it runs without a GPU (CI).
+// round trips over a sweep of float bit patterns; the top-k ordering key's order. Host code only,
+// so it runs without a GPU (CI).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include "backend/quant.h"
 #include "base/numeric_types.h"
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/indexer/topk_key.cuh"
 
 namespace {
 
@@ -100,6 +104,44 @@ int main() {
     uint32_t u;
     std::memcpy(&u, &mid, 4);
     for (uint32_t d : {u - 1, u, u + 1}) check_float(d);
+  }
+  // The top-k ordering key (indexer/topk_key.cuh) on every sign and exponent with sampled
+  // mantissas (the extremes included): -inf and NaN take the never-picked key, every other float
+  // a larger one, and in float order the keys rise exactly where the floats do (so +0 and -0,
+  // which compare equal, share a key).
+  {
+    std::vector<float> pickable;
+    for (uint32_t e = 0; e < 256; ++e) {
+      for (int i = 0; i < 64; ++i) {
+        const uint32_t mant = i < 3    ? static_cast<uint32_t>(i)
+                              : i == 3 ? 0x7fffffu
+                                       : (rng() & 0x7fffffu);
+        for (uint32_t sign : {0u, 0x80000000u}) {
+          const uint32_t bits = sign | (e << 23) | mant;
+          float x;
+          std::memcpy(&x, &bits, 4);
+          if (std::isnan(x) || x == -INFINITY) {
+            if (kc::topk_key(x) != kc::kTopkNeverKey && ++failures <= 20)
+              std::printf("FAIL topk_key(0x%x) is not the never-picked key\n", bits);
+          } else {
+            pickable.push_back(x);
+          }
+        }
+      }
+    }
+    std::sort(pickable.begin(), pickable.end());
+    for (size_t i = 0; i < pickable.size(); ++i) {
+      const float a = pickable[i];
+      const uint32_t ka = kc::topk_key(a);
+      bool ok = ka != kc::kTopkNeverKey;
+      if (i + 1 < pickable.size()) {
+        const float b = pickable[i + 1];
+        const uint32_t kb = kc::topk_key(b);
+        ok = ok && (a < b) == (ka < kb) && (a == b) == (ka == kb);
+      }
+      if (!ok && ++failures <= 20)
+        std::printf("FAIL topk_key order at %.9g (key 0x%x)\n", static_cast<double>(a), ka);
+    }
   }
   if (failures) {
     std::printf("%d mismatches between the CUDA scalar rules and the host definitions\n", failures);

@@ -7,11 +7,14 @@
 //
 // Integer inputs are passed as device arrays (what the plan/run split will do), so the times
 // are kernel times without host staging.
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "kernels/cuda/launch.h"
 #include "op_harness.h"
 #include "sample/sample_spec.h"
 
@@ -310,6 +313,72 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
   }
 }
 
+// topk at the V4 indexer's shapes: M query rows (1: decode .. 4096: a prefill chunk) over R
+// visible index keys (4,096 .. 65,536) with k = index_topk (512 / 1024 / 2048 across the V4
+// family), on BF16-rounded scores (the official semantics' indexer output: the cut has ties).
+// The radix select (what CudaOps::topk takes at these shapes) and the rank count it replaced,
+// on the same scores in the same run; the rank count is O(R²) per row, so it is timed only up
+// to M·R² = 2^40 (about 20 ms a call on an H200). "topk rank/radix" is the time ratio; a
+// "MISMATCH" line would mean the two kernels disagree (the op cases are the real check).
+void perf_topk(Perf& p) {
+  if (!wanted(p, "topk")) return;
+  const int64_t max_rows = 4096, max_cols = 65536;
+  std::vector<float> host(static_cast<size_t>(max_rows * max_cols));
+  uint64_t state = 0x2545f4914f6cdd1dull;
+  for (float& v : host) {  // uniform in [-1, 3), then rounded to BF16 (nearest even)
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    float f = -1.0f + 4.0f * static_cast<float>(state >> 40) * (1.0f / 16777216.0f);
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    std::memcpy(&f, &u, 4);
+    v = f;
+  }
+  const BackendMem scores = dev_array(p.ctx, host);
+  std::vector<float>().swap(host);
+  namespace kc = kernels::cuda;
+  for (int64_t k : {512, 1024, 2048}) {
+    BackendMem out_radix(*p.gpu, static_cast<size_t>(max_rows * k) * 4);
+    BackendMem out_rank(*p.gpu, static_cast<size_t>(max_rows * k) * 4);
+    for (int64_t R : {4096, 16384, 65536}) {
+      for (int64_t M : {1, 16, 128, 1024, 4096}) {
+        const kc::MatDesc sc{scores.as<float>(), M, R, max_cols};
+        const BackendMem vis =
+            dev_array(p.ctx, std::vector<int32_t>(static_cast<size_t>(M), static_cast<int32_t>(R)));
+        char shape_text[64];  // snprintf: GCC 12's -Wrestrict misfires on "R" + to_string(R)
+        std::snprintf(shape_text, sizeof shape_text, "R%lld k%lld M=%lld",
+                      static_cast<long long>(R), static_cast<long long>(k),
+                      static_cast<long long>(M));
+        const std::string shape = shape_text;
+        const double bytes = 4.0 * M * (R + k);
+        const double radix_ms = time_ms(*p.gpu, [&] {
+          kc::launch_topk_radix(sc, vis.as<int32_t>(), k, out_radix.as<int32_t>(), p.gpu->stream());
+        });
+        report(p, "topk radix", shape, radix_ms, 0, bytes);
+        if (static_cast<double>(M) * static_cast<double>(R) * static_cast<double>(R) >
+            1099511627776.0) {
+          continue;
+        }
+        const double rank_ms = time_ms(
+            *p.gpu,
+            [&] {
+              kc::launch_topk_rank_count(sc, vis.as<int32_t>(), k, out_rank.as<int32_t>(),
+                                         p.gpu->stream());
+            },
+            M * R * R > (int64_t{1} << 36) ? 2 : 10);
+        report(p, "topk rank count", shape, rank_ms, 0, bytes);
+        std::printf("%-22s %-34s %9.2fx\n", "topk rank/radix", shape.c_str(), rank_ms / radix_ms);
+        const size_t n = static_cast<size_t>(M * k);
+        if (download_ints(p.ctx, out_radix, n) != download_ints(p.ctx, out_rank, n))
+          std::printf("%-22s %-34s MISMATCH between the two kernels\n", "topk", shape.c_str());
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
 void perf_rowwise(Perf& p, std::mt19937& rng) {
   const int64_t D = 4096, n = 4;
   const Buf fnh = random_buf(rng, (2 + n) * n, n * D, -0.01f, 0.01f);
@@ -397,6 +466,7 @@ int run_perf(cuda::CudaOps& gpu, const std::string& filter) {
   perf_linear(p, rng);
   perf_moe(p, rng);
   perf_attention_side(p, rng);
+  perf_topk(p);
   perf_rowwise(p, rng);
   return 0;
 }

@@ -1,4 +1,5 @@
-// Lightning indexer (spec §2.5) scores and the per-row top-k that picks the compressed rows.
+// Lightning indexer (spec §2.5) scores (the per-row top-k that picks the compressed rows from
+// them is topk.cu).
 //
 // indexer_scores: one block per (token, 64 keys); the multi form gives every token its own paged
 // key matrix (a descriptor table, one per row: the sequence's index-key pages) and skips blocks
@@ -6,10 +7,6 @@
 // each warp scores one key at a time with its channels in registers (di <= 256), one warp
 // reduction per head, heads summed in order in FP32 (with the official BF16 rounding points
 // when asked). A key's score does not depend on which page holds it.
-// topk: one block per row, an exact rank count (element i's rank = number of elements that are
-// larger, or equal with a lower index), which is the stable descending order of the reference
-// with no sort state. O(visible²) per row: correct, deterministic, and fine for decode-sized
-// rows; a radix select replaces it for long contexts (docs/cuda_backend.md).
 #include "kernels/cuda/common.cuh"
 
 namespace deepinfer::kernels::cuda {
@@ -73,40 +70,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-constexpr int kTopkThreads = 512;
-constexpr int kTopkTile = 2048;
-
-__global__ void __launch_bounds__(kTopkThreads)
-    topk_kernel(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out) {
-  __shared__ float tile[kTopkTile];
-  const int64_t t = blockIdx.x;
-  int64_t vis = visible[t];
-  vis = vis < 0 ? 0 : (vis > scores.cols ? scores.cols : vis);
-  const float* s = scores.data + t * scores.ld;
-  int32_t* o = out + t * k;
-  for (int64_t j = (vis < k ? vis : k) + threadIdx.x; j < k; j += blockDim.x) o[j] = -1;
-  for (int64_t ib = 0; ib < vis; ib += blockDim.x) {
-    const int64_t i = ib + threadIdx.x;
-    const float si = i < vis ? s[i] : 0.0f;
-    int64_t rank = 0;
-    for (int64_t j0 = 0; j0 < vis; j0 += kTopkTile) {
-      const int64_t len = (vis - j0) < kTopkTile ? (vis - j0) : kTopkTile;
-      __syncthreads();
-      for (int64_t j = threadIdx.x; j < len; j += blockDim.x) tile[j] = s[j0 + j];
-      __syncthreads();
-      if (i < vis) {
-        for (int64_t j = 0; j < len; ++j) {
-          const float sj = tile[j];
-          rank += (sj > si || (sj == si && j0 + j < i)) ? 1 : 0;
-        }
-      }
-    }
-    // -inf scores (rows restrict_to_blocks masked out) rank after every finite one and are never
-    // picked: their slots say -1.
-    if (i < vis && rank < k) o[rank] = si == -INFINITY ? -1 : static_cast<int32_t>(i);
-  }
-}
-
 }  // namespace
 
 namespace {
@@ -160,13 +123,6 @@ void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const 
                                 const float** out, int64_t ld, cudaStream_t stream) {
   if (M == 0 || K == 0) return;
   paged_row_addresses_kernel<<<grid_for(M * K, 256), 256, 0, stream>>>(sel, M, K, rows, out, ld);
-}
-
-void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
-                 cudaStream_t stream) {
-  if (scores.rows == 0 || k == 0) return;
-  topk_kernel<<<static_cast<unsigned>(scores.rows), kTopkThreads, 0, stream>>>(scores, visible, k,
-                                                                               out);
 }
 
 }  // namespace deepinfer::kernels::cuda
