@@ -265,7 +265,7 @@ void EngineCore::profile_step_cost() {
         model::SequenceCache seq = model_->new_sequence();
         const auto t0 = SteadyClock::now();
         if (!model_->extend(seq, ids, model::LogitsWanted::kLast).ok()) return;
-        if (rep == 1) step_cost_.observe(b, seconds_since(t0));
+        if (rep == 1) step_cost_.seed(b, seconds_since(t0));
       } catch (const backend::OutOfMemory&) {
         return;  // the live steps measure the rest
       }
@@ -290,10 +290,12 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
     draft_depth_ = spec_tokens_;
     drafter_asleep_ = false;
   }
-  // Every 16th plan, a plain step, so that the curve knows what the same decodes cost without
-  // drafts (the start-up profile's single-sequence forwards misjudge batched decode steps on a
-  // GPU, where those are graph replays).
-  if (++gain_.plans % 16 == 0) {
+  // Every 16th plan, the first one included, a plain step, so that the curve knows what the
+  // same decodes cost without drafts (the start-up profile's single-sequence forwards misjudge
+  // batched decode steps on a GPU, where those are graph replays; a profile point above the live
+  // decode step makes plain decoding look slow and drafting look like a gain: the likely reason
+  // DSpark varlen drafted through a whole 64-request run on the H200 at 0.80x, 2026-12-03).
+  if (gain_.plans++ % 16 == 0) {
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }

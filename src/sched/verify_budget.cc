@@ -8,12 +8,43 @@ namespace deepinfer::sched {
 
 void StepCostCurve::observe(int64_t tokens, double seconds) {
   if (tokens <= 0 || !(seconds > 0)) return;
+  floor_dirty_ = true;
   const auto [it, fresh] = points_.emplace(tokens, seconds);
-  if (!fresh) it->second += ema_ * (seconds - it->second);
+  if (fresh) {
+    live_.insert(tokens);
+  } else if (live_.insert(tokens).second) {
+    it->second = seconds;  // the first live step at a count the profile guessed replaces it
+  } else {
+    it->second += ema_ * (seconds - it->second);
+  }
+}
+
+void StepCostCurve::seed(int64_t tokens, double seconds) {
+  if (tokens <= 0 || !(seconds > 0) || live_.count(tokens) != 0) return;
+  points_[tokens] = seconds;
 }
 
 double StepCostCurve::seconds(int64_t tokens) const {
   if (points_.empty()) return 0;
+  // A step of more tokens never costs less than a measured step of fewer: the profile's guesses
+  // at counts no live step has had yet may be far below what live steps show (a GPU's batched
+  // decode step against a one-sequence prefill), and the budget would pick them.
+  if (floor_dirty_) {  // rebuilt once after new observations, not per query
+    live_floor_.clear();
+    double most = 0;
+    for (const int64_t n : live_) {
+      most = std::max(most, points_.at(n));
+      live_floor_.emplace_back(n, most);
+    }
+    floor_dirty_ = false;
+  }
+  const auto after = std::upper_bound(live_floor_.begin(), live_floor_.end(), tokens,
+                                      [](int64_t t, const auto& p) { return t < p.first; });
+  const double floor = after == live_floor_.begin() ? 0.0 : std::prev(after)->second;
+  return std::max(floor, interpolated(tokens));
+}
+
+double StepCostCurve::interpolated(int64_t tokens) const {
   const auto hi = points_.lower_bound(tokens);
   if (hi != points_.end() && hi->first == tokens) return hi->second;
   if (hi == points_.begin()) {  // below the smallest measured count: no cheaper than it

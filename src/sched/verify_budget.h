@@ -14,7 +14,9 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace deepinfer::sched {
@@ -26,15 +28,26 @@ namespace deepinfer::sched {
 class StepCostCurve {
  public:
   explicit StepCostCurve(double ema_weight = 0.2) : ema_(ema_weight) {}
+  // A live step of `tokens` tokens took `seconds`: the first replaces a seeded guess, later ones
+  // move the point by the EMA weight.
   void observe(int64_t tokens, double seconds);
-  // Seconds for a step of `tokens` tokens; 0 before any observation.
+  // A guess from the start-up profile (forwards of one sequence, which a batched decode step on
+  // a GPU need not resemble); ignored at counts a live step has measured.
+  void seed(int64_t tokens, double seconds);
+  // Seconds for a step of `tokens` tokens (at least any live measurement at fewer tokens); 0
+  // before any observation.
   double seconds(int64_t tokens) const;
   bool empty() const { return points_.empty(); }
   const std::map<int64_t, double>& points() const { return points_; }
 
  private:
+  double interpolated(int64_t tokens) const;
   double ema_;
   std::map<int64_t, double> points_;
+  std::set<int64_t> live_;  // counts measured by live steps
+  // (count, the most any live count <= it costs), rebuilt lazily after observations.
+  mutable std::vector<std::pair<int64_t, double>> live_floor_;
+  mutable bool floor_dirty_ = false;
 };
 
 // Chooses the draft positions to verify. survival[r] holds a_{r,1..} for candidate r (at most

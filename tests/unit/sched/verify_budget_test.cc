@@ -89,5 +89,24 @@ TEST(VerifyBudget, DraftCostIsChargedToEveryStepThatVerifies) {
   EXPECT_EQ(choose_verify_lengths(one, 1, 512, c, 0.0012), (std::vector<int32_t>{3}));
 }
 
+// The start-up profile only seeds the curve: the first live step at a count replaces its guess
+// (a GPU's batched decode step is not a one-sequence prefill), and a count no live step has had
+// is never cheaper than a live measurement at fewer tokens (else the budget would admit drafts
+// into a guessed-cheap step).
+TEST(VerifyBudget, LiveStepsOverrideTheProfilesGuesses) {
+  StepCostCurve c;
+  c.seed(64, 0.0060);  // the profile's one-sequence forward of 64 tokens
+  c.seed(128, 0.0020);
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0060);
+  c.observe(64, 0.0035);  // a live decode step of 64 requests: replaces, no EMA
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0035);
+  c.observe(64, 0.0045);  // then the EMA (0.2)
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0037);
+  EXPECT_GE(c.seconds(96), c.seconds(64));  // the guess at 128 does not pull 96 below 64's cost
+  EXPECT_GE(c.seconds(128), c.seconds(64));
+  c.seed(64, 0.0001);  // a later guess never overrides a live measurement
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0037);
+}
+
 }  // namespace
 }  // namespace deepinfer::sched
