@@ -139,8 +139,8 @@ TEST(EpDispatch, SameBitsForEveryRankCountSplitAndPlacement) {
       random_split.push_back(batch.num_tokens);
       std::sort(random_split.begin(), random_split.end());
       splits.push_back(random_split);
-      std::vector<int64_t> lopsided(static_cast<size_t>(n) + 1, batch.num_tokens);
-      lopsided[0] = 0;
+      std::vector<int64_t> lopsided = {0};
+      for (int r = 0; r < n; ++r) lopsided.push_back(batch.num_tokens);
       splits.push_back(lopsided);
       for (const auto& split : splits) {
         for (const ExpertPlacement& placement :
