@@ -21,7 +21,7 @@ import re
 import sys
 
 SRC_MODULES = ("base", "tensor", "sample", "backend", "kernels", "io", "tokenizer", "structured",
-               "kv", "sched", "model", "runtime")
+               "kv", "sched", "model", "parallel", "runtime")
 
 ALLOWED = {
     "base": set(),
@@ -39,6 +39,9 @@ ALLOWED = {
     # The model reads its config and weights (io), draws on the backend (sample for the GPU's
     # draws), and V4.1's Engram map comes from the checkpoint's tokenizer.json (tokenizer).
     "model": {"base", "tensor", "backend", "io", "sample", "tokenizer"},
+    # Ranks exchange plain buffers (tensor's DType); the NCCL communicator's rank-order sum is a
+    # kernel of its own (kernels/cuda/parallel).
+    "parallel": {"base", "tensor", "kernels"},
     "runtime": set(SRC_MODULES),
     "public": set(),
     "front": set(),
