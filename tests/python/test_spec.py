@@ -35,8 +35,12 @@ def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, var
     assert ("varlen" in on.describe()) == varlen
     assert outputs(on) == outputs(off)
     st = on.stats()
-    assert st["spec_verify_steps"] > 0
-    assert 0 < st["spec_accepted_tokens"] <= st["spec_draft_tokens"]
+    assert 0 <= st["spec_accepted_tokens"] <= st["spec_draft_tokens"]
+    if not varlen:
+        # With varlen the engine may verify nothing: it pauses drafting where the measured step
+        # costs say it does not pay (on a 2-core CPU it rarely does), which timing decides.
+        assert st["spec_verify_steps"] > 0
+        assert st["spec_accepted_tokens"] > 0
 
 
 def test_bad_speculative_config_is_refused(default_dir):
@@ -71,8 +75,9 @@ def test_trained_v41_default_dspark_keeps_outputs_and_accepts(repo_dir, varlen):
     assert "speculative dspark k=5" in on.describe()
     assert outputs(on) == outputs(off)
     st = on.stats()
-    assert st["spec_verify_steps"] > 0
-    assert st["spec_accepted_tokens"] >= 0.3 * st["spec_verify_steps"], st
+    if not varlen:  # varlen may pause drafting on a CPU, where it does not pay (timing decides)
+        assert st["spec_verify_steps"] > 0
+        assert st["spec_accepted_tokens"] >= 0.3 * st["spec_verify_steps"], st
 
 
 def test_residual_acceptance_through_the_python_api(repo_dir):
