@@ -67,8 +67,10 @@ double StepCostCurve::interpolated(int64_t tokens) const {
 
 std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> survival,
                                            int64_t base_tokens, int64_t max_tokens,
-                                           const StepCostCurve& cost, double draft_seconds) {
+                                           const StepCostCurve& cost, double draft_seconds,
+                                           double* best_ratio) {
   std::vector<int32_t> slots(survival.size(), 0);
+  if (best_ratio != nullptr) *best_ratio = 0;
   struct Cand {
     float a;
     uint32_t r;
@@ -84,17 +86,21 @@ std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> s
   std::stable_sort(cands.begin(), cands.end(), [](const Cand& x, const Cand& y) { return x.a > y.a; });
   const auto limit = std::min<int64_t>(room, static_cast<int64_t>(cands.size()));
   const double base_yield = static_cast<double>(survival.size());
-  double best_rate = base_yield / std::max(1e-12, cost.seconds(std::max<int64_t>(1, base_tokens)));
+  const double plain_rate =
+      base_yield / std::max(1e-12, cost.seconds(std::max<int64_t>(1, base_tokens)));
+  double best_rate = plain_rate, best_draft_rate = 0;
   int64_t best_m = 0;
   double yield = base_yield;
   for (int64_t m = 1; m <= limit; ++m) {
     yield += cands[static_cast<size_t>(m - 1)].a;
     const double rate = yield / std::max(1e-12, cost.seconds(base_tokens + m) + draft_seconds);
+    best_draft_rate = std::max(best_draft_rate, rate);
     if (rate > best_rate) {
       best_rate = rate;
       best_m = m;
     }
   }
+  if (best_ratio != nullptr) *best_ratio = best_draft_rate / plain_rate;
   for (int64_t m = 0; m < best_m; ++m) ++slots[cands[static_cast<size_t>(m)].r];
   return slots;
 }

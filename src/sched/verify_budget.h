@@ -55,9 +55,11 @@ class StepCostCurve {
 // draft_seconds: what drafting costs per step at this batch (0: unknown); a step that verifies
 // any draft pays it on top of T, so every count m >= 1 is judged at T(B0 + m) + draft_seconds
 // against the plain step's T(B0). Returns slots[r] = how many leading positions of r to verify
-// (all 0 when no count beats plain decoding).
+// (all 0 when no count beats plain decoding). `best_ratio`, when given, receives the best
+// expected tokens per second of any count m >= 1 over the plain step's (0 without candidates).
 std::vector<int32_t> choose_verify_lengths(std::span<const std::vector<float>> survival,
                                            int64_t base_tokens, int64_t max_tokens,
-                                           const StepCostCurve& cost, double draft_seconds = 0);
+                                           const StepCostCurve& cost, double draft_seconds = 0,
+                                           double* best_ratio = nullptr);
 
 }  // namespace deepinfer::sched
