@@ -222,7 +222,10 @@ if has spec; then
   # Speculative decoding on the GPU through the engine (`deepinfer generate --backend cuda`): the
   # embedded default model at SPEC_CONCURRENCY requests, no speculation (the peer) vs MTP and
   # n-gram drafting, fixed k and varlen; outputs must be identical. Builds the engine's binary
-  # (incremental after the engine stage).
+  # (incremental after the engine stage). Every configuration runs its requests once untimed
+  # (--warmup): without it the plain peer paid its CUDA graph captures inside the timed run while
+  # varlen's start-up profile had already warmed them (2026-12-03: a varlen engine that drafted
+  # nothing read 1.14-1.29x "plain").
   build_engine_bin ||
     { say "spec: engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" | tee -a "$OUT/summary.txt"; }
   K="${SPEC_K:-5}"
@@ -242,7 +245,7 @@ PY
       k=$K; [ "$method" = off ] && k=0
       DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model "${SPEC_MODEL:-models/default}" \
         --prompts-file "$OUT/spec_prompts_$n.txt" --max-tokens "${SPEC_TOKENS:-128}" \
-        --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda \
+        --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda --warmup \
         --speculative-method "$method" --num-speculative-tokens "$k" \
         --speculative-acceptance "$acceptance" \
         > "$OUT/spec_${n}_$cfg.json" 2> "$OUT/spec_${n}_$cfg.log"

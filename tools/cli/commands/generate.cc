@@ -255,6 +255,9 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_flag("--sync-scheduling", args->engine.sync_scheduling,
                 "engine path: run each step start to end on one thread (no asynchronous "
                 "scheduling; for measuring the gap it hides)");
+  cmd->add_flag("--warmup", args->engine.warmup,
+                "engine path: run the same requests once, untimed and unprinted, before the timed "
+                "run (CUDA graphs captured, pools grown), so that configurations compare warm");
   cmd->add_option("--speculative-method", args->engine.speculative_method,
                   "speculative decoding drafter: off (default), auto (the checkpoint's MTP or "
                   "DSpark block), mtp, dspark or ngram (prompt lookup); outputs are identical");

@@ -52,6 +52,24 @@ Expected<std::vector<std::string>> collect_prompts(const GenerateEngineArgs& a) 
   return prompts;
 }
 
+
+// The counters the stats line prints, over the timed run only (after a --warmup).
+EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
+  EngineStats d = now;
+  d.steps -= before.steps;
+  d.forward_seconds -= before.forward_seconds;
+  d.sample_seconds -= before.sample_seconds;
+  d.host_seconds -= before.host_seconds;
+  d.gap_seconds -= before.gap_seconds;
+  d.draft_seconds -= before.draft_seconds;
+  d.spec_verify_steps -= before.spec_verify_steps;
+  d.spec_draft_tokens -= before.spec_draft_tokens;
+  d.spec_accepted_tokens -= before.spec_accepted_tokens;
+  d.spec_grammar_cut_tokens -= before.spec_grammar_cut_tokens;
+  d.prefix_hit_tokens -= before.prefix_hit_tokens;
+  return d;
+}
+
 }  // namespace
 
 int run_generate_with_engine(const GenerateEngineArgs& a) {
@@ -91,6 +109,21 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
       std::fflush(stdout);
     };
   }
+  // --warmup: the same requests once, untimed and unprinted, so that the timed run finds the
+  // backend warm (CUDA graphs captured, memory pools grown, the speculation controller past its
+  // first probes) whatever the engine did at start-up; the figures are the timed run's alone.
+  if (a.warmup) {
+    for (const auto& prompt : *prompts) {
+      if (auto h = (*engine)->submit_text(prompt, p, {}); !h.ok()) return fail(2, h.status().message());
+    }
+    if (!a.prompt_ids.empty()) {
+      const std::vector<int32_t> ids(a.prompt_ids.begin(), a.prompt_ids.end());
+      if (auto h = (*engine)->submit(ids, p, {}); !h.ok()) return fail(2, h.status().message());
+    }
+    (*engine)->run_until_done();
+  }
+  const EngineStats before = (*engine)->stats();
+
   std::vector<RequestHandle> handles;
   for (const auto& prompt : *prompts) {
     auto h = (*engine)->submit_text(prompt, p, on_delta);
@@ -143,7 +176,7 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
     }
   }
   if (a.stats) {
-    const EngineStats& st = (*engine)->stats();
+    const EngineStats st = stats_since((*engine)->stats(), before);
     std::fprintf(stderr, "%s\n", (*engine)->describe().c_str());
     std::fprintf(stderr, "%zu prompt(s), %lld generated tokens in %.2f s: %.1f tokens/s\n",
                  handles.size(), static_cast<long long>(generated), seconds,
