@@ -290,12 +290,13 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
     draft_depth_ = spec_tokens_;
     drafter_asleep_ = false;
   }
-  // Every 16th plan, the first one included, a plain step, so that the curve knows what the
+  // Every 16th plan, and the first two, a plain step, so that the curve knows what the
   // same decodes cost without drafts (the start-up profile's single-sequence forwards misjudge
   // batched decode steps on a GPU, where those are graph replays; a profile point above the live
   // decode step makes plain decoding look slow and drafting look like a gain: the likely reason
   // DSpark varlen drafted through a whole 64-request run on the H200 at 0.80x, 2026-12-03).
-  if (gain_.plans++ % 16 == 0) {
+  const int64_t plan_index = gain_.plans++;
+  if (plan_index < 2 || plan_index % 16 == 0) {  // the first two: a count's first step is not taken
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }

@@ -8,15 +8,19 @@ namespace deepinfer::sched {
 
 void StepCostCurve::observe(int64_t tokens, double seconds) {
   if (tokens <= 0 || !(seconds > 0)) return;
-  floor_dirty_ = true;
-  const auto [it, fresh] = points_.emplace(tokens, seconds);
-  if (fresh) {
-    live_.insert(tokens);
-  } else if (live_.insert(tokens).second) {
-    it->second = seconds;  // the first live step at a count the profile guessed replaces it
-  } else {
-    it->second += ema_ * (seconds - it->second);
+  Live& l = live_[tokens];
+  ++l.seen;
+  const auto it = points_.find(tokens);
+  if (l.seen == 1) {
+    // The first step at a count often pays one-time costs (a CUDA graph captured, a pool grown):
+    // it stands in only where nothing else is known.
+    if (it == points_.end()) points_.emplace(tokens, seconds);
+    return;
   }
+  l.recent[static_cast<size_t>(l.next++ % l.recent.size())] = seconds;
+  const size_t n = std::min<size_t>(static_cast<size_t>(l.seen - 1), l.recent.size());
+  points_[tokens] = *std::min_element(l.recent.begin(), l.recent.begin() + static_cast<std::ptrdiff_t>(n));
+  floor_dirty_ = true;
 }
 
 void StepCostCurve::seed(int64_t tokens, double seconds) {
@@ -26,13 +30,14 @@ void StepCostCurve::seed(int64_t tokens, double seconds) {
 
 double StepCostCurve::seconds(int64_t tokens) const {
   if (points_.empty()) return 0;
-  // A step of more tokens never costs less than a measured step of fewer: the profile's guesses
-  // at counts no live step has had yet may be far below what live steps show (a GPU's batched
-  // decode step against a one-sequence prefill), and the budget would pick them.
+  // A step of more tokens never costs less than a confirmed live step of fewer: the profile's
+  // guesses at counts no live step has had yet may be far below what live steps show (a GPU's
+  // batched decode step against a one-sequence prefill), and the budget would pick them.
   if (floor_dirty_) {  // rebuilt once after new observations, not per query
     live_floor_.clear();
     double most = 0;
-    for (const int64_t n : live_) {
+    for (const auto& [n, l] : live_) {
+      if (l.seen < 2) continue;
       most = std::max(most, points_.at(n));
       live_floor_.emplace_back(n, most);
     }

@@ -12,9 +12,9 @@
 // buckets).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
-#include <set>
 #include <span>
 #include <utility>
 #include <vector>
@@ -22,30 +22,35 @@
 namespace deepinfer::sched {
 
 // Step time as a function of the tokens in a step, measured on the backend: seeded by a
-// start-up profile and refreshed from live steps (an exponential moving average per token
-// count); counts between measured ones are interpolated linearly, counts past the last
-// extrapolated with the last slope.
+// start-up profile and replaced by live steps; counts between measured ones are interpolated
+// linearly, counts past the last extrapolated with the last slope. A count's live value is the
+// least of its last four steps after its first (step times are noisy upward only: a graph
+// captured, a pool grown, another process), so one slow step cannot make plain decoding look
+// slow and drafting look like a gain (2026-12-03, H200: an EMA over such outliers kept DSpark
+// varlen drafting at 0.70x at 64 requests).
 class StepCostCurve {
  public:
-  explicit StepCostCurve(double ema_weight = 0.2) : ema_(ema_weight) {}
-  // A live step of `tokens` tokens took `seconds`: the first replaces a seeded guess, later ones
-  // move the point by the EMA weight.
+  // A live step of `tokens` tokens took `seconds`.
   void observe(int64_t tokens, double seconds);
   // A guess from the start-up profile (forwards of one sequence, which a batched decode step on
   // a GPU need not resemble); ignored at counts a live step has measured.
   void seed(int64_t tokens, double seconds);
-  // Seconds for a step of `tokens` tokens (at least any live measurement at fewer tokens); 0
-  // before any observation.
+  // Seconds for a step of `tokens` tokens (at least any confirmed live measurement at fewer
+  // tokens); 0 before any observation.
   double seconds(int64_t tokens) const;
   bool empty() const { return points_.empty(); }
   const std::map<int64_t, double>& points() const { return points_; }
 
  private:
+  struct Live {
+    int64_t seen = 0;
+    int64_t next = 0;
+    std::array<double, 4> recent{};
+  };
   double interpolated(int64_t tokens) const;
-  double ema_;
   std::map<int64_t, double> points_;
-  std::set<int64_t> live_;  // counts measured by live steps
-  // (count, the most any live count <= it costs), rebuilt lazily after observations.
+  std::map<int64_t, Live> live_;  // counts measured by live steps
+  // (count, the most any confirmed live count <= it costs), rebuilt lazily after observations.
   mutable std::vector<std::pair<int64_t, double>> live_floor_;
   mutable bool floor_dirty_ = false;
 };

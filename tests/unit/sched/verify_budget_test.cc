@@ -11,17 +11,22 @@ namespace deepinfer::sched {
 namespace {
 
 TEST(StepCostCurve, InterpolatesExtrapolatesAndRefreshes) {
-  StepCostCurve c(0.5);
+  StepCostCurve c;
   EXPECT_TRUE(c.empty());
   EXPECT_EQ(c.seconds(8), 0.0);
-  c.observe(4, 1.0);
+  c.observe(4, 1.0);  // a count's first step stands in while nothing else is known
   EXPECT_DOUBLE_EQ(c.seconds(8), 2.0);  // one point: proportional
   c.observe(8, 3.0);
   EXPECT_DOUBLE_EQ(c.seconds(6), 2.0);   // between: linear
   EXPECT_DOUBLE_EQ(c.seconds(2), 1.0);   // below the smallest: its cost
   EXPECT_DOUBLE_EQ(c.seconds(12), 5.0);  // past the largest: the last slope
-  c.observe(8, 5.0);                     // EMA 0.5: 3 -> 4
-  EXPECT_DOUBLE_EQ(c.seconds(8), 4.0);
+  c.observe(8, 9.0);  // from the second step on: the least of the last four after the first
+  EXPECT_DOUBLE_EQ(c.seconds(8), 9.0);
+  c.observe(8, 4.0);
+  c.observe(8, 6.0);
+  EXPECT_DOUBLE_EQ(c.seconds(8), 4.0);  // one slow step does not move it
+  for (int i = 0; i < 4; ++i) c.observe(8, 5.0);
+  EXPECT_DOUBLE_EQ(c.seconds(8), 5.0);  // but a lasting change does, within four steps
   c.observe(0, 1.0);  // ignored
   c.observe(3, -1.0);
   EXPECT_EQ(c.points().size(), 2u);
@@ -102,14 +107,16 @@ TEST(VerifyBudget, LiveStepsOverrideTheProfilesGuesses) {
   c.seed(64, 0.0060);  // the profile's one-sequence forward of 64 tokens
   c.seed(128, 0.0020);
   EXPECT_DOUBLE_EQ(c.seconds(64), 0.0060);
-  c.observe(64, 0.0035);  // a live decode step of 64 requests: replaces, no EMA
+  c.observe(64, 0.0900);  // the first live step at 64 captured its CUDA graph: not taken
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0060);
+  c.observe(64, 0.0035);  // a live decode step of 64 requests replaces the guess
   EXPECT_DOUBLE_EQ(c.seconds(64), 0.0035);
-  c.observe(64, 0.0045);  // then the EMA (0.2)
-  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0037);
+  c.observe(64, 0.0045);
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0035);
   EXPECT_GE(c.seconds(96), c.seconds(64));  // the guess at 128 does not pull 96 below 64's cost
   EXPECT_GE(c.seconds(128), c.seconds(64));
   c.seed(64, 0.0001);  // a later guess never overrides a live measurement
-  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0037);
+  EXPECT_DOUBLE_EQ(c.seconds(64), 0.0035);
 }
 
 }  // namespace
