@@ -138,25 +138,21 @@ void EngineCore::observe_hidden(SeqExec& e, int64_t first, std::span<const float
 
 void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e, int64_t start,
                                   int64_t fed, std::span<const float> hidden, Sampled& out) {
-  if (!out.error.empty()) return;  // a failed request's state is dropped
-  // Without caches (the stand-in forward seam) only drafters that read no model state run.
-  if (!e.cache && (!stand_in_forward_ || drafter_ == nullptr || drafter_->reads_model_state())) {
-    return;
-  }
+  if (!e.cache || !out.error.empty()) return;  // a failed request's state is dropped
   if (sr.num_drafts > 0) out.drafts_grammar_cut = e.grammar_cut;
   const int64_t kept_rows = std::min<int64_t>(fed, std::max<size_t>(1, out.tokens.size()));
   if (sr.num_drafts > 0) {
     // Rows past the accepted run held rejected drafts: undo them in every cache kind.
     const int64_t undo = fed - kept_rows;
-    if (undo > 0 && e.cache) {
+    if (undo > 0) {
       if (const Status st = e.cache->rollback(undo); !st.ok()) {
         out.error = "internal: speculative rollback failed: " + st.message();
         return;
       }
     }
     e.spec_planned_end = start + sr.num_tokens;
-    e.spec_kept_end = e.cache ? e.cache->length() : start + kept_rows;
-    if (e.cache && block_size_ > 0 && undo == 0 && fed > 1 && e.cache->length() % block_size_ == 0) {
+    e.spec_kept_end = e.cache->length();
+    if (block_size_ > 0 && undo == 0 && fed > 1 && e.cache->length() % block_size_ == 0) {
       save_snapshot_at(sr, e);
     }
   }
@@ -170,7 +166,7 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   }
   // Drafted for the next step together with the step's other sequences (draft_all).
   spec::Drafter::Job& job = draft_jobs_.emplace_back();
-  job.cache = e.cache ? &*e.cache : nullptr;
+  job.cache = &*e.cache;
   job.context = e.known;
   job.state = &e.draft;
   job.first = start;

@@ -71,9 +71,6 @@ class Drafter {
   // Drafters that can draw their tokens from a full distribution (Job::draws) and report it
   // (DraftProposal::q), which residual acceptance needs (DSpark).
   virtual bool proposes_distributions() const { return false; }
-  // Whether proposals read the sequence's model state (Job::cache); those that do not (n-gram)
-  // also run where the engine keeps no caches (its stand-in forward seam, for tests).
-  virtual bool reads_model_state() const { return true; }
   // The target's forward processed positions [first, first + rows) of the sequence (hidden:
   // rows x hc_mult·hidden floats, rejected drafts already cut off); `context` holds every known
   // token (prompt and accepted outputs).

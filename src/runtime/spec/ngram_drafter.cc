@@ -15,24 +15,12 @@ class NgramDrafter final : public Drafter {
   NgramDrafter(int min_n, int max_n) : min_n_(std::max(1, min_n)), max_n_(std::max(min_n_, max_n)) {}
   std::string name() const override { return "ngram"; }
 
-  bool reads_model_state() const override { return false; }
-
   Status propose(model::SequenceCache& /*cache*/, std::span<const int32_t> ctx, int k,
                  DraftState& state) override {
-    lookup(ctx, k, state.proposal);
-    return {};
-  }
-
-  // No model state read: jobs may come without a cache (the engine's stand-in forward seam).
-  void propose_all(std::span<const Job> jobs, int k) override {
-    for (const Job& j : jobs) lookup(j.context, k, j.state->proposal);
-  }
-
- private:
-  void lookup(std::span<const int32_t> ctx, int k, DraftProposal& out) const {
+    DraftProposal& out = state.proposal;
     out.clear();
     const auto len = static_cast<int64_t>(ctx.size());
-    if (k <= 0) return;
+    if (k <= 0) return {};
     for (int n = std::min<int64_t>(max_n_, len - 1); n >= min_n_; --n) {
       const std::span<const int32_t> suffix = ctx.subspan(static_cast<size_t>(len - n));
       // Latest earlier occurrence [s, s + n) with s + n < len (something follows it).
@@ -46,11 +34,13 @@ class NgramDrafter final : public Drafter {
           out.tokens.push_back(at < len ? ctx[static_cast<size_t>(at)]
                                         : out.tokens[static_cast<size_t>(at - len)]);
         }
-        return;
+        return {};
       }
     }
+    return {};
   }
 
+ private:
   int min_n_, max_n_;
 };
 
