@@ -15,6 +15,7 @@
 // Members below say which side uses them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -398,6 +399,18 @@ class EngineCore {
       // known a batch where drafting cannot pay is paused without probing it again.
       double draft_cost = 0;
       int draft_cost_steps = 0;  // drafting steps seen (the first, which warms up, is skipped)
+      // A probe found (or the draft-cost model predicts) a loss: pause from `step` on, the next
+      // pause 4x longer; the probe's sums start over.
+      void fail_probe(int64_t step) {
+        paused_until = step + pause;
+        pause = std::min<int64_t>(pause * 4, 1024);
+        ++failed;
+        end_probe();
+      }
+      void end_probe() {
+        tokens = spent = plain = decodes = 0;
+        probe_steps = 0;
+      }
     };
     std::array<Bucket, 24> by_size;
     int64_t step = 0;       // the latest plan step processed (update_gain)

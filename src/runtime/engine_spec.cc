@@ -68,7 +68,8 @@ void EngineCore::verify_residual(sched::RequestId id, SeqExec& e, std::span<cons
   const int64_t judged =
       std::min<int64_t>(count - 1 + (e.grammar_cut > 0 ? 1 : 0),
                         static_cast<int64_t>(std::min(prop.tokens.size(), prop.q.size() / V)));
-  std::vector<float> p, residual;
+  // Vocabulary-sized scratch, per sampling thread (verify_residual runs on the sampling pool).
+  thread_local std::vector<float> p, residual;
   for (int64_t i = 0; i < count; ++i) {
     const std::span<const float> row = rows.subspan(static_cast<size_t>(i) * V, V);
     if (i >= judged) {  // past the judged drafts: the target's own draw, as plain decoding
@@ -243,15 +244,12 @@ void EngineCore::update_gain(const StepJob& job) {
   const bool clear_loss = g.probe_steps >= 3 && ratio < 0.75;
   if (!clear_loss && g.probe_steps < 8) return;
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
-    g.paused_until = plan.step + g.pause;
-    g.pause = std::min<int64_t>(g.pause * 4, 1024);
-    ++g.failed;
-  } else {
-    g.pause = 16;
-    g.failed = 0;
+    g.fail_probe(plan.step);
+    return;
   }
-  g.tokens = g.spent = g.plain = g.decodes = 0;
-  g.probe_steps = 0;
+  g.pause = 16;
+  g.failed = 0;
+  g.end_probe();
 }
 
 void EngineCore::profile_step_cost() {
@@ -323,16 +321,11 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // The model says no verify length comes near paying for the drafting it needs (measured, with
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
   // near parity the estimates (confidences, the curve, the drafting cost) are too rough to
-  // overrule what the gain controller measures (the H200 at one request: 1.13x measured, a
-  // model ratio near 1.0).
+  // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
   constexpr double kClearPredictedLoss = 0.85;
   if (g.draft_cost > 0 && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
-    g.paused_until = gain_.step + g.pause;
-    g.pause = std::min<int64_t>(g.pause * 4, 1024);
-    ++g.failed;
-    g.tokens = g.spent = g.plain = g.decodes = 0;
-    g.probe_steps = 0;
+    g.fail_probe(gain_.step);
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;

@@ -54,8 +54,11 @@ bool filtered_probabilities(std::span<float> row, const SampleSpec& s, DrawScrat
 int32_t draw_residual(std::span<const float> p, std::span<const float> q, double u,
                       std::vector<float>& scratch) {
   scratch.resize(p.size());
-  for (size_t i = 0; i < p.size(); ++i) scratch[i] = std::max(0.0f, p[i] - q[i]);
-  const double total = blocked_mass(scratch);
+  double total = 0.0;  // summed in the same order as the walk below, so the walk reaches it
+  for (size_t i = 0; i < p.size(); ++i) {
+    scratch[i] = std::max(0.0f, p[i] - q[i]);
+    total += static_cast<double>(scratch[i]);
+  }
   if (!(total > 0.0)) return -1;
   // Inverse CDF in ascending id order (the sums in double, the association fixed by the order).
   const double target = u * total;
