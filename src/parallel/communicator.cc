@@ -78,6 +78,13 @@ void fold_in_rank_order(std::span<const void* const> parts, int64_t count, T* ou
   }
 }
 
+// What every two-buffer collective checks first: both buffers, and one dtype for both.
+Status check_send_recv(const char* op, ConstBuffer send, MutableBuffer recv) {
+  DI_TRY(check_buffer(op, "send", send.data, send.count));
+  DI_TRY(check_buffer(op, "recv", recv.data, recv.count));
+  return check_same_dtype(op, send.dtype, recv.dtype);
+}
+
 }  // namespace
 
 Status Communicator::all_to_all(ConstBuffer send, MutableBuffer recv) {
@@ -110,9 +117,7 @@ Status sum_in_rank_order(std::span<const void* const> parts, int64_t count, DTyp
 Status check_all_reduce_args(int size, ConstBuffer send, MutableBuffer recv) {
   constexpr const char* kOp = "all_reduce_sum";
   (void)size;
-  DI_TRY(check_buffer(kOp, "send", send.data, send.count));
-  DI_TRY(check_buffer(kOp, "recv", recv.data, recv.count));
-  DI_TRY(check_same_dtype(kOp, send.dtype, recv.dtype));
+  DI_TRY(check_send_recv(kOp, send, recv));
   DI_TRY(check_summable(kOp, send.dtype));
   if (send.count != recv.count) {
     return invalid_argument(std::string(kOp) + ": send holds " + std::to_string(send.count) +
@@ -124,9 +129,7 @@ Status check_all_reduce_args(int size, ConstBuffer send, MutableBuffer recv) {
 
 Status check_all_gather_args(int size, ConstBuffer send, MutableBuffer recv) {
   constexpr const char* kOp = "all_gather";
-  DI_TRY(check_buffer(kOp, "send", send.data, send.count));
-  DI_TRY(check_buffer(kOp, "recv", recv.data, recv.count));
-  DI_TRY(check_same_dtype(kOp, send.dtype, recv.dtype));
+  DI_TRY(check_send_recv(kOp, send, recv));
   if (recv.count != send.count * size) {
     return invalid_argument(std::string(kOp) + ": recv must hold size() * send.count = " +
                             std::to_string(send.count * size) + " elements, not " +
@@ -137,9 +140,7 @@ Status check_all_gather_args(int size, ConstBuffer send, MutableBuffer recv) {
 
 Status check_reduce_scatter_args(int size, ConstBuffer send, MutableBuffer recv) {
   constexpr const char* kOp = "reduce_scatter_sum";
-  DI_TRY(check_buffer(kOp, "send", send.data, send.count));
-  DI_TRY(check_buffer(kOp, "recv", recv.data, recv.count));
-  DI_TRY(check_same_dtype(kOp, send.dtype, recv.dtype));
+  DI_TRY(check_send_recv(kOp, send, recv));
   DI_TRY(check_summable(kOp, send.dtype));
   if (send.count != recv.count * size) {
     return invalid_argument(std::string(kOp) + ": send must hold size() * recv.count = " +
@@ -156,9 +157,7 @@ Status check_reduce_scatter_args(int size, ConstBuffer send, MutableBuffer recv)
 Status check_all_to_allv_args(int size, ConstBuffer send, std::span<const int64_t> send_counts,
                               MutableBuffer recv, std::span<const int64_t> recv_counts) {
   constexpr const char* kOp = "all_to_allv";
-  DI_TRY(check_buffer(kOp, "send", send.data, send.count));
-  DI_TRY(check_buffer(kOp, "recv", recv.data, recv.count));
-  DI_TRY(check_same_dtype(kOp, send.dtype, recv.dtype));
+  DI_TRY(check_send_recv(kOp, send, recv));
   DI_TRY(check_counts(kOp, "send_counts", send_counts, size, send.count));
   DI_TRY(check_counts(kOp, "recv_counts", recv_counts, size, recv.count));
   const int bytes = dtype_size(send.dtype);
