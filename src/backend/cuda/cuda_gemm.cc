@@ -143,6 +143,11 @@ void gemm_bf16(cublasHandle_t h, const void* w, const void* x, int64_t M, int64_
 }
 }  // namespace
 
+bool mma_stage_weight(const WeightRef& w) {
+  return w.quantized() && w.scale.dtype == DType::kF8E8M0 && w.k % 128 == 0 && w.n % 16 == 0 &&
+         w.block_k > 0 && (w.block_k & (w.block_k - 1)) == 0;
+}
+
 void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb,
                      uint16_t* xb) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
@@ -152,8 +157,8 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
     return;
   }
   const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, N >= 16384 ? 64 : 32);
-  if (x_act_quantized && M >= kLinearMmaMinRows && M <= mma_rows && N >= 4096 && w.quantized() &&
-      w.scale.dtype == DType::kF8E8M0 && K % 128 == 0 && N % 16 == 0) {
+  if (x_act_quantized && M >= kLinearMmaMinRows && M <= mma_rows && N >= 4096 &&
+      mma_stage_weight(w)) {
     linear_mma(x, w, y);
     return;
   }
@@ -205,7 +210,7 @@ void CudaOps::linear_mma(CMat x, const WeightRef& w, Mat y) {
   l.row_pair = arena().alloc_n<int32_t>(M);
   kc::launch_moe_layout(ids, M, 1, l, stream_);
   uint16_t* xb = arena().alloc_n<uint16_t>(M * K);
-  kc::launch_mat_to_bf16(md(x), xb, stream_);
+  kc::launch_bf16_paired(md(x), 0, xb, K, stream_);  // x is act-quantized already
   kc::MoeEpilogue ep;  // the plain dot: no BF16 point, no routing weight
   ep.bf16_rounding = false;
   ep.weight_before_w2 = true;

@@ -38,6 +38,10 @@ struct cublasContext;  // cuBLAS' handle type, kept out of this header
 
 namespace deepinfer::backend::cuda {
 
+// A weight the tensor-core grouped stages read in place (moe/grouped_mma.cu): FP4 / FP8 codes
+// with E8M0 scales, K % 128 == 0, rows % 16 == 0, block_k a power of two (a shift per pass).
+bool mma_stage_weight(const WeightRef& w);
+
 class CudaOps : public Ops {
  public:
   ~CudaOps() override;

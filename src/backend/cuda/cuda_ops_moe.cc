@@ -43,13 +43,12 @@ bool grouped_supported(CMat x, std::span<const ExpertWeights> experts, const Moe
 }
 
 // The tensor-core stages (moe/grouped_mma.cu) are exact in BF16 only for act-quantized inputs
-// times FP4 / FP8 weights with power-of-two (E8M0) scales; they take K % 128 and rows % 16.
+// times FP4 / FP8 weights with power-of-two (E8M0) scales (mma_stage_weight).
 bool grouped_mma_supported(std::span<const ExpertWeights> experts, const MoeOpts& opts) {
   if (!opts.act_quant || experts.empty()) return false;
   for (const ExpertWeights& e : experts) {
     for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
-      if (!w->quantized() || w->scale.dtype != DType::kF8E8M0 || w->k % 128 != 0 || w->n % 16 != 0)
-        return false;
+      if (!mma_stage_weight(*w)) return false;
     }
     // The stages are compiled per format: one for w1 and w3 of every expert, one for w2.
     if (e.w1.format != experts[0].w1.format || e.w3.format != experts[0].w1.format ||
@@ -135,13 +134,6 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   l.row_pair = arena().alloc_n<int32_t>(P);
   kc::launch_moe_layout(dids, P, E, l, stream_);
 
-  CMat xin = x;
-  if (opts.act_quant && experts[0].w1.quantized()) {
-    Mat xq(arena().alloc_n<float>(M * x.cols), M, x.cols);
-    kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
-    kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
-    xin = xq;
-  }
   kc::MoeEpilogue ep;
   ep.swiglu_limit = opts.swiglu_limit;
   ep.bf16_rounding = opts.bf16_rounding;
@@ -150,26 +142,34 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
   Mat h(arena().alloc_n<float>(P * I), P, I);
   if (mma) {
+    // Act-quantized on the way to the stage's BF16 input (grouped_mma_supported: act_quant).
     uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);
-    kc::launch_mat_to_bf16(md(xin), xb, stream_);
+    kc::launch_bf16_paired(md(x), opts.act_block, xb, x.cols, stream_);
     kc::launch_moe_gate_up_mma(xb, x.cols, table, experts[0].w1.format == WeightFormat::kFp4, I, l,
                                max_active, weights.data, weights.ld, top_k, ep, h.data, h.ld,
                                stream_);
   } else {
+    CMat xin = x;
+    if (opts.act_quant && experts[0].w1.quantized()) {
+      Mat xq(arena().alloc_n<float>(M * x.cols), M, x.cols);
+      kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
+      kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
+      xin = xq;
+    }
     kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
                            h.data, h.ld, stream_);
-  }
-  if (opts.act_quant && experts[0].w2.quantized()) {
-    kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
   }
   Mat y(arena().alloc_n<float>(P * D), P, D);
   if (mma) {
     uint16_t* hb = arena().alloc_n<uint16_t>(P * I);
-    kc::launch_mat_to_bf16(md(h), hb, stream_);
+    kc::launch_bf16_paired(md(h), opts.act_block, hb, I, stream_);
     kc::launch_moe_down_mma(hb, I, table, experts[0].w2.format == WeightFormat::kFp4, D, l,
                             max_active, weights.data, weights.ld, top_k, ep, y.data, y.ld,
                             stream_);
   } else {
+    if (opts.act_quant && experts[0].w2.quantized()) {
+      kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
+    }
     kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
                         y.data, y.ld, stream_);
   }

@@ -95,6 +95,13 @@ DI_HD float fp8_e4m3_round_d(float v) {
   const float r = a < 0.015625f ? sub : normal;
   return v != v ? v : copysignf(r, v);
 }
+// One element of an FP8 act-quantization round trip with block scale s (backend/quant.h): the
+// value v / s clamped to ±448, rounded to E4M3, times s.
+DI_HD float act_quant_fp8_d(float v, float s) {
+  float q = v / s;
+  q = q > kFp8MaxD ? kFp8MaxD : (q < -kFp8MaxD ? -kFp8MaxD : q);
+  return fp8_e4m3_round_d(q) * s;
+}
 // backend/quant.h float_to_fp4_e2m1 + decode.
 DI_HD float fp4_e2m1_round_d(float v) {
   const float a = fabsf(v);

@@ -55,6 +55,12 @@ void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStre
 // [n, k] BF16 matrix; x [rows, cols] (any ld) to a dense [rows, cols] BF16 matrix.
 void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream);
 void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream);
+// x as BF16 [rows, out_ld] in the paired k order of the tensor-core MoE stages
+// (moe/grouped_mma.cu: within each group of 8 columns, 0 4 1 5 2 6 3 7); quant_block > 0 first
+// act-quantizes x to FP8 in blocks of that many columns (launch_fake_quant_fp8's bits), on the
+// way, x itself unchanged. cols % 8 == 0.
+void launch_bf16_paired(MatDesc x, int64_t quant_block, uint16_t* out, int64_t out_ld,
+                        cudaStream_t stream);
 // x = hi + mid + lo exactly (normal values), each dense [rows, cols] BF16.
 void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo,
                            cudaStream_t stream);
@@ -248,7 +254,8 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
                      MoeLayout l, int max_active, const float* gates, int64_t gates_ld, int top_k,
                      MoeEpilogue ep, float* y, int64_t y_ld, cudaStream_t stream);
 // The same two stages on the tensor cores (moe/grouped_mma.cu), for act-quantized inputs given
-// as BF16 copies (x [M, ld x_ld], h [pairs, ld h_ld]; exact) and FP4 / FP8 weights with E8M0
+// as BF16 copies in the paired order (launch_bf16_paired: x [M, ld x_ld], h [pairs, ld h_ld];
+// exact) and FP4 / FP8 weights with E8M0
 // scales: K % 128 == 0, the stage's rows (inter, dim) % 16 == 0, ld % 8 == 0.
 // fp4: every expert's w1 and w3 (gate-up) or w2 (down) is FP4, else every one is FP8.
 void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,

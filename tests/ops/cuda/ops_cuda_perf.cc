@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -56,8 +57,14 @@ void report(const Perf& p, const char* op, const std::string& shape, double ms, 
   std::fflush(stdout);
 }
 
+// --filter: comma-separated substrings of op names; an op runs when any matches.
 bool wanted(const Perf& p, const char* op) {
-  return p.filter.empty() || std::string(op).find(p.filter) != std::string::npos;
+  if (p.filter.empty()) return true;
+  std::stringstream ss(p.filter);
+  for (std::string part; std::getline(ss, part, ',');) {
+    if (!part.empty() && std::string(op).find(part) != std::string::npos) return true;
+  }
+  return false;
 }
 
 // Device-resident weight with cheap pseudo-random bytes (no host RNG per element: these
@@ -204,7 +211,7 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     ex.push_back({own[own.size() - 3]->dev.ref, own[own.size() - 2]->dev.ref, own.back()->dev.ref});
   }
   const double expert_bytes = own[0]->bytes + own[1]->bytes + own[2]->bytes;
-  for (int64_t M : {1, 16, 128}) {
+  for (int64_t M : {1, 16, 128, 256}) {
     std::vector<int32_t> ids(static_cast<size_t>(M * top_k));
     std::vector<bool> used(E, false);
     for (int64_t m = 0; m < M; ++m) {

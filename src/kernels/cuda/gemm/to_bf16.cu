@@ -41,6 +41,38 @@ __global__ void mat_split_bf16_kernel(MatDesc x, uint16_t* hi, uint16_t* mid, ui
   lo[i] = to_bf16_bits(r - m);  // exact
 }
 
+// Where k of a row goes in the paired order of the tensor-core MoE stages (moe/grouped_mma.cu):
+// within each group of 8, k 0 4 1 5 2 6 3 7.
+__device__ __forceinline__ int64_t paired_pos(int64_t k) {
+  const int64_t j = k & 7;
+  return (k & ~int64_t{7}) + (j < 4 ? 2 * j : 2 * (j - 4) + 1);
+}
+
+// One warp per (row, block of `block` columns): with kQuant the block's FP8 act-quantization
+// round trip first (fake_quant_fp8's rules and bits: the block amax is a warp max), then BF16
+// (exact for act-quantized values) in the paired order.
+template <bool kQuant>
+__global__ void bf16_paired_kernel(MatDesc x, int64_t block, int64_t blocks_per_row,
+                                   uint16_t* out, int64_t out_ld) {
+  const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (wg >= x.rows * blocks_per_row) return;  // whole warps exit together
+  const int64_t row = wg / blocks_per_row, b0 = (wg % blocks_per_row) * block;
+  const int64_t len = (x.cols - b0) < block ? (x.cols - b0) : block;
+  const float* p = x.data + row * x.ld + b0;
+  float s = 1.0f;
+  if constexpr (kQuant) {
+    float amax = 0.0f;
+    for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
+    s = pow2_scale_d(warp_max(amax), kFp8MaxD);
+  }
+  uint16_t* o = out + row * out_ld;
+  for (int64_t i = lane; i < len; i += 32) {
+    const float v = kQuant ? act_quant_fp8_d(p[i], s) : p[i];
+    o[paired_pos(b0 + i)] = to_bf16_bits(v);
+  }
+}
+
 }  // namespace
 
 void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo,
@@ -57,6 +89,19 @@ void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stre
 void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream) {
   const int64_t n = x.rows * x.cols;
   if (n) mat_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, out);
+}
+
+void launch_bf16_paired(MatDesc x, int64_t quant_block, uint16_t* out, int64_t out_ld,
+                        cudaStream_t stream) {
+  if (x.rows == 0 || x.cols == 0) return;
+  // Blocks of 8-aligned width keep a group of 8 in one warp's block (any width is correct).
+  const int64_t block = quant_block > 0 ? quant_block : 256;
+  const int64_t bpr = (x.cols + block - 1) / block, threads = x.rows * bpr * 32;
+  if (quant_block > 0) {
+    bf16_paired_kernel<true><<<grid_for(threads, 256), 256, 0, stream>>>(x, block, bpr, out, out_ld);
+  } else {
+    bf16_paired_kernel<false><<<grid_for(threads, 256), 256, 0, stream>>>(x, block, bpr, out, out_ld);
+  }
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -11,16 +11,23 @@
 // (batch 1, the shared expert) still fill the card: 16 rows per block, not 64.
 //
 // K order inside an mma: the sum over k may run in any fixed order, so each thread's k of a
-// 128-wide pass are its own contiguous 32 (k = 32t .. 32t + 31 for thread t of a quad): step s
-// of the 8 gives logical k {2t, 2t+1, 2t+8, 2t+9} the physical k 32t + 4s .. 32t + 4s + 3, for
-// the weights (one 16-byte FP4 load, one FP4 scale block) and for the staged inputs alike. A
-// pair's value does not depend on the other pairs of its tile (mma columns are independent) or
-// on the batch: deterministic and batch-invariant.
+// 128-wide pass are its own contiguous 32 (k = 32t .. 32t + 31 for thread t of a quad), one
+// 16-byte FP4 load (two for FP8) and one scale block. Its BF16x2 operands pair k with k + 4
+// inside each group of 8 (k 8c + i and 8c + i + 4, i < 4), not k with k + 1: that pairing turns
+// a word of 8 FP4 codes into BF16x2 with two shifts and two masks per pair (a nibble's bits
+// land 16 apart, as the halves of a BF16x2 are), half the integer work of adjacent pairs, which
+// bound the stage (ncu: the SM, not the memory, was the busy unit). The inputs are converted to
+// BF16 in the same order ("paired": within each group of 8, k 0 4 1 5 2 6 3 7;
+// launch_bf16_paired), so a thread's operands for a pass are 64 contiguous bytes, read straight
+// from global memory (L1/L2: a tile's 8 input rows are shared by all blocks of the expert):
+// no shared-memory staging and no block barrier inside the K loop. A pair's value does not
+// depend on the other pairs of its tile (mma columns are independent) or on the batch:
+// deterministic and batch-invariant.
 //
-// Weight decode, a few integer ops per pair of values: the code's magnitude bits are placed
-// into a BF16 so that the BF16 reads value · 2^-126 (FP4 E2M1) or value · 2^-120 (FP8 E4M3;
-// their subnormals land on BF16 subnormals, still exact), then two exact BF16x2 multiplications
-// (2^63 or 2^60, then 2^63 · scale or 2^60 · scale) give value · scale.
+// Weight decode: the code's magnitude bits are placed into a BF16 so that the BF16 reads
+// value · 2^-126 (FP4 E2M1) or value · 2^-120 (FP8 E4M3; their subnormals land on BF16
+// subnormals, still exact), then one or two exact BF16x2 multiplications (2^126 · scale, or 2^63
+// then 2^63 · scale; 2^120 / 2^60 for FP8) give value · scale.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/moe/grouped_common.cuh"
@@ -28,13 +35,9 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
-constexpr int kWarps = 4;     // warps per block, splitting K
-constexpr int kTile = 8;      // pairs per mma tile
-constexpr int kChunk = 1024;  // K staged in shared memory at once, as BF16
-constexpr int kPass = 128;    // K per register pass: 32 per thread of a quad, 8 mma steps
-// Row stride of the staged inputs: + 32 BF16 (64 bytes) so the 8 pair rows of a quarter warp's
-// 16-byte reads start in different bank groups.
-constexpr int kStride = kChunk + 32;
+constexpr int kWarps = 4;    // warps per block, splitting K
+constexpr int kTile = 8;     // pairs per mma tile
+constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 mma steps
 
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -42,71 +45,85 @@ __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
-// Byte 0 of v (two E2M1 codes, low nibble first) -> BF16x2 of value · 2^-126.
-__device__ __forceinline__ uint32_t fp4x2_scaled_down(uint32_t v) {
-  return ((v & 0x7u) << 6) | ((v & 0x8u) << 12) | ((v & 0x70u) << 18) | ((v & 0x80u) << 24);
+// Pair i (< 4) of a word of 8 FP4 codes (nibble j = k 8c + j): codes i and i + 4 -> BF16x2 of
+// value · 2^-126 (low half k 8c + i). Nibble i's magnitude bits 4i .. 4i + 2 go to 6 .. 8 and
+// its sign 4i + 3 to 15; nibble i + 4 sits 16 bits higher and lands 16 bits higher.
+template <int kI>
+__device__ __forceinline__ uint32_t fp4_pair_placed(uint32_t w) {
+  const uint32_t mag = (kI <= 1 ? w << (6 - 4 * kI) : w >> (4 * kI - 6)) & 0x01C001C0u;
+  return mag | ((w << (12 - 4 * kI)) & 0x80008000u);
 }
-// Bytes 0, 1 of v (two E4M3 codes) -> BF16x2 of value · 2^-120.
-__device__ __forceinline__ uint32_t fp8x2_scaled_down(uint32_t v) {
-  return ((v & 0x7fu) << 4) | ((v & 0x80u) << 8) | ((v & 0x7f00u) << 12) | ((v & 0x8000u) << 16);
-}
-
-__device__ __forceinline__ uint32_t bf16x2_splat(float power_of_two) {
-  const uint32_t b = f2u(power_of_two) >> 16;  // exact: a power of two
-  return b | (b << 16);
+// Pair i of 8 FP8 codes in two words (w0: k 8c .. 8c + 3, w1: k 8c + 4 .. 8c + 7): byte i of
+// each -> BF16x2 of value · 2^-120. The bytes go to bits 8 .. 15 and 24 .. 31 (signs in place),
+// then the 7 magnitude bits move down 4.
+template <int kI>
+__device__ __forceinline__ uint32_t fp8_pair_placed(uint32_t w0, uint32_t w1) {
+  const uint32_t p = __byte_perm(w0, w1, kI * 0x1111u + 0x4400u);
+  return (p & 0x80008000u) | ((p >> 4) & 0x07F007F0u);
 }
 
 // The stored codes of w[row, k0 .. k0 + 32) of an FP4 / FP8 weight with E8M0 scales
-// (k0 % 32 == 0) and the BF16x2 factors that turn a placed code into value · scale: `sc` alone
-// when value · 2^-126 (FP4) or 2^-120 (FP8) times 2^126 · scale (2^120 · scale) is a BF16 number
-// (scale <= 2, or <= 2^7: every real checkpoint), else `up` (2^63 / 2^60), then `sc`
-// (2^63 · scale / 2^60 · scale). Codes are decoded right before their mma step, so a thread
-// holds 8 registers of codes per row instead of 16 of values (occupancy).
-// kFp4 is the weights' format as a template argument: FP4 codes then take 4 registers, not 8,
-// which leaves room for more code loads in flight (the stages were bound by load latency).
+// (k0 % 32 == 0) and the BF16x2 factor that turns a placed code (value · 2^-126 for FP4,
+// value · 2^-120 for FP8) into value · scale. `one`: the factor is 2^126 · scale (2^120 · scale),
+// a BF16 number when the E8M0 exponent e <= 128 (scale <= 2; FP8: e <= 134, scale <= 2^7):
+// every real checkpoint. Else two multiplications, by 2^126 (2^120), then by scale itself.
+// Codes are decoded right before their mma step, so a thread holds 4 (FP4) or 8 (FP8)
+// registers of codes per row instead of 16 of values (occupancy).
 template <bool kFp4>
 struct RowCodes {
-  uint32_t w[kFp4 ? 4 : 8];  // FP4: 32 codes; FP8: 32 codes in 8 words
-  uint32_t up, sc;
-  bool one;  // one multiplication
+  uint32_t w[kFp4 ? 4 : 8];  // 32 codes: word c (FP4) or words 2c, 2c + 1 (FP8) = group c of 8
+  uint32_t sc;               // BF16x2 factor (both halves)
+  bool one;                  // one multiplication
 };
 
+// Where one weight row's codes and E8M0 scales start, found once per block (the descriptors
+// live in global memory, and the scale column is a shift: no division inside the K loop).
+struct Row {
+  const uint8_t* codes;
+  const uint8_t* scale;
+  int kshift;  // log2(block_k): the host checks block_k is a power of two
+};
 template <bool kFp4>
-__device__ __forceinline__ RowCodes<kFp4> load_row32(const WeightDesc& w, int64_t row,
-                                                     int64_t k0) {
-  const uint8_t* base = static_cast<const uint8_t*>(w.w);
+__device__ __forceinline__ Row weight_row(const WeightDesc& d, int64_t row) {
+  const int64_t srow = kFp4 ? row : row / d.block_n;
+  return {static_cast<const uint8_t*>(d.w) + row * (kFp4 ? d.k / 2 : d.k),
+          static_cast<const uint8_t*>(d.scale) + srow * d.scale_ld, __ffs(d.block_k) - 1};
+}
+
+template <bool kFp4>
+__device__ __forceinline__ RowCodes<kFp4> load_row32(const Row& w, int64_t k0) {
   RowCodes<kFp4> r;
-  float scale, bias_half;
-  if constexpr (kFp4) {
-    const uint4 b = *reinterpret_cast<const uint4*>(base + row * (w.k / 2) + k0 / 2);
-    r.w[0] = b.x, r.w[1] = b.y, r.w[2] = b.z, r.w[3] = b.w;
-    scale = scale_at(w, row, k0 / w.block_k);
-    bias_half = 0x1p63f;
-    r.one = scale <= 2.0f;
-  } else {
-    const uint4* p = reinterpret_cast<const uint4*>(base + row * w.k + k0);
-    const uint4 b0 = p[0], b1 = p[1];
-    r.w[0] = b0.x, r.w[1] = b0.y, r.w[2] = b0.z, r.w[3] = b0.w;
+  const uint4* p = reinterpret_cast<const uint4*>(w.codes + (kFp4 ? k0 / 2 : k0));
+  const uint4 b0 = __ldg(p);
+  r.w[0] = b0.x, r.w[1] = b0.y, r.w[2] = b0.z, r.w[3] = b0.w;
+  if constexpr (!kFp4) {
+    const uint4 b1 = __ldg(p + 1);
     r.w[4] = b1.x, r.w[5] = b1.y, r.w[6] = b1.z, r.w[7] = b1.w;
-    scale = scale_at(w, row / w.block_n, k0 / w.block_k);
-    bias_half = 0x1p60f;
-    r.one = scale <= 128.0f;
   }
-  r.up = bf16x2_splat(bias_half);
-  r.sc = bf16x2_splat(r.one ? scale * bias_half * bias_half : scale * bias_half);
+  const uint32_t e = __ldg(w.scale + (k0 >> w.kshift));
+  constexpr uint32_t kPlace = kFp4 ? 126 : 120;  // the placed code's power of two
+  r.one = e <= 254 - kPlace;
+  // One: 2^kPlace · 2^(e - 127) has BF16 exponent field e + kPlace. Two: the scale itself
+  // (e8m0_to_f's values: e 255 is NaN; e 0, 2^-127, takes the one-multiplication form).
+  const uint32_t b = r.one ? (e + kPlace) << 7 : (e == 255 ? 0x7fc0u : e << 7);
+  r.sc = b | (b << 16);
   return r;
 }
 
-// Element pair (2j, 2j + 1) of the row as BF16x2 (j < 16, a compile-time constant), exact.
-template <bool kFp4>
-__device__ __forceinline__ uint32_t decode_pair(const RowCodes<kFp4>& c, int j) {
+// Operand j (< 16, a compile-time constant) of the row's 32 codes as BF16x2, exact: group j / 4,
+// pair j % 4 (k 8c + i and 8c + i + 4), the order the paired inputs are stored in.
+template <bool kFp4, bool kOne, int kJ>
+__device__ __forceinline__ uint32_t decode_pair(const RowCodes<kFp4>& c) {
+  constexpr int kGroup = kJ / 4, kI = kJ % 4;
   uint32_t placed;
   if constexpr (kFp4) {
-    placed = fp4x2_scaled_down(c.w[j / 4] >> (8 * (j % 4)));
+    placed = fp4_pair_placed<kI>(c.w[kGroup]);
   } else {
-    placed = fp8x2_scaled_down(c.w[j / 2] >> (16 * (j % 2)));
+    placed = fp8_pair_placed<kI>(c.w[2 * kGroup], c.w[2 * kGroup + 1]);
   }
-  return c.one ? mul_bf16x2(placed, c.sc) : mul_bf16x2(mul_bf16x2(placed, c.up), c.sc);
+  if constexpr (kOne) return mul_bf16x2(placed, c.sc);
+  constexpr uint32_t kUp = kFp4 ? 0x7e807e80u : 0x7b807b80u;  // 2^126 / 2^120 in both halves
+  return mul_bf16x2(mul_bf16x2(placed, kUp), c.sc);
 }
 
 __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
@@ -118,17 +135,49 @@ __device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, ui
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// One 128-wide K pass of the 16-row tile from its loaded codes: rows lo and hi (this thread's
-// mma rows row_lo, row_lo + 8) times pair g's staged inputs x (this thread's 32 BF16 of the
-// pass, read per step).
+// This thread's paired inputs of a pass: 32 BF16 (64 bytes) of its pair's row.
+struct PassInputs {
+  uint4 v[4];
+};
+__device__ __forceinline__ PassInputs load_inputs(const uint16_t* x) {
+  const uint4* p = reinterpret_cast<const uint4*>(x);
+  return {{__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3)}};
+}
+
+// Mma step s of a pass: operands 2s, 2s + 1 of rows lo, hi (this thread's mma rows g, g + 8)
+// and of the inputs.
+template <bool kFp4, bool kOne, int kS>
+__device__ __forceinline__ void step(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
+                                     const PassInputs& x, float* acc) {
+  const uint4& q = x.v[kS / 2];
+  const uint32_t b0 = kS % 2 ? q.z : q.x, b1 = kS % 2 ? q.w : q.y;
+  mma_16816(acc, decode_pair<kFp4, kOne, 2 * kS>(lo), decode_pair<kFp4, kOne, 2 * kS>(hi),
+            decode_pair<kFp4, kOne, 2 * kS + 1>(lo), decode_pair<kFp4, kOne, 2 * kS + 1>(hi), b0,
+            b1);
+}
+
+template <bool kFp4, bool kOne>
+__device__ __forceinline__ void pass_128_as(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
+                                            const PassInputs& x, float* acc) {
+  step<kFp4, kOne, 0>(lo, hi, x, acc);
+  step<kFp4, kOne, 1>(lo, hi, x, acc);
+  step<kFp4, kOne, 2>(lo, hi, x, acc);
+  step<kFp4, kOne, 3>(lo, hi, x, acc);
+  step<kFp4, kOne, 4>(lo, hi, x, acc);
+  step<kFp4, kOne, 5>(lo, hi, x, acc);
+  step<kFp4, kOne, 6>(lo, hi, x, acc);
+  step<kFp4, kOne, 7>(lo, hi, x, acc);
+}
+
+// One 128-wide K pass of the 16-row tile from its loaded codes. The form is chosen per warp
+// (a vote), not per operand: a per-operand choice issues both forms' multiplications.
 template <bool kFp4>
 __device__ __forceinline__ void pass_128(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
-                                         const uint16_t* x, float* acc) {
-#pragma unroll
-  for (int s = 0; s < 8; ++s) {
-    const uint2 xv = *reinterpret_cast<const uint2*>(x + 4 * s);
-    mma_16816(acc, decode_pair(lo, 2 * s), decode_pair(hi, 2 * s), decode_pair(lo, 2 * s + 1),
-              decode_pair(hi, 2 * s + 1), xv.x, xv.y);
+                                         const PassInputs& x, float* acc) {
+  if (__all_sync(0xffffffffu, lo.one && hi.one)) {
+    pass_128_as<kFp4, true>(lo, hi, x, acc);
+  } else {
+    pass_128_as<kFp4, false>(lo, hi, x, acc);
   }
 }
 
@@ -138,72 +187,58 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
-  const WeightDesc& wa = kGateUp ? ex.w1 : ex.w2;
+  const WeightDesc& da = kGateUp ? ex.w1 : ex.w2;
+  const int64_t K = da.k;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;  // mma groupID, thread in group
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
-  if (row0 >= wa.n) return;  // the whole block (n % 16 == 0, host check)
-  __shared__ __align__(16) uint16_t xs[kTile][kStride];
-  __shared__ int32_t in_rows[kTile];
+  if (row0 >= da.n) return;  // the whole block (n % 16 == 0, host check)
+  // This thread's mma rows g and g + 8 of w1 / w2 (a) and of w3 (b, gate-up).
+  const Row alo = weight_row<kFp4>(da, row0 + g), ahi = weight_row<kFp4>(da, row0 + g + 8);
+  Row blo = alo, bhi = ahi;
+  if constexpr (kGateUp) {
+    blo = weight_row<kFp4>(ex.w3, row0 + g);
+    bhi = weight_row<kFp4>(ex.w3, row0 + g + 8);
+  }
   __shared__ float partial[kWarps - 1][2][4][32];  // warps 1.. : their sums, per lane
   const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
-  const int64_t K = wa.k;
+  constexpr int64_t kStep = kWarps * kPass;
   for (int32_t p0 = 0; p0 < count; p0 += kTile) {
     const int n = min(kTile, count - p0);
-    __syncthreads();  // the previous tile's reads of in_rows / xs are done
-    if (threadIdx.x < kTile) {
-      const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
-      // The pair's token, or its own row.
-      in_rows[threadIdx.x] = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
-    }
+    __syncthreads();  // warp 0 has read the previous tile's partial sums
+    // This thread's mma column: pair g of the tile (the pair's token, or its own row); columns
+    // past n read the tile's first pair and are dropped (columns are independent).
+    const int32_t r = begin + p0 + (g < n ? g : 0);
+    const int64_t in_row = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
+    const uint16_t* x = in + in_row * in_ld + 32 * t;
     float acc_a[4] = {0.0f, 0.0f, 0.0f, 0.0f}, acc_b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t kc = 0; kc < K; kc += kChunk) {
-      const int64_t len = K - kc < kChunk ? K - kc : kChunk;  // a multiple of kPass
-      __syncthreads();  // in_rows written; the previous chunk's reads done
-      // Stage the tile's BF16 inputs, 16 bytes per copy. Rows of pairs past n are left as they
-      // are: their mma columns are computed and dropped (columns are independent).
-      for (int64_t i = threadIdx.x; i < n * (len / 8); i += blockDim.x) {
-        const int tk = static_cast<int>(i / (len / 8));
-        const int64_t k = (i % (len / 8)) * 8;
-        *reinterpret_cast<uint4*>(&xs[tk][k]) =
-            *reinterpret_cast<const uint4*>(in + in_rows[tk] * in_ld + kc + k);
-      }
-      __syncthreads();
-      // FP4: four rows of codes are loaded before the first of their mma steps: w1 and w3 of
-      // one pass (gate-up), or two passes of w2 (down). Each accumulator still takes its passes
-      // in K order, so the sums are the same bits. FP8 codes take twice the registers: two rows
-      // at a time (four spill under the 64-register bound).
-      constexpr int64_t kStep = kWarps * kPass;
-      constexpr bool kFourRows = kFp4;
-      for (int64_t kp = warp * kPass; kp < len; kp += kGateUp || !kFourRows ? kStep : 2 * kStep) {
-        const int64_t k0 = kc + kp + 32 * t;
-        const uint16_t* x = &xs[g][kp + 32 * t];
-        if constexpr (!kFourRows) {
-          pass_128(load_row32<kFp4>(wa, row0 + g, k0), load_row32<kFp4>(wa, row0 + g + 8, k0), x,
-                   acc_a);
-          if constexpr (kGateUp) {
-            pass_128(load_row32<kFp4>(ex.w3, row0 + g, k0),
-                     load_row32<kFp4>(ex.w3, row0 + g + 8, k0), x, acc_b);
-          }
-        } else if constexpr (kGateUp) {
-          const RowCodes<kFp4> alo = load_row32<kFp4>(wa, row0 + g, k0),
-                               ahi = load_row32<kFp4>(wa, row0 + g + 8, k0),
-                               blo = load_row32<kFp4>(ex.w3, row0 + g, k0),
-                               bhi = load_row32<kFp4>(ex.w3, row0 + g + 8, k0);
-          pass_128(alo, ahi, x, acc_a);
-          pass_128(blo, bhi, x, acc_b);
-        } else {
-          const bool two = kp + kStep < len;
-          const RowCodes<kFp4> lo = load_row32<kFp4>(wa, row0 + g, k0),
-                               hi = load_row32<kFp4>(wa, row0 + g + 8, k0);
-          RowCodes<kFp4> lo2, hi2;
-          if (two) {
-            lo2 = load_row32<kFp4>(wa, row0 + g, k0 + kStep);
-            hi2 = load_row32<kFp4>(wa, row0 + g + 8, k0 + kStep);
-          }
-          pass_128(lo, hi, x, acc_a);
-          if (two) pass_128(lo2, hi2, x + kStep, acc_a);
+    // FP4: four rows of codes are loaded before the first of their mma steps: w1 and w3 of one
+    // pass (gate-up), or two passes of w2 (down). Each accumulator still takes its passes in K
+    // order. FP8 codes take twice the registers: two rows at a time.
+    for (int64_t kp = warp * kPass; kp < K; kp += kGateUp || !kFp4 ? kStep : 2 * kStep) {
+      const int64_t k0 = kp + 32 * t;
+      if constexpr (!kFp4) {
+        const PassInputs xi = load_inputs(x + kp);
+        pass_128(load_row32<kFp4>(alo, k0), load_row32<kFp4>(ahi, k0), xi, acc_a);
+        if constexpr (kGateUp) {
+          pass_128(load_row32<kFp4>(blo, k0), load_row32<kFp4>(bhi, k0), xi, acc_b);
         }
+      } else if constexpr (kGateUp) {
+        const RowCodes<kFp4> clo = load_row32<kFp4>(alo, k0), chi = load_row32<kFp4>(ahi, k0),
+                             dlo = load_row32<kFp4>(blo, k0), dhi = load_row32<kFp4>(bhi, k0);
+        const PassInputs xi = load_inputs(x + kp);
+        pass_128(clo, chi, xi, acc_a);
+        pass_128(dlo, dhi, xi, acc_b);
+      } else {
+        const bool two = kp + kStep < K;
+        const RowCodes<kFp4> lo = load_row32<kFp4>(alo, k0), hi = load_row32<kFp4>(ahi, k0);
+        RowCodes<kFp4> lo2, hi2;
+        if (two) {
+          lo2 = load_row32<kFp4>(alo, k0 + kStep);
+          hi2 = load_row32<kFp4>(ahi, k0 + kStep);
+        }
+        pass_128(lo, hi, load_inputs(x + kp), acc_a);
+        if (two) pass_128(lo2, hi2, load_inputs(x + kp + kStep), acc_a);
       }
     }
     // The warps' partial sums, added in warp order by warp 0.
@@ -211,7 +246,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         partial[warp - 1][0][i][lane] = acc_a[i];
-        partial[warp - 1][1][i][lane] = acc_b[i];
+        if constexpr (kGateUp) partial[warp - 1][1][i][lane] = acc_b[i];
       }
     }
     __syncthreads();
@@ -221,7 +256,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         acc_a[i] += partial[w][0][i][lane];
-        acc_b[i] += partial[w][1][i][lane];
+        if constexpr (kGateUp) acc_b[i] += partial[w][1][i][lane];
       }
     }
     // acc[i]: weight row row0 + g (+ 8 for i >= 2), pair 2t + (i & 1) of the tile.

@@ -34,12 +34,10 @@ __global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t b
     s = pow2_scale_d(amax, kFp8MaxD);
   }
   for (int64_t i = lane; i < len; i += 32) {
-    float q = p[i] / s;
     if constexpr (kMode != Fq::kFp8) {
-      p[i] = fp4_e2m1_round_d(q) * s;
+      p[i] = fp4_e2m1_round_d(p[i] / s) * s;
     } else {
-      q = q > kFp8MaxD ? kFp8MaxD : (q < -kFp8MaxD ? -kFp8MaxD : q);
-      p[i] = fp8_e4m3_round_d(q) * s;
+      p[i] = act_quant_fp8_d(p[i], s);
     }
   }
 }
