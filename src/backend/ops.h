@@ -79,6 +79,9 @@ struct LinearOpts {
   // product (official semantics for FP8/FP4 weights; ignored for dense weights).
   bool act_quant = false;
   int act_block = 128;
+  // y rounded to BF16 (round-to-nearest-even) after the product: the official rounding point
+  // after a projection (model Numerics), in the product's own store where the backend can.
+  bool round_bf16 = false;
 };
 
 // YaRN parameters of make_rope_freqs (spec §2.6). No magnitude scaling (mscale = 1).

@@ -148,27 +148,39 @@ bool mma_stage_weight(const WeightRef& w) {
          w.block_k > 0 && (w.block_k & (w.block_k - 1)) == 0;
 }
 
+bool CudaOps::linear_mma_eligible(int64_t M, const WeightRef& w) const {
+  const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, w.n >= 16384 ? 64 : 32);
+  return !batch_invariant_ && M >= kLinearMmaMinRows && M <= mma_rows && w.n >= 4096 &&
+         mma_stage_weight(w);
+}
+
 void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb,
-                     uint16_t* xb) {
+                     uint16_t* xb, bool round_out) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
-  const int64_t M = x.rows, N = w.n, K = w.k;
+  const int64_t M = x.rows;
   if (batch_invariant_) {  // one kernel for every M: the tiled GEMM's per-row sums ignore M
     kc::launch_linear_invariant(md(x), wd(w), md(y), stream_);
+    if (round_out) kc::launch_round_bf16(md(y), stream_);
     return;
   }
-  const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, N >= 16384 ? 64 : 32);
-  if (x_act_quantized && M >= kLinearMmaMinRows && M <= mma_rows && N >= 4096 &&
-      mma_stage_weight(w)) {
-    linear_mma(x, w, y);
+  if (x_act_quantized && linear_mma_eligible(M, w)) {
+    linear_mma(x, w, y, 0, round_out);
     return;
   }
   const bool dense_bf16 = split_eligible(cublas_, M, w);
   const bool quantized = cublas_ != nullptr && M >= kTensorCoreMinRows && w.quantized() &&
                          w.scale.dtype == DType::kF8E8M0;
   if (!dense_bf16 && !quantized) {
-    kc::launch_linear(md(x), wd(w), md(y), stream_);
+    kc::launch_linear(md(x), wd(w), md(y), round_out, stream_);
     return;
   }
+  matmul_tensor_cores(x, w, y, x_act_quantized, wb, xb, quantized);
+  if (round_out) kc::launch_round_bf16(md(y), stream_);
+}
+
+void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_act_quantized,
+                                  uint16_t* wb, uint16_t* xb, bool quantized) {
+  const int64_t M = x.rows, N = w.n, K = w.k;
   const void* wmat = w.weight.data;
   if (quantized) {  // E4M3/E2M1 times a power of two: exact in BF16
     if (wb == nullptr) wb = arena().alloc_n<uint16_t>(N * K);
@@ -192,27 +204,26 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
   gemm_bf16(cublas_, wmat, lo, M, N, K, y, 1.0f);
 }
 
-void CudaOps::linear_mma(CMat x, const WeightRef& w, Mat y) {
+void CudaOps::linear_mma(CMat x, const WeightRef& w, Mat y, int quant_block, bool round_out) {
   const int64_t M = x.rows, N = w.n, K = w.k;
-  // One expert whose w2 is W, every row a pair of it. The stage reads input row r and writes
-  // output row r for grouped row r, so y's rows are x's whatever order the layout gives them.
+  DI_CHECK(M >= 1 && M <= kLinearMmaLayoutRows);
+  // One expert whose w2 is W, every row a pair of it: row r reads input row r and writes output
+  // row r (the layout made at creation for M rows: count M, offset 0, expert 0 active).
   const kc::GroupedExpert* table =
       cached_table(w.weight.data, {kc::GroupedExpert{kc::WeightDesc{}, kc::WeightDesc{}, wd(w)}});
-  int32_t* ids = arena().alloc_n<int32_t>(M);
-  DI_CUDA_CHECK(cudaMemsetAsync(ids, 0, static_cast<size_t>(M) * sizeof(int32_t), stream_));
+  int32_t* layouts = linear_mma_layouts_.as<int32_t>();
+  int32_t* l4 = layouts + 4 * (M - 1);
   kc::MoeLayout l;
-  l.counts = arena().alloc_n<int32_t>(1);
-  l.offsets = arena().alloc_n<int32_t>(1);
-  l.cursor = arena().alloc_n<int32_t>(1);
-  l.active = arena().alloc_n<int32_t>(1);
-  l.n_active = arena().alloc_n<int32_t>(1);
-  l.pair_row = arena().alloc_n<int32_t>(M);
-  l.row_pair = arena().alloc_n<int32_t>(M);
-  kc::launch_moe_layout(ids, M, 1, l, stream_);
+  l.counts = l4;
+  l.offsets = l4 + 1;
+  l.active = l4 + 2;
+  l.n_active = l4 + 3;
+  l.row_pair = layouts + 4 * kLinearMmaLayoutRows;  // rows 0, 1, ...: every pair is its own row
+  l.pair_row = l.row_pair;
   uint16_t* xb = arena().alloc_n<uint16_t>(M * K);
-  kc::launch_bf16_paired(md(x), 0, xb, K, stream_);  // x is act-quantized already
-  kc::MoeEpilogue ep;  // the plain dot: no BF16 point, no routing weight
-  ep.bf16_rounding = false;
+  kc::launch_bf16_paired(md(x), quant_block, xb, K, stream_);
+  kc::MoeEpilogue ep;  // the plain dot, rounded to BF16 when asked; no routing weight
+  ep.bf16_rounding = round_out;
   ep.weight_before_w2 = true;
   kc::launch_moe_down_mma(xb, K, table, w.format == WeightFormat::kFp4, N, l, 1, nullptr, 0, 1, ep,
                           y.data, y.ld, stream_);

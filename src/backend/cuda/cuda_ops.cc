@@ -77,6 +77,18 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
     return internal_error(std::string("cudaStreamCreate failed: ") + cudaGetErrorString(e));
   }
   std::unique_ptr<CudaOps> ops(new CudaOps(s, a));
+  {
+    constexpr int64_t kMax = kLinearMmaLayoutRows;
+    std::vector<int32_t> t(static_cast<size_t>(5 * kMax));
+    for (int64_t m = 1; m <= kMax; ++m) {
+      int32_t* l = t.data() + 4 * (m - 1);
+      l[0] = static_cast<int32_t>(m), l[1] = 0, l[2] = 0, l[3] = 1;
+    }
+    for (int64_t r = 0; r < kMax; ++r) t[static_cast<size_t>(4 * kMax + r)] = static_cast<int32_t>(r);
+    DI_ASSIGN_OR_RETURN(ops->linear_mma_layouts_, DeviceBuffer::allocate(t.size() * sizeof(int32_t)));
+    DI_CUDA_CHECK(cudaMemcpy(ops->linear_mma_layouts_.data(), t.data(), t.size() * sizeof(int32_t),
+                             cudaMemcpyHostToDevice));
+  }
   ops->batch_invariant_ = batch_invariant;
   ops->graph_max_rows_ = std::max<int64_t>(0, graph_max_rows);
   return ops;
@@ -206,21 +218,25 @@ void CudaOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat o
   kc::launch_embed(on_device(ids, n), wd(table), md(out), stream_);
 }
 
-void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block) {
+void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block,
+                          bool round_out) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   if (act_quant && w.quantized()) {
+    if (linear_mma_eligible(x.rows, w)) {  // quantized on the way to its BF16 input
+      linear_mma(x, w, y, act_block, round_out);
+      return;
+    }
     Mat xq(arena().alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
-    kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
-    kc::launch_fake_quant_fp8(md(xq), xq.cols, act_block, stream_);
-    matmul(xq, w, y, true);
+    kc::launch_act_quant_fp8_copy(md(x), md(xq), act_block, stream_);
+    matmul(xq, w, y, true, nullptr, nullptr, round_out);
     return;
   }
-  matmul(x, w, y, false);
+  matmul(x, w, y, false, nullptr, nullptr, round_out);
 }
 
 void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
   arena().reset();
-  linear_impl(x, w, y, opts.act_quant, opts.act_block);
+  linear_impl(x, w, y, opts.act_quant, opts.act_block, opts.round_bf16);
 }
 
 void CudaOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {

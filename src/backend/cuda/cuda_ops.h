@@ -177,14 +177,22 @@ class CudaOps : public Ops {
   template <typename T>
   const T* on_device(const T* p, int64_t n);
   // Linear with the contract's act_quant rule, on already-device operands.
-  void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block);
+  // round_out: y rounded to BF16 (LinearOpts::round_bf16).
+  void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block,
+                   bool round_out = false);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
   // y = x · Wᵀ on already-device operands: cuBLAS BF16 tensor cores when exact (cuda_gemm.cc),
   // else the kernels. x_act_quantized: x holds act_quant_fp8 values. wb / xb: BF16 scratch of
   // w.n·w.k / x.rows·w.k elements for the tensor-core path (null: taken from the arena).
   void matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb = nullptr,
-              uint16_t* xb = nullptr);
+              uint16_t* xb = nullptr, bool round_out = false);
+  // The single-expert tensor-core stage takes this product (act-quantized x, M rows).
+  bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
+  // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
+  // weight times the exact three-part split of x.
+  void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb,
+                           uint16_t* xb, bool quantized);
   bool tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const;
   void init_cublas();
   void destroy_cublas();
@@ -198,8 +206,14 @@ class CudaOps : public Ops {
   // descriptors changed: a capture refuses that).
   const kernels::cuda::GroupedExpert* cached_table(const void* key,
                                                    std::vector<kernels::cuda::GroupedExpert> t);
-  // y = x · Wᵀ on the grouped MoE tensor-core stage as one expert (cuda_gemm.cc).
-  void linear_mma(CMat x, const WeightRef& w, Mat y);
+  // y = x · Wᵀ on the grouped MoE tensor-core stage as one expert (cuda_gemm.cc). quant_block
+  // > 0: x is act-quantized on the way (else it holds act-quantized values already).
+  void linear_mma(CMat x, const WeightRef& w, Mat y, int quant_block, bool round_out);
+  // That stage's layouts of one expert with M = 1 .. kLinearMmaLayoutRows rows (counts, offset,
+  // active, n_active per M, then the rows 0 .. max - 1), uploaded once at creation: a product
+  // needs no layout launch.
+  static constexpr int64_t kLinearMmaLayoutRows = 64;
+  DeviceBuffer linear_mma_layouts_;
 
   cudaStream_t stream_ = nullptr;
   cudaStream_t alloc_stream_ = nullptr;  // zero-fills of allocate(), never captured

@@ -46,7 +46,8 @@ cudaError_t launch_probe();
 // ---- gemm/ -------------------------------------------------------------------------------
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
 // decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
-void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
+// round_out: y rounded to BF16 (round-to-nearest-even), in the GEMVs' stores (M <= 16).
+void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream);
 // The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
 // how many rows there are (batch-invariant mode).
 void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
@@ -93,6 +94,9 @@ void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* po
 
 // ---- quant/ -------------------------------------------------------------------------------
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);
+// out = the FP8 act-quantization round trip of x (all columns; launch_fake_quant_fp8's bits),
+// x unchanged: a linear's act-quantized input in one launch.
+void launch_act_quant_fp8_copy(MatDesc x, MatDesc out, int64_t block, cudaStream_t stream);
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_hadamard128(MatDesc x, cudaStream_t stream);

@@ -552,11 +552,9 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead) {
   num.act(o, hs);
   Mat X(fit(s.eager.x, M * n * D), M, n * D);
   Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
-  o.linear(hs, mw.h_proj, Xs, num.gemm());
-  num.act(o, Xs);
+  o.linear(hs, mw.h_proj, Xs, num.gemm_rounded());
   Mat pe(fit(s.eager.sub, M * D), M, D);
-  o.linear(e, mw.e_proj, pe, num.gemm());
-  num.act(o, pe);
+  o.linear(e, mw.e_proj, pe, num.gemm_rounded());
   for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
   num.act(o, X);
   s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);

@@ -27,8 +27,7 @@ void compress_full(const LayerEnv& env, const AttentionWeights& w, const Attenti
   Mat keys(fit(cs.keys, n * di), n, di), kv(fit(cs.rows, n * d), n, d);
   if (n > 0) {
     // Index keys from the unrotated latent: wk (plain linear), k_norm, RoPE, MXFP4.
-    ops.linear(latent, *ix.wk, keys, num.gemm());
-    num.act(ops, keys);
+    ops.linear(latent, *ix.wk, keys, num.gemm_rounded());
     ops.rms_norm(keys, &*ix.k_norm, num.eps, 0, keys);
     num.act(ops, keys);
     ops.rope(keys, 1, di, pos, freqs, false);

@@ -499,15 +499,13 @@ class V41Model final : public model::Model {
     const DSparkWeights& dw = *w.dspark;
     const int64_t M = feats.rows, D = c.hidden_size, hd = c.head_dim;
     Mat ctx(fit(d.ctx, M * D), M, D);
-    o.linear(feats, dw.main_proj, ctx, num.gemm());
-    num.act(o, ctx);
+    o.linear(feats, dw.main_proj, ctx, num.gemm_rounded());
     o.rms_norm(ctx, &dw.main_norm, num.eps, 0, ctx);
     num.act(o, ctx);
     Mat kv(fit(d.ctx_kv, M * hd), M, hd);
     for (size_t s = 0; s < dw.stages.size(); ++s) {
       const AttentionWeights& a = dw.stages[s].attn;
-      o.linear(ctx, a.wkv, kv, num.gemm());
-      num.act(o, kv);
+      o.linear(ctx, a.wkv, kv, num.gemm_rounded());
       o.rms_norm(kv, &a.kv_norm, num.eps, 0, kv);
       num.act(o, kv);
       o.rope(kv, 1, hd, in.positions.data(), rope.main, false);
@@ -684,8 +682,7 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   for (int64_t j = 0; j < K; ++j) {
     o.embed(prev.data(), N, dw.markov_embed, emb);
     num.act(o, emb);
-    o.linear(emb, dw.markov_head, tj);
-    num.act(o, tj);
+    o.linear(emb, dw.markov_head, tj, num.rounded({}));
     for (int64_t e = 0; e < N; ++e) slot_rows[static_cast<size_t>(e)] = static_cast<int32_t>(e * K + j);
     o.copy_rows(CMat(nj), slot_rows.data(), cat.cols_slice(0, D));
     o.linear(cat, confidence, conf_all.rows_slice(j * N, N));

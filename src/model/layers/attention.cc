@@ -24,18 +24,15 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   backend::Ops& ops = env.ops;
   const Numerics& num = env.num;
   const int64_t H = env.config.num_heads, d = env.config.head_dim;
-  ops.linear(u, w.wq_a, qr, num.gemm());
-  num.act(ops, qr);
+  ops.linear(u, w.wq_a, qr, num.gemm_rounded());
   ops.rms_norm(qr, &w.q_norm, num.eps, 0, qr);
   num.act(ops, qr);
-  ops.linear(qr, w.wq_b, q, num.gemm());
-  num.act(ops, q);
+  ops.linear(qr, w.wq_b, q, num.gemm_rounded());
   if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
   ops.rope(q, H, d, pos, freqs, false);
   num.act(ops, q);
 
-  ops.linear(u, w.wkv, kv, num.gemm());
-  num.act(ops, kv);
+  ops.linear(u, w.wkv, kv, num.gemm_rounded());
   ops.rms_norm(kv, &w.kv_norm, num.eps, 0, kv);
   num.act(ops, kv);
   ops.rope(kv, 1, d, pos, freqs, false);
@@ -53,8 +50,7 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
   backend::Ops& ops = env.ops;
   const Numerics& num = env.num;
   const int64_t Hi = env.config.index_n_heads, di = env.config.index_head_dim;
-  ops.linear(qr, w.wq_b, iq, num.gemm());
-  num.act(ops, iq);
+  ops.linear(qr, w.wq_b, iq, num.gemm_rounded());
   ops.rope(iq, Hi, di, pos, freqs, false);
   num.act(ops, iq);
   if (num.v41) {  // MXFP4 in every forward, no Hadamard (spec §6.7 items 4, 6)
@@ -64,8 +60,7 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
     ops.round_bf16(iq);
     ops.fake_quant_fp4(iq, kIndexerFp4Block);
   }
-  ops.linear(u, w.weights_proj, iw);
-  num.act(ops, iw);
+  ops.linear(u, w.weights_proj, iw, num.rounded({}));
   // V4.1's reference multiplies by d_I^-1/2 · H_I^-1/2 (two double factors, one FP32 scalar).
   const float wscale =
       num.v41 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(di)) /
@@ -373,8 +368,7 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
                z.cols_slice(g * R, R));
   }
   num.act(ops, z);
-  ops.linear(z, w.wo_b, out, num.gemm());
-  num.act(ops, out);
+  ops.linear(z, w.wo_b, out, num.gemm_rounded());
 }
 
 }  // namespace deepinfer::model

@@ -46,6 +46,13 @@ struct Numerics {
     if (official) ops.round_bf16(x);
   }
   backend::LinearOpts gemm() const { return {official, act_block}; }
+  // The same product when its output is a BF16 rounding point (act): the backend rounds in the
+  // product's own store where it can, instead of a pass of its own.
+  backend::LinearOpts rounded(backend::LinearOpts o) const {
+    o.round_bf16 = official;
+    return o;
+  }
+  backend::LinearOpts gemm_rounded() const { return rounded(gemm()); }
 };
 
 // Per-head RMS normalisation of q (spec §2.3 step 3) over `heads` groups of `d` channels, in

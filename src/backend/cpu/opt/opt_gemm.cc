@@ -388,6 +388,11 @@ void OptOps::quantized_input(CMat x, const WeightRef& w, bool act_quant, int act
 }
 
 void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
+  linear_unrounded(x, w, y, opts);
+  if (opts.round_bf16) round_bf16(y);
+}
+
+void OptOps::linear_unrounded(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
   if (!(opts.act_quant && w.quantized())) {
     gemm(x, w, y);
     return;

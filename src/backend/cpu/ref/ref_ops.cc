@@ -78,6 +78,7 @@ void RefOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
     const std::vector<float> v = gemm_input(x.row(m), w.k, w, opts.act_quant, opts.act_block);
     matvec(v.data(), w, y.row(m));
   }
+  if (opts.round_bf16) round_bf16(y);
 }
 
 void RefOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {

@@ -7,11 +7,13 @@
 namespace deepinfer::kernels::cuda {
 
 inline constexpr int64_t kGemvMaxM = 16;
-void launch_gemv(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
+// round_out: each output rounded to BF16 in the store (the official rounding point after a
+// projection, without a launch of its own).
+void launch_gemv(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream);
 // 4 < M <= 16 with 16-byte-aligned FP8/FP4/BF16/F16 rows: four output rows per thread group.
 bool gemv_rows_supported(const WeightDesc& w);
 void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x_vec4,
-                      cudaStream_t stream);
+                      bool round_out, cudaStream_t stream);
 void launch_gemm_tiled(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels::cuda

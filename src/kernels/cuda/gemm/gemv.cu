@@ -60,7 +60,7 @@ __device__ __forceinline__ void decode_chunk(const WeightDesc& w, int64_t n, int
 // Group reduction of acc[MT] over the tpr threads of each row; thread 0 of the group writes.
 template <int MT>
 __device__ __forceinline__ void reduce_and_store(float* acc, int M, int tpr, int64_t n, int64_t N,
-                                                 float* y, int64_t yld) {
+                                                 float* y, int64_t yld, bool round_out) {
   __shared__ float red[kBlock / 32][MT];
   const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
 #pragma unroll
@@ -78,7 +78,7 @@ __device__ __forceinline__ void reduce_and_store(float* acc, int M, int tpr, int
       if (m >= M) break;
       float s = 0.0f;
       for (int i = 0; i < nw; ++i) s += red[w0 + i][m];
-      y[m * yld + n] = s;
+      y[m * yld + n] = round_out ? bf16_round_d(s) : s;
     }
   }
 }
@@ -86,7 +86,7 @@ __device__ __forceinline__ void reduce_and_store(float* acc, int M, int tpr, int
 template <WFmt F, int MT>
 __global__ void __launch_bounds__(kBlock)
     gemv_vec(const float* __restrict__ x, int64_t xld, int M, WeightDesc w, float* __restrict__ y,
-             int64_t yld, int tpr, bool x_vec4) {
+             int64_t yld, int tpr, bool x_vec4, bool round_out) {
   constexpr int E = chunk_elems(F);
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr;
   const int t = threadIdx.x % tpr;
@@ -124,13 +124,13 @@ __global__ void __launch_bounds__(kBlock)
       }
     }
   }
-  reduce_and_store<MT>(acc, M, tpr, n, w.n, y, yld);
+  reduce_and_store<MT>(acc, M, tpr, n, w.n, y, yld, round_out);
 }
 
 template <int MT>
 __global__ void __launch_bounds__(kBlock)
     gemv_scalar(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
-                float* __restrict__ y, int64_t yld, int tpr) {
+                float* __restrict__ y, int64_t yld, int tpr, bool round_out) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr;
   const int t = threadIdx.x % tpr;
   float acc[MT];
@@ -144,11 +144,11 @@ __global__ void __launch_bounds__(kBlock)
         if (m < M) acc[m] = fmaf(wv, x[m * xld + k], acc[m]);
     }
   }
-  reduce_and_store<MT>(acc, M, tpr, n, w.n, y, yld);
+  reduce_and_store<MT>(acc, M, tpr, n, w.n, y, yld, round_out);
 }
 
 template <int MT>
-void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
+void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
   const int E = chunk_elems(w.fmt);
   const int64_t row_bytes = weight_row_bytes(w.fmt, w.k);
   const bool vec = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(w.w) % 16 == 0 &&
@@ -162,33 +162,33 @@ void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
   const int M = static_cast<int>(x.rows);
   if (!vec) {
-    gemv_scalar<MT><<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr);
+    gemv_scalar<MT><<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, round_out);
     return;
   }
   if constexpr (MT == kRowsMT) {  // 4 < M <= 16: four rows per group (gemv_rows.cu)
     if (gemv_rows_supported(w)) {
-      launch_gemv_rows(x, w, y, tpr, x_vec4, stream);
+      launch_gemv_rows(x, w, y, tpr, x_vec4, round_out, stream);
     } else {
       gemv_vec<WFmt::kF32, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
+          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4, round_out);
     }
     return;
   }
   dispatch_wfmt(w.fmt, [&](auto f) {
     gemv_vec<decltype(f)::value, MT>
-        <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
+        <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4, round_out);
   });
 }
 
 }  // namespace
 
-void launch_gemv(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
+void launch_gemv(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
   if (x.rows <= 1) {
-    launch_mt<1>(x, w, y, stream);
+    launch_mt<1>(x, w, y, round_out, stream);
   } else if (x.rows <= 4) {
-    launch_mt<4>(x, w, y, stream);
+    launch_mt<4>(x, w, y, round_out, stream);
   } else {
-    launch_mt<16>(x, w, y, stream);
+    launch_mt<16>(x, w, y, round_out, stream);
   }
 }
 
@@ -197,12 +197,13 @@ void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStre
   launch_gemm_tiled(x, w, y, stream);
 }
 
-void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
+void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
   if (x.rows == 0 || w.n == 0) return;
   if (x.rows <= kGemvMaxM) {
-    launch_gemv(x, w, y, stream);
+    launch_gemv(x, w, y, round_out, stream);
   } else {
     launch_gemm_tiled(x, w, y, stream);
+    if (round_out) launch_round_bf16(y, stream);
   }
 }
 

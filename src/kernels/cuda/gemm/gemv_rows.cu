@@ -54,7 +54,7 @@ __device__ __forceinline__ void decode8(const uint4& raw, int sub, float* wv) {
 template <WFmt F>
 __global__ void __launch_bounds__(kBlock)
     gemv_rows_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
-                     float* __restrict__ y, int64_t yld, int tpr, bool x_vec4) {
+                     float* __restrict__ y, int64_t yld, int tpr, bool x_vec4, bool round_out) {
   constexpr int E = chunk_elems(F);
   const int64_t n0 =
       (static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr) * kRows;
@@ -128,7 +128,7 @@ __global__ void __launch_bounds__(kBlock)
     if (m < M && n < w.n) {
       float s = 0.0f;
       for (int j = 0; j < nw; ++j) s += red[w0 + j][i];
-      y[m * yld + n] = s;
+      y[m * yld + n] = round_out ? bf16_round_d(s) : s;
     }
   }
 }
@@ -140,7 +140,7 @@ bool gemv_rows_supported(const WeightDesc& w) {
 }
 
 void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x_vec4,
-                      cudaStream_t stream) {
+                      bool round_out, cudaStream_t stream) {
   const int64_t rows_per_block = static_cast<int64_t>(kBlock / tpr) * kRows;
   const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
   const int M = static_cast<int>(x.rows);
@@ -148,7 +148,7 @@ void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x
     // gemv_rows_supported() is false for F32: gemv.cu keeps it.
     if constexpr (decltype(f)::value != WFmt::kF32) {
       gemv_rows_kernel<decltype(f)::value>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4);
+          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4, round_out);
     }
   });
 }

@@ -14,14 +14,18 @@ namespace {
 // with an E4M3 scale e4m3(max(amax, 6·2^-9) / 6) (V4.1 compressed KV). backend/quant.h's rules.
 enum class Fq { kFp8, kFp4, kNvfp4 };
 
+// x -> out (the same matrix for the in-place round trips; the act-quantized copy of a linear's
+// input otherwise, one launch instead of a copy and a round trip).
 template <Fq kMode>
-__global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t blocks_per_row) {
+__global__ void fake_quant_kernel(MatDesc x, MatDesc out, int64_t n, int64_t block,
+                                  int64_t blocks_per_row) {
   const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (wg >= x.rows * blocks_per_row) return;  // whole warps exit together
   const int64_t row = wg / blocks_per_row, b0 = (wg % blocks_per_row) * block;
   const int64_t len = (n - b0) < block ? (n - b0) : block;
-  float* p = x.data + row * x.ld + b0;
+  const float* p = x.data + row * x.ld + b0;
+  float* q = out.data + row * out.ld + b0;
   float amax = 0.0f;
   for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
   amax = warp_max(amax);
@@ -35,9 +39,9 @@ __global__ void fake_quant_kernel(MatDesc x, int64_t n, int64_t block, int64_t b
   }
   for (int64_t i = lane; i < len; i += 32) {
     if constexpr (kMode != Fq::kFp8) {
-      p[i] = fp4_e2m1_round_d(p[i] / s) * s;
+      q[i] = fp4_e2m1_round_d(p[i] / s) * s;
     } else {
-      p[i] = act_quant_fp8_d(p[i], s);
+      q[i] = act_quant_fp8_d(p[i], s);
     }
   }
 }
@@ -96,23 +100,26 @@ __global__ void rms_norm_bf16_kernel(MatDesc x, int64_t group, int64_t groups_pe
 }
 
 template <Fq kMode>
-void launch_fq(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
+void launch_fq(MatDesc x, MatDesc out, int64_t n, int64_t block, cudaStream_t stream) {
   if (x.rows == 0 || n == 0) return;
   const int64_t bpr = (n + block - 1) / block;
   const int64_t threads = x.rows * bpr * 32;
-  fake_quant_kernel<kMode><<<grid_for(threads, 256), 256, 0, stream>>>(x, n, block, bpr);
+  fake_quant_kernel<kMode><<<grid_for(threads, 256), 256, 0, stream>>>(x, out, n, block, bpr);
 }
 
 }  // namespace
 
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream) {
-  launch_fq<Fq::kFp8>(x, n, block, stream);
+  launch_fq<Fq::kFp8>(x, x, n, block, stream);
+}
+void launch_act_quant_fp8_copy(MatDesc x, MatDesc out, int64_t block, cudaStream_t stream) {
+  launch_fq<Fq::kFp8>(x, out, x.cols, block, stream);
 }
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream) {
-  launch_fq<Fq::kFp4>(x, x.cols, block, stream);
+  launch_fq<Fq::kFp4>(x, x, x.cols, block, stream);
 }
 void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream) {
-  launch_fq<Fq::kNvfp4>(x, x.cols, block, stream);
+  launch_fq<Fq::kNvfp4>(x, x, x.cols, block, stream);
 }
 void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream) {
   const int64_t chunks = x.cols / n;
