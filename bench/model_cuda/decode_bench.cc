@@ -4,6 +4,8 @@
 //   decode_bench --model DIR [--batches 1,16,128,256] [--context 64] [--steps 8]
 //                [--prefill 4096] [--out results.json] [--profile] [--batch-invariant]
 //                [--graph-max-rows 256] [--verify-rows 2,4,6] [--mtp]
+//                [--long-context N] [--long-batches 1,16] [--matmul-tflops T]
+//                [--full-layers L]
 //
 // --graph-max-rows: what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects (0 = no CUDA graphs). With
 // graphs, every batch is timed twice in the same run: replaying the graphs, and with replay off
@@ -15,21 +17,37 @@
 // selects), to show what it costs.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
+// --long-context N: after the batches above, decode again at --long-batches with every sequence
+// first prefilled with N tokens (sequence by sequence, in chunks of at most 4,096 rows), so the
+// sliding window is full and the compressed rows, the indexer's keys and its top-k selection
+// are at that context's size.
 //
 // DIR is a checkpoint in the official layout, typically the V4-Flash-shaped random one of
 // tools/gpu/make_synthetic_v4.py or the V4.1-Flash-shaped one of make_synthetic_v41.py (real
 // dimensions, the first few layers; V4.1's Engram tables in host memory, not counted in the
 // floor: a step reads a few rows of them per token).
 //
-// Ceilings, measured in the same run:
+// Ceilings, measured in the same run (ceilings.h):
 //   * copy bandwidth: a 2 GiB device-to-device cudaMemcpy (bytes read + written) / time;
+//   * tensor-core rates: an 8192^3 GEMM, FP8 E4M3 x E4M3 -> BF16 (cuBLASLt) and BF16 (cuBLAS);
 //   * decode floor at batch B = the weight bytes one step must read / copy bandwidth, where the
 //     bytes are every non-routed-expert weight (attention, shared experts, router, mHC, norms,
 //     head) plus the routed experts the step touches: per MoE layer E·(1 − (1 − k/E)^B) distinct
 //     experts of E for B tokens routed uniformly at random (the synthetic router is random);
-//   * prefill floor = 2 · (active weights per token) · tokens / the dense BF16 matmul rate of
-//     the card (--matmul-tflops, default 780: measured on an H200 of this workplace,
-//     docs/cuda_backend.md); the FP8 tensor-core rate would halve it.
+//   * long-context decode floor = that weight floor + the KV / compressed-cache bytes of the B
+//     sequences at the copy bandwidth, taken as the cache pages each sequence holds
+//     (cache_memory().bytes_in_use): an upper bound on what a step reads (it reads the window,
+//     the indexer's keys and the top-k compressed rows, not every byte of every page), so this
+//     floor may sit above the true one and its floor/ours overstates how close a step is;
+//   * prefill floor = matmul FLOPs / the measured FP8 rate (the linears are FP8/FP4: the best a
+//     prefill could do), FLOPs = 2 · body weights · tokens + 2 · head weights · 1 (a prefill
+//     computes logits for its last row only). Attention's own FLOPs are not counted.
+//     --matmul-tflops T replaces the measured rate; without an FP8 algorithm on the card the
+//     BF16 rate is used, and the output says so.
+// The full-model table scales each decode step to the released model's layer count (V4-Flash
+// 43, V4.1-Flash 40; --full-layers L replaces it; full_model.h says how and what is estimated)
+// and prints SGLang's published V4-Flash figures beside it (bench/README.md: why these are not
+// the same measurement).
 // Each sequence of a decode batch first gets --context prompt tokens (one batched prefill
 // step), so attention reads a window and compressed rows as in serving. Timings are wall-clock
 // around Model::forward, which ends with the logits' copy to the host (a full synchronisation).
@@ -50,6 +68,9 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "backend/profiling_ops.h"
+#include "ceilings.h"
+#include "full_model.h"
+#include "long_context.h"
 #include "io/checkpoint.h"
 #include "model/model.h"
 
@@ -80,81 +101,11 @@ double peak_rss_gib() {
   return static_cast<double>(u.ru_maxrss) / (1024.0 * 1024.0);
 }
 
-double measure_copy_gbps() {
-  const size_t bytes = size_t{2} << 30;
-  void *a = nullptr, *b = nullptr;
-  DI_CUDA_CHECK(cudaMalloc(&a, bytes));
-  DI_CUDA_CHECK(cudaMalloc(&b, bytes));
-  DI_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
-  DI_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-  cudaEventRecord(e0);
-  const int reps = 10;
-  for (int i = 0; i < reps; ++i) DI_CUDA_CHECK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-  cudaEventRecord(e1);
-  cudaEventSynchronize(e1);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, e0, e1);
-  cudaFree(a);
-  cudaFree(b);
-  return 2.0 * static_cast<double>(bytes) * reps / (ms * 1e-3) / 1e9;
-}
-
 std::vector<int> parse_list(const std::string& s) {
   std::vector<int> v;
   std::stringstream ss(s);
   for (std::string t; std::getline(ss, t, ',');) v.push_back(std::stoi(t));
   return v;
-}
-
-// Bytes of the weights a step must read (see the banner).
-struct WeightBytes {
-  double dense = 0;       // everything but routed experts (head included)
-  double per_expert = 0;  // one routed expert's w1+w2+w3 (+ scales)
-  int moe_layers = 0, experts = 0, top_k = 0;
-  double active_params = 0;  // weights one token multiplies (for the prefill FLOPs)
-  double step_bytes(int batch) const {
-    const double distinct =
-        experts * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / experts, batch));
-    return dense + moe_layers * distinct * per_expert;
-  }
-};
-
-WeightBytes count_weights(const deepinfer::io::Checkpoint& ck) {
-  WeightBytes w;
-  const auto& c = ck.config();
-  w.moe_layers = static_cast<int>(c.layers.size());
-  w.experts = c.n_routed_experts;
-  w.top_k = c.num_experts_per_tok;
-  double expert_total = 0, expert_params = 0;
-  for (const auto& e : ck.expected()) {
-    const std::string& name = e.name;
-    const deepinfer::io::Weight* t = ck.find(name);
-    if (t == nullptr) continue;
-    double b = static_cast<double>(t->data.nbytes());
-    double params = static_cast<double>(t->data.numel());
-    if (t->scale) b += static_cast<double>(t->scale->nbytes());
-    if (t->data.dtype == deepinfer::DType::kI8 || t->data.dtype == deepinfer::DType::kU8) {
-      params *= 2;  // FP4: two codes per byte
-    }
-    if (name.find(".ffn.experts.") != std::string::npos) {
-      expert_total += b;
-      expert_params += params;
-    } else if (name == "embed.weight" || e.role == deepinfer::io::TensorRole::kEngramTable) {
-      continue;  // a few rows per token are read (V4.1's Engram tables stay in host memory)
-    } else if (e.mtp) {
-      continue;  // drafter blocks (V4 MTP, V4.1 DSpark): not run by a plain decode step
-    } else {
-      w.dense += b;
-      w.active_params += params;
-    }
-  }
-  const double n_experts = static_cast<double>(w.moe_layers) * w.experts;
-  w.per_expert = expert_total / n_experts;
-  w.active_params += expert_params / n_experts * w.moe_layers * w.top_k;
-  return w;
 }
 
 // A prefix-cache snapshot of a prefilled sequence (what the engine keeps at every cached block
@@ -210,10 +161,12 @@ std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gb
 
 int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,128,256", verify_rows_s;
-  int context = 64, steps = 8, prefill = 4096;
+  std::string long_batches_s = "1,16";
+  int context = 64, steps = 8, prefill = 4096, long_context = 0;
+  int full_layers_arg = 0;  // 0: the released Flash model's layer count for the family
   bool profile = false, batch_invariant = false, mtp = false;
   int graph_max_rows = 256;
-  double matmul_tflops = 780;
+  double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -241,6 +194,12 @@ int main(int argc, char** argv) {
       verify_rows_s = next();
     else if (a == "--mtp")
       mtp = true;
+    else if (a == "--long-context")
+      long_context = std::stoi(next());
+    else if (a == "--long-batches")
+      long_batches_s = next();
+    else if (a == "--full-layers")
+      full_layers_arg = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -259,17 +218,63 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", ck.status().message().c_str());
     return 1;
   }
-  const WeightBytes wb = count_weights(*ck);
-  const double copy_gbps = measure_copy_gbps();
+  const deepinfer::bench::WeightBytes wb = deepinfer::bench::count_weights(*ck);
+  const double copy_gbps = deepinfer::bench::measure_copy_gbps();
   std::printf(
       "copy bandwidth %.0f GB/s; weights: dense %.2f GB, %d MoE layers x %d experts of "
       "%.1f MB\n",
       copy_gbps, wb.dense / 1e9, wb.moe_layers, wb.experts, wb.per_expert / 1e6);
+  // The card's matmul rates, before the model takes its memory.
+  const deepinfer::bench::GemmRates gemm = deepinfer::bench::measure_gemm_tflops(8192);
+  std::printf("tensor-core rates (%d^3 GEMM, this run): FP8 E4M3 x E4M3 -> BF16 (cuBLASLt) ",
+              gemm.n);
+  if (gemm.fp8_tflops > 0) {
+    std::printf("%.0f TFLOP/s", gemm.fp8_tflops);
+  } else {
+    std::printf("not measured (%s)", gemm.fp8_note.c_str());
+  }
+  if (gemm.bf16_tflops > 0) {
+    std::printf(", BF16 (cuBLAS) %.0f TFLOP/s\n", gemm.bf16_tflops);
+  } else {
+    std::printf(", BF16 (cuBLAS) not measured (%s)\n", gemm.bf16_note.c_str());
+  }
+  // The prefill floor's rate: the override, else FP8 (the checkpoint's linears are FP8/FP4),
+  // else BF16, else the BF16 rate once measured on an H200 here (docs/cuda_backend.md).
+  double prefill_tflops = matmul_tflops;
+  std::string prefill_rate_source;
+  if (matmul_tflops > 0) {
+    prefill_rate_source = "--matmul-tflops, replacing the measured rate";
+  } else if (gemm.fp8_tflops > 0) {
+    prefill_tflops = gemm.fp8_tflops;
+    prefill_rate_source = "the measured FP8 rate";
+  } else if (gemm.bf16_tflops > 0) {
+    prefill_tflops = gemm.bf16_tflops;
+    prefill_rate_source = "the measured BF16 rate: no FP8 GEMM on this card";
+  } else {
+    prefill_tflops = 780;
+    prefill_rate_source = "780, an H200's BF16 rate from docs/cuda_backend.md: no GEMM measured";
+  }
+  std::printf("prefill floor rate: %.0f TFLOP/s (%s)\n", prefill_tflops,
+              prefill_rate_source.c_str());
+  // The logits' copy to the host, per byte, at the largest batch's size (for the 43-layer
+  // lines: it does not grow with layers).
+  int max_batch = 1;
+  for (int B : parse_list(batches_s)) max_batch = std::max(max_batch, B);
+  const double d2h_gbps = deepinfer::bench::measure_d2h_gbps(
+      static_cast<size_t>(max_batch) * static_cast<size_t>(ck->config().vocab_size) * 4);
+  const deepinfer::bench::Ceilings ceilings{copy_gbps, gemm.bf16_tflops, d2h_gbps};
+  const int bench_layers = static_cast<int>(ck->config().layers.size());
+  const int full_layers = full_layers_arg > 0
+                              ? full_layers_arg
+                              : deepinfer::bench::full_model_layers(ck->config().family);
+  // The peer's figures are for V4-Flash (hidden size 4096); other shapes get "not found".
+  const bool v4_flash = ck->config().family == deepinfer::io::ModelFamily::kDeepseekV4 &&
+                        ck->config().hidden_size == 4096;
 
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant, graph_max_rows);
   if (!gpu.ok()) return 1;
   size_t free0 = 0, total = 0;
-  cudaMemGetInfo(&free0, &total);
+  DI_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
   const auto t_load = Clock::now();
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
@@ -281,7 +286,7 @@ int main(int argc, char** argv) {
   Model* model = loaded->get();
   const double load_s = seconds(t_load);
   size_t free1 = 0;
-  cudaMemGetInfo(&free1, &total);
+  DI_CUDA_CHECK(cudaMemGetInfo(&free1, &total));
   std::printf("load %.1f s, GPU memory for weights %.2f GiB, host peak RSS %.2f GiB\n", load_s,
               static_cast<double>(free0 - free1) / (1 << 30), peak_rss_gib());
   const int64_t V = model->vocab_size();
@@ -290,6 +295,12 @@ int main(int argc, char** argv) {
 
   std::ostringstream json;
   json << "{\"model\": \"" << model_dir << "\", \"copy_gbps\": " << copy_gbps
+       << ", \"gemm_n\": " << gemm.n << ", \"fp8_gemm_tflops\": " << gemm.fp8_tflops
+       << ", \"bf16_gemm_tflops\": " << gemm.bf16_tflops << ", \"fp8_gemm_note\": \""
+       << gemm.fp8_note << "\", \"bf16_gemm_note\": \"" << gemm.bf16_note
+       << "\", \"prefill_floor_tflops\": " << prefill_tflops
+       << ", \"matmul_tflops_override\": " << matmul_tflops << ", \"d2h_gbps\": " << d2h_gbps
+       << ", \"bench_layers\": " << bench_layers << ", \"full_layers\": " << full_layers
        << ", \"load_s\": " << load_s << ", \"host_peak_rss_gib\": " << peak_rss_gib()
        << ", \"weights_gpu_gib\": " << static_cast<double>(free0 - free1) / (1 << 30)
        << ", \"decode\": [";
@@ -298,6 +309,8 @@ int main(int argc, char** argv) {
               "floor ms", "floor/ours", "eager ms", "eager/ours", "GPU-sampled ms");
   bool first = true;
   std::vector<std::string> profiles;
+  std::vector<std::string> full_rows;  // the 43-layer table, printed after the batches
+  std::vector<std::pair<int, double>> short_steps;  // (batch, step ms), for the long-context ratio
   for (int B : parse_list(batches_s)) {
     std::vector<SequenceCache> seqs;
     for (int b = 0; b < B; ++b) seqs.push_back(model->new_sequence());
@@ -385,6 +398,11 @@ int main(int argc, char** argv) {
          << ", \"floor_over_ours\": " << floor_ms / ms << ", \"eager_step_ms\": " << eager_ms
          << ", \"graph_max_rows\": " << graph_max_rows
          << ", \"gpu_sampled_step_ms\": " << sampled_ms << ", \"kv_pages_mib\": " << kv_mib;
+    short_steps.emplace_back(B, ms);
+    const auto full = deepinfer::bench::extrapolate_step(ms, B, /*logits_to_host=*/true, V, wb,
+                                                         ceilings, bench_layers, full_layers);
+    full_rows.push_back(deepinfer::bench::full_model_row(B, context, ms, full));
+    json << ", \"full_model\": " << deepinfer::bench::full_model_json(full);
     std::printf("        KV pages of the %d sequences at %d tokens: %.1f MiB (%.2f MiB each)\n", B,
                 context, kv_mib, kv_mib / B);
     if (!host0.empty()) {
@@ -503,6 +521,18 @@ int main(int argc, char** argv) {
   json << "]";
   for (const auto& line : profiles) std::printf("%s\n", line.c_str());
 
+  if (long_context > 0) {
+    const deepinfer::bench::LongContextOptions lo{long_context, parse_list(long_batches_s),
+                                                  steps};
+    const deepinfer::bench::LongContextInputs li{wb, ceilings, bench_layers, full_layers,
+                                                 short_steps};
+    json << ", \"long_context\": "
+         << deepinfer::bench::run_long_context(*model, lo, li, rng, full_rows);
+  }
+  deepinfer::bench::print_full_model_table(full_rows, wb, bench_layers, full_layers, v4_flash,
+                                           static_cast<double>(total));
+  json << ", \"published_peer\": " << deepinfer::bench::published_json(v4_flash);
+
   if (prefill > 0) {
     SequenceCache seq = model->new_sequence();
     std::vector<int32_t> ids(static_cast<size_t>(prefill));
@@ -516,11 +546,17 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "prefill: %s\n", r.status().message().c_str());
       return 1;
     }
-    const double floor_s = 2.0 * wb.active_params * prefill / (matmul_tflops * 1e12);
+    // One sequence: the body's weights multiply every token, the head only the last row.
+    const double body_flops = wb.body_flops(prefill), head_flops = wb.head_flops(1);
+    const double floor_s = (body_flops + head_flops) / (prefill_tflops * 1e12);
     std::printf(
-        "\nprefill %d tokens: %.2f s = %.0f tok/s; compute floor %.3f s (%.1f G active "
-        "weights/token at %.0f TFLOP/s) -> floor/ours %.4f\n",
-        prefill, s, prefill / s, floor_s, wb.active_params / 1e9, matmul_tflops, floor_s / s);
+        "\nprefill %d tokens: %.2f s = %.0f tok/s; compute floor %.4f s -> floor/ours %.4f\n"
+        "  floor = (body %.2f TFLOP [2 x %.2f G weights/token x %d tokens] + head %.4f TFLOP "
+        "[2 x %.2f G weights x 1 logits row]) / %.0f TFLOP/s (%s); attention's own FLOPs not "
+        "counted\n",
+        prefill, s, prefill / s, floor_s, floor_s / s, body_flops / 1e12, wb.body_params / 1e9,
+        prefill, head_flops / 1e12, wb.head_params / 1e9, prefill_tflops,
+        prefill_rate_source.c_str());
     double engram_s = 0;
     if (!host0.empty()) {
       engram_s = host1[0] - host0[0];
@@ -538,7 +574,9 @@ int main(int argc, char** argv) {
     }
     json << ", \"prefill\": {\"tokens\": " << prefill << ", \"seconds\": " << s
          << ", \"tokens_per_s\": " << prefill / s << ", \"floor_s\": " << floor_s
-         << ", \"floor_over_ours\": " << floor_s / s << ", \"engram_gather_s\": " << engram_s
+         << ", \"floor_over_ours\": " << floor_s / s << ", \"floor_body_flops\": " << body_flops
+         << ", \"floor_head_flops\": " << head_flops << ", \"floor_tflops\": " << prefill_tflops
+         << ", \"engram_gather_s\": " << engram_s
          << "}";
     json << ", \"snapshot\": " << snapshot_json(*model, seq, copy_gbps);
   }

@@ -14,7 +14,12 @@
 #          ops by substring, e.g. topk; default all): perf.log
 #   model  model_cuda_test: the whole model GPU vs CPU on the tiny reference checkpoints
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
-#          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it
+#          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it: the card's
+#          copy bandwidth and FP8 / BF16 GEMM rates measured in the run, decode at BATCHES,
+#          decode again at LONG_BATCHES (default 1,16) with LONG_CONTEXT (default 8192; 0 = off)
+#          tokens in every sequence, the full-model (43-layer) estimate next to SGLang's
+#          published figures (bench/README.md), and a PREFILL-token prefill; BENCH_TAIL lines
+#          (default 45) of it go to summary.txt
 #   hf     the same shapes in Hugging Face transformers (bench/model_cuda/hf_peer.py)
 #   bench41, hf41 (not default) the V4.1-Flash-shaped checkpoint and transformers main's V4.1
 #   engine the full tree (CLI, engine; needs ICU headers: the system's or $ICU_ROOT; CLI11 / nlohmann_json
@@ -117,10 +122,15 @@ if has bench; then
       > "$OUT/synth.log" 2>&1
     say "synthetic checkpoint exit $?: $(tail -1 "$OUT/synth.log")"
   fi
-  timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" --batches "$BATCHES" \
-    --prefill "${PREFILL:-4096}" --out "$OUT/bench.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
+  # 420 s: the long-context prefill (LONG_BATCHES sequences of LONG_CONTEXT tokens) comes on top
+  # of the batches and the prefill.
+  timeout 420 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" --batches "$BATCHES" \
+    --prefill "${PREFILL:-4096}" --long-context "${LONG_CONTEXT:-8192}" \
+    --long-batches "${LONG_BATCHES:-1,16}" --out "$OUT/bench.json" ${BENCH_ARGS:-} \
+    > "$OUT/bench.log" 2>&1
   say "decode_bench exit $?"
-  grep -v "^{" "$OUT/bench.log" | tail -${BENCH_TAIL:-12} | tee -a "$OUT/summary.txt"
+  grep -v "^{" "$OUT/bench.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -${BENCH_TAIL:-45} \
+    | tee -a "$OUT/summary.txt"
 fi
 # bench41 (not in the default STAGES): the same on the V4.1-Flash-shaped random checkpoint
 # (make_synthetic_v41.py, SYNTH_LAYERS layers, in $V41_SYNTH_DIR; ~31 GiB at 4 layers), CUDA
