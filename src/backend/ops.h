@@ -181,6 +181,18 @@ class Ops {
   // x <- bf16(x), round-to-nearest-even, in place.
   virtual void round_bf16(Mat x) = 0;
 
+  // An op followed by round_bf16 of its output (the official BF16 rounding points after a norm
+  // and after the mHC post-mix): a backend may round in the op's own store instead of a pass of
+  // its own. Defaults: the two calls. Linear has LinearOpts::round_bf16.
+  virtual void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {
+    rms_norm(x, w, eps, group, y);
+    round_bf16(y);
+  }
+  virtual void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
+    hc_post(streams, o, post, comb, n, out);
+    round_bf16(out);
+  }
+
   // Glue the model needs so it never touches activation memory itself (a device backend's Mat
   // points to device memory). add: out = a + b, where b has a.rows rows or 1 row (broadcast,
   // e.g. the compressor's ape); out may alias a. scale: x *= s. copy_rows: dst[i] = src[rows[i]]

@@ -96,6 +96,12 @@ void ProfilingOps::engram_gate(Mat s, CMat kv, CMat w, int n, float eps) {
 void ProfilingOps::hc_post(CMat s, CMat o, CMat post, CMat comb, int n, Mat out) {
   timed("hc_post", [&] { inner_.hc_post(s, o, post, comb, n, out); });
 }
+void ProfilingOps::rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t g, Mat y) {
+  timed("rms_norm", [&] { inner_.rms_norm_rounded(x, w, eps, g, y); });
+}
+void ProfilingOps::hc_post_rounded(CMat s, CMat o, CMat post, CMat comb, int n, Mat out) {
+  timed("hc_post", [&] { inner_.hc_post_rounded(s, o, post, comb, n, out); });
+}
 void ProfilingOps::hc_head(CMat s, const HcParams& p, Mat y) {
   timed("hc_head", [&] { inner_.hc_head(s, p, y); });
 }

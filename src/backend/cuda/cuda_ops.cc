@@ -240,14 +240,21 @@ void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) 
 }
 
 void CudaOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {
+  rms_norm_impl(x, w, eps, group, y, false);
+}
+void CudaOps::rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {
+  rms_norm_impl(x, w, eps, group, y, true);
+}
+void CudaOps::rms_norm_impl(CMat x, const WeightRef* w, float eps, int64_t group, Mat y,
+                            bool round_out) {
   const int64_t g = group > 0 ? group : x.cols;
   DI_CHECK(x.cols % g == 0 && y.rows == x.rows && y.cols == x.cols);
   DI_CHECK(w == nullptr || (!w->quantized() && w->n * w->k == g));
   if (w) {
     const kc::WeightDesc d = wd(*w);
-    kc::launch_rms_norm(md(x), &d, eps, group, md(y), stream_);
+    kc::launch_rms_norm(md(x), &d, eps, group, md(y), round_out, stream_);
   } else {
-    kc::launch_rms_norm(md(x), nullptr, eps, group, md(y), stream_);
+    kc::launch_rms_norm(md(x), nullptr, eps, group, md(y), round_out, stream_);
   }
 }
 
@@ -309,10 +316,17 @@ void CudaOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, 
 }
 
 void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
+  hc_post_impl(streams, o, post, comb, n, out, false);
+}
+void CudaOps::hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
+  hc_post_impl(streams, o, post, comb, n, out, true);
+}
+void CudaOps::hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out,
+                           bool round_out) {
   DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
   const int64_t D = o.cols;
   DI_CHECK(streams.cols == n * D && out.cols == n * D && post.cols == n && comb.cols == n * n);
-  kc::launch_hc_post(md(streams), md(o), md(post), md(comb), n, md(out), stream_);
+  kc::launch_hc_post(md(streams), md(o), md(post), md(comb), n, md(out), round_out, stream_);
 }
 
 void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {

@@ -86,6 +86,7 @@ class CudaOps : public Ops {
   void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
   void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
+  void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void round_bf16(Mat x) override;
   void add(CMat a, CMat b, Mat out) override;
   void scale(Mat x, float s) override;
@@ -95,6 +96,7 @@ class CudaOps : public Ops {
   void hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
               Mat comb) override;
   void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
+  void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                         const float* sink, float scale, bool bf16_probs, Mat o) override;
@@ -180,6 +182,9 @@ class CudaOps : public Ops {
   // round_out: y rounded to BF16 (LinearOpts::round_bf16).
   void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block,
                    bool round_out = false);
+  // rms_norm / hc_post, their output rounded to BF16 in the store when round_out.
+  void rms_norm_impl(CMat x, const WeightRef* w, float eps, int64_t group, Mat y, bool round_out);
+  void hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out, bool round_out);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
   // y = x · Wᵀ on already-device operands: cuBLAS BF16 tensor cores when exact (cuda_gemm.cc),

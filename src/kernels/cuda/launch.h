@@ -68,8 +68,9 @@ void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo,
 
 // ---- norm/ (row-wise and element-wise glue) ----------------------------------------------
 // w: FP32/BF16/F16 dense per-channel weight of `group` (or cols) elements, or null.
+// round_out: y rounded to BF16 in the store (Ops::rms_norm_rounded).
 void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
-                     cudaStream_t stream);
+                     bool round_out, cudaStream_t stream);
 void launch_round_bf16(MatDesc x, cudaStream_t stream);
 void launch_add(MatDesc a, MatDesc b, MatDesc out, cudaStream_t stream);
 void launch_scale(MatDesc x, float s, cudaStream_t stream);
@@ -123,7 +124,7 @@ void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y
 // y [rows, D] = Σ_i pre[m, i] · X_i (V4.1's final collapse, DSpark's feature mean).
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
-                    cudaStream_t stream);
+                    bool round_out, cudaStream_t stream);
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream);
 // V4.1 Engram gate (ops.h engram_gate), in place on streams [rows, n·D]; kv [rows, (n+1)·D],

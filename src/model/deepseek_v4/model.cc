@@ -168,8 +168,7 @@ class V4Model final : public model::Model {
     Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
     o.hc_pre(X, hc_params(b.hc_attn), {}, y, {}, post, comb);
     num.act(o, y);
-    o.rms_norm(y, &b.attn_norm, num.eps, 0, u);
-    num.act(o, u);
+    num.rms_norm_act(o, y, &b.attn_norm, 0, u);
     attention_project(env(), b.attn, b.spec, u, rows, d.attn,
                       attention_rows(env(), b.attn, M, d.attn));
   }
@@ -182,16 +181,13 @@ class V4Model final : public model::Model {
     Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
     attention_output(env(), b.attn, b.spec, rows.positions,
                      attention_rows(env(), b.attn, M, d.attn), out, d.attn);
-    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
-    num.act(o, X);
+    num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
 
     o.hc_pre(X, hc_params(b.hc_ffn), {}, y, {}, post, comb);
     num.act(o, y);
-    o.rms_norm(y, &b.ffn_norm, num.eps, 0, u);
-    num.act(o, u);
+    num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
     moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
-    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
-    num.act(o, X);
+    num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }
 
   // X [M, n·D] <- Block(X) (spec §2.2 block), eagerly; part 2 is the attention core.
@@ -242,8 +238,7 @@ class V4Model final : public model::Model {
     Mat y(fit(head_y, R * D), R, D);
     o.hc_head(X, hc_params(h.hc), y);
     num.act(o, y);
-    o.rms_norm(y, &h.norm, num.eps, 0, y);
-    num.act(o, y);
+    num.rms_norm_act(o, y, &h.norm, 0, y);
     o.linear(y, w.lm_head, logits);  // FP32 head in both semantics
   }
 
@@ -543,13 +538,11 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead) {
   Mat e(fit(s.mtp_e, M * D), M, D);
   o.embed(ids.data(), M, s.w.embed, e);
   num.act(o, e);
-  o.rms_norm(e, &mw.enorm, num.eps, 0, e);
-  num.act(o, e);
+  num.rms_norm_act(o, e, &mw.enorm, 0, e);
   float* hid = fit(s.mtp_hidden, M * n * D);
   o.upload(hid, hid_host.data(), hid_host.size() * sizeof(float));
   Mat hs(fit(s.mtp_h, M * n * D), M * n, D);
-  o.rms_norm(CMat(hid, M * n, D), &mw.hnorm, num.eps, 0, hs);
-  num.act(o, hs);
+  num.rms_norm_act(o, CMat(hid, M * n, D), &mw.hnorm, 0, hs);
   Mat X(fit(s.eager.x, M * n * D), M, n * D);
   Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
   o.linear(hs, mw.h_proj, Xs, num.gemm_rounded());

@@ -28,8 +28,7 @@ void compress_full(const LayerEnv& env, const AttentionWeights& w, const Attenti
   if (n > 0) {
     // Index keys from the unrotated latent: wk (plain linear), k_norm, RoPE, MXFP4.
     ops.linear(latent, *ix.wk, keys, num.gemm_rounded());
-    ops.rms_norm(keys, &*ix.k_norm, num.eps, 0, keys);
-    num.act(ops, keys);
+    num.rms_norm_act(ops, keys, &*ix.k_norm, 0, keys);
     ops.rope(keys, 1, di, pos, freqs, false);
     num.act(ops, keys);
     ops.fake_quant_fp4(keys, kIndexerFp4Block);

@@ -227,8 +227,7 @@ class V41Model final : public model::Model {
     Mat pre_a(fit(d.pre_a, M * n), M, n);
     o.hc_pre(X, hc_params(b.hc_attn), pre_prev, y, pre_a, post, comb);
     num.act(o, y);
-    o.rms_norm(y, &b.attn_norm, num.eps, 0, u);
-    num.act(o, u);
+    num.rms_norm_act(o, y, &b.attn_norm, 0, u);
     attention_project(env(), b.attn, b.spec, u, rows, d.attn,
                       attention_rows(env(), b.attn, M, d.attn));
   }
@@ -244,16 +243,13 @@ class V41Model final : public model::Model {
     Mat pre_a(fit(d.pre_a, M * n), M, n);
     attention_output(env(), b.attn, b.spec, rows.positions,
                      attention_rows(env(), b.attn, M, d.attn), out, d.attn);
-    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
-    num.act(o, X);
+    num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
 
     o.hc_pre(X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
     num.act(o, y);
-    o.rms_norm(y, &b.ffn_norm, num.eps, 0, u);
-    num.act(o, u);
+    num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
     moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
-    o.hc_post(X, out, post, comb, static_cast<int>(n), X);
-    num.act(o, X);
+    num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }
 
   // A whole block, eagerly: `core` runs the attention core between the two parts.
@@ -470,8 +466,7 @@ class V41Model final : public model::Model {
       o.copy_rows(pre_prev, head_rows.data(), ps);
       o.hc_collapse(Xs, ps, static_cast<int>(n), y);
       num.act(o, y);
-      o.rms_norm(y, &w.norm, num.eps, 0, y);
-      num.act(o, y);
+      num.rms_norm_act(o, y, &w.norm, 0, y);
       o.linear(y, w.lm_head, lg);
     }
     if (in.sample_specs.empty()) {
@@ -500,14 +495,12 @@ class V41Model final : public model::Model {
     const int64_t M = feats.rows, D = c.hidden_size, hd = c.head_dim;
     Mat ctx(fit(d.ctx, M * D), M, D);
     o.linear(feats, dw.main_proj, ctx, num.gemm_rounded());
-    o.rms_norm(ctx, &dw.main_norm, num.eps, 0, ctx);
-    num.act(o, ctx);
+    num.rms_norm_act(o, ctx, &dw.main_norm, 0, ctx);
     Mat kv(fit(d.ctx_kv, M * hd), M, hd);
     for (size_t s = 0; s < dw.stages.size(); ++s) {
       const AttentionWeights& a = dw.stages[s].attn;
       o.linear(ctx, a.wkv, kv, num.gemm_rounded());
-      o.rms_norm(kv, &a.kv_norm, num.eps, 0, kv);
-      num.act(o, kv);
+      num.rms_norm_act(o, kv, &a.kv_norm, 0, kv);
       o.rope(kv, 1, hd, in.positions.data(), rope.main, false);
       num.act(o, kv);
       o.fake_quant_fp8(kv, hd, kV41WindowFp8Block);
@@ -644,8 +637,7 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   Mat nj(fit(d.y, M * D), M, D);
   o.hc_collapse(X, pre_prev, static_cast<int>(n), nj);
   num.act(o, nj);
-  o.rms_norm(nj, &dw.norm, num.eps, 0, nj);
-  num.act(o, nj);
+  num.rms_norm_act(o, nj, &dw.norm, 0, nj);
   Mat lg(fit(logits_buf, M * V), M, V);
   o.linear(nj, w.lm_head, lg);
 

@@ -25,16 +25,14 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   const Numerics& num = env.num;
   const int64_t H = env.config.num_heads, d = env.config.head_dim;
   ops.linear(u, w.wq_a, qr, num.gemm_rounded());
-  ops.rms_norm(qr, &w.q_norm, num.eps, 0, qr);
-  num.act(ops, qr);
+  num.rms_norm_act(ops, qr, &w.q_norm, 0, qr);
   ops.linear(qr, w.wq_b, q, num.gemm_rounded());
   if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
   ops.rope(q, H, d, pos, freqs, false);
   num.act(ops, q);
 
   ops.linear(u, w.wkv, kv, num.gemm_rounded());
-  ops.rms_norm(kv, &w.kv_norm, num.eps, 0, kv);
-  num.act(ops, kv);
+  num.rms_norm_act(ops, kv, &w.kv_norm, 0, kv);
   ops.rope(kv, 1, d, pos, freqs, false);
   num.act(ops, kv);
   if (num.v41) {  // every forward, all channels (spec §6.7 item 6)

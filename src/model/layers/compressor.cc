@@ -84,8 +84,7 @@ Mat compressor_pool(backend::Ops& ops, const Numerics& num, const CompressorWeig
   }
   if (n_new > 0) {
     num.act(ops, out);
-    ops.rms_norm(out, &w.norm, num.eps, 0, out);
-    num.act(ops, out);
+    num.rms_norm_act(ops, out, &w.norm, 0, out);
   }
   if (state) {
     // The states take the step's rows only now (the pool above read their older rows by

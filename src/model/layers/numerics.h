@@ -53,6 +53,24 @@ struct Numerics {
     return o;
   }
   backend::LinearOpts gemm_rounded() const { return rounded(gemm()); }
+  // rms_norm (with this checkpoint's eps) / hc_post, then act: one op where the backend rounds
+  // in its store (Ops::rms_norm_rounded, Ops::hc_post_rounded).
+  void rms_norm_act(backend::Ops& ops, backend::CMat x, const backend::WeightRef* w,
+                    int64_t group, backend::Mat y) const {
+    if (official) {
+      ops.rms_norm_rounded(x, w, eps, group, y);
+    } else {
+      ops.rms_norm(x, w, eps, group, y);
+    }
+  }
+  void hc_post_act(backend::Ops& ops, backend::CMat streams, backend::CMat o, backend::CMat post,
+                   backend::CMat comb, int n, backend::Mat out) const {
+    if (official) {
+      ops.hc_post_rounded(streams, o, post, comb, n, out);
+    } else {
+      ops.hc_post(streams, o, post, comb, n, out);
+    }
+  }
 };
 
 // Per-head RMS normalisation of q (spec §2.3 step 3) over `heads` groups of `d` channels, in

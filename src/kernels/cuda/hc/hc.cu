@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n,
-                               MatDesc out) {
+                               MatDesc out, bool round_out) {
   const int64_t D = o.cols;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= streams.rows * D) return;
@@ -230,7 +230,7 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
 #pragma unroll
     for (int j = 0; j < kMaxHcStreams; ++j)
       if (j < n) acc = fmaf(cm[j * n + k], xs[j], acc);
-    out.data[m * out.ld + k * D + c] = acc;
+    out.data[m * out.ld + k * D + c] = round_out ? bf16_round_d(acc) : acc;
   }
 }
 
@@ -251,10 +251,11 @@ void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStre
   hc_collapse_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, pre, n, y);
 }
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
-                    cudaStream_t stream) {
+                    bool round_out, cudaStream_t stream) {
   const int64_t work = streams.rows * o.cols;
   if (work == 0) return;
-  hc_post_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, o, post, comb, n, out);
+  hc_post_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, o, post, comb, n, out,
+                                                          round_out);
 }
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream) {

@@ -24,7 +24,7 @@ dim3 ew_grid(const MatDesc& m) {
   for (int64_t r = blockIdx.y; r < (m).rows; r += gridDim.y)
 
 __global__ void rms_norm_kernel(MatDesc x, WeightDesc w, bool has_w, float eps, int64_t g,
-                                MatDesc y) {
+                                MatDesc y, bool round_out) {
   __shared__ float red[32];
   const int64_t groups = x.cols / g;
   const int64_t row = blockIdx.x / groups, c0 = (blockIdx.x % groups) * g;
@@ -36,7 +36,8 @@ __global__ void rms_norm_kernel(MatDesc x, WeightDesc w, bool has_w, float eps, 
   float* yr = y.data + row * y.ld + c0;
   for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
     const float v = xr[c] * r;
-    yr[c] = has_w ? v * weight_at_d(w, 0, c) : v;
+    const float out = has_w ? v * weight_at_d(w, 0, c) : v;
+    yr[c] = round_out ? bf16_round_d(out) : out;
   }
 }
 
@@ -113,13 +114,14 @@ void launch_scatter_rows(const float* const* src, float* const* dst, int64_t n, 
 }
 
 void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, MatDesc y,
-                     cudaStream_t stream) {
+                     bool round_out, cudaStream_t stream) {
   const int64_t g = group > 0 ? group : x.cols;
   if (x.rows == 0 || g == 0) return;
   const int64_t blocks = x.rows * (x.cols / g);
   const int threads = g >= 1024 ? 512 : (g >= 256 ? 256 : 128);
   rms_norm_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(x, w ? *w : WeightDesc{},
-                                                                         w != nullptr, eps, g, y);
+                                                                         w != nullptr, eps, g, y,
+                                                                         round_out);
 }
 
 void launch_round_bf16(MatDesc x, cudaStream_t stream) {
