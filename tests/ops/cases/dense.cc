@@ -12,6 +12,7 @@
 #include <string>
 
 #include "../op_harness.h"
+#include "base/numeric_types.h"
 #include "../sample_cases.h"
 
 namespace deepinfer::backend::testing {
@@ -46,10 +47,20 @@ OP_CASE(linear_all_formats, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kDens
             const DBuf dx = dev_copy(ctx, x, pad);
             DBuf dy = dev_poisoned(ctx, M, s.n, pad);
             ctx.ops->linear(dx.cmat(), w->dev.ref, dy.mat(), {.act_quant = aq});
+            const std::vector<float> got = dy.download();
             close(
                 ctx,
                 tag(aq ? "linear+aq" : "linear", kind, M, s.n, s.k) + " pad=" + std::to_string(pad),
-                dy.download(), want.v, 2e-5);
+                got, want.v, 2e-5);
+            // LinearOpts::round_bf16: the same product rounded to BF16 (in the kernels' stores
+            // on CUDA), bit for bit.
+            if (pad != 0) continue;
+            DBuf dr = dev_poisoned(ctx, M, s.n, pad);
+            ctx.ops->linear(dx.cmat(), w->dev.ref, dr.mat(), {.act_quant = aq, .round_bf16 = true});
+            std::vector<float> rounded = got;
+            for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
+            close(ctx, tag(aq ? "linear+aq rounded" : "linear rounded", kind, M, s.n, s.k),
+                  dr.download(), rounded, 0.0);
           }
         }
       }
@@ -102,6 +113,12 @@ OP_CASE(rms_norm, kOnAll, Feature::kDenseBf16, Feature::kDenseF32) {
       ctx.ops->rms_norm(inplace.cmat(), v.w ? &v.w->dev.ref : nullptr, 1e-6f, v.group,
                         inplace.mat());
       close(ctx, t + " in place", inplace.download(), want.v, 1e-5);
+      // rms_norm_rounded: the same values rounded to BF16 (in the store on CUDA), bit for bit.
+      std::vector<float> rounded = dy.download();
+      for (float& r : rounded) r = bf16_to_float(float_to_bf16(r));
+      DBuf dr = dev_poisoned(ctx, M, 512, 1);
+      ctx.ops->rms_norm_rounded(dx.cmat(), v.w ? &v.w->dev.ref : nullptr, 1e-6f, v.group, dr.mat());
+      close(ctx, t + " rounded", dr.download(), rounded, 0.0);
     }
   }
 }
@@ -302,8 +319,15 @@ OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
         DBuf ds = dev_copy(ctx, x);
         const DBuf dO = dev_copy(ctx, o), dpost = dev_copy(ctx, post), dcomb = dev_copy(ctx, comb);
         ctx.ops->hc_post(ds.cmat(), dO.cmat(), dpost.cmat(), dcomb.cmat(), n, ds.mat());
+        std::vector<float> post_out = ds.download();
         close(ctx, "hc_post in place D=" + std::to_string(D) + " M=" + std::to_string(M),
-              ds.download(), want.v, 1e-5);
+              post_out, want.v, 1e-5);
+        // hc_post_rounded: the same values rounded to BF16, bit for bit (in place too).
+        for (float& r : post_out) r = bf16_to_float(float_to_bf16(r));
+        DBuf dsr = dev_copy(ctx, x);
+        ctx.ops->hc_post_rounded(dsr.cmat(), dO.cmat(), dpost.cmat(), dcomb.cmat(), n, dsr.mat());
+        close(ctx, "hc_post_rounded in place D=" + std::to_string(D) + " M=" + std::to_string(M),
+              dsr.download(), post_out, 0.0);
         // hc_head: the first n rows of fn, base, scale.
         HcParams hh{n, fn.cmat().rows_slice(0, n), base.v.data(), scale.v.data()};
         HcParams dh{n, dfn.cmat().rows_slice(0, n), dbase.as<float>(), dscale.as<float>()};
