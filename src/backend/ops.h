@@ -182,7 +182,7 @@ class Ops {
   virtual void round_bf16(Mat x) = 0;
 
   // An op followed by round_bf16 of its output (the official BF16 rounding points after a norm
-  // and after the mHC post-mix): a backend may round in the op's own store instead of a pass of
+  // and after the mHC pre- and post-mix): a backend may round in the op's own store instead of a pass of
   // its own. Defaults: the two calls. Linear has LinearOpts::round_bf16.
   virtual void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {
     rms_norm(x, w, eps, group, y);
@@ -191,6 +191,12 @@ class Ops {
   virtual void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
     hc_post(streams, o, post, comb, n, out);
     round_bf16(out);
+  }
+  // hc_pre with y (only) rounded.
+  virtual void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre,
+                              Mat post, Mat comb) {
+    hc_pre(streams, p, collapse_pre, y, pre, post, comb);
+    round_bf16(y);
   }
 
   // Glue the model needs so it never touches activation memory itself (a device backend's Mat

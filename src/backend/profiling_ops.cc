@@ -102,6 +102,10 @@ void ProfilingOps::rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64
 void ProfilingOps::hc_post_rounded(CMat s, CMat o, CMat post, CMat comb, int n, Mat out) {
   timed("hc_post", [&] { inner_.hc_post_rounded(s, o, post, comb, n, out); });
 }
+void ProfilingOps::hc_pre_rounded(CMat s, const HcParams& p, CMat c, Mat y, Mat pre, Mat post,
+                                  Mat comb) {
+  timed("hc_pre", [&] { inner_.hc_pre_rounded(s, p, c, y, pre, post, comb); });
+}
 void ProfilingOps::hc_head(CMat s, const HcParams& p, Mat y) {
   timed("hc_head", [&] { inner_.hc_head(s, p, y); });
 }

@@ -50,6 +50,8 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   // The fused forms are timed under their op's name (their rounding is part of the op there).
   void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
+  void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+                      Mat comb) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                         const float* sink, float scale, bool bf16_probs, Mat o) override;

@@ -300,6 +300,14 @@ kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
 
 void CudaOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                      Mat comb) {
+  hc_pre_impl(streams, p, collapse_pre, y, pre, post, comb, false);
+}
+void CudaOps::hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre,
+                             Mat post, Mat comb) {
+  hc_pre_impl(streams, p, collapse_pre, y, pre, post, comb, true);
+}
+void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre,
+                          Mat post, Mat comb, bool round_y) {
   const int n = p.n;
   DI_CHECK(collapse_pre.data == nullptr ||
            (collapse_pre.cols == n && collapse_pre.rows == streams.rows));
@@ -312,7 +320,7 @@ void CudaOps::hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, 
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
   float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1));
   kc::launch_hc_pre(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb), dots,
-                    stream_);
+                    round_y, stream_);
 }
 
 void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {

@@ -97,6 +97,8 @@ class CudaOps : public Ops {
               Mat comb) override;
   void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
+  void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+                      Mat comb) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                         const float* sink, float scale, bool bf16_probs, Mat o) override;
@@ -185,6 +187,8 @@ class CudaOps : public Ops {
   // rms_norm / hc_post, their output rounded to BF16 in the store when round_out.
   void rms_norm_impl(CMat x, const WeightRef* w, float eps, int64_t group, Mat y, bool round_out);
   void hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out, bool round_out);
+  void hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
+                   Mat comb, bool round_y);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
   // y = x · Wᵀ on already-device operands: cuBLAS BF16 tensor cores when exact (cuda_gemm.cc),

@@ -120,7 +120,7 @@ inline constexpr int kMaxHcStreams = 8;
 // null): V4.1's single pass, y = Σ collapse[m, i] X_i instead of the site's own pre; pre_out
 // (data may be null) receives the site's pre [rows, n].
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
-                   MatDesc post, MatDesc comb, float* scratch, cudaStream_t stream);
+                   MatDesc post, MatDesc comb, float* scratch, bool round_y, cudaStream_t stream);
 // y [rows, D] = Σ_i pre[m, i] · X_i (V4.1's final collapse, DSpark's feature mean).
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,

@@ -225,8 +225,7 @@ class V41Model final : public model::Model {
     Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D);
     Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
     Mat pre_a(fit(d.pre_a, M * n), M, n);
-    o.hc_pre(X, hc_params(b.hc_attn), pre_prev, y, pre_a, post, comb);
-    num.act(o, y);
+    num.hc_pre_act(o, X, hc_params(b.hc_attn), pre_prev, y, pre_a, post, comb);
     num.rms_norm_act(o, y, &b.attn_norm, 0, u);
     attention_project(env(), b.attn, b.spec, u, rows, d.attn,
                       attention_rows(env(), b.attn, M, d.attn));
@@ -245,8 +244,7 @@ class V41Model final : public model::Model {
                      attention_rows(env(), b.attn, M, d.attn), out, d.attn);
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
 
-    o.hc_pre(X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
-    num.act(o, y);
+    num.hc_pre_act(o, X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
     num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
     moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);

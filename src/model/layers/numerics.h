@@ -63,6 +63,15 @@ struct Numerics {
       ops.rms_norm(x, w, eps, group, y);
     }
   }
+  void hc_pre_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
+                  backend::CMat collapse_pre, backend::Mat y, backend::Mat pre, backend::Mat post,
+                  backend::Mat comb) const {
+    if (official) {
+      ops.hc_pre_rounded(streams, p, collapse_pre, y, pre, post, comb);
+    } else {
+      ops.hc_pre(streams, p, collapse_pre, y, pre, post, comb);
+    }
+  }
   void hc_post_act(backend::Ops& ops, backend::CMat streams, backend::CMat o, backend::CMat post,
                    backend::CMat comb, int n, backend::Mat out) const {
     if (official) {

@@ -311,6 +311,12 @@ OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
           close(ctx, t + " y", dy.download(), y.v, 1e-5);
           close(ctx, t + " post", dpost.download(), post.v, 1e-5);
           close(ctx, t + " comb", dcomb.download(), comb.v, 1e-5);
+          // hc_pre_rounded: y rounded to BF16 (in the store on CUDA), bit for bit.
+          std::vector<float> yr = dy.download();
+          for (float& r : yr) r = bf16_to_float(float_to_bf16(r));
+          DBuf dyr = dev_poisoned(ctx, M, D);
+          ctx.ops->hc_pre_rounded(dx.cmat(), *p, {}, dyr.mat(), {}, dpost.mat(), dcomb.mat());
+          close(ctx, t + " y rounded", dyr.download(), yr, 0.0);
         }
         // hc_post, out aliasing streams.
         const Buf o = random_buf(ctx.rng, M, D);

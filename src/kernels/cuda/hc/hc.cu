@@ -154,7 +154,7 @@ __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float
 
 __global__ void __launch_bounds__(kThreads)
     hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
-                  MatDesc pre_out, MatDesc post, MatDesc comb) {
+                  MatDesc pre_out, MatDesc post, MatDesc comb, bool round_y) {
   __shared__ float mu[kMaxLogits];
   __shared__ float pre[kMaxHcStreams];
   const int n = p.n;
@@ -177,7 +177,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < n; ++i) acc = fmaf(c_row[i], x[i * D + c], acc);
-    y.data[m * y.ld + c] = acc;
+    y.data[m * y.ld + c] = round_y ? bf16_round_d(acc) : acc;
   }
 }
 
@@ -237,13 +237,13 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
 }  // namespace
 
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
-                   MatDesc post, MatDesc comb, float* scratch, cudaStream_t stream) {
+                   MatDesc post, MatDesc comb, float* scratch, bool round_y, cudaStream_t stream) {
   if (streams.rows == 0) return;
   const int rows = (2 + p.n) * p.n;
   hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
       streams, p.fn, rows, scratch);
   hc_pre_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(
-      streams, p, scratch, collapse, y, pre_out, post, comb);
+      streams, p, scratch, collapse, y, pre_out, post, comb, round_y);
 }
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream) {
   const int64_t work = streams.rows * y.cols;
