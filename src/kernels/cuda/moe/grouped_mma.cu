@@ -181,13 +181,9 @@ __device__ __forceinline__ void pass_128(const RowCodes<kFp4>& lo, const RowCode
   }
 }
 
-// kAhead (FP4 gate-up of small steps): each pass's codes are loaded one pass ahead, so a warp
-// waits for memory once, not once per pass. A few pairs leave the SM latency-bound, not
-// issue-bound; the extra registers cost half the blocks per SM. The sums are the same bits.
-template <bool kGateUp, bool kFp4, bool kAhead = false>
-__global__ void __launch_bounds__(kWarps * 32, kAhead ? 4 : 8)  // 8 blocks: <= 64 registers
+template <bool kGateUp, bool kFp4>
+__global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
     grouped_mma_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
-  static_assert(!kAhead || (kGateUp && kFp4), "kAhead: the FP4 gate-up stage only");
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
@@ -219,29 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32, kAhead ? 4 : 8)  // 8 blocks: <= 
     // FP4: four rows of codes are loaded before the first of their mma steps: w1 and w3 of one
     // pass (gate-up), or two passes of w2 (down). Each accumulator still takes its passes in K
     // order. FP8 codes take twice the registers: two rows at a time.
-    if constexpr (kAhead) {
-      RowCodes<kFp4> c[4];
-      int64_t kp = warp * kPass;
-      if (kp < K) {
-        const int64_t k0 = kp + 32 * t;
-        c[0] = load_row32<kFp4>(alo, k0), c[1] = load_row32<kFp4>(ahi, k0);
-        c[2] = load_row32<kFp4>(blo, k0), c[3] = load_row32<kFp4>(bhi, k0);
-      }
-      for (; kp < K; kp += kStep) {
-        RowCodes<kFp4> next[4];
-        const int64_t kn = kp + kStep + 32 * t;
-        if (kp + kStep < K) {
-          next[0] = load_row32<kFp4>(alo, kn), next[1] = load_row32<kFp4>(ahi, kn);
-          next[2] = load_row32<kFp4>(blo, kn), next[3] = load_row32<kFp4>(bhi, kn);
-        }
-        const PassInputs xi = load_inputs(x + kp);
-        pass_128(c[0], c[1], xi, acc_a);
-        pass_128(c[2], c[3], xi, acc_b);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) c[i] = next[i];
-      }
-    }
-    for (int64_t kp = kAhead ? K : warp * kPass; kp < K; kp += kGateUp || !kFp4 ? kStep : 2 * kStep) {
+    for (int64_t kp = warp * kPass; kp < K; kp += kGateUp || !kFp4 ? kStep : 2 * kStep) {
       const int64_t k0 = kp + 32 * t;
       if constexpr (!kFp4) {
         const PassInputs xi = load_inputs(x + kp);
@@ -311,10 +285,7 @@ void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, h, h_ld};
   const dim3 grid = mma_grid(max_active, inter);
-  // Up to 32 pairs (5 tokens of top-6): the pass-ahead form (same bits).
-  if (fp4 && max_active <= 32) {
-    grouped_mma_kernel<true, true, true><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
-  } else if (fp4) {
+  if (fp4) {
     grouped_mma_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
   } else {
     grouped_mma_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
