@@ -97,6 +97,22 @@ bool blas_ok(cublasStatus_t s, const char* what, std::string& note) {
 
 constexpr int kWarm = 3, kReps = 20;
 
+// TFLOP/s of an n³ GEMM `run` after kWarm untimed runs, over kReps timed ones; 0 with `note`
+// naming the failed call (`what`) when any run fails.
+template <typename Run>
+double timed_gemm_tflops(int n, const Run& run, const std::string& what, std::string& note) {
+  for (int i = 0; i < kWarm; ++i) {
+    if (!blas_ok(run(), what.c_str(), note)) return 0;
+  }
+  cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
+  const double ms = event_ms(kReps, [&] {
+    const cublasStatus_t s = run();
+    if (s != CUBLAS_STATUS_SUCCESS) last = s;
+  });
+  if (!blas_ok(last, (what + ", timed").c_str(), note)) return 0;
+  return 2.0 * std::pow(static_cast<double>(n), 3) / (ms * 1e-3) / 1e12;
+}
+
 // FP8 E4M3 x E4M3 -> BF16 through cuBLASLt in the "TN" form Hopper's FP8 kernels need (A
 // transposed, column-major), FP32 accumulation, unit scales. Fast accumulation stays off: its
 // partial sums in reduced precision are what DeepSeek's FP8 GEMMs avoid by promoting to FP32, so
@@ -142,18 +158,7 @@ double fp8_tflops(int n, XorShift& rng, std::string& note) {
     if (found == 0) {
       note = "cuBLASLt has no FP8 E4M3 x E4M3 -> BF16 algorithm on this card";
     } else {
-      bool ok = true;
-      for (int i = 0; i < kWarm && ok; ++i) ok = blas_ok(run(), "cublasLtMatmul (FP8)", note);
-      if (ok) {
-        cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
-        const double ms = event_ms(kReps, [&] {
-          const cublasStatus_t s = run();
-          if (s != CUBLAS_STATUS_SUCCESS) last = s;
-        });
-        if (blas_ok(last, "cublasLtMatmul (FP8, timed)", note)) {
-          tflops = 2.0 * std::pow(static_cast<double>(n), 3) / (ms * 1e-3) / 1e12;
-        }
-      }
+      tflops = timed_gemm_tflops(n, run, "cublasLtMatmul (FP8)", note);
     }
   }
   if (pref != nullptr) cublasLtMatmulPreferenceDestroy(pref);
@@ -181,18 +186,7 @@ double bf16_tflops(int n, XorShift& rng, std::string& note) {
                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   };
   if (blas_ok(cublasCreate(&h), "cublasCreate", note)) {
-    bool ok = true;
-    for (int i = 0; i < kWarm && ok; ++i) ok = blas_ok(run(), "cublasGemmEx (BF16)", note);
-    if (ok) {
-      cublasStatus_t last = CUBLAS_STATUS_SUCCESS;
-      const double ms = event_ms(kReps, [&] {
-        const cublasStatus_t s = run();
-        if (s != CUBLAS_STATUS_SUCCESS) last = s;
-      });
-      if (blas_ok(last, "cublasGemmEx (BF16, timed)", note)) {
-        tflops = 2.0 * std::pow(static_cast<double>(n), 3) / (ms * 1e-3) / 1e12;
-      }
-    }
+    tflops = timed_gemm_tflops(n, run, "cublasGemmEx (BF16)", note);
   }
   if (h != nullptr) cublasDestroy(h);
   DI_CUDA_CHECK(cudaDeviceSynchronize());

@@ -182,8 +182,8 @@ class Ops {
   virtual void round_bf16(Mat x) = 0;
 
   // An op followed by round_bf16 of its output (the official BF16 rounding points after a norm
-  // and after the mHC pre- and post-mix): a backend may round in the op's own store instead of a pass of
-  // its own. Defaults: the two calls. Linear has LinearOpts::round_bf16.
+  // and after the mHC pre- and post-mix): a backend may round in the op's own store instead of
+  // a pass of its own. Defaults: the two calls. Linear has LinearOpts::round_bf16.
   virtual void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {
     rms_norm(x, w, eps, group, y);
     round_bf16(y);

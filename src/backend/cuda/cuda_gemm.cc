@@ -34,6 +34,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_internal.h"
@@ -202,6 +203,19 @@ void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_act_
   gemm_bf16(cublas_, wmat, hi, M, N, K, y, 0.0f);
   gemm_bf16(cublas_, wmat, mid, M, N, K, y, 1.0f);
   gemm_bf16(cublas_, wmat, lo, M, N, K, y, 1.0f);
+}
+
+Expected<DeviceBuffer> CudaOps::linear_mma_layout_table() {
+  constexpr int64_t kMax = kLinearMmaLayoutRows;
+  std::vector<int32_t> t(static_cast<size_t>(5 * kMax));
+  for (int64_t m = 1; m <= kMax; ++m) {
+    int32_t* l = t.data() + 4 * (m - 1);
+    l[0] = static_cast<int32_t>(m), l[1] = 0, l[2] = 0, l[3] = 1;  // count, offset, active, n_active
+  }
+  for (int64_t r = 0; r < kMax; ++r) t[static_cast<size_t>(4 * kMax + r)] = static_cast<int32_t>(r);
+  DI_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(t.size() * sizeof(int32_t)));
+  DI_CUDA_CHECK(cudaMemcpy(buf.data(), t.data(), t.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  return buf;
 }
 
 void CudaOps::linear_mma(CMat x, const WeightRef& w, Mat y, int quant_block, bool round_out) {

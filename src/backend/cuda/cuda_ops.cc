@@ -77,18 +77,7 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
     return internal_error(std::string("cudaStreamCreate failed: ") + cudaGetErrorString(e));
   }
   std::unique_ptr<CudaOps> ops(new CudaOps(s, a));
-  {
-    constexpr int64_t kMax = kLinearMmaLayoutRows;
-    std::vector<int32_t> t(static_cast<size_t>(5 * kMax));
-    for (int64_t m = 1; m <= kMax; ++m) {
-      int32_t* l = t.data() + 4 * (m - 1);
-      l[0] = static_cast<int32_t>(m), l[1] = 0, l[2] = 0, l[3] = 1;
-    }
-    for (int64_t r = 0; r < kMax; ++r) t[static_cast<size_t>(4 * kMax + r)] = static_cast<int32_t>(r);
-    DI_ASSIGN_OR_RETURN(ops->linear_mma_layouts_, DeviceBuffer::allocate(t.size() * sizeof(int32_t)));
-    DI_CUDA_CHECK(cudaMemcpy(ops->linear_mma_layouts_.data(), t.data(), t.size() * sizeof(int32_t),
-                             cudaMemcpyHostToDevice));
-  }
+  DI_ASSIGN_OR_RETURN(ops->linear_mma_layouts_, linear_mma_layout_table());
   ops->batch_invariant_ = batch_invariant;
   ops->graph_max_rows_ = std::max<int64_t>(0, graph_max_rows);
   return ops;

@@ -222,6 +222,7 @@ class CudaOps : public Ops {
   // active, n_active per M, then the rows 0 .. max - 1), uploaded once at creation: a product
   // needs no layout launch.
   static constexpr int64_t kLinearMmaLayoutRows = 64;
+  static Expected<DeviceBuffer> linear_mma_layout_table();
   DeviceBuffer linear_mma_layouts_;
 
   cudaStream_t stream_ = nullptr;

@@ -152,8 +152,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     CMat xin = x;
     if (opts.act_quant && experts[0].w1.quantized()) {
       Mat xq(arena().alloc_n<float>(M * x.cols), M, x.cols);
-      kc::launch_copy_rows(md(x), nullptr, md(xq), stream_);
-      kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
+      kc::launch_act_quant_fp8_copy(md(x), md(xq), opts.act_block, stream_);
       xin = xq;
     }
     kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
@@ -275,10 +274,7 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
     kc::launch_copy_rows(md(x), gt, md(xg), stream_);
     const bool q1 = opts.act_quant && ew.w1.quantized();
     const bool q3 = opts.act_quant && ew.w3.quantized();
-    if (q1 || q3) {
-      kc::launch_copy_rows(md(CMat(xg)), nullptr, md(xq), stream_);
-      kc::launch_fake_quant_fp8(md(xq), xq.cols, opts.act_block, stream_);
-    }
+    if (q1 || q3) kc::launch_act_quant_fp8_copy(md(CMat(xg)), md(xq), opts.act_block, stream_);
     matmul(q1 ? xq : xg, ew.w1, a, q1, wb, xb);
     matmul(q3 ? xq : xg, ew.w3, b, q3, wb, xb);
     if (opts.bf16_rounding) {

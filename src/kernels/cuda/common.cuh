@@ -168,6 +168,13 @@ __device__ __forceinline__ float warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
+// The largest |p[i]| of a block of len values, one warp reading lane, lane + 32, ... (every lane
+// gets it): the amax of a block quantization round trip.
+__device__ __forceinline__ float warp_block_amax(const float* p, int64_t len, int lane) {
+  float amax = 0.0f;
+  for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
+  return warp_max(amax);
+}
 // Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
 // `red` is 32 floats of shared memory; the fixed tree order keeps results deterministic.
 __device__ __forceinline__ float block_sum(float v, float* red) {

@@ -388,23 +388,19 @@ void OptOps::quantized_input(CMat x, const WeightRef& w, bool act_quant, int act
 }
 
 void OptOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
-  linear_unrounded(x, w, y, opts);
-  if (opts.round_bf16) round_bf16(y);
-}
-
-void OptOps::linear_unrounded(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
-  if (!(opts.act_quant && w.quantized())) {
+  if (opts.act_quant && w.quantized()) {
+    // The quantized copy of x lives in a per-thread buffer that grows once, not per call (this
+    // runs for every FP8/FP4 linear of every step). Distinct from scratch(), which gemm's
+    // workers (the calling thread among them) use for weight decode while xq is being read.
+    thread_local std::vector<float> xq;
+    const auto n = static_cast<size_t>(x.rows * x.cols);
+    if (xq.size() < n) xq.resize(n);
+    quantized_input(x, w, true, opts.act_block, xq.data());
+    gemm(CMat(xq.data(), x.rows, x.cols), w, y);
+  } else {
     gemm(x, w, y);
-    return;
   }
-  // The quantized copy of x lives in a per-thread buffer that grows once, not per call (this
-  // runs for every FP8/FP4 linear of every step). Distinct from scratch(), which gemm's workers
-  // (the calling thread among them) use for weight decode while xq is being read.
-  thread_local std::vector<float> xq;
-  const auto n = static_cast<size_t>(x.rows * x.cols);
-  if (xq.size() < n) xq.resize(n);
-  quantized_input(x, w, true, opts.act_block, xq.data());
-  gemm(CMat(xq.data(), x.rows, x.cols), w, y);
+  if (opts.round_bf16) round_bf16(y);
 }
 
 void OptOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {

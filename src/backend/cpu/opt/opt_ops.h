@@ -59,7 +59,6 @@ class OptOps final : public Ops {
                              float scale, bool bf16_probs, Mat o, const KeyRow& key);
   // y = x·Wᵀ with x already (act-)quantized as the caller wants; parallel over weight-row tiles.
   void gemm(CMat x, const WeightRef& w, Mat y);
-  void linear_unrounded(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts);
   // x (copied into a contiguous buffer) with the FP8 activation quant applied when it applies.
   void quantized_input(CMat x, const WeightRef& w, bool act_quant, int act_block, float* buf);
   void route_weights(CMat x, const WeightRef& gate, Mat p, float temperature = 1.0f);

@@ -100,11 +100,7 @@ __global__ void bf16_paired_kernel(MatDesc x, int64_t block, int64_t blocks_per_
   const int64_t len = (x.cols - b0) < block ? (x.cols - b0) : block;
   const float* p = x.data + row * x.ld + b0;
   float s = 1.0f;
-  if constexpr (kQuant) {
-    float amax = 0.0f;
-    for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
-    s = pow2_scale_d(warp_max(amax), kFp8MaxD);
-  }
+  if constexpr (kQuant) s = pow2_scale_d(warp_block_amax(p, len, lane), kFp8MaxD);
   uint16_t* o = out + row * out_ld;
   for (int64_t i = lane; i < len; i += 32) {
     const float v = kQuant ? act_quant_fp8_d(p[i], s) : p[i];

@@ -26,9 +26,7 @@ __global__ void fake_quant_kernel(MatDesc x, MatDesc out, int64_t n, int64_t blo
   const int64_t len = (n - b0) < block ? (n - b0) : block;
   const float* p = x.data + row * x.ld + b0;
   float* q = out.data + row * out.ld + b0;
-  float amax = 0.0f;
-  for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
-  amax = warp_max(amax);
+  const float amax = warp_block_amax(p, len, lane);
   float s;
   if constexpr (kMode == Fq::kFp4) {
     s = pow2_scale_d(amax, kFp4MaxD, kFp4AmaxFloorD);
