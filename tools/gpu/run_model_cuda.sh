@@ -11,7 +11,8 @@
 #          here by tools/gpu/make_carry.sh (unpacked into .deps/ first; never committed).
 #   ops    the CUDA op harness (FILTER selects cases; default all)
 #   perf   (not default) the op harness's perf mode, ops_cuda_test --perf (PERF_FILTER selects
-#          ops by substring, e.g. topk; default all): perf.log
+#          ops by substring, e.g. topk; default all): perf.log; with the FP8 linears, their peer
+#          torch._scaled_mm (bench/model_cuda/scaled_mm_peer.py): scaled_mm_peer.log / .csv
 #   model  model_cuda_test: the whole model GPU vs CPU on the tiny reference checkpoints
 #   bench  make the V4-Flash-shaped random checkpoint (tools/gpu/make_synthetic_v4.py,
 #          SYNTH_LAYERS layers, default 4, in $SYNTH_DIR) and run decode_bench on it: the card's
@@ -110,6 +111,12 @@ if has perf; then
   timeout 300 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" "${ARGS[@]}" > "$OUT/perf.log" 2>&1
   say "ops_cuda_test --perf exit $?"
   grep -E "rank/radix|MISMATCH" "$OUT/perf.log" | tee -a "$OUT/summary.txt"
+  # The FP8 linears' peer in the same call: torch._scaled_mm with the same block scaling.
+  if [ -z "${PERF_FILTER:-}" ] || [[ "${PERF_FILTER:-}" == *"linear fp8"* ]]; then
+    timeout 120 python3 bench/model_cuda/scaled_mm_peer.py --csv "$OUT/scaled_mm_peer.csv" \
+      > "$OUT/scaled_mm_peer.log" 2>&1
+    say "scaled_mm_peer exit $?"; head -1 "$OUT/scaled_mm_peer.log" | tee -a "$OUT/summary.txt"
+  fi
 fi
 if has model; then
   timeout 240 "$BUILD_DIR/tests/numerics/cuda/model_cuda_test" "$PWD" > "$OUT/model.log" 2>&1

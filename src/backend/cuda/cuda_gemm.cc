@@ -7,6 +7,11 @@
 // is dequantized into scratch per call (no second resident copy of the model), which costs
 // 2 bytes written and read per weight element: cheap next to the FLOPs at M > 16.
 //
+// Act-quantized rows (1 x 128 blocks) times an FP8 weight with 128 x 128 E8M0 blocks, from
+// fp8_gemm_min_rows_ (17) rows on, take the block-scaled FP8 GEMM on the stored bytes instead
+// (cuBLASLt, cublaslt_fp8.h: twice the BF16 rate and one read of W per call, no BF16 copy);
+// FP4 weights, F32/BF16 scales and shapes it does not take keep the BF16 path above.
+//
 // For a few act-quantized rows and a wide FP8/FP4 E8M0 weight, the grouped MoE's tensor-core
 // stage runs the product as one expert (linear_mma): it reads the stored codes in place, so it
 // neither streams a dequantized copy nor runs the rows GEMV (4-7% of the copy bandwidth
@@ -113,9 +118,11 @@ void CudaOps::init_cublas() {
     }
   }
   cublas_ = h;
+  fp8_gemm_ = Fp8BlockGemm::open();
 }
 
 void CudaOps::destroy_cublas() {
+  fp8_gemm_.reset();
   if (cublas_ != nullptr) cublas_api().destroy(cublas_);
   cublas_ = nullptr;
 }
@@ -155,10 +162,53 @@ bool CudaOps::linear_mma_eligible(int64_t M, const WeightRef& w) const {
          mma_stage_weight(w);
 }
 
-void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb,
+bool CudaOps::fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y,
+                                int quant_block) const {
+  return fp8_gemm_ != nullptr && !batch_invariant_ && M >= fp8_gemm_min_rows_ &&
+         quant_block == 128 && w.format == WeightFormat::kFp8 &&
+         w.scale.dtype == DType::kF8E8M0 && w.block_n == 128 && w.block_k == 128 &&
+         Fp8BlockGemm::shape_ok(w.n, w.k, y.ld) && reinterpret_cast<uintptr_t>(y.data) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w.weight.data) % 16 == 0;
+}
+
+const float* CudaOps::fp8_weight_scales(const WeightRef& w) {
+  const int64_t count = w.scale.numel();
+  Fp8Scales& slot = fp8_scales_[w.scale.data];
+  if (slot.count == count) return slot.f32.as<const float>();
+  if (capturing()) return nullptr;  // the BF16 path instead: a capture cannot allocate
+  auto buf = DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(float));
+  if (!buf.ok()) throw OutOfMemory("GPU memory exhausted (FP8 weight scales): " + buf.status().message());
+  kc::launch_e8m0_to_f32(static_cast<const uint8_t*>(w.scale.data), count, buf->as<float>(),
+                         stream_);
+  slot.f32 = std::move(*buf);
+  slot.count = count;
+  return slot.f32.as<const float>();
+}
+
+bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
+  const int64_t M = x.rows, N = w.n, K = w.k;
+  void* ws = cublas_workspace_.data();
+  const size_t ws_bytes = ws != nullptr ? cublas_workspace_.size() : 0;
+  if (!fp8_gemm_->available(M, N, K, y.ld, ws_bytes)) return false;
+  const float* w_scale = fp8_weight_scales(w);
+  if (w_scale == nullptr) return false;
+  uint8_t* codes = arena().alloc_n<uint8_t>(M * K);
+  float* x_scale = arena().alloc_n<float>(M * (K / 128));
+  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale, stream_);
+  Fp8GemmOperands o;
+  o.x = codes, o.x_scale = x_scale;
+  o.w = static_cast<const uint8_t*>(w.weight.data), o.w_scale = w_scale;
+  o.y = y.data, o.M = M, o.N = N, o.K = K, o.ldy = y.ld;
+  fp8_gemm_->run(o, stream_, ws, ws_bytes);
+  if (round_out) kc::launch_round_bf16(md(y), stream_);
+  return true;
+}
+
+void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, uint16_t* wb,
                      uint16_t* xb, bool round_out) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   const int64_t M = x.rows;
+  const bool x_act_quantized = x_quant_block > 0;
   if (batch_invariant_) {  // one kernel for every M: the tiled GEMM's per-row sums ignore M
     kc::launch_linear_invariant(md(x), wd(w), md(y), stream_);
     if (round_out) kc::launch_round_bf16(md(y), stream_);
@@ -168,6 +218,7 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, ui
     linear_mma(x, w, y, 0, round_out);
     return;
   }
+  if (fp8_gemm_eligible(M, w, y, x_quant_block) && matmul_fp8(x, w, y, round_out)) return;
   const bool dense_bf16 = split_eligible(cublas_, M, w);
   const bool quantized = cublas_ != nullptr && M >= kTensorCoreMinRows && w.quantized() &&
                          w.scale.dtype == DType::kF8E8M0;

@@ -215,12 +215,14 @@ void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int
       linear_mma(x, w, y, act_block, round_out);
       return;
     }
+    // Quantized on the way to its FP8 codes.
+    if (fp8_gemm_eligible(x.rows, w, y, act_block) && matmul_fp8(x, w, y, round_out)) return;
     Mat xq(arena().alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
     kc::launch_act_quant_fp8_copy(md(x), md(xq), act_block, stream_);
-    matmul(xq, w, y, true, nullptr, nullptr, round_out);
+    matmul(xq, w, y, act_block, nullptr, nullptr, round_out);
     return;
   }
-  matmul(x, w, y, false, nullptr, nullptr, round_out);
+  matmul(x, w, y, 0, nullptr, nullptr, round_out);
 }
 
 void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {

@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/cuda/cublaslt_fp8.h"
 #include "backend/cuda/device.h"
 #include "backend/ops.h"
 #include "kernels/cuda/launch.h"
@@ -73,6 +74,9 @@ class CudaOps : public Ops {
   // weight's width) rows (0: never; then M <= 16 runs the rows GEMV and more rows cuBLAS on a
   // dequantized copy): the benchmarks' A/B.
   void set_linear_mma_max_rows(int64_t rows) { linear_mma_max_rows_ = rows; }
+  // Rows from which act-quantized FP8 linears take the block-scaled FP8 GEMM (cuBLASLt) instead
+  // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
+  void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
   struct RecordStats {
     int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
     std::string last_refusal;  // why the last refused capture was refused
@@ -191,11 +195,22 @@ class CudaOps : public Ops {
                    Mat comb, bool round_y);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
-  // y = x · Wᵀ on already-device operands: cuBLAS BF16 tensor cores when exact (cuda_gemm.cc),
-  // else the kernels. x_act_quantized: x holds act_quant_fp8 values. wb / xb: BF16 scratch of
-  // w.n·w.k / x.rows·w.k elements for the tensor-core path (null: taken from the arena).
-  void matmul(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb = nullptr,
+  // y = x · Wᵀ on already-device operands: FP8 or BF16 tensor cores (cuda_gemm.cc), else the
+  // kernels. x_quant_block > 0: x holds act_quant_fp8 values of blocks of that many columns (0:
+  // not act-quantized). wb / xb: BF16 scratch of w.n·w.k / x.rows·w.k elements for the BF16
+  // tensor-core path (null: taken from the arena).
+  void matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, uint16_t* wb = nullptr,
               uint16_t* xb = nullptr, bool round_out = false);
+  // The block-scaled FP8 GEMM takes this product: x act-quantized (or to be) in 1 x quant_block
+  // blocks, M rows, output y.
+  bool fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y, int quant_block) const;
+  // y = x · Wᵀ on it, x act-quantized on the way to its codes (values already act-quantized in
+  // 1 x 128 blocks give the same codes). False, nothing queued, when cuBLASLt offers no
+  // algorithm for the shape, or the weight's FP32 scales are not made yet inside a capture.
+  bool matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out);
+  // w's E8M0 block scales as FP32 (cuBLASLt's scale type), made on first use and kept; null
+  // inside a capture before that first use (the copy would be an allocation).
+  const float* fp8_weight_scales(const WeightRef& w);
   // The single-expert tensor-core stage takes this product (act-quantized x, M rows).
   bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
@@ -249,6 +264,13 @@ class CudaOps : public Ops {
   std::vector<void*> deferred_frees_;  // freed while a capture ran (cudaFree may synchronise)
   DeviceBuffer cublas_workspace_;      // fixed, so cuBLAS never allocates inside a capture
   cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
+  std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
+  int64_t fp8_gemm_min_rows_ = 17;
+  struct Fp8Scales {
+    int64_t count = 0;  // scale elements converted (a stale-entry check, as cached_table's)
+    DeviceBuffer f32;
+  };
+  std::unordered_map<const void*, Fp8Scales> fp8_scales_;  // keyed by the E8M0 scale bytes
   bool batch_invariant_ = false;
   struct ExpertTable {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)

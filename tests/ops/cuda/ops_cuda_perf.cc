@@ -140,7 +140,7 @@ void perf_linear(Perf& p, std::mt19937& rng) {
               L{"linear fp4 expert w1", WKind::kFp4, 2048, 4096}}) {
     if (!wanted(p, l.name)) continue;
     auto w = perf_weight(l.kind, l.n, l.k);
-    for (int64_t M : {1, 8, 16, 32, 64, 128, 4096}) {
+    for (int64_t M : {1, 8, 16, 32, 64, 128, 256, 1024, 4096}) {
       if (M == 4096 && l.n > 40000) continue;
       const DBuf x = dev_random(p, rng, M, l.k);
       DBuf y = dev_poisoned(p.ctx, M, l.n);
@@ -157,6 +157,15 @@ void perf_linear(Perf& p, std::mt19937& rng) {
         p.gpu->set_linear_mma_max_rows(0);
         report(p, l.name, shape + " without the mma stage", time_ms(*p.gpu, run, 20), flops, bytes);
         p.gpu->set_linear_mma_max_rows(64);
+      }
+      // And without the block-scaled FP8 GEMM (cuBLAS on a dequantised BF16 copy instead), the
+      // path it replaced, same run. The FP8 rate peer (torch._scaled_mm with the same block
+      // scales) is bench/model_cuda/scaled_mm_peer.py, run in the same device call.
+      if (l.kind == WKind::kFp8E8m0 && M >= 17) {
+        p.gpu->set_fp8_gemm_min_rows(int64_t{1} << 40);
+        report(p, l.name, shape + " without the FP8 GEMM", time_ms(*p.gpu, run, M == 4096 ? 3 : 20),
+               flops, bytes);
+        p.gpu->set_fp8_gemm_min_rows(17);
       }
     }
   }

@@ -1,0 +1,184 @@
+#include "backend/cuda/cublaslt_fp8.h"
+
+#include <cublasLt.h>
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "base/check.h"
+
+namespace deepinfer::backend::cuda {
+
+namespace {
+
+// The cuBLASLt entry points used, resolved once.
+struct LtApi {
+  cublasStatus_t (*create)(cublasLtHandle_t*) = nullptr;
+  cublasStatus_t (*destroy)(cublasLtHandle_t) = nullptr;
+  cublasStatus_t (*desc_create)(cublasLtMatmulDesc_t*, cublasComputeType_t, cudaDataType_t) =
+      nullptr;
+  cublasStatus_t (*desc_destroy)(cublasLtMatmulDesc_t) = nullptr;
+  cublasStatus_t (*desc_set)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void*,
+                             size_t) = nullptr;
+  cublasStatus_t (*layout_create)(cublasLtMatrixLayout_t*, cudaDataType, uint64_t, uint64_t,
+                                  int64_t) = nullptr;
+  cublasStatus_t (*layout_destroy)(cublasLtMatrixLayout_t) = nullptr;
+  cublasStatus_t (*pref_create)(cublasLtMatmulPreference_t*) = nullptr;
+  cublasStatus_t (*pref_destroy)(cublasLtMatmulPreference_t) = nullptr;
+  cublasStatus_t (*pref_set)(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
+                             const void*, size_t) = nullptr;
+  cublasStatus_t (*heuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t,
+                              cublasLtMatrixLayout_t, cublasLtMatrixLayout_t,
+                              cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
+                              cublasLtMatmulHeuristicResult_t*, int*) = nullptr;
+  cublasStatus_t (*matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*,
+                           cublasLtMatrixLayout_t, const void*, cublasLtMatrixLayout_t,
+                           const void*, const void*, cublasLtMatrixLayout_t, void*,
+                           cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t,
+                           cudaStream_t) = nullptr;
+  bool ok() const {
+    return create && destroy && desc_create && desc_destroy && desc_set && layout_create &&
+           layout_destroy && pref_create && pref_destroy && pref_set && heuristic && matmul;
+  }
+};
+
+template <typename F>
+void resolve(void* lib, const char* name, F*& f) {
+  f = reinterpret_cast<F*>(dlsym(lib, name));
+}
+
+const LtApi& lt_api() {
+  static const LtApi api = [] {
+    LtApi a;
+    void* lib = nullptr;
+    for (const char* name : {"libcublasLt.so.13", "libcublasLt.so"}) {
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (lib == nullptr) return a;
+    resolve(lib, "cublasLtCreate", a.create);
+    resolve(lib, "cublasLtDestroy", a.destroy);
+    resolve(lib, "cublasLtMatmulDescCreate", a.desc_create);
+    resolve(lib, "cublasLtMatmulDescDestroy", a.desc_destroy);
+    resolve(lib, "cublasLtMatmulDescSetAttribute", a.desc_set);
+    resolve(lib, "cublasLtMatrixLayoutCreate", a.layout_create);
+    resolve(lib, "cublasLtMatrixLayoutDestroy", a.layout_destroy);
+    resolve(lib, "cublasLtMatmulPreferenceCreate", a.pref_create);
+    resolve(lib, "cublasLtMatmulPreferenceDestroy", a.pref_destroy);
+    resolve(lib, "cublasLtMatmulPreferenceSetAttribute", a.pref_set);
+    resolve(lib, "cublasLtMatmulAlgoGetHeuristic", a.heuristic);
+    resolve(lib, "cublasLtMatmul", a.matmul);
+    return a;
+  }();
+  return api;
+}
+
+template <typename T>
+bool set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v) {
+  return lt_api().desc_set(d, attr, &v, sizeof v) == CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+// One shape's descriptors and algorithm (usable false: cuBLASLt offered none).
+struct Fp8BlockGemm::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulHeuristicResult_t algo{};
+  size_t workspace_bytes = 0;
+  bool usable = false;
+
+  ~Plan() {
+    const LtApi& api = lt_api();
+    if (d != nullptr) api.layout_destroy(d);
+    if (b != nullptr) api.layout_destroy(b);
+    if (a != nullptr) api.layout_destroy(a);
+    if (op != nullptr) api.desc_destroy(op);
+  }
+};
+
+std::unique_ptr<Fp8BlockGemm> Fp8BlockGemm::open() {
+  const LtApi& api = lt_api();
+  cublasLtHandle_t h = nullptr;
+  if (!api.ok() || api.create(&h) != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr,
+                 "deepinfer: cuBLASLt (libcublasLt.so.13) not usable: FP8 linears above the "
+                 "grouped stage's rows run on a dequantised BF16 copy\n");
+    return nullptr;
+  }
+  std::unique_ptr<Fp8BlockGemm> g(new Fp8BlockGemm());
+  g->handle_ = h;
+  return g;
+}
+
+Fp8BlockGemm::~Fp8BlockGemm() {
+  plans_.clear();  // descriptors before the handle
+  if (handle_ != nullptr) lt_api().destroy(static_cast<cublasLtHandle_t>(handle_));
+}
+
+bool Fp8BlockGemm::shape_ok(int64_t N, int64_t K, int64_t ldy) {
+  return K > 0 && K % 512 == 0 && N > 0 && N % 16 == 0 && ldy >= N && ldy % 4 == 0;
+}
+
+Fp8BlockGemm::Plan& Fp8BlockGemm::plan(int64_t M, int64_t N, int64_t K, int64_t ldy,
+                                        size_t workspace_bytes) {
+  auto& slot = plans_[{M, N, K, ldy}];
+  if (slot != nullptr && slot->workspace_bytes == workspace_bytes) return *slot;
+  const LtApi& api = lt_api();
+  // Column-major, as cuBLAS sees row-major data: yᵀ[N, M] = (Wᵀ)ᵀ[N, K] · xᵀ[K, M], W's 128 x 128
+  // scales on A, x's 1 x 128 ones on B ("TN", the form Hopper's FP8 kernels take).
+  auto p = std::make_unique<Plan>();
+  p->workspace_bytes = workspace_bytes;
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const uint64_t ws = workspace_bytes;
+  cublasLtMatmulPreference_t pref = nullptr;
+  int found = 0;
+  const bool made =
+      shape_ok(N, K, ldy) && M > 0 &&
+      api.desc_create(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+      set(p->op, CUBLASLT_MATMUL_DESC_TRANSA, ta) && set(p->op, CUBLASLT_MATMUL_DESC_TRANSB, tb) &&
+      set(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode) &&
+      set(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode) &&
+      api.layout_create(&p->a, CUDA_R_8F_E4M3, K, N, K) == CUBLAS_STATUS_SUCCESS &&
+      api.layout_create(&p->b, CUDA_R_8F_E4M3, K, M, K) == CUBLAS_STATUS_SUCCESS &&
+      api.layout_create(&p->d, CUDA_R_32F, N, M, ldy) == CUBLAS_STATUS_SUCCESS &&
+      api.pref_create(&pref) == CUBLAS_STATUS_SUCCESS &&
+      api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
+          CUBLAS_STATUS_SUCCESS &&
+      api.heuristic(static_cast<cublasLtHandle_t>(handle_), p->op, p->a, p->b, p->d, p->d, pref, 1,
+                    &p->algo, &found) == CUBLAS_STATUS_SUCCESS;
+  if (pref != nullptr) api.pref_destroy(pref);
+  p->usable = made && found > 0;
+  slot = std::move(p);
+  return *slot;
+}
+
+bool Fp8BlockGemm::available(int64_t M, int64_t N, int64_t K, int64_t ldy,
+                             size_t workspace_bytes) {
+  return plan(M, N, K, ldy, workspace_bytes).usable;
+}
+
+void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace,
+                       size_t workspace_bytes) {
+  Plan& p = plan(o.M, o.N, o.K, o.ldy, workspace_bytes);
+  DI_CHECK(p.usable);
+  // The scale pointers are per call (each weight and input has its own); alpha = 1, beta = 0.
+  const void* a_scale = o.w_scale;
+  const void* b_scale = o.x_scale;
+  DI_CHECK(set(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale) &&
+           set(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale));
+  const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t s =
+      lt_api().matmul(static_cast<cublasLtHandle_t>(handle_), p.op, &alpha, o.w, p.a, o.x, p.b,
+                      &beta, o.y, p.d, o.y, p.d, &p.algo.algo, workspace, workspace_bytes, stream);
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    std::fprintf(stderr, "deepinfer: cublasLtMatmul (FP8 block-scaled, M=%lld N=%lld K=%lld) failed: status %d\n",
+                 static_cast<long long>(o.M), static_cast<long long>(o.N),
+                 static_cast<long long>(o.K), static_cast<int>(s));
+    std::abort();
+  }
+}
+
+}  // namespace deepinfer::backend::cuda
