@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "base/check.h"
 
@@ -80,20 +81,22 @@ bool set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v
 
 }  // namespace
 
-// One shape's descriptors and algorithm (usable false: cuBLASLt offered none).
+// One shape's descriptors and algorithm (output kNone: cuBLASLt offered none).
 struct Fp8BlockGemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulHeuristicResult_t algo{};
   size_t workspace_bytes = 0;
-  bool usable = false;
+  Fp8Output output = Fp8Output::kNone;
 
-  ~Plan() {
+  ~Plan() { release(); }
+  void release() {
     const LtApi& api = lt_api();
     if (d != nullptr) api.layout_destroy(d);
     if (b != nullptr) api.layout_destroy(b);
     if (a != nullptr) api.layout_destroy(a);
     if (op != nullptr) api.desc_destroy(op);
+    op = nullptr, a = b = d = nullptr;
   }
 };
 
@@ -120,50 +123,106 @@ bool Fp8BlockGemm::shape_ok(int64_t N, int64_t K, int64_t ldy) {
   return K > 0 && K % 512 == 0 && N > 0 && N % 16 == 0 && ldy >= N && ldy % 4 == 0;
 }
 
+namespace {
+
+// Descriptors for one form of the product; `why` names the first call that failed, or says
+// that the heuristic offered nothing. weight_on_a: W (128 x 128 scales) is cuBLAS's A and the
+// output is yᵀ[N, M] column-major, i.e. y row-major (the form used); otherwise x (1 x 128) is A
+// and the output is y column-major (probe only: it would need a transposition).
+bool make_plan(void* handle, int64_t M, int64_t N, int64_t K, int64_t ldd, cudaDataType out,
+               bool weight_on_a, size_t workspace_bytes, cublasLtMatmulDesc_t* op,
+               cublasLtMatrixLayout_t* a, cublasLtMatrixLayout_t* b, cublasLtMatrixLayout_t* d,
+               cublasLtMatmulHeuristicResult_t* algo, std::string* why) {
+  const LtApi& api = lt_api();
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  const int32_t blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const int64_t rows_a = weight_on_a ? N : M, cols_b = weight_on_a ? M : N;
+  const uint64_t ws = workspace_bytes;
+  auto step = [why](bool ok, const char* what) {
+    if (!ok && why->empty()) *why = what;
+    return ok;
+  };
+  cublasLtMatmulPreference_t pref = nullptr;
+  int found = 0;
+  const bool made =
+      step(api.desc_create(op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS,
+           "desc create") &&
+      step(set(*op, CUBLASLT_MATMUL_DESC_TRANSA, ta) && set(*op, CUBLASLT_MATMUL_DESC_TRANSB, tb),
+           "transposes") &&
+      step(set(*op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, weight_on_a ? blk : vec) &&
+               set(*op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, weight_on_a ? vec : blk),
+           "scale modes") &&
+      step(api.layout_create(a, CUDA_R_8F_E4M3, K, rows_a, K) == CUBLAS_STATUS_SUCCESS &&
+               api.layout_create(b, CUDA_R_8F_E4M3, K, cols_b, K) == CUBLAS_STATUS_SUCCESS &&
+               api.layout_create(d, out, rows_a, cols_b, ldd) == CUBLAS_STATUS_SUCCESS,
+           "layouts") &&
+      step(api.pref_create(&pref) == CUBLAS_STATUS_SUCCESS &&
+               api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
+                   CUBLAS_STATUS_SUCCESS,
+           "preference") &&
+      step(api.heuristic(static_cast<cublasLtHandle_t>(handle), *op, *a, *b, *d, *d, pref, 1, algo,
+                         &found) == CUBLAS_STATUS_SUCCESS,
+           "heuristic call") &&
+      step(found > 0, "no algorithm");
+  if (pref != nullptr) api.pref_destroy(pref);
+  return made;
+}
+
+}  // namespace
+
 Fp8BlockGemm::Plan& Fp8BlockGemm::plan(int64_t M, int64_t N, int64_t K, int64_t ldy,
                                         size_t workspace_bytes) {
   auto& slot = plans_[{M, N, K, ldy}];
   if (slot != nullptr && slot->workspace_bytes == workspace_bytes) return *slot;
-  const LtApi& api = lt_api();
   // Column-major, as cuBLAS sees row-major data: yᵀ[N, M] = (Wᵀ)ᵀ[N, K] · xᵀ[K, M], W's 128 x 128
-  // scales on A, x's 1 x 128 ones on B ("TN", the form Hopper's FP8 kernels take).
+  // scales on A, x's 1 x 128 ones on B ("TN", the form Hopper's FP8 kernels take). FP32 output
+  // where cuBLASLt has it, else BF16 (into scratch of ld N, for rounded outputs only).
   auto p = std::make_unique<Plan>();
   p->workspace_bytes = workspace_bytes;
-  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  const int32_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  const int32_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
-  const uint64_t ws = workspace_bytes;
-  cublasLtMatmulPreference_t pref = nullptr;
-  int found = 0;
-  const bool made =
-      shape_ok(N, K, ldy) && M > 0 &&
-      api.desc_create(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-      set(p->op, CUBLASLT_MATMUL_DESC_TRANSA, ta) && set(p->op, CUBLASLT_MATMUL_DESC_TRANSB, tb) &&
-      set(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, a_mode) &&
-      set(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, b_mode) &&
-      api.layout_create(&p->a, CUDA_R_8F_E4M3, K, N, K) == CUBLAS_STATUS_SUCCESS &&
-      api.layout_create(&p->b, CUDA_R_8F_E4M3, K, M, K) == CUBLAS_STATUS_SUCCESS &&
-      api.layout_create(&p->d, CUDA_R_32F, N, M, ldy) == CUBLAS_STATUS_SUCCESS &&
-      api.pref_create(&pref) == CUBLAS_STATUS_SUCCESS &&
-      api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
-          CUBLAS_STATUS_SUCCESS &&
-      api.heuristic(static_cast<cublasLtHandle_t>(handle_), p->op, p->a, p->b, p->d, p->d, pref, 1,
-                    &p->algo, &found) == CUBLAS_STATUS_SUCCESS;
-  if (pref != nullptr) api.pref_destroy(pref);
-  p->usable = made && found > 0;
+  if (shape_ok(N, K, ldy) && M > 0) {
+    for (const cudaDataType out : {CUDA_R_32F, CUDA_R_16BF}) {
+      std::string why;
+      const int64_t ldd = out == CUDA_R_32F ? ldy : N;
+      if (make_plan(handle_, M, N, K, ldd, out, true, workspace_bytes, &p->op, &p->a, &p->b, &p->d,
+                    &p->algo, &why)) {
+        p->output = out == CUDA_R_32F ? Fp8Output::kF32 : Fp8Output::kBf16;
+        break;
+      }
+      p->release();
+    }
+  }
   slot = std::move(p);
   return *slot;
 }
 
-bool Fp8BlockGemm::available(int64_t M, int64_t N, int64_t K, int64_t ldy,
-                             size_t workspace_bytes) {
-  return plan(M, N, K, ldy, workspace_bytes).usable;
+Fp8Output Fp8BlockGemm::available(int64_t M, int64_t N, int64_t K, int64_t ldy,
+                                  size_t workspace_bytes) {
+  return plan(M, N, K, ldy, workspace_bytes).output;
+}
+
+std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
+  std::string r;
+  for (const bool weight_on_a : {true, false}) {
+    for (const cudaDataType out : {CUDA_R_32F, CUDA_R_16BF}) {
+      Plan p;
+      std::string why;
+      const int64_t ldd = weight_on_a ? N : M;
+      const bool ok = make_plan(handle_, M, N, K, ldd, out, weight_on_a, workspace_bytes, &p.op,
+                                &p.a, &p.b, &p.d, &p.algo, &why);
+      r += std::string(r.empty() ? "" : "; ") + (weight_on_a ? "A=W(128x128) B=x(1x128)" : "A=x(1x128) B=W(128x128)") +
+           (out == CUDA_R_32F ? " D=F32: " : " D=BF16: ") + (ok ? "ok" : why);
+    }
+  }
+  return r;
 }
 
 void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace,
                        size_t workspace_bytes) {
   Plan& p = plan(o.M, o.N, o.K, o.ldy, workspace_bytes);
-  DI_CHECK(p.usable);
+  DI_CHECK(p.output != Fp8Output::kNone);
+  void* out = p.output == Fp8Output::kF32 ? static_cast<void*>(o.y) : static_cast<void*>(o.y_bf16);
+  DI_CHECK(out != nullptr);
   // The scale pointers are per call (each weight and input has its own); alpha = 1, beta = 0.
   const void* a_scale = o.w_scale;
   const void* b_scale = o.x_scale;
@@ -172,7 +231,7 @@ void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* work
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t s =
       lt_api().matmul(static_cast<cublasLtHandle_t>(handle_), p.op, &alpha, o.w, p.a, o.x, p.b,
-                      &beta, o.y, p.d, o.y, p.d, &p.algo.algo, workspace, workspace_bytes, stream);
+                      &beta, out, p.d, out, p.d, &p.algo.algo, workspace, workspace_bytes, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(stderr, "deepinfer: cublasLtMatmul (FP8 block-scaled, M=%lld N=%lld K=%lld) failed: status %d\n",
                  static_cast<long long>(o.M), static_cast<long long>(o.N),

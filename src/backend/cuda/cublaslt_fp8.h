@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 namespace deepinfer::backend::cuda {
@@ -30,8 +31,13 @@ struct Fp8GemmOperands {
   const uint8_t* w = nullptr;  // [N, K] E4M3, row-major, ld K
   const float* w_scale = nullptr;  // [N / 128, K / 128] row-major (K / 128 a multiple of 4)
   float* y = nullptr;              // [M, N] FP32 with leading dimension ldy
+  uint16_t* y_bf16 = nullptr;      // [M, N] BF16, ld N: the output where it is Fp8Output::kBf16
   int64_t M = 0, N = 0, K = 0, ldy = 0;
 };
+
+// What a shape's product writes: nothing (no algorithm), y in FP32, or y rounded to BF16 (where
+// cuBLASLt offers no FP32 output for these scale modes: usable for rounded outputs only).
+enum class Fp8Output : uint8_t { kNone, kF32, kBf16 };
 
 class Fp8BlockGemm {
  public:
@@ -44,9 +50,13 @@ class Fp8BlockGemm {
   // The shapes it takes (alignment cuBLASLt needs for FP8: K a multiple of 512 so that both
   // scale tensors are dense, N of 16, ldy of 4 floats).
   static bool shape_ok(int64_t N, int64_t K, int64_t ldy);
-  // Whether cuBLASLt has an algorithm for this shape on this card (false: the caller takes
-  // another path). The first call per shape asks cuBLASLt's heuristic and keeps its answer.
-  bool available(int64_t M, int64_t N, int64_t K, int64_t ldy, size_t workspace_bytes);
+  // Whether (and in which output type) cuBLASLt has an algorithm for this shape on this card
+  // (kNone: the caller takes another path). The first call per shape asks cuBLASLt's heuristic
+  // and keeps its answer.
+  Fp8Output available(int64_t M, int64_t N, int64_t K, int64_t ldy, size_t workspace_bytes);
+  // Which forms of the product cuBLASLt takes at this shape, and why not where it does not (the
+  // perf mode prints it: a card or library version without them shows here).
+  std::string probe(int64_t M, int64_t N, int64_t K, size_t workspace_bytes);
   // Queues the product on `stream` (available() must have said yes for its shape). Host work
   // per call: a map look-up and the two scale pointers set on the shape's descriptor.
   void run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace, size_t workspace_bytes);

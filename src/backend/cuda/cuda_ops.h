@@ -77,6 +77,10 @@ class CudaOps : public Ops {
   // Rows from which act-quantized FP8 linears take the block-scaled FP8 GEMM (cuBLASLt) instead
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
+  // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
+  std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {
+    return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.size()) : "no cuBLASLt";
+  }
   struct RecordStats {
     int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
     std::string last_refusal;  // why the last refused capture was refused

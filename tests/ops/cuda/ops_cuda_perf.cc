@@ -140,6 +140,10 @@ void perf_linear(Perf& p, std::mt19937& rng) {
               L{"linear fp4 expert w1", WKind::kFp4, 2048, 4096}}) {
     if (!wanted(p, l.name)) continue;
     auto w = perf_weight(l.kind, l.n, l.k);
+    if (l.kind == WKind::kFp8E8m0) {
+      std::printf("%s: cuBLASLt block-scaled FP8 at M=128: %s\n", l.name,
+                  p.gpu->fp8_gemm_probe(128, l.n, l.k).c_str());
+    }
     for (int64_t M : {1, 8, 16, 32, 64, 128, 256, 1024, 4096}) {
       if (M == 4096 && l.n > 40000) continue;
       const DBuf x = dev_random(p, rng, M, l.k);
@@ -148,7 +152,11 @@ void perf_linear(Perf& p, std::mt19937& rng) {
       const std::string shape =
           std::to_string(l.n) + "x" + std::to_string(l.k) + " M=" + std::to_string(M);
       const double flops = 2.0 * M * l.n * l.k, bytes = w->bytes + 4.0 * M * (l.k + l.n);
-      const auto run = [&] { p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq}); };
+      // Rounded to BF16 in the store, as the model calls its quantized linears
+      // (Numerics::gemm_rounded).
+      const auto run = [&] {
+        p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq, .round_bf16 = aq});
+      };
       report(p, l.name, shape, time_ms(*p.gpu, run, M == 4096 ? 3 : 20), flops, bytes);
       // The same call without the grouped tensor-core stage (rows GEMV to 16 rows, cuBLAS on a
       // dequantized copy above), same run: where the stage is taken (cuda_gemm.cc) it is the
