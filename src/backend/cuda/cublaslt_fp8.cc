@@ -38,6 +38,7 @@ struct LtApi {
                            const void*, const void*, cublasLtMatrixLayout_t, void*,
                            cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t,
                            cudaStream_t) = nullptr;
+  size_t (*version)() = nullptr;  // optional: for the probe's report
   bool ok() const {
     return create && destroy && desc_create && desc_destroy && desc_set && layout_create &&
            layout_destroy && pref_create && pref_destroy && pref_set && heuristic && matmul;
@@ -69,6 +70,7 @@ const LtApi& lt_api() {
     resolve(lib, "cublasLtMatmulPreferenceSetAttribute", a.pref_set);
     resolve(lib, "cublasLtMatmulAlgoGetHeuristic", a.heuristic);
     resolve(lib, "cublasLtMatmul", a.matmul);
+    resolve(lib, "cublasLtGetVersion", a.version);
     return a;
   }();
   return api;
@@ -132,47 +134,52 @@ namespace {
 bool make_plan(void* handle, int64_t M, int64_t N, int64_t K, int64_t ldd, cudaDataType out,
                bool weight_on_a, size_t workspace_bytes, cublasLtMatmulDesc_t* op,
                cublasLtMatrixLayout_t* a, cublasLtMatrixLayout_t* b, cublasLtMatrixLayout_t* d,
-               cublasLtMatmulHeuristicResult_t* algo, std::string* why) {
+               cublasLtMatmulHeuristicResult_t* algo, const void* a_scale, const void* b_scale,
+               std::string* why) {
   const LtApi& api = lt_api();
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   const int32_t blk = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   const int32_t vec = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   const int64_t rows_a = weight_on_a ? N : M, cols_b = weight_on_a ? M : N;
   const uint64_t ws = workspace_bytes;
-  auto step = [why](bool ok, const char* what) {
-    if (!ok && why->empty()) *why = what;
-    return ok;
+  auto step = [why](cublasStatus_t st, const char* what) {
+    if (st != CUBLAS_STATUS_SUCCESS && why->empty())
+      *why = std::string(what) + " (status " + std::to_string(static_cast<int>(st)) + ")";
+    return st == CUBLAS_STATUS_SUCCESS;
   };
+  auto ok = [](bool holds) { return holds ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE; };
   cublasLtMatmulPreference_t pref = nullptr;
   int found = 0;
+  // The scale pointers are set before the heuristic (cuBLASLt checks the scale modes with them);
+  // run() sets each call's own.
   const bool made =
-      step(api.desc_create(op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS,
-           "desc create") &&
-      step(set(*op, CUBLASLT_MATMUL_DESC_TRANSA, ta) && set(*op, CUBLASLT_MATMUL_DESC_TRANSB, tb),
+      step(api.desc_create(op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc create") &&
+      step(ok(set(*op, CUBLASLT_MATMUL_DESC_TRANSA, ta) && set(*op, CUBLASLT_MATMUL_DESC_TRANSB, tb)),
            "transposes") &&
-      step(set(*op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, weight_on_a ? blk : vec) &&
-               set(*op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, weight_on_a ? vec : blk),
+      step(ok(set(*op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, weight_on_a ? blk : vec) &&
+              set(*op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, weight_on_a ? vec : blk)),
            "scale modes") &&
-      step(api.layout_create(a, CUDA_R_8F_E4M3, K, rows_a, K) == CUBLAS_STATUS_SUCCESS &&
-               api.layout_create(b, CUDA_R_8F_E4M3, K, cols_b, K) == CUBLAS_STATUS_SUCCESS &&
-               api.layout_create(d, out, rows_a, cols_b, ldd) == CUBLAS_STATUS_SUCCESS,
-           "layouts") &&
-      step(api.pref_create(&pref) == CUBLAS_STATUS_SUCCESS &&
-               api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws) ==
-                   CUBLAS_STATUS_SUCCESS,
-           "preference") &&
+      step(ok(set(*op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, a_scale) &&
+              set(*op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, b_scale)),
+           "scale pointers") &&
+      step(api.layout_create(a, CUDA_R_8F_E4M3, K, rows_a, K), "layout A") &&
+      step(api.layout_create(b, CUDA_R_8F_E4M3, K, cols_b, K), "layout B") &&
+      step(api.layout_create(d, out, rows_a, cols_b, ldd), "layout D") &&
+      step(api.pref_create(&pref), "preference") &&
+      step(api.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+           "workspace preference") &&
       step(api.heuristic(static_cast<cublasLtHandle_t>(handle), *op, *a, *b, *d, *d, pref, 1, algo,
-                         &found) == CUBLAS_STATUS_SUCCESS,
-           "heuristic call") &&
-      step(found > 0, "no algorithm");
+                         &found),
+           "heuristic") &&
+      step(ok(found > 0), "no algorithm");
   if (pref != nullptr) api.pref_destroy(pref);
   return made;
 }
 
 }  // namespace
 
-Fp8BlockGemm::Plan& Fp8BlockGemm::plan(int64_t M, int64_t N, int64_t K, int64_t ldy,
-                                        size_t workspace_bytes) {
+Fp8BlockGemm::Plan& Fp8BlockGemm::plan(const Fp8GemmOperands& o, size_t workspace_bytes) {
+  const int64_t M = o.M, N = o.N, K = o.K, ldy = o.ldy;
   auto& slot = plans_[{M, N, K, ldy}];
   if (slot != nullptr && slot->workspace_bytes == workspace_bytes) return *slot;
   // Column-major, as cuBLAS sees row-major data: yᵀ[N, M] = (Wᵀ)ᵀ[N, K] · xᵀ[K, M], W's 128 x 128
@@ -185,7 +192,7 @@ Fp8BlockGemm::Plan& Fp8BlockGemm::plan(int64_t M, int64_t N, int64_t K, int64_t 
       std::string why;
       const int64_t ldd = out == CUDA_R_32F ? ldy : N;
       if (make_plan(handle_, M, N, K, ldd, out, true, workspace_bytes, &p->op, &p->a, &p->b, &p->d,
-                    &p->algo, &why)) {
+                    &p->algo, o.w_scale, o.x_scale, &why)) {
         p->output = out == CUDA_R_32F ? Fp8Output::kF32 : Fp8Output::kBf16;
         break;
       }
@@ -196,21 +203,21 @@ Fp8BlockGemm::Plan& Fp8BlockGemm::plan(int64_t M, int64_t N, int64_t K, int64_t 
   return *slot;
 }
 
-Fp8Output Fp8BlockGemm::available(int64_t M, int64_t N, int64_t K, int64_t ldy,
-                                  size_t workspace_bytes) {
-  return plan(M, N, K, ldy, workspace_bytes).output;
+Fp8Output Fp8BlockGemm::available(const Fp8GemmOperands& o, size_t workspace_bytes) {
+  return plan(o, workspace_bytes).output;
 }
 
-std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, size_t workspace_bytes) {
-  std::string r;
+std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, const void* placeholder,
+                                size_t workspace_bytes) {
+  std::string r = "cuBLASLt " + std::to_string(lt_api().version ? lt_api().version() : 0);
   for (const bool weight_on_a : {true, false}) {
     for (const cudaDataType out : {CUDA_R_32F, CUDA_R_16BF}) {
       Plan p;
       std::string why;
       const int64_t ldd = weight_on_a ? N : M;
       const bool ok = make_plan(handle_, M, N, K, ldd, out, weight_on_a, workspace_bytes, &p.op,
-                                &p.a, &p.b, &p.d, &p.algo, &why);
-      r += std::string(r.empty() ? "" : "; ") + (weight_on_a ? "A=W(128x128) B=x(1x128)" : "A=x(1x128) B=W(128x128)") +
+                                &p.a, &p.b, &p.d, &p.algo, placeholder, placeholder, &why);
+      r += std::string("; ") + (weight_on_a ? "A=W(128x128) B=x(1x128)" : "A=x(1x128) B=W(128x128)") +
            (out == CUDA_R_32F ? " D=F32: " : " D=BF16: ") + (ok ? "ok" : why);
     }
   }
@@ -219,7 +226,7 @@ std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, size_t workspac
 
 void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace,
                        size_t workspace_bytes) {
-  Plan& p = plan(o.M, o.N, o.K, o.ldy, workspace_bytes);
+  Plan& p = plan(o, workspace_bytes);
   DI_CHECK(p.output != Fp8Output::kNone);
   void* out = p.output == Fp8Output::kF32 ? static_cast<void*>(o.y) : static_cast<void*>(o.y_bf16);
   DI_CHECK(out != nullptr);

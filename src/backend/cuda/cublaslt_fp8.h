@@ -53,10 +53,13 @@ class Fp8BlockGemm {
   // Whether (and in which output type) cuBLASLt has an algorithm for this shape on this card
   // (kNone: the caller takes another path). The first call per shape asks cuBLASLt's heuristic
   // and keeps its answer.
-  Fp8Output available(int64_t M, int64_t N, int64_t K, int64_t ldy, size_t workspace_bytes);
+  // o's pointers need not hold data yet, but must be its own (the heuristic is asked with them).
+  Fp8Output available(const Fp8GemmOperands& o, size_t workspace_bytes);
   // Which forms of the product cuBLASLt takes at this shape, and why not where it does not (the
   // perf mode prints it: a card or library version without them shows here).
-  std::string probe(int64_t M, int64_t N, int64_t K, size_t workspace_bytes);
+  // `placeholder`: any device address, given to the heuristic as both scale pointers.
+  std::string probe(int64_t M, int64_t N, int64_t K, const void* placeholder,
+                    size_t workspace_bytes);
   // Queues the product on `stream` (available() must have said yes for its shape). Host work
   // per call: a map look-up and the two scale pointers set on the shape's descriptor.
   void run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace, size_t workspace_bytes);
@@ -64,7 +67,7 @@ class Fp8BlockGemm {
  private:
   struct Plan;
   Fp8BlockGemm() = default;
-  Plan& plan(int64_t M, int64_t N, int64_t K, int64_t ldy, size_t workspace_bytes);
+  Plan& plan(const Fp8GemmOperands& o, size_t workspace_bytes);
   void* handle_ = nullptr;  // cublasLtHandle_t
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<Plan>> plans_;
 };

@@ -189,19 +189,19 @@ bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   const int64_t M = x.rows, N = w.n, K = w.k;
   void* ws = cublas_workspace_.data();
   const size_t ws_bytes = ws != nullptr ? cublas_workspace_.size() : 0;
-  const Fp8Output out = fp8_gemm_->available(M, N, K, y.ld, ws_bytes);
-  // A BF16 output is the FP32 one rounded (to nearest even, as launch_round_bf16): only where
-  // the caller asked for that rounding.
-  if (out == Fp8Output::kNone || (out == Fp8Output::kBf16 && !round_out)) return false;
   const float* w_scale = fp8_weight_scales(w);
   if (w_scale == nullptr) return false;
   uint8_t* codes = arena().alloc_n<uint8_t>(M * K);
   float* x_scale = arena().alloc_n<float>(M * (K / 128));
-  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale, stream_);
   Fp8GemmOperands o;
   o.x = codes, o.x_scale = x_scale;
   o.w = static_cast<const uint8_t*>(w.weight.data), o.w_scale = w_scale;
   o.y = y.data, o.M = M, o.N = N, o.K = K, o.ldy = y.ld;
+  const Fp8Output out = fp8_gemm_->available(o, ws_bytes);
+  // A BF16 output is the FP32 one rounded (to nearest even, as launch_round_bf16): only where
+  // the caller asked for that rounding.
+  if (out == Fp8Output::kNone || (out == Fp8Output::kBf16 && !round_out)) return false;
+  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale, stream_);
   if (out == Fp8Output::kBf16) o.y_bf16 = arena().alloc_n<uint16_t>(M * N);
   fp8_gemm_->run(o, stream_, ws, ws_bytes);
   if (out == Fp8Output::kBf16) {

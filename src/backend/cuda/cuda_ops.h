@@ -79,7 +79,8 @@ class CudaOps : public Ops {
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
   // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
   std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {
-    return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.size()) : "no cuBLASLt";
+    return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.data(), cublas_workspace_.size())
+                     : "no cuBLASLt";
   }
   struct RecordStats {
     int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
