@@ -156,7 +156,20 @@ bool mma_stage_weight(const WeightRef& w) {
          w.block_k > 0 && (w.block_k & (w.block_k - 1)) == 0;
 }
 
+namespace {
+// The weights the block-scaled FP8 GEMM takes (its y-side conditions are checked per call).
+bool fp8_gemm_weight(const WeightRef& w) {
+  return w.format == WeightFormat::kFp8 && w.scale.dtype == DType::kF8E8M0 && w.block_n == 128 &&
+         w.block_k == 128 && w.k % 512 == 0 && w.n % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(w.weight.data) % 16 == 0;
+}
+}  // namespace
+
 bool CudaOps::linear_mma_eligible(int64_t M, const WeightRef& w) const {
+  // From its threshold on, the FP8 GEMM beats the stage on the weights it takes (wq_b 32768 x
+  // 1024: 0.025 vs 0.045 ms at 32 rows, 0.028 vs 0.081 at 64; wo_b alike:
+  // bench/results/cuda_linear_perf_h200_2026-12-03_fp8gemm.txt).
+  if (fp8_gemm_ != nullptr && M >= fp8_gemm_min_rows_ && fp8_gemm_weight(w)) return false;
   const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, w.n >= 16384 ? 64 : 32);
   return !batch_invariant_ && M >= kLinearMmaMinRows && M <= mma_rows && w.n >= 4096 &&
          mma_stage_weight(w);
@@ -165,10 +178,8 @@ bool CudaOps::linear_mma_eligible(int64_t M, const WeightRef& w) const {
 bool CudaOps::fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y,
                                 int quant_block) const {
   return fp8_gemm_ != nullptr && !batch_invariant_ && M >= fp8_gemm_min_rows_ &&
-         quant_block == 128 && w.format == WeightFormat::kFp8 &&
-         w.scale.dtype == DType::kF8E8M0 && w.block_n == 128 && w.block_k == 128 &&
-         Fp8BlockGemm::shape_ok(w.n, w.k, y.ld) && reinterpret_cast<uintptr_t>(y.data) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(w.weight.data) % 16 == 0;
+         quant_block == 128 && fp8_gemm_weight(w) && Fp8BlockGemm::shape_ok(w.n, w.k, y.ld) &&
+         reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
 }
 
 const float* CudaOps::fp8_weight_scales(const WeightRef& w) {
@@ -298,8 +309,9 @@ void CudaOps::linear_mma(CMat x, const WeightRef& w, Mat y, int quant_block, boo
   kc::MoeEpilogue ep;  // the plain dot, rounded to BF16 when asked; no routing weight
   ep.bf16_rounding = round_out;
   ep.weight_before_w2 = true;
+  const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (M > 8 ? 4 : 1);
   kc::launch_moe_down_mma(xb, K, table, w.format == WeightFormat::kFp4, N, l, 1, nullptr, 0, 1, ep,
-                          y.data, y.ld, stream_);
+                          y.data, y.ld, pair_tiles, stream_);
 }
 
 }  // namespace deepinfer::backend::cuda

@@ -77,6 +77,9 @@ class CudaOps : public Ops {
   // Rows from which act-quantized FP8 linears take the block-scaled FP8 GEMM (cuBLASLt) instead
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
+  // Tiles of 8 pairs per weight decode in the grouped tensor-core stages: 0 chooses by pairs
+  // per expert (4 from 16 on average), 1 or 4 force one (benchmark A/B; the bits are the same).
+  void set_moe_pair_tiles(int tiles) { moe_pair_tiles_ = tiles; }
   // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
   std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {
     return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.data(), cublas_workspace_.size())
@@ -271,6 +274,7 @@ class CudaOps : public Ops {
   cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
   std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
   int64_t fp8_gemm_min_rows_ = 17;
+  int moe_pair_tiles_ = 0;
   struct Fp8Scales {
     int64_t count = 0;  // scale elements converted (a stale-entry check, as cached_table's)
     DeviceBuffer f32;

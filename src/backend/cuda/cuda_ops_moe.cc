@@ -139,6 +139,8 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.bf16_rounding = opts.bf16_rounding;
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
+  // Four tiles of 8 pairs per weight decode from 16 pairs per expert on average (same bits).
+  const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 4 : 1);
   // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
   Mat h(arena().alloc_n<float>(P * I), P, I);
   if (mma) {
@@ -147,7 +149,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     kc::launch_bf16_paired(md(x), opts.act_block, xb, x.cols, stream_);
     kc::launch_moe_gate_up_mma(xb, x.cols, table, experts[0].w1.format == WeightFormat::kFp4, I, l,
                                max_active, weights.data, weights.ld, top_k, ep, h.data, h.ld,
-                               stream_);
+                               pair_tiles, stream_);
   } else {
     CMat xin = x;
     if (opts.act_quant && experts[0].w1.quantized()) {
@@ -164,7 +166,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     kc::launch_bf16_paired(md(h), opts.act_block, hb, I, stream_);
     kc::launch_moe_down_mma(hb, I, table, experts[0].w2.format == WeightFormat::kFp4, D, l,
                             max_active, weights.data, weights.ld, top_k, ep, y.data, y.ld,
-                            stream_);
+                            pair_tiles, stream_);
   } else {
     if (opts.act_quant && experts[0].w2.quantized()) {
       kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);

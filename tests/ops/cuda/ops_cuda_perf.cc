@@ -169,6 +169,13 @@ void perf_linear(Perf& p, std::mt19937& rng) {
       // And without the block-scaled FP8 GEMM (cuBLAS on a dequantised BF16 copy instead), the
       // path it replaced, same run. The FP8 rate peer (torch._scaled_mm with the same block
       // scales) is bench/model_cuda/scaled_mm_peer.py, run in the same device call.
+      // Below its threshold, the FP8 GEMM's time where it would take these rows (the threshold's
+      // evidence).
+      if (l.kind == WKind::kFp8E8m0 && (M == 8 || M == 16)) {
+        p.gpu->set_fp8_gemm_min_rows(1);
+        report(p, l.name, shape + " on the FP8 GEMM", time_ms(*p.gpu, run, 20), flops, bytes);
+        p.gpu->set_fp8_gemm_min_rows(17);
+      }
       if (l.kind == WKind::kFp8E8m0 && M >= 17) {
         p.gpu->set_fp8_gemm_min_rows(int64_t{1} << 40);
         report(p, l.name, shape + " without the FP8 GEMM", time_ms(*p.gpu, run, M == 4096 ? 3 : 20),
@@ -228,7 +235,7 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     ex.push_back({own[own.size() - 3]->dev.ref, own[own.size() - 2]->dev.ref, own.back()->dev.ref});
   }
   const double expert_bytes = own[0]->bytes + own[1]->bytes + own[2]->bytes;
-  for (int64_t M : {1, 16, 128, 256}) {
+  for (int64_t M : {1, 16, 128, 256, 1024, 4096}) {
     std::vector<int32_t> ids(static_cast<size_t>(M * top_k));
     std::vector<bool> used(E, false);
     for (int64_t m = 0; m < M; ++m) {
@@ -252,13 +259,23 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     MoeOpts o;
     o.act_quant = true;
     o.bf16_rounding = true;
-    const double ms = time_ms(*p.gpu, [&] {
+    const auto run = [&] {
       p.gpu->moe_experts(x.cmat(), did.as<int32_t>(), g.cmat(), top_k, ex, o, out.mat());
-    });
-    report(p, "moe_experts fp4",
-           "top6 of 256, D4096 I2048 M=" + std::to_string(M) + " (" + std::to_string(n_used) +
-               " experts)",
-           ms, 2.0 * 3 * M * top_k * I * D, n_used * expert_bytes + 8.0 * M * D);
+    };
+    const std::string shape = "top6 of 256, D4096 I2048 M=" + std::to_string(M) + " (" +
+                              std::to_string(n_used) + " experts)";
+    const double flops = 2.0 * 3 * M * top_k * I * D, bytes = n_used * expert_bytes + 8.0 * M * D;
+    const int reps = M >= 1024 ? 5 : 20;
+    report(p, "moe_experts fp4", shape, time_ms(*p.gpu, run, reps), flops, bytes);
+    // The grouped stages with the other number of pair tiles per weight decode, same run (the
+    // choice's evidence; the bits are the same).
+    if (M >= 128) {
+      const int other = M * top_k >= 16 * E ? 1 : 4;
+      p.gpu->set_moe_pair_tiles(other);
+      report(p, "moe_experts fp4", shape + (other == 1 ? " one tile" : " four tiles"),
+             time_ms(*p.gpu, run, reps), flops, bytes);
+      p.gpu->set_moe_pair_tiles(0);
+    }
   }
 }
 

@@ -38,6 +38,7 @@ namespace {
 constexpr int kWarps = 4;    // warps per block, splitting K
 constexpr int kTile = 8;     // pairs per mma tile
 constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 mma steps
+constexpr int kManyTiles = 4;  // tiles per weight decode of grouped_mma_tiles_kernel
 
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -272,6 +273,133 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
   }
 }
 
+// Many pairs per expert (prefill): each pass's weight operands are decoded once and used for
+// kTiles tiles of 8 pairs (grouped_mma_kernel decodes and re-reads them per tile, which bound
+// the stage there). Mma steps 2q and 2q + 1 of a pass: the 8 weight operands, then per tile one
+// 16-byte input load and two mma. Every pair's accumulator takes the same mma steps in the same
+// order as in grouped_mma_kernel (and the same warp order after), so its bits are the same:
+// which kernel runs is a speed choice only.
+template <bool kFp4, bool kOne, int kQ, int kTiles>
+__device__ __forceinline__ void quad_tiles(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
+                                           const uint16_t* const* x, int64_t kp, int active,
+                                           float (*acc)[4]) {
+  const uint32_t a0 = decode_pair<kFp4, kOne, 4 * kQ>(lo), a1 = decode_pair<kFp4, kOne, 4 * kQ>(hi);
+  const uint32_t a2 = decode_pair<kFp4, kOne, 4 * kQ + 1>(lo);
+  const uint32_t a3 = decode_pair<kFp4, kOne, 4 * kQ + 1>(hi);
+  const uint32_t c0 = decode_pair<kFp4, kOne, 4 * kQ + 2>(lo);
+  const uint32_t c1 = decode_pair<kFp4, kOne, 4 * kQ + 2>(hi);
+  const uint32_t c2 = decode_pair<kFp4, kOne, 4 * kQ + 3>(lo);
+  const uint32_t c3 = decode_pair<kFp4, kOne, 4 * kQ + 3>(hi);
+#pragma unroll
+  for (int j = 0; j < kTiles; ++j) {
+    if (j < active) {  // block-uniform: whole warps take the mma
+      const uint4 q = __ldg(reinterpret_cast<const uint4*>(x[j] + kp) + kQ);
+      mma_16816(acc[j], a0, a1, a2, a3, q.x, q.y);
+      mma_16816(acc[j], c0, c1, c2, c3, q.z, q.w);
+    }
+  }
+}
+
+template <bool kFp4, int kTiles>
+__device__ __forceinline__ void pass_tiles(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
+                                           const uint16_t* const* x, int64_t kp, int active,
+                                           float (*acc)[4]) {
+  if (__all_sync(0xffffffffu, lo.one && hi.one)) {
+    quad_tiles<kFp4, true, 0, kTiles>(lo, hi, x, kp, active, acc);
+    quad_tiles<kFp4, true, 1, kTiles>(lo, hi, x, kp, active, acc);
+    quad_tiles<kFp4, true, 2, kTiles>(lo, hi, x, kp, active, acc);
+    quad_tiles<kFp4, true, 3, kTiles>(lo, hi, x, kp, active, acc);
+  } else {
+    quad_tiles<kFp4, false, 0, kTiles>(lo, hi, x, kp, active, acc);
+    quad_tiles<kFp4, false, 1, kTiles>(lo, hi, x, kp, active, acc);
+    quad_tiles<kFp4, false, 2, kTiles>(lo, hi, x, kp, active, acc);
+    quad_tiles<kFp4, false, 3, kTiles>(lo, hi, x, kp, active, acc);
+  }
+}
+
+// grouped_mma_kernel with kTiles tiles of pairs per weight decode (same layout, grid, outputs).
+template <bool kGateUp, bool kFp4, int kTiles>
+__global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 registers
+    grouped_mma_tiles_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+  const int e = stage_expert(st);
+  if (e < 0) return;
+  const GroupedExpert& ex = st.experts[e];
+  const WeightDesc& da = kGateUp ? ex.w1 : ex.w2;
+  const int64_t K = da.k;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
+  if (row0 >= da.n) return;
+  const Row alo = weight_row<kFp4>(da, row0 + g), ahi = weight_row<kFp4>(da, row0 + g + 8);
+  Row blo = alo, bhi = ahi;
+  if constexpr (kGateUp) {
+    blo = weight_row<kFp4>(ex.w3, row0 + g);
+    bhi = weight_row<kFp4>(ex.w3, row0 + g + 8);
+  }
+  constexpr int kSums = kGateUp ? 2 : 1;
+  __shared__ float partial[kWarps - 1][kSums][kTiles][4][32];
+  const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
+  constexpr int64_t kStep = kWarps * kPass;
+  for (int32_t p0 = 0; p0 < count; p0 += kTile * kTiles) {
+    const int active = min(kTiles, (count - p0 + kTile - 1) / kTile);
+    const uint16_t* x[kTiles];
+    int n[kTiles];
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+      const int32_t t0 = p0 + j * kTile;
+      n[j] = j < active ? min(kTile, count - t0) : 0;
+      // Columns past n (and tiles past `active`) read a valid pair and are dropped.
+      const int32_t r = begin + (j < active ? t0 + (g < n[j] ? g : 0) : p0);
+      const int64_t in_row = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
+      x[j] = in + in_row * in_ld + 32 * t;
+    }
+    __syncthreads();  // warp 0 has read the previous tiles' partial sums
+    float acc_a[kTiles][4] = {}, acc_b[kTiles][4] = {};
+    for (int64_t kp = warp * kPass; kp < K; kp += kStep) {
+      const int64_t k0 = kp + 32 * t;
+      pass_tiles<kFp4, kTiles>(load_row32<kFp4>(alo, k0), load_row32<kFp4>(ahi, k0), x, kp, active,
+                               acc_a);
+      if constexpr (kGateUp) {
+        pass_tiles<kFp4, kTiles>(load_row32<kFp4>(blo, k0), load_row32<kFp4>(bhi, k0), x, kp,
+                                 active, acc_b);
+      }
+    }
+    if (warp > 0) {
+#pragma unroll
+      for (int j = 0; j < kTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          partial[warp - 1][0][j][i][lane] = acc_a[j][i];
+          if constexpr (kGateUp) partial[warp - 1][kSums - 1][j][i][lane] = acc_b[j][i];
+        }
+      }
+    }
+    __syncthreads();
+    if (warp > 0) continue;
+#pragma unroll
+    for (int j = 0; j < kTiles; ++j) {
+#pragma unroll
+      for (int w = 0; w < kWarps - 1; ++w) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc_a[j][i] += partial[w][0][j][i][lane];
+          if constexpr (kGateUp) acc_b[j][i] += partial[w][kSums - 1][j][i][lane];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tk = 2 * t + (i & 1);
+        if (tk >= n[j]) continue;
+        const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
+        const int32_t pair = begin + p0 + j * kTile + tk;
+        const int32_t pr = st.layout.row_pair[pair];
+        st.out[static_cast<int64_t>(pair) * st.out_ld + row] = moe_epilogue<kGateUp>(
+            acc_a[j][i], acc_b[j][i], st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
+      }
+    }
+  }
+}
+
 dim3 mma_grid(int max_active, int64_t rows) {
   return dim3(static_cast<unsigned>(max_active), static_cast<unsigned>((rows + 15) / 16));
 }
@@ -281,11 +409,18 @@ dim3 mma_grid(int max_active, int64_t rows) {
 void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,
                             bool fp4, int64_t inter, MoeLayout l, int max_active,
                             const float* gates, int64_t gates_ld, int top_k, MoeEpilogue ep,
-                            float* h, int64_t h_ld, cudaStream_t stream) {
+                            float* h, int64_t h_ld, int pair_tiles, cudaStream_t stream) {
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, h, h_ld};
   const dim3 grid = mma_grid(max_active, inter);
-  if (fp4) {
+  if (pair_tiles > 1) {
+    if (fp4) {
+      grouped_mma_tiles_kernel<true, true, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
+    } else {
+      grouped_mma_tiles_kernel<true, false, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(x, x_ld,
+                                                                                      args);
+    }
+  } else if (fp4) {
     grouped_mma_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
   } else {
     grouped_mma_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
@@ -295,11 +430,19 @@ void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert
 void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* experts, bool fp4,
                          int64_t dim, MoeLayout l, int max_active, const float* gates,
                          int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
-                         cudaStream_t stream) {
+                         int pair_tiles, cudaStream_t stream) {
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, y, y_ld};
   const dim3 grid = mma_grid(max_active, dim);
-  if (fp4) {
+  if (pair_tiles > 1) {
+    if (fp4) {
+      grouped_mma_tiles_kernel<false, true, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(h, h_ld,
+                                                                                      args);
+    } else {
+      grouped_mma_tiles_kernel<false, false, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(h, h_ld,
+                                                                                       args);
+    }
+  } else if (fp4) {
     grouped_mma_kernel<false, true><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
   } else {
     grouped_mma_kernel<false, false><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
