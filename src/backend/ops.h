@@ -82,6 +82,11 @@ struct LinearOpts {
   // y rounded to BF16 (round-to-nearest-even) after the product: the official rounding point
   // after a projection (model Numerics), in the product's own store where the backend can.
   bool round_bf16 = false;
+  // The caller guarantees x's values are BF16 numbers (it rounded them): a backend may take the
+  // product on BF16 operands as it is, exact, where it would otherwise split FP32 x into exact
+  // BF16 parts (CUDA's tensor-core path: one GEMM instead of three, the same bits). Ignored
+  // with act_quant.
+  bool x_bf16 = false;
 };
 
 // YaRN parameters of make_rope_freqs (spec §2.6). No magnitude scaling (mscale = 1).

@@ -8,7 +8,7 @@
 // 2 bytes written and read per weight element: cheap next to the FLOPs at M > 16.
 //
 // Act-quantized rows (1 x 128 blocks) times an FP8 weight with 128 x 128 E8M0 blocks, from
-// fp8_gemm_min_rows_ (17) rows on, take the block-scaled FP8 GEMM on the stored bytes instead
+// fp8_gemm_min_rows_ (16) rows on, take the block-scaled FP8 GEMM on the stored bytes instead
 // (cuBLASLt, cublaslt_fp8.h: twice the BF16 rate and one read of W per call, no BF16 copy);
 // FP4 weights, F32/BF16 scales and shapes it does not take keep the BF16 path above.
 //
@@ -223,8 +223,8 @@ bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   return true;
 }
 
-void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, uint16_t* wb,
-                     uint16_t* xb, bool round_out) {
+void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, bool x_bf16,
+                     uint16_t* wb, uint16_t* xb, bool round_out) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   const int64_t M = x.rows;
   const bool x_act_quantized = x_quant_block > 0;
@@ -245,12 +245,12 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, uint1
     kc::launch_linear(md(x), wd(w), md(y), round_out, stream_);
     return;
   }
-  matmul_tensor_cores(x, w, y, x_act_quantized, wb, xb, quantized);
+  matmul_tensor_cores(x, w, y, x_act_quantized || x_bf16, wb, xb, quantized);
   if (round_out) kc::launch_round_bf16(md(y), stream_);
 }
 
-void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_act_quantized,
-                                  uint16_t* wb, uint16_t* xb, bool quantized) {
+void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16, uint16_t* wb,
+                                  uint16_t* xb, bool quantized) {
   const int64_t M = x.rows, N = w.n, K = w.k;
   const void* wmat = w.weight.data;
   if (quantized) {  // E4M3/E2M1 times a power of two: exact in BF16
@@ -258,14 +258,13 @@ void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_act_
     kc::launch_weight_to_bf16(wd(w), wb, stream_);
     wmat = wb;
   }
-  if (quantized && x_act_quantized) {  // x is BF16-exact too: one exact product
+  if (x_bf16) {  // one exact product: the split below would add W·0 twice (the same bits)
     if (xb == nullptr) xb = arena().alloc_n<uint16_t>(M * K);
     kc::launch_mat_to_bf16(md(x), xb, stream_);
     gemm_bf16(cublas_, wmat, xb, M, N, K, y, 0.0f);
     return;
   }
-  // FP32 activations: x = hi + mid + lo exactly, y = W·hi + W·mid + W·lo (mid and lo are 0
-  // where x is BF16-exact already).
+  // FP32 activations: x = hi + mid + lo exactly, y = W·hi + W·mid + W·lo.
   uint16_t* hi = arena().alloc_n<uint16_t>(M * K);
   uint16_t* mid = arena().alloc_n<uint16_t>(M * K);
   uint16_t* lo = arena().alloc_n<uint16_t>(M * K);

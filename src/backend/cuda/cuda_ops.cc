@@ -208,7 +208,7 @@ void CudaOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat o
 }
 
 void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block,
-                          bool round_out) {
+                          bool round_out, bool x_bf16) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   if (act_quant && w.quantized()) {
     if (linear_mma_eligible(x.rows, w)) {  // quantized on the way to its BF16 input
@@ -219,15 +219,15 @@ void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int
     if (fp8_gemm_eligible(x.rows, w, y, act_block) && matmul_fp8(x, w, y, round_out)) return;
     Mat xq(arena().alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
     kc::launch_act_quant_fp8_copy(md(x), md(xq), act_block, stream_);
-    matmul(xq, w, y, act_block, nullptr, nullptr, round_out);
+    matmul(xq, w, y, act_block, true, nullptr, nullptr, round_out);
     return;
   }
-  matmul(x, w, y, 0, nullptr, nullptr, round_out);
+  matmul(x, w, y, 0, x_bf16, nullptr, nullptr, round_out);
 }
 
 void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) {
   arena().reset();
-  linear_impl(x, w, y, opts.act_quant, opts.act_block, opts.round_bf16);
+  linear_impl(x, w, y, opts.act_quant, opts.act_block, opts.round_bf16, opts.x_bf16);
 }
 
 void CudaOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) {

@@ -195,7 +195,7 @@ class CudaOps : public Ops {
   // Linear with the contract's act_quant rule, on already-device operands.
   // round_out: y rounded to BF16 (LinearOpts::round_bf16).
   void linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block,
-                   bool round_out = false);
+                   bool round_out = false, bool x_bf16 = false);
   // rms_norm / hc_post, their output rounded to BF16 in the store when round_out.
   void rms_norm_impl(CMat x, const WeightRef* w, float eps, int64_t group, Mat y, bool round_out);
   void hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out, bool round_out);
@@ -205,10 +205,11 @@ class CudaOps : public Ops {
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
   // y = x · Wᵀ on already-device operands: FP8 or BF16 tensor cores (cuda_gemm.cc), else the
   // kernels. x_quant_block > 0: x holds act_quant_fp8 values of blocks of that many columns (0:
-  // not act-quantized). wb / xb: BF16 scratch of w.n·w.k / x.rows·w.k elements for the BF16
-  // tensor-core path (null: taken from the arena).
-  void matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, uint16_t* wb = nullptr,
-              uint16_t* xb = nullptr, bool round_out = false);
+  // not act-quantized); x_bf16: x holds BF16 numbers (implied by x_quant_block > 0). wb / xb:
+  // BF16 scratch of w.n·w.k / x.rows·w.k elements for the BF16 tensor-core path (null: taken
+  // from the arena).
+  void matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, bool x_bf16, uint16_t* wb,
+              uint16_t* xb, bool round_out);
   // The block-scaled FP8 GEMM takes this product: x act-quantized (or to be) in 1 x quant_block
   // blocks, M rows, output y.
   bool fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y, int quant_block) const;
@@ -223,7 +224,7 @@ class CudaOps : public Ops {
   bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
   // weight times the exact three-part split of x.
-  void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_act_quantized, uint16_t* wb,
+  void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16, uint16_t* wb,
                            uint16_t* xb, bool quantized);
   bool tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const;
   void init_cublas();
@@ -273,7 +274,7 @@ class CudaOps : public Ops {
   DeviceBuffer cublas_workspace_;      // fixed, so cuBLAS never allocates inside a capture
   cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
   std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
-  int64_t fp8_gemm_min_rows_ = 17;
+  int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
   struct Fp8Scales {
     int64_t count = 0;  // scale elements converted (a stale-entry check, as cached_table's)

@@ -277,8 +277,8 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
     const bool q1 = opts.act_quant && ew.w1.quantized();
     const bool q3 = opts.act_quant && ew.w3.quantized();
     if (q1 || q3) kc::launch_act_quant_fp8_copy(md(CMat(xg)), md(xq), opts.act_block, stream_);
-    matmul(q1 ? xq : xg, ew.w1, a, q1 ? opts.act_block : 0, wb, xb);
-    matmul(q3 ? xq : xg, ew.w3, b, q3 ? opts.act_block : 0, wb, xb);
+    matmul(q1 ? xq : xg, ew.w1, a, q1 ? opts.act_block : 0, q1, wb, xb, false);
+    matmul(q3 ? xq : xg, ew.w3, b, q3 ? opts.act_block : 0, q3, wb, xb, false);
     if (opts.bf16_rounding) {
       kc::launch_round_bf16(md(a), stream_);
       kc::launch_round_bf16(md(b), stream_);
@@ -290,7 +290,7 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
     if (opts.bf16_rounding) kc::launch_round_bf16(md(a), stream_);
     const bool q2 = opts.act_quant && ew.w2.quantized();
     if (q2) kc::launch_fake_quant_fp8(md(a), a.cols, opts.act_block, stream_);
-    matmul(a, ew.w2, y, q2 ? opts.act_block : 0, wb, xb);
+    matmul(a, ew.w2, y, q2 ? opts.act_block : 0, q2, wb, xb, false);
     if (opts.bf16_rounding) kc::launch_round_bf16(md(y), stream_);
     if (!opts.weight_before_w2) {
       kc::launch_scale_rows(md(y), weights.data, weights.ld, gt, gs, stream_);

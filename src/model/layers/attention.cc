@@ -363,7 +363,7 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
   Mat z(fit(b.z, M * G * R), M, G * R);
   for (int64_t g = 0; g < G; ++g) {
     ops.linear(CMat(o).cols_slice(g * gw, gw), w.wo_a_groups[static_cast<size_t>(g)],
-               z.cols_slice(g * R, R));
+               z.cols_slice(g * R, R), num.gemm_on_act());
   }
   num.act(ops, z);
   ops.linear(z, w.wo_b, out, num.gemm_rounded());

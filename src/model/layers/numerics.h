@@ -46,6 +46,13 @@ struct Numerics {
     if (official) ops.round_bf16(x);
   }
   backend::LinearOpts gemm() const { return {official, act_block}; }
+  // A linear without act-quant on an input act() has just rounded (BF16 numbers in official
+  // semantics).
+  backend::LinearOpts gemm_on_act() const {
+    backend::LinearOpts o;
+    o.x_bf16 = official;
+    return o;
+  }
   // The same product when its output is a BF16 rounding point (act): the backend rounds in the
   // product's own store where it can, instead of a pass of its own.
   backend::LinearOpts rounded(backend::LinearOpts o) const {

@@ -171,16 +171,16 @@ void perf_linear(Perf& p, std::mt19937& rng) {
       // scales) is bench/model_cuda/scaled_mm_peer.py, run in the same device call.
       // Below its threshold, the FP8 GEMM's time where it would take these rows (the threshold's
       // evidence).
-      if (l.kind == WKind::kFp8E8m0 && (M == 8 || M == 16)) {
+      if (l.kind == WKind::kFp8E8m0 && M == 8) {
         p.gpu->set_fp8_gemm_min_rows(1);
         report(p, l.name, shape + " on the FP8 GEMM", time_ms(*p.gpu, run, 20), flops, bytes);
-        p.gpu->set_fp8_gemm_min_rows(17);
+        p.gpu->set_fp8_gemm_min_rows(16);
       }
-      if (l.kind == WKind::kFp8E8m0 && M >= 17) {
+      if (l.kind == WKind::kFp8E8m0 && M >= 16) {
         p.gpu->set_fp8_gemm_min_rows(int64_t{1} << 40);
         report(p, l.name, shape + " without the FP8 GEMM", time_ms(*p.gpu, run, M == 4096 ? 3 : 20),
                flops, bytes);
-        p.gpu->set_fp8_gemm_min_rows(17);
+        p.gpu->set_fp8_gemm_min_rows(16);
       }
     }
   }
