@@ -216,16 +216,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: decode_bench --model DIR [--batches 1,16] [--out F]\n");
     return 2;
   }
-  if (auto s = deepinfer::backend::cuda::cuda_available(); !s.ok()) {
-    std::printf("SKIPPED: %s\n", s.message().c_str());
-    return 77;
-  }
   auto load_format = deepinfer::io::parse_load_format(load_format_s, "--load-format");
   if (!load_format.ok()) {
     std::fprintf(stderr, "%s\n", load_format.status().message().c_str());
     return 2;
   }
   const deepinfer::io::LoadOptions load{*load_format, 0};
+  if (auto s = deepinfer::backend::cuda::cuda_available(); !s.ok()) {
+    std::printf("SKIPPED: %s\n", s.message().c_str());
+    return 77;
+  }
   auto ck = deepinfer::io::Checkpoint::open(model_dir, load);
   if (!ck.ok()) {
     std::fprintf(stderr, "%s\n", ck.status().message().c_str());

@@ -209,9 +209,10 @@ EngineCore::~EngineCore() {
 std::string EngineCore::describe() const {
   const auto& kv = sched_->kv();
   return "model " + options_.model_dir + " (vocab " + std::to_string(vocab_size()) + ", " +
-         std::to_string(model_->config().num_layers) + " layers), backend " + ops_->name() +
-         ", max_model_len " + std::to_string(max_model_len()) + ", max_num_seqs " +
-         std::to_string(sched_->config().max_num_seqs) + ", token budget " +
+         std::to_string(model_->config().num_layers) + " layers" +
+         (options_.load_format == "dummy" ? ", random weights: load format dummy" : "") +
+         "), backend " + ops_->name() + ", max_model_len " + std::to_string(max_model_len()) +
+         ", max_num_seqs " + std::to_string(sched_->config().max_num_seqs) + ", token budget " +
          std::to_string(sched_->config().max_num_batched_tokens) + ", KV " +
          std::to_string(kv.pool().num_blocks()) + " blocks of " + std::to_string(kv.block_size()) +
          " tokens, prefix caching " + (block_size_ > 0 ? "on" : "off") + ", scheduling " +

@@ -60,6 +60,7 @@ TEST(DummyEngine, ServesTokenPromptsFromAConfigAlone) {
 
   auto e = Engine::create(o);
   ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_NE((*e)->describe().find("load format dummy"), std::string::npos) << (*e)->describe();
   EXPECT_FALSE((*e)->has_tokenizer());
   EXPECT_FALSE((*e)->submit_text("hello", engine_test::greedy(2), {}).ok());
 }
