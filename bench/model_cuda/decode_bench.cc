@@ -5,7 +5,7 @@
 //                [--prefill 4096] [--out results.json] [--profile] [--batch-invariant]
 //                [--graph-max-rows 256] [--verify-rows 2,4,6] [--mtp]
 //                [--long-context N] [--long-batches 1,16] [--matmul-tflops T]
-//                [--full-layers L]
+//                [--full-layers L] [--load-format auto|dummy]
 //
 // --graph-max-rows: what DEEPINFER_CUDA_GRAPH_MAX_ROWS selects (0 = no CUDA graphs). With
 // graphs, every batch is timed twice in the same run: replaying the graphs, and with replay off
@@ -25,7 +25,11 @@
 // DIR is a checkpoint in the official layout, typically the V4-Flash-shaped random one of
 // tools/gpu/make_synthetic_v4.py or the V4.1-Flash-shaped one of make_synthetic_v41.py (real
 // dimensions, the first few layers; V4.1's Engram tables in host memory, not counted in the
-// floor: a step reads a few rows of them per token).
+// floor: a step reads a few rows of them per token). With --load-format dummy DIR needs only
+// config.json (`make_synthetic_v4.py DIR --config-only --layers N`; V4.1: config.json and
+// tokenizer.json, `make_synthetic_v41.py DIR --config-only`): the same layouts and value
+// distributions generated on the GPU at load (EngineOptions::load_format), so many layers need
+// no multi-GB file. --mtp needs a checkpoint (a dummy model has no drafter).
 //
 // Ceilings, measured in the same run (ceilings.h):
 //   * copy bandwidth: a 2 GiB device-to-device cudaMemcpy (bytes read + written) / time;
@@ -162,6 +166,7 @@ std::string snapshot_json(Model& model, const SequenceCache& seq, double copy_gb
 int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,128,256", verify_rows_s;
   std::string long_batches_s = "1,16";
+  std::string load_format_s = "auto";
   int context = 64, steps = 8, prefill = 4096, long_context = 0;
   int full_layers_arg = 0;  // 0: the released Flash model's layer count for the family
   bool profile = false, batch_invariant = false, mtp = false;
@@ -200,6 +205,8 @@ int main(int argc, char** argv) {
       long_batches_s = next();
     else if (a == "--full-layers")
       full_layers_arg = std::stoi(next());
+    else if (a == "--load-format")
+      load_format_s = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -209,11 +216,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: decode_bench --model DIR [--batches 1,16] [--out F]\n");
     return 2;
   }
+  auto load_format = deepinfer::io::parse_load_format(load_format_s, "--load-format");
+  if (!load_format.ok()) {
+    std::fprintf(stderr, "%s\n", load_format.status().message().c_str());
+    return 2;
+  }
+  const deepinfer::io::LoadOptions load{*load_format, 0};
   if (auto s = deepinfer::backend::cuda::cuda_available(); !s.ok()) {
     std::printf("SKIPPED: %s\n", s.message().c_str());
     return 77;
   }
-  auto ck = deepinfer::io::Checkpoint::open(model_dir);
+  auto ck = deepinfer::io::Checkpoint::open(model_dir, load);
   if (!ck.ok()) {
     std::fprintf(stderr, "%s\n", ck.status().message().c_str());
     return 1;
@@ -278,7 +291,7 @@ int main(int argc, char** argv) {
   const auto t_load = Clock::now();
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
-  auto loaded = deepinfer::model::load_model(model_dir, prof);
+  auto loaded = deepinfer::model::load_model(model_dir, prof, load);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", loaded.status().message().c_str());
     return 1;
@@ -294,8 +307,9 @@ int main(int argc, char** argv) {
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
 
   std::ostringstream json;
-  json << "{\"model\": \"" << model_dir << "\", \"copy_gbps\": " << copy_gbps
-       << ", \"gemm_n\": " << gemm.n << ", \"fp8_gemm_tflops\": " << gemm.fp8_tflops
+  json << "{\"model\": \"" << model_dir << "\", \"load_format\": \"" << load_format_s
+       << "\", \"copy_gbps\": " << copy_gbps << ", \"gemm_n\": " << gemm.n
+       << ", \"fp8_gemm_tflops\": " << gemm.fp8_tflops
        << ", \"bf16_gemm_tflops\": " << gemm.bf16_tflops << ", \"fp8_gemm_note\": \""
        << gemm.fp8_note << "\", \"bf16_gemm_note\": \"" << gemm.bf16_note
        << "\", \"prefill_floor_tflops\": " << prefill_tflops

@@ -47,8 +47,9 @@ class ModelSession {
 
   std::string backend_name() const;  // "cpu-opt", "cpu-ref", "cuda"
   // Reads config.json and the weights of model_dir (DeepSeek-V4 or V4.1). Errors name the
-  // directory, the tensor or the missing backend feature.
-  Status load(const std::string& model_dir);
+  // directory, the tensor or the missing backend feature. load_format: as
+  // EngineOptions::load_format ("auto", or "dummy": random weights from config.json alone).
+  Status load(const std::string& model_dir, const std::string& load_format = "auto");
 
   // The loaded model's:
   int64_t vocab_size() const;

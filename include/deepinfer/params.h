@@ -20,6 +20,13 @@ namespace deepinfer {
 struct EngineOptions {
   // A Hugging Face model directory (config.json, safetensors, optionally tokenizer.json).
   std::string model_dir;
+  // Where the weights come from (vLLM's --load-format): "auto" reads the directory's
+  // safetensors; "dummy" needs only config.json and generates every weight the config implies
+  // with random values where it lives (on a GPU by a kernel, no host copy), the same bits on
+  // every load (seed 0) and without the MTP / DSpark drafter: a full-size layer stack to time
+  // without a checkpoint on disk, not a model to read text with. Text prompts still need a
+  // tokenizer (tokenizer_path, or tokenizer.json in model_dir); token-id prompts do not.
+  std::string load_format = "auto";
   // tokenizer.json or its directory; empty: <model_dir>/tokenizer.json when it exists. Without
   // a tokenizer the engine takes token-id prompts only and returns no text.
   std::string tokenizer_path;

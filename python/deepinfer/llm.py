@@ -198,6 +198,7 @@ class LLM:
         sample_on: str = "auto",
         speculative_config: dict | None = None,
         speculative_varlen: bool | None = None,
+        load_format: str = "auto",
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -219,6 +220,11 @@ class LLM:
         # "residual-always" (seeded requests too).
         # speculative_varlen: confidence-scheduled verification (None:
         # DEEPINFER_ENABLE_MTP_VARLEN).
+        # load_format (vLLM's name): "auto" reads the model directory's safetensors; "dummy"
+        # needs only config.json and generates random weights on the backend (the same on every
+        # load, no drafter): a full-size layer stack to time without a checkpoint, not a model
+        # to read. Text prompts still need a tokenizer (`tokenizer`, or tokenizer.json in the
+        # directory); token-id prompts do not.
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
@@ -238,7 +244,8 @@ class LLM:
             speculative_method=spec_method,
             num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens),
             speculative_varlen=speculative_varlen,
-            speculative_acceptance=spec_acceptance)
+            speculative_acceptance=spec_acceptance,
+            load_format=load_format)
 
     # -- information ------------------------------------------------------------------------
     @property

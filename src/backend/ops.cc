@@ -285,4 +285,6 @@ void Ops::copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
 }
 
+void Ops::fill_random(void* dst, int64_t n, const RandomFill& f) { fill_random_host(dst, n, f); }
+
 }  // namespace deepinfer::backend

@@ -36,6 +36,7 @@
 #include "backend/weight_ref.h"
 #include "base/status.h"
 #include "sample/sample_spec.h"
+#include "tensor/random_fill.h"
 
 namespace deepinfer::backend {
 
@@ -400,6 +401,10 @@ class Ops {
   virtual void download(void* dst, const void* src, size_t bytes);
   // backend -> backend, queued after the ops before it.
   virtual void copy(void* dst, const void* src, size_t bytes);
+  // n elements of `f` written at dst, where they live (tensor/random_fill.h): the weights of
+  // `--load-format dummy` are made in the backend's memory, never through a host copy of their
+  // size. Every backend gives the bits of fill_random_host (the default, on the host).
+  virtual void fill_random(void* dst, int64_t n, const RandomFill& f);
   // Staging: host memory that upload_async may read after it returns (page-locked on a device
   // backend, so the copy is a DMA queued on the op stream: the host never waits for the ops
   // before it, which a pageable source may make it do). Defaults: host memory and upload.

@@ -100,6 +100,9 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
     inner_.download(dst, src, bytes);
   }
   void copy(void* dst, const void* src, size_t bytes) override { inner_.copy(dst, src, bytes); }
+  void fill_random(void* dst, int64_t n, const RandomFill& f) override {
+    inner_.fill_random(dst, n, f);
+  }
   void* allocate_staging(size_t bytes) override { return inner_.allocate_staging(bytes); }
   void deallocate_staging(void* p) override { inner_.deallocate_staging(p); }
   void upload_async(void* dst, const void* src, size_t bytes) override {

@@ -19,6 +19,19 @@ std::string dtype_list(std::initializer_list<DType> types) {
 
 }  // namespace
 
+Expected<LoadFormat> parse_load_format(std::string_view text, std::string_view option) {
+  if (text == "auto") return LoadFormat::kAuto;
+  if (text == "dummy") return LoadFormat::kDummy;
+  return invalid_argument(std::string(option) + " is '" + std::string(text) +
+                          "'; expected 'auto' (read the checkpoint's safetensors) or 'dummy' "
+                          "(random weights generated where they live; config.json only)");
+}
+
+Expected<Checkpoint> Checkpoint::open(const std::string& model_dir, const LoadOptions& load) {
+  if (load.format == LoadFormat::kDummy) return dummy(model_dir, load.seed);
+  return open(model_dir);
+}
+
 Expected<Checkpoint> Checkpoint::open(const std::string& model_dir) {
   namespace fs = std::filesystem;
   std::error_code ec;

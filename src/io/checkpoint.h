@@ -5,7 +5,9 @@
 // against expected_tensors(). Afterwards get() hands out zero-copy views by canonical
 // (official) name; shapes need no further checks in the model code. `mtp.*` may be absent as a
 // whole (Hugging Face saves have none): mtp_available() then says false. Stored tensors the model
-// does not use are listed as warnings, not errors.
+// does not use are listed as warnings, not errors. dummy() (load format "dummy",
+// dummy_weights.h) builds the same table from config.json alone: weights with a layout and a
+// random fill but no bytes, which the binder generates where they are placed.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +22,7 @@
 #include "io/model_config.h"
 #include "io/tensor_names.h"
 #include "io/tensor_store.h"
+#include "tensor/random_fill.h"
 #include "tensor/tensor_view.h"
 
 namespace deepinfer::io {
@@ -33,13 +36,34 @@ struct Weight {
   int block_in = 1;
   std::string stored_name;  // name in the file (family spelling)
   std::string file;         // path of the safetensors file holding it
+  // A dummy checkpoint's weight (load format "dummy", io/dummy_weights.h): data.data and
+  // scale->data are null, and these say how the bytes are generated where the weight is placed
+  // (model::Binder, backend::Ops::fill_random).
+  std::optional<RandomFill> data_fill, scale_fill;
+  bool generated() const { return data_fill.has_value(); }
 };
+
+// Where the weights come from (EngineOptions::load_format): kAuto reads the checkpoint's
+// safetensors; kDummy needs only config.json and generates random weights (dummy_weights.h).
+enum class LoadFormat : uint8_t { kAuto, kDummy };
+struct LoadOptions {
+  LoadFormat format = LoadFormat::kAuto;
+  uint64_t seed = 0;  // kDummy: the same seed and config give the same weights, bit for bit
+};
+// "auto" | "dummy"; anything else is kInvalidArgument naming `option` and the accepted values.
+Expected<LoadFormat> parse_load_format(std::string_view text, std::string_view option);
 
 class Checkpoint {
  public:
   // Errors: kNotFound (directory, config.json, safetensors or shard missing), kInvalidArgument /
   // kUnimplemented (config.json), kDataLoss (corrupt file, missing or mis-shaped tensor).
   static Expected<Checkpoint> open(const std::string& model_dir);
+  // open(), or dummy() for LoadFormat::kDummy.
+  static Expected<Checkpoint> open(const std::string& model_dir, const LoadOptions& load);
+  // A checkpoint made from model_dir/config.json alone (dummy_weights.cc): every tensor the config
+  // implies (no MTP / DSpark block: mtp_available() is false), with its layout and its random
+  // fill but no bytes; nothing else in the directory is read.
+  static Expected<Checkpoint> dummy(const std::string& model_dir, uint64_t seed);
 
   const ModelConfig& config() const { return config_; }
   NameFamily name_family() const { return family_; }

@@ -25,6 +25,7 @@
 #include "backend/ops.h"
 #include "backend/page_pool.h"
 #include "base/status.h"
+#include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/cache.h"
 #include "model/step.h"
@@ -163,7 +164,10 @@ class Model {
 
 // Opens model_dir, reads its config.json and loads the family it names (deepseek_v4 or
 // deepseek_v41) on `ops`. Errors name the directory / tensor / missing backend feature.
-Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops);
+// load.format kDummy: random weights generated on `ops` from config.json alone
+// (io/dummy_weights.h), the same bits for the same load.seed.
+Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops,
+                                            const io::LoadOptions& load = {});
 
 // An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
 // says what ran out, what the model was doing and what needs less memory.

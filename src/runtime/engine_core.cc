@@ -69,6 +69,8 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     return invalid_argument("EngineOptions.sample_on is '" + options.sample_on +
                             "': give auto, backend or host");
   }
+  DI_ASSIGN_OR_RETURN(const io::LoadFormat load_format,
+                      io::parse_load_format(options.load_format, "EngineOptions.load_format"));
   if (options.max_num_seqs < 1 || options.max_num_batched_tokens < 1) {
     return invalid_argument("EngineOptions: max_num_seqs and max_num_batched_tokens must be >= 1");
   }
@@ -82,7 +84,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
                       backend::make_ops(options.backend, threads, options.batch_invariant));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
-                      model::load_model(options.model_dir, *ops));
+                      model::load_model(options.model_dir, *ops, {load_format, 0}));
 
   std::optional<tokenizer::Tokenizer> tok;
   std::string tok_path = options.tokenizer_path;
@@ -207,9 +209,10 @@ EngineCore::~EngineCore() {
 std::string EngineCore::describe() const {
   const auto& kv = sched_->kv();
   return "model " + options_.model_dir + " (vocab " + std::to_string(vocab_size()) + ", " +
-         std::to_string(model_->config().num_layers) + " layers), backend " + ops_->name() +
-         ", max_model_len " + std::to_string(max_model_len()) + ", max_num_seqs " +
-         std::to_string(sched_->config().max_num_seqs) + ", token budget " +
+         std::to_string(model_->config().num_layers) + " layers" +
+         (options_.load_format == "dummy" ? ", random weights: load format dummy" : "") +
+         "), backend " + ops_->name() + ", max_model_len " + std::to_string(max_model_len()) +
+         ", max_num_seqs " + std::to_string(sched_->config().max_num_seqs) + ", token budget " +
          std::to_string(sched_->config().max_num_batched_tokens) + ", KV " +
          std::to_string(kv.pool().num_blocks()) + " blocks of " + std::to_string(kv.block_size()) +
          " tokens, prefix caching " + (block_size_ > 0 ? "on" : "off") + ", scheduling " +

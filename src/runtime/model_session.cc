@@ -46,9 +46,11 @@ Expected<std::unique_ptr<ModelSession>> ModelSession::create(const std::string& 
 
 std::string ModelSession::backend_name() const { return impl_->ops->name(); }
 
-Status ModelSession::load(const std::string& model_dir) {
+Status ModelSession::load(const std::string& model_dir, const std::string& load_format) {
+  DI_ASSIGN_OR_RETURN(const io::LoadFormat format,
+                      io::parse_load_format(load_format, "load_format"));
   impl_->model.reset();
-  DI_ASSIGN_OR_RETURN(impl_->model, model::load_model(model_dir, *impl_->ops));
+  DI_ASSIGN_OR_RETURN(impl_->model, model::load_model(model_dir, *impl_->ops, {format, 0}));
   return Status::ok_status();
 }
 

@@ -10,4 +10,5 @@ set(DI_OP_CASE_SOURCES
   ${DI_OP_CASE_DIR}/cases/attention.cc
   ${DI_OP_CASE_DIR}/cases/topk.cc
   ${DI_OP_CASE_DIR}/cases/v41.cc
-  ${DI_OP_CASE_DIR}/cases/invariance.cc)
+  ${DI_OP_CASE_DIR}/cases/invariance.cc
+  ${DI_OP_CASE_DIR}/cases/fill.cc)

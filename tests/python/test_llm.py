@@ -267,3 +267,16 @@ def test_sample_on_backend_gives_the_host_tokens(tiny_dir):
     assert runs[0] == runs[1]
     with pytest.raises(ValueError, match="sample_on"):
         LLM(str(tiny_dir), sample_on="gpu")
+
+
+def test_load_format_dummy_runs_from_a_config_alone(repo_dir, tmp_path):
+    # vLLM's load_format="dummy": config.json is all the directory needs; the random weights
+    # are the same on every load, so two engines give the same tokens.
+    shutil.copy(repo_dir / "tests/data/model/v4_tiny_a/official_quant/config.json", tmp_path)
+    runs = [[o.outputs[0].token_ids for o in
+             LLM(str(tmp_path), load_format="dummy", num_threads=1).generate(
+                 PROMPTS[:3], greedy(5), use_tqdm=False)] for _ in range(2)]
+    assert runs[0] == runs[1]
+    assert all(len(t) == 5 for t in runs[0])
+    with pytest.raises(ValueError, match="load_format"):
+        LLM(str(tmp_path), load_format="random")

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 namespace CLI {
 class App;
@@ -21,5 +22,8 @@ void register_generate_command(CLI::App& app, CommandAction& action);  // greedy
 void register_chat_command(CLI::App& app, CommandAction& action);  // interactive chat
 void register_perplexity_command(CLI::App& app, CommandAction& action);  // validation perplexity
 void register_serve_command(CLI::App& app, CommandAction& action);  // the HTTP server
+
+// --load-format auto|dummy into `load_format` (EngineOptions::load_format): generate, serve.
+void add_load_format_option(CLI::App& cmd, std::string& load_format);
 
 }  // namespace deepinfer::cli

@@ -20,9 +20,13 @@
 #          decode again at LONG_BATCHES (default 1,16) with LONG_CONTEXT (default 8192; 0 = off)
 #          tokens in every sequence, the full-model (43-layer) estimate next to SGLang's
 #          published figures (bench/README.md), and a PREFILL-token prefill; BENCH_TAIL lines
-#          (default 45) of it go to summary.txt
+#          (default 45) of it go to summary.txt. LOAD_FORMAT=dummy: no checkpoint is written,
+#          only its config.json (make_synthetic_v4.py --config-only), and decode_bench generates
+#          the same layouts with random values on the GPU (--load-format dummy): any SYNTH_LAYERS
+#          without a multi-GB file (the default, auto, writes and reads the checkpoint)
 #   hf     the same shapes in Hugging Face transformers (bench/model_cuda/hf_peer.py)
 #   bench41, hf41 (not default) the V4.1-Flash-shaped checkpoint and transformers main's V4.1
+#          (bench41 honours LOAD_FORMAT=dummy too: config.json and tokenizer.json only)
 #   engine the full tree (CLI, engine; needs ICU headers: the system's or $ICU_ROOT; CLI11 / nlohmann_json
 #          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
 #          embedded default model: sampled text through the engine and greedy token ids through
@@ -50,6 +54,7 @@ NLOHMANN_INCLUDE="${NLOHMANN_INCLUDE:-$PWD/.deps/cmake/include}"
 SYNTH_LAYERS="${SYNTH_LAYERS:-4}"
 SYNTH_DIR="${SYNTH_DIR:-/tmp/v4_flash_synth_$SYNTH_LAYERS}"
 BATCHES="${BATCHES:-1,16,128,256}"
+LOAD_FORMAT="${LOAD_FORMAT:-auto}"  # dummy: bench stages generate the weights on the GPU
 HF_BATCHES="${HF_BATCHES:-1,16}"
 mkdir -p "$OUT" "$BUILD_DIR"
 # The carried dependencies, packed by tools/gpu/make_carry.sh (headers, ICU, the replay prompt).
@@ -124,7 +129,11 @@ if has model; then
   grep -E "FAIL" "$OUT/model.log" | head -20 | tee -a "$OUT/summary.txt"
 fi
 if has bench; then
-  if [ ! -f "$SYNTH_DIR/model.safetensors.index.json" ]; then
+  if [ "$LOAD_FORMAT" = dummy ]; then
+    [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \
+      --layers "$SYNTH_LAYERS" --config-only > "$OUT/synth.log" 2>&1
+    say "dummy weights: config.json only in $SYNTH_DIR ($SYNTH_LAYERS layers)"
+  elif [ ! -f "$SYNTH_DIR/model.safetensors.index.json" ]; then
     timeout 300 python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" --layers "$SYNTH_LAYERS" \
       > "$OUT/synth.log" 2>&1
     say "synthetic checkpoint exit $?: $(tail -1 "$OUT/synth.log")"
@@ -133,7 +142,8 @@ if has bench; then
   # of the batches and the prefill.
   timeout 420 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" --batches "$BATCHES" \
     --prefill "${PREFILL:-4096}" --long-context "${LONG_CONTEXT:-8192}" \
-    --long-batches "${LONG_BATCHES:-1,16}" --out "$OUT/bench.json" ${BENCH_ARGS:-} \
+    --long-batches "${LONG_BATCHES:-1,16}" --out "$OUT/bench.json" \
+    --load-format "$LOAD_FORMAT" ${BENCH_ARGS:-} \
     > "$OUT/bench.log" 2>&1
   say "decode_bench exit $?"
   grep -v "^{" "$OUT/bench.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -${BENCH_TAIL:-45} \
@@ -144,13 +154,18 @@ fi
 # graphs on (replayed vs replay off in the same run), the Engram lookup's share per step.
 if has bench41; then
   V41_SYNTH_DIR="${V41_SYNTH_DIR:-/tmp/v41_flash_synth_$SYNTH_LAYERS}"
-  if [ ! -f "$V41_SYNTH_DIR/model.safetensors.index.json" ]; then
+  if [ "$LOAD_FORMAT" = dummy ]; then
+    [ -f "$V41_SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v41.py \
+      "$V41_SYNTH_DIR" --layers "$SYNTH_LAYERS" --config-only > "$OUT/synth41.log" 2>&1
+    say "dummy weights: config.json and tokenizer.json only in $V41_SYNTH_DIR"
+  elif [ ! -f "$V41_SYNTH_DIR/model.safetensors.index.json" ]; then
     timeout 400 python3 tools/gpu/make_synthetic_v41.py "$V41_SYNTH_DIR" --layers "$SYNTH_LAYERS" \
       > "$OUT/synth41.log" 2>&1
     say "synthetic V4.1 checkpoint exit $?: $(tail -1 "$OUT/synth41.log")"
   fi
   timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$V41_SYNTH_DIR" \
-    --batches "$BATCHES" --prefill "${PREFILL:-4096}" --out "$OUT/bench41.json" ${BENCH41_ARGS:-} \
+    --batches "$BATCHES" --prefill "${PREFILL:-4096}" --out "$OUT/bench41.json" \
+    --load-format "$LOAD_FORMAT" ${BENCH41_ARGS:-} \
     > "$OUT/bench41.log" 2>&1
   say "decode_bench (V4.1) exit $?"
   grep -v "^{" "$OUT/bench41.log" | tail -${BENCH_TAIL:-16} | tee -a "$OUT/summary.txt"

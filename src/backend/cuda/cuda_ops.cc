@@ -176,6 +176,11 @@ void CudaOps::copy(void* dst, const void* src, size_t bytes) {
   }
 }
 
+void CudaOps::fill_random(void* dst, int64_t n, const RandomFill& f) {
+  kc::launch_random_fill(dst, n, f, stream_);
+  DI_CUDA_CHECK(cudaGetLastError());
+}
+
 void* CudaOps::stage(const void* host, size_t bytes) {
   void* d = arena().alloc(bytes);
   if (refuse_in_capture("a host array staged to the device") || bytes == 0) return d;

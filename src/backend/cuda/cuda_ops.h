@@ -162,6 +162,8 @@ class CudaOps : public Ops {
   void upload(void* dst, const void* src, size_t bytes) override;
   void download(void* dst, const void* src, size_t bytes) override;
   void copy(void* dst, const void* src, size_t bytes) override;
+  // On the op stream by a kernel (kernels/cuda/init/random_fill.cu): the host fill's bits.
+  void fill_random(void* dst, int64_t n, const RandomFill& f) override;
   // Staging: pinned host memory (cudaHostAlloc); upload_async is cudaMemcpyAsync from it on
   // the op stream, a DMA the host does not wait for.
   void* allocate_staging(size_t bytes) override;

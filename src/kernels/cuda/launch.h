@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "tensor/random_fill.h"
+
 namespace deepinfer::kernels::cuda {
 
 // Storage of a weight as the kernels see it (backend::WeightRef flattened to POD).
@@ -288,5 +290,10 @@ void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLay
 // ids[t, j] = tid2eid[token_ids[t], j] (I32 or I64 table [V, k]).
 void launch_moe_hash_ids(const int32_t* token_ids, int64_t m, const void* tid2eid, bool tid2eid_i64,
                          int k, int32_t* ids, cudaStream_t stream);
+
+// ---- init/ -------------------------------------------------------------------------------
+// n elements of `f` (f.elem_bytes each, little-endian) at dst: random_fill_bits(f, i), the host
+// fill's bits (tensor/random_fill.h). For the weights of `--load-format dummy`.
+void launch_random_fill(void* dst, int64_t n, const RandomFill& f, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels::cuda

@@ -67,7 +67,8 @@ class V4Model final : public model::Model {
   V4Model& operator=(const V4Model&) = delete;
 
   static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
-                                                                backend::Ops& ops);
+                                                                backend::Ops& ops,
+                                                                const io::LoadOptions& load);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -298,9 +299,10 @@ CachePlan cache_plan(const io::ModelConfig& c) {
   return plan;
 }
 
-Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops) {
+Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
+                                             const io::LoadOptions& load) {
   try {
-    return V4Model::load_unguarded(model_dir, ops);
+    return V4Model::load_unguarded(model_dir, ops, load);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",
@@ -309,9 +311,10 @@ Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backe
 }
 
 Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::string& model_dir,
-                                                                backend::Ops& ops) {
+                                                                backend::Ops& ops,
+                                                                const io::LoadOptions& load) {
   auto s = std::make_unique<V4Model>(ops);
-  DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
+  DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
   if (c.num_kv_heads != 1) {
     return unimplemented("config " + c.source + ": num_key_value_heads " +

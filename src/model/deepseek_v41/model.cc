@@ -110,7 +110,8 @@ class V41Model final : public model::Model {
   V41Model& operator=(const V41Model&) = delete;
 
   static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
-                                                                backend::Ops& ops);
+                                                                backend::Ops& ops,
+                                                                const io::LoadOptions& load);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -775,9 +776,10 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 }
 
 Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::string& model_dir,
-                                                                 backend::Ops& ops) {
+                                                                 backend::Ops& ops,
+                                                                 const io::LoadOptions& load) {
   auto s = std::make_unique<V41Model>(ops);
-  DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir));
+  DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
   if (c.scoring_func != io::ScoreFunc::kSqrtSoftplus) {
     return unimplemented("config " + c.source + ": scoring_func " +
@@ -815,9 +817,10 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
   return std::unique_ptr<model::Model>(std::move(s));
 }
 
-Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops) {
+Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
+                                             const io::LoadOptions& load) {
   try {
-    return V41Model::load_unguarded(model_dir, ops);
+    return V41Model::load_unguarded(model_dir, ops, load);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",

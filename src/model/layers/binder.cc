@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "base/numeric_types.h"
 
 namespace deepinfer::model {
@@ -31,6 +32,35 @@ Expected<WeightRef> view_of(const io::Weight& w) {
 
 }  // namespace
 
+TensorView Binder::generate(const TensorView& layout, const RandomFill& fill, bool on_host) {
+  DI_CHECK(fill.elem_bytes == dtype_size(layout.dtype));
+  const int64_t n = layout.numel();
+  if (on_host) {
+    store_.host_bytes.emplace_back(static_cast<size_t>(layout.nbytes()));
+    void* p = store_.host_bytes.back().data();
+    fill_random_host(p, n, fill);
+    return TensorView::make(layout.dtype, layout.shape, p);
+  }
+  backend::Buffer b(ops_, static_cast<size_t>(layout.nbytes()));
+  ops_.fill_random(b.data(), n, fill);
+  TensorView v = TensorView::make(layout.dtype, layout.shape, b.data(), ops_.device_kind());
+  store_.placed.push_back(std::move(b));
+  return v;
+}
+
+io::Weight Binder::materialized(io::Weight w, bool on_host) {
+  if (!w.generated()) return w;
+  w.data = generate(w.data, *w.data_fill, on_host);
+  if (w.scale) w.scale = generate(*w.scale, *w.scale_fill, on_host);
+  return w;
+}
+
+Expected<WeightRef> Binder::resident(const io::Weight& w) {
+  if (w.generated()) return view_of(materialized(w, /*on_host=*/false));
+  DI_ASSIGN_OR_RETURN(const WeightRef r, view_of(w));
+  return place(r);
+}
+
 WeightRef Binder::place(const WeightRef& w) {
   return backend::place_weight(ops_, w, store_.placed);
 }
@@ -40,26 +70,25 @@ TensorView Binder::place(const TensorView& t) {
 
 Expected<WeightRef> Binder::linear(const std::string& name) {
   DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
-  DI_ASSIGN_OR_RETURN(const WeightRef r, view_of(w));
-  return place(r);
+  return resident(w);
 }
 
 Expected<WeightRef> Binder::host_table(const std::string& name) {
   DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
-  return view_of(w);
+  return view_of(materialized(w, /*on_host=*/true));
 }
 
 Expected<WeightRef> Binder::vector(const std::string& name) {
-  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
-  TensorView v = TensorView::make(w.data.dtype, {1, w.data.numel()}, w.data.data);
-  auto r = WeightRef::dense(v);
-  if (!r.ok()) return r.status().with_context("binding tensor '" + w.stored_name + "'");
-  return place(*r);
+  DI_ASSIGN_OR_RETURN(io::Weight w, ckpt_.get(name));
+  w.data = TensorView::make(w.data.dtype, {1, w.data.numel()}, w.data.data);
+  return resident(w);
 }
 
 Expected<const float*> Binder::floats(const std::string& name) {
   DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
   const TensorView& t = w.data;
+  if (t.dtype == DType::kF32 && w.generated())
+    return materialized(w, /*on_host=*/false).data.ptr<float>();
   if (t.dtype == DType::kF32)
     return backend::place_floats(ops_, t.ptr<float>(), t.numel(), store_.placed);
   DI_ASSIGN_OR_RETURN(std::vector<float> v, host_floats(name));
@@ -73,7 +102,8 @@ const float* Binder::place_floats(std::vector<float> values) {
 }
 
 Expected<std::vector<float>> Binder::host_floats(const std::string& name) {
-  DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  DI_ASSIGN_OR_RETURN(const io::Weight got, ckpt_.get(name));
+  const io::Weight w = materialized(got, /*on_host=*/true);  // small: a norm's weights
   const TensorView& t = w.data;
   std::vector<float> v(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < v.size(); ++i) {
@@ -180,7 +210,7 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
   DI_ASSIGN_OR_RETURN(m.gate, linear(fp + "gate.weight"));
   if (spec.moe == io::MoeKind::kHash) {
     DI_ASSIGN_OR_RETURN(const io::Weight t, ckpt_.get(fp + "gate.tid2eid"));
-    m.tid2eid = place(t.data);
+    m.tid2eid = t.generated() ? materialized(t, /*on_host=*/false).data : place(t.data);
     m.top_k = static_cast<int>(m.tid2eid.dim(1));
   } else if (ckpt_.has(fp + "gate.bias")) {
     DI_ASSIGN_OR_RETURN(m.bias, floats(fp + "gate.bias"));

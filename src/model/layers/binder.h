@@ -1,7 +1,9 @@
 // Binder: the validated checkpoint (io::Checkpoint) turned into backend::WeightRef views and
 // FP32 parameter pointers, once at load. Both families bind through it, so the formats a weight
 // may have (dense, FP8 block, FP4 block) and the placement on a GPU backend are decided in one
-// place; what a family adds is only which tensors its layers have.
+// place; what a family adds is only which tensors its layers have. A dummy checkpoint's weights
+// (load format "dummy", io/dummy_weights.h) come without bytes: the binder generates them where
+// they are placed instead of copying them there.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +57,14 @@ class Binder {
 
  private:
   backend::WeightRef place(const backend::WeightRef& w);
+  // The weight in the backend's memory: a checkpoint's mapped bytes placed there (zero-copy on a
+  // host backend, a copy on a GPU), a dummy weight's bytes generated there.
+  Expected<backend::WeightRef> resident(const io::Weight& w);
+  // `w` with bytes: unchanged when it has them; a dummy weight (io::Weight::generated) with its
+  // data and scale generated, in the backend's memory (Ops::fill_random: on a GPU a kernel, no
+  // host copy) or, on_host, in host memory the store owns (tables the model reads on the host).
+  io::Weight materialized(io::Weight w, bool on_host);
+  TensorView generate(const TensorView& layout, const RandomFill& fill, bool on_host);
 
   const io::Checkpoint& ckpt_;
   backend::Ops& ops_;

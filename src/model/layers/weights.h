@@ -97,6 +97,7 @@ struct BlockWeights {
 struct WeightStore {
   std::deque<std::vector<float>> owned;
   std::vector<backend::Buffer> placed;
+  std::deque<std::vector<uint8_t>> host_bytes;  // dummy weights the model reads on the host
 };
 
 }  // namespace deepinfer::model

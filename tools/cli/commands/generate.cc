@@ -143,7 +143,9 @@ int run(GenerateArgs args) {
   if (m.backend_name() != "cpu-opt") threads = 1;
 
   const auto t_load = Clock::now();
-  if (Status s = m.load(args.model_dir); !s.ok()) return fail(1, s.message());
+  if (Status s = m.load(args.model_dir, args.engine.load_format); !s.ok()) {
+    return fail(1, s.message());
+  }
   const double load_s = seconds_since(t_load);
   const int64_t rss_after_load = current_rss_bytes();
   const int64_t peak_after_load = peak_rss_bytes();
@@ -274,6 +276,7 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--backend", args->backend,
                   "opt (threaded CPU), ref (the slow FP32 oracle, for debugging) or cuda (NVIDIA "
                   "GPU); default: DEEPINFER_ACCELERATOR (nvidia = cuda, else opt)");
+  add_load_format_option(*cmd, args->engine.load_format);
   cmd->callback([args, ids_option, &action] {
     args->prompt_ids_given = ids_option->count() > 0;
     action = [args] { return run(*args); };

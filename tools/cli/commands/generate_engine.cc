@@ -90,6 +90,7 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   EngineOptions options;
   options.model_dir = a.model_dir;
   options.backend = a.backend;
+  options.load_format = a.load_format;
   options.async_scheduling = !a.sync_scheduling;
   options.speculative_method = a.speculative_method;
   options.num_speculative_tokens = a.num_speculative_tokens;

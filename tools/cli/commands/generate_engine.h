@@ -27,6 +27,7 @@ struct GenerateEngineArgs {
   bool sync_scheduling = false;  // every step start to end on one thread (to measure the gap)
   bool warmup = false;           // run the requests once untimed before the timed run
   std::string backend;           // "" = DEEPINFER_ACCELERATOR
+  std::string load_format = "auto";        // EngineOptions::load_format
   std::string speculative_method = "off";  // EngineOptions::speculative_method
   int num_speculative_tokens = -1;          // -1: DEEPINFER_USE_NEXTN_DECODE
   std::string speculative_acceptance = "identical";  // EngineOptions::speculative_acceptance

@@ -50,6 +50,7 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--port", args->server.port, "port (default 8000; 0 = any free port)");
   cmd->add_option("--backend", *backend,
                   "cpu (= opt), opt, ref or cuda; default: DEEPINFER_ACCELERATOR");
+  add_load_format_option(*cmd, args->engine.load_format);
   cmd->add_option("--api-key", args->server.api_key,
                   "require this key (Authorization: Bearer KEY, or x-api-key); default: "
                   "DEEPINFER_API_KEY");
