@@ -308,8 +308,9 @@ void CudaOps::linear_mma(CMat x, const WeightRef& w, Mat y, int quant_block, boo
   kc::MoeEpilogue ep;  // the plain dot, rounded to BF16 when asked; no routing weight
   ep.bf16_rounding = round_out;
   ep.weight_before_w2 = true;
+  const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (M > 8 ? 4 : 1);
   kc::launch_moe_down_mma(xb, K, table, w.format == WeightFormat::kFp4, N, l, 1, nullptr, 0, 1, ep,
-                          y.data, y.ld, /*pair_tiles=*/1, stream_);
+                          y.data, y.ld, pair_tiles, stream_);
 }
 
 }  // namespace deepinfer::backend::cuda

@@ -77,9 +77,8 @@ class CudaOps : public Ops {
   // Rows from which act-quantized FP8 linears take the block-scaled FP8 GEMM (cuBLASLt) instead
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
-  // Form of the grouped tensor-core stages: 0 chooses by pairs per expert (the many-pairs form,
-  // 64 rows per block, from 16 on average), 1 forces 16 rows per block, > 1 the many-pairs form
-  // (benchmark A/B; the bits are the same).
+  // Tiles of 8 pairs per weight decode in the grouped tensor-core stages: 0 chooses by pairs
+  // per expert (4 from 16 on average), 1 or 4 force one (benchmark A/B; the bits are the same).
   void set_moe_pair_tiles(int tiles) { moe_pair_tiles_ = tiles; }
   // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
   std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {

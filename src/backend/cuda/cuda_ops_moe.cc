@@ -139,8 +139,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.bf16_rounding = opts.bf16_rounding;
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
-  // The many-pairs form (64 rows per block sharing their inputs) from 16 pairs per expert on
-  // average (same bits).
+  // Four tiles of 8 pairs per weight decode from 16 pairs per expert on average (same bits).
   const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 4 : 1);
   // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
   Mat h(arena().alloc_n<float>(P * I), P, I);

@@ -267,12 +267,12 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     const double flops = 2.0 * 3 * M * top_k * I * D, bytes = n_used * expert_bytes + 8.0 * M * D;
     const int reps = M >= 1024 ? 5 : 20;
     report(p, "moe_experts fp4", shape, time_ms(*p.gpu, run, reps), flops, bytes);
-    // The grouped stages in their other form (16 rows per block, or the many-pairs form's 64),
-    // same run: the choice's evidence (the bits are the same).
+    // The grouped stages with the other number of pair tiles per weight decode, same run (the
+    // choice's evidence; the bits are the same).
     if (M >= 128) {
       const int other = M * top_k >= 16 * E ? 1 : 4;
       p.gpu->set_moe_pair_tiles(other);
-      report(p, "moe_experts fp4", shape + (other == 1 ? " 16-row form" : " 64-row form"),
+      report(p, "moe_experts fp4", shape + (other == 1 ? " one tile" : " four tiles"),
              time_ms(*p.gpu, run, reps), flops, bytes);
       p.gpu->set_moe_pair_tiles(0);
     }

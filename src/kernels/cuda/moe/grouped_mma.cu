@@ -38,11 +38,7 @@ namespace {
 constexpr int kWarps = 4;    // warps per block, splitting K
 constexpr int kTile = 8;     // pairs per mma tile
 constexpr int kPass = 128;   // K per register pass: 32 per thread of a quad, 8 mma steps
-// Tiles per weight decode of grouped_mma_rows_kernel: the gate-up stage's two products of
-// accumulators leave registers for one (two spilled 136 bytes per thread, ptxas), the down
-// stage's one product for two.
-template <bool kGateUp>
-constexpr int kManyTiles = kGateUp ? 1 : 2;
+constexpr int kManyTiles = 4;  // tiles per weight decode of grouped_mma_tiles_kernel
 
 __device__ __forceinline__ uint32_t mul_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
@@ -277,9 +273,12 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
   }
 }
 
-// Mma steps 2q and 2q + 1 of a pass for kTiles tiles of 8 pairs (grouped_mma_rows_kernel): the
-// 8 weight operands decoded once, then per tile one 16-byte input load and two mma, in
-// grouped_mma_kernel's step order.
+// Many pairs per expert (prefill): each pass's weight operands are decoded once and used for
+// kTiles tiles of 8 pairs (grouped_mma_kernel decodes and re-reads them per tile, which bound
+// the stage there). Mma steps 2q and 2q + 1 of a pass: the 8 weight operands, then per tile one
+// 16-byte input load and two mma. Every pair's accumulator takes the same mma steps in the same
+// order as in grouped_mma_kernel (and the same warp order after), so its bits are the same:
+// which kernel runs is a speed choice only.
 template <bool kFp4, bool kOne, int kQ, int kTiles>
 __device__ __forceinline__ void quad_tiles(const RowCodes<kFp4>& lo, const RowCodes<kFp4>& hi,
                                            const uint16_t* const* x, int64_t kp, int active,
@@ -318,19 +317,10 @@ __device__ __forceinline__ void pass_tiles(const RowCodes<kFp4>& lo, const RowCo
   }
 }
 
-// Many pairs per expert (prefill). grouped_mma_kernel's blocks are 16 weight rows whose warps
-// split K, so every block of an expert reads all of the expert's inputs from L2 (I / 16 or
-// D / 16 times over), and re-reads and decodes its weights for each tile of 8 pairs. Here a
-// block is 64 rows, one warp per 16, each warp taking every K pass of its rows: the block's
-// warps read the same inputs (L1 serves the repeats), a quarter of the L2 traffic, and each
-// pass's weights are decoded once for kTiles tiles. A warp keeps four accumulators, one per
-// pass index mod 4 (the passes grouped_mma_kernel's warp w takes), added at the end in that
-// kernel's warp order, and the mma steps inside a pass are the same: every pair's bits are
-// grouped_mma_kernel's, so the choice between the two is a speed choice only (the op harness
-// checks a row alone == in a batch that takes this kernel).
+// grouped_mma_kernel with kTiles tiles of pairs per weight decode (same layout, grid, outputs).
 template <bool kGateUp, bool kFp4, int kTiles>
 __global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 registers
-    grouped_mma_rows_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+    grouped_mma_tiles_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
@@ -338,15 +328,18 @@ __global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 re
   const int64_t K = da.k;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
-  const int64_t row0 = (static_cast<int64_t>(blockIdx.y) * kWarps + warp) * 16;
-  if (row0 >= da.n) return;  // whole warps; no block barrier below
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
+  if (row0 >= da.n) return;
   const Row alo = weight_row<kFp4>(da, row0 + g), ahi = weight_row<kFp4>(da, row0 + g + 8);
   Row blo = alo, bhi = ahi;
   if constexpr (kGateUp) {
     blo = weight_row<kFp4>(ex.w3, row0 + g);
     bhi = weight_row<kFp4>(ex.w3, row0 + g + 8);
   }
+  constexpr int kSums = kGateUp ? 2 : 1;
+  __shared__ float partial[kWarps - 1][kSums][kTiles][4][32];
   const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
+  constexpr int64_t kStep = kWarps * kPass;
   for (int32_t p0 = 0; p0 < count; p0 += kTile * kTiles) {
     const int active = min(kTiles, (count - p0 + kTile - 1) / kTile);
     const uint16_t* x[kTiles];
@@ -360,46 +353,55 @@ __global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 re
       const int64_t in_row = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
       x[j] = in + in_row * in_ld + 32 * t;
     }
-    float acc_a[kWarps][kTiles][4] = {}, acc_b[kWarps][kTiles][4] = {};
-    for (int64_t kq = 0; kq < K; kq += kWarps * kPass) {
+    __syncthreads();  // warp 0 has read the previous tiles' partial sums
+    float acc_a[kTiles][4] = {}, acc_b[kTiles][4] = {};
+    for (int64_t kp = warp * kPass; kp < K; kp += kStep) {
+      const int64_t k0 = kp + 32 * t;
+      pass_tiles<kFp4, kTiles>(load_row32<kFp4>(alo, k0), load_row32<kFp4>(ahi, k0), x, kp, active,
+                               acc_a);
+      if constexpr (kGateUp) {
+        pass_tiles<kFp4, kTiles>(load_row32<kFp4>(blo, k0), load_row32<kFp4>(bhi, k0), x, kp,
+                                 active, acc_b);
+      }
+    }
+    if (warp > 0) {
 #pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
-        const int64_t kp = kq + w * kPass;
-        if (kp >= K) break;
-        const int64_t k0 = kp + 32 * t;
-        pass_tiles<kFp4, kTiles>(load_row32<kFp4>(alo, k0), load_row32<kFp4>(ahi, k0), x, kp,
-                                 active, acc_a[w]);
-        if constexpr (kGateUp) {
-          pass_tiles<kFp4, kTiles>(load_row32<kFp4>(blo, k0), load_row32<kFp4>(bhi, k0), x, kp,
-                                   active, acc_b[w]);
+      for (int j = 0; j < kTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          partial[warp - 1][0][j][i][lane] = acc_a[j][i];
+          if constexpr (kGateUp) partial[warp - 1][kSums - 1][j][i][lane] = acc_b[j][i];
         }
       }
     }
+    __syncthreads();
+    if (warp > 0) continue;
 #pragma unroll
     for (int j = 0; j < kTiles; ++j) {
+#pragma unroll
+      for (int w = 0; w < kWarps - 1; ++w) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          acc_a[j][i] += partial[w][0][j][i][lane];
+          if constexpr (kGateUp) acc_b[j][i] += partial[w][kSums - 1][j][i][lane];
+        }
+      }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tk = 2 * t + (i & 1);
         if (tk >= n[j]) continue;
-        float a = acc_a[0][j][i], b = acc_b[0][j][i];
-#pragma unroll
-        for (int w = 1; w < kWarps; ++w) {  // grouped_mma_kernel's warp order
-          a += acc_a[w][j][i];
-          if constexpr (kGateUp) b += acc_b[w][j][i];
-        }
         const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
         const int32_t pair = begin + p0 + j * kTile + tk;
         const int32_t pr = st.layout.row_pair[pair];
         st.out[static_cast<int64_t>(pair) * st.out_ld + row] = moe_epilogue<kGateUp>(
-            a, b, st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
+            acc_a[j][i], acc_b[j][i], st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
       }
     }
   }
 }
 
-dim3 mma_grid(int max_active, int64_t rows, int64_t rows_per_block) {
-  return dim3(static_cast<unsigned>(max_active),
-              static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block));
+dim3 mma_grid(int max_active, int64_t rows) {
+  return dim3(static_cast<unsigned>(max_active), static_cast<unsigned>((rows + 15) / 16));
 }
 
 }  // namespace
@@ -410,20 +412,18 @@ void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert
                             float* h, int64_t h_ld, int pair_tiles, cudaStream_t stream) {
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, h, h_ld};
-  const int block = kWarps * 32;
+  const dim3 grid = mma_grid(max_active, inter);
   if (pair_tiles > 1) {
-    const dim3 grid = mma_grid(max_active, inter, 16 * kWarps);
     if (fp4) {
-      grouped_mma_rows_kernel<true, true, kManyTiles<true>><<<grid, block, 0, stream>>>(x, x_ld, args);
+      grouped_mma_tiles_kernel<true, true, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
     } else {
-      grouped_mma_rows_kernel<true, false, kManyTiles<true>><<<grid, block, 0, stream>>>(x, x_ld, args);
+      grouped_mma_tiles_kernel<true, false, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(x, x_ld,
+                                                                                      args);
     }
   } else if (fp4) {
-    grouped_mma_kernel<true, true><<<mma_grid(max_active, inter, 16), block, 0, stream>>>(x, x_ld,
-                                                                                         args);
+    grouped_mma_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
   } else {
-    grouped_mma_kernel<true, false><<<mma_grid(max_active, inter, 16), block, 0, stream>>>(x, x_ld,
-                                                                                          args);
+    grouped_mma_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
   }
 }
 
@@ -433,20 +433,19 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
                          int pair_tiles, cudaStream_t stream) {
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, y, y_ld};
-  const int block = kWarps * 32;
+  const dim3 grid = mma_grid(max_active, dim);
   if (pair_tiles > 1) {
-    const dim3 grid = mma_grid(max_active, dim, 16 * kWarps);
     if (fp4) {
-      grouped_mma_rows_kernel<false, true, kManyTiles<false>><<<grid, block, 0, stream>>>(h, h_ld, args);
+      grouped_mma_tiles_kernel<false, true, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(h, h_ld,
+                                                                                      args);
     } else {
-      grouped_mma_rows_kernel<false, false, kManyTiles<false>><<<grid, block, 0, stream>>>(h, h_ld, args);
+      grouped_mma_tiles_kernel<false, false, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(h, h_ld,
+                                                                                       args);
     }
   } else if (fp4) {
-    grouped_mma_kernel<false, true><<<mma_grid(max_active, dim, 16), block, 0, stream>>>(h, h_ld,
-                                                                                        args);
+    grouped_mma_kernel<false, true><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
   } else {
-    grouped_mma_kernel<false, false><<<mma_grid(max_active, dim, 16), block, 0, stream>>>(h, h_ld,
-                                                                                         args);
+    grouped_mma_kernel<false, false><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
   }
 }
 
