@@ -238,7 +238,8 @@ class V4Model final : public model::Model {
     o.hc_head(X, hc_params(h.hc), y);
     num.act(o, y);
     num.rms_norm_act(o, y, &h.norm, 0, y);
-    o.linear(y, w.lm_head, logits);  // FP32 head in both semantics
+    // FP32 head in both semantics; its input was just rounded (official): one exact GEMM.
+    o.linear(y, w.lm_head, logits, num.gemm_on_act());
   }
 
   // Embedding rows replicated into the n streams.

@@ -466,7 +466,7 @@ class V41Model final : public model::Model {
       o.hc_collapse(Xs, ps, static_cast<int>(n), y);
       num.act(o, y);
       num.rms_norm_act(o, y, &w.norm, 0, y);
-      o.linear(y, w.lm_head, lg);
+      o.linear(y, w.lm_head, lg, num.gemm_on_act());
     }
     if (in.sample_specs.empty()) {
       out.sampled.clear();
@@ -638,7 +638,7 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   num.act(o, nj);
   num.rms_norm_act(o, nj, &dw.norm, 0, nj);
   Mat lg(fit(logits_buf, M * V), M, V);
-  o.linear(nj, w.lm_head, lg);
+  o.linear(nj, w.lm_head, lg, num.gemm_on_act());
 
   // The Markov and confidence heads read the previous token, chosen left to right: slot j's
   // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is

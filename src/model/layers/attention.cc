@@ -58,7 +58,7 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
     ops.round_bf16(iq);
     ops.fake_quant_fp4(iq, kIndexerFp4Block);
   }
-  ops.linear(u, w.weights_proj, iw, num.rounded({}));
+  ops.linear(u, w.weights_proj, iw, num.rounded(num.gemm_on_act()));
   // V4.1's reference multiplies by d_I^-1/2 · H_I^-1/2 (two double factors, one FP32 scalar).
   const float wscale =
       num.v41 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(di)) /
@@ -119,13 +119,14 @@ void attention_project(const LayerEnv& env, const AttentionWeights& w, const io:
   project_qkv(env, w, env.rope.for_kind(spec.attention), u, pos, r.qr, r.q, r.kv);
   if (w.compressor.has_value()) {
     const CompressorWeights& cw = *w.compressor;
-    compressor_project(env.ops, cw, u, cw.ape != nullptr ? rows.ape_rows(cw.ratio) : nullptr,
-                       r.ckv, r.cg, b.ape);
+    compressor_project(env.ops, cw, u, env.num.gemm_on_act(),
+                       cw.ape != nullptr ? rows.ape_rows(cw.ratio) : nullptr, r.ckv, r.cg, b.ape);
   }
   if (w.indexer.has_value()) {
     if (w.indexer->compressor) {
       const CompressorWeights& icw = *w.indexer->compressor;
-      compressor_project(env.ops, icw, u, rows.ape_rows(icw.ratio), r.ikv, r.ig, b.ape);
+      compressor_project(env.ops, icw, u, env.num.gemm_on_act(), rows.ape_rows(icw.ratio), r.ikv,
+                         r.ig, b.ape);
     }
     project_indexer(env, *w.indexer, env.rope.compress, u, r.qr, pos, r.iq, r.iw);
   }

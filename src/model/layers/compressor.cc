@@ -11,11 +11,12 @@ using backend::CMat;
 using backend::Mat;
 
 void compressor_project(backend::Ops& ops, const CompressorWeights& w, CMat u,
-                        const int32_t* ape_rows, Mat kv, Mat gate, backend::Buffer& ape) {
-  // FP32 compute on the (BF16-exact) block input in both semantics (spec §2.0).
-  ops.linear(u, w.wkv, kv);
+                        const backend::LinearOpts& opts, const int32_t* ape_rows, Mat kv, Mat gate,
+                        backend::Buffer& ape) {
+  // FP32 compute on the block input in both semantics (spec §2.0).
+  ops.linear(u, w.wkv, kv, opts);
   if (!w.wgate) return;  // ratio 1 (V4.1): every token is its own row, no gate
-  ops.linear(u, *w.wgate, gate);
+  ops.linear(u, *w.wgate, gate, opts);
   // gate += ape[pos mod m] (V4): gather the ape rows, then one add.
   const int64_t width = w.width(), M = gate.rows;
   if (M == 0 || w.ape == nullptr) return;

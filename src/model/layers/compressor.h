@@ -50,11 +50,12 @@ struct CompressorJob {
   CompressorState* keys = nullptr;  // V4.1 Full layers: where the index keys of the rows go
 };
 
-// ape_rows [M]: each row's position mod w.ratio (RowInputs::ape_rows; null without ape); ape:
-// scratch of M gathered ape rows. gate is not written without wgate (ratio 1).
+// opts: the projections' LinearOpts (Numerics::gemm_on_act: u is the block input, rounded in
+// official semantics). ape_rows [M]: each row's position mod w.ratio (RowInputs::ape_rows; null
+// without ape); ape: scratch of M gathered ape rows. gate is not written without wgate (ratio 1).
 void compressor_project(backend::Ops& ops, const CompressorWeights& w, backend::CMat u,
-                        const int32_t* ape_rows, backend::Mat kv, backend::Mat gate,
-                        backend::Buffer& ape);
+                        const backend::LinearOpts& opts, const int32_t* ape_rows, backend::Mat kv,
+                        backend::Mat gate, backend::Buffer& ape);
 
 // The latents of every row that closes in the step (jobs in order, rows in order): [n, d_c] in
 // scratch.rows, normalised (and BF16-rounded in official semantics), the position of each row's
