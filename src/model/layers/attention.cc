@@ -132,15 +132,6 @@ void attention_project(const LayerEnv& env, const AttentionWeights& w, const io:
   }
 }
 
-void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
-                       bool mtp, size_t cache_index, CMat u, const RowInputs& rows,
-                       const StepInputs& in, Mat out, AttentionBuffers& b, AttentionScratch& s) {
-  const AttentionRows r = attention_rows(env, w, u.rows, b);
-  attention_project(env, w, spec, u, rows, b, r);
-  attention_core(env, w, spec, mtp, cache_index, r, in, s);
-  attention_output(env, w, spec, rows.positions, r, out, b);
-}
-
 void select_compressed(const LayerEnv& env, CMat iq, CMat iw, const StepInputs& in,
                        const LayerOf& keys_of, const SelectOpts& opts, AttentionScratch& s) {
   backend::Ops& ops = env.ops;

@@ -152,11 +152,4 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
                       const int32_t* positions, const AttentionRows& r, backend::Mat out,
                       AttentionBuffers& b);
 
-// All three, eagerly: out [M, D] = Attn(u) for the rows of `in`. `mtp` selects the caches' MTP
-// layer list; `cache_index` the layer within it.
-void attention_forward(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
-                       bool mtp, size_t cache_index, backend::CMat u, const RowInputs& rows,
-                       const StepInputs& in, backend::Mat out, AttentionBuffers& b,
-                       AttentionScratch& s);
-
 }  // namespace deepinfer::model
