@@ -8,12 +8,13 @@
 // platform prints the same), so neither peer is favoured by hot experts sitting at low ids.
 // s = 0 is uniform; no measured V4 expert histogram is in the repository yet. Prints, per case,
 // the mean and worst balance over the layers, EPLB with no redundant experts (packing only), and
-// the ratio of the round-robin peer's mean to EPLB's.
+// the ratio of the round-robin peer's mean to EPLB's; `--csv PATH` writes the same rows.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "parallel/eplb.h"
@@ -82,7 +83,24 @@ Stat peer(const std::vector<std::vector<double>>& load, const ExpertPlacement& p
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  std::FILE* csv = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--csv") == 0 && i + 1 < argc) {
+      csv = std::fopen(argv[++i], "w");
+      if (csv == nullptr) {
+        std::fprintf(stderr, "eplb_bench: cannot write %s\n", argv[i]);
+        return 1;
+      }
+    } else {
+      std::fprintf(stderr, "usage: eplb_bench [--csv PATH]\n");
+      return 2;
+    }
+  }
+  if (csv != nullptr) {
+    std::fprintf(csv, "gpus,nodes,zipf_s,eplb_mean,eplb_max,packing_only_mean,rr_mean,rr_max,"
+                      "contiguous_mean,rr_over_eplb\n");
+  }
   std::printf(
       "EPLB balance (max/mean GPU load; 1.00 = perfect), %d experts + %d redundant "
       "(+0: none, packing only), %d layers, Zipf(s) loads; rr: round-robin, ctg: "
@@ -110,7 +128,13 @@ int main() {
       std::printf("%4d %5d %5.2f | %9.4f %9.4f | %9.4f | %9.4f %9.4f | %9.4f | %7.3f\n", gpus,
                   config.num_nodes, s, eplb.mean, eplb.worst, packed.mean, round_robin.mean,
                   round_robin.worst, contiguous.mean, round_robin.mean / eplb.mean);
+      if (csv != nullptr) {
+        std::fprintf(csv, "%d,%d,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", gpus,
+                     config.num_nodes, s, eplb.mean, eplb.worst, packed.mean, round_robin.mean,
+                     round_robin.worst, contiguous.mean, round_robin.mean / eplb.mean);
+      }
     }
   }
+  if (csv != nullptr) std::fclose(csv);
   return 0;
 }
