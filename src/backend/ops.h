@@ -153,9 +153,9 @@ struct MoeOpts {
   bool single_expert = false;
 };
 
-using sample::SampleSpec;
-using sample::kSampleNoToken;
 using sample::kSampleNonFinite;
+using sample::kSampleNoToken;
+using sample::SampleSpec;
 
 // Thrown by Ops::allocate when the backend's memory is exhausted; the message names the backend,
 // the size asked for and what is free. It is the one failure an op can meet at run time (the

@@ -110,8 +110,7 @@ Expected<RuleNfa> build_rule_nfa(const Grammar& g, const AutomatonLimits& limits
 // automaton_subset.cc: the rule's DFA by subset construction, its states counted down from
 // *budget (of max_states) and its subset work from *work (of max_work).
 Expected<RuleDfa> determinize(const RuleNfa& rule, const ClassLists& classes, int32_t num_classes,
-                              int32_t* budget, int32_t max_states, int64_t* work,
-                              int64_t max_work);
+                              int32_t* budget, int32_t max_states, int64_t* work, int64_t max_work);
 
 // automaton_minimize.cc
 void append_minimal(RuleDfa in, int32_t r, Automaton& a, Transitions& edges);

@@ -461,8 +461,8 @@ class BitsetSubsetConstruction {
   std::vector<std::pair<int32_t, int32_t>> moves_;  // (class, target)
   std::vector<std::pair<uint64_t, int32_t>> by_hash_;
   int64_t visited_ = 0;
-  std::vector<uint64_t> sets_;    // the subsets, words_ words each
-  HashedIds ids_;                 // subset id by hash
+  std::vector<uint64_t> sets_;  // the subsets, words_ words each
+  HashedIds ids_;               // subset id by hash
 };
 
 }  // namespace

@@ -17,8 +17,8 @@ namespace {
 struct LtApi {
   cublasStatus_t (*create)(cublasLtHandle_t*) = nullptr;
   cublasStatus_t (*destroy)(cublasLtHandle_t) = nullptr;
-  cublasStatus_t (*desc_create)(cublasLtMatmulDesc_t*, cublasComputeType_t, cudaDataType_t) =
-      nullptr;
+  cublasStatus_t (*desc_create)(cublasLtMatmulDesc_t*, cublasComputeType_t,
+                                cudaDataType_t) = nullptr;
   cublasStatus_t (*desc_destroy)(cublasLtMatmulDesc_t) = nullptr;
   cublasStatus_t (*desc_set)(cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, const void*,
                              size_t) = nullptr;
@@ -34,10 +34,9 @@ struct LtApi {
                               cublasLtMatrixLayout_t, cublasLtMatmulPreference_t, int,
                               cublasLtMatmulHeuristicResult_t*, int*) = nullptr;
   cublasStatus_t (*matmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void*, const void*,
-                           cublasLtMatrixLayout_t, const void*, cublasLtMatrixLayout_t,
-                           const void*, const void*, cublasLtMatrixLayout_t, void*,
-                           cublasLtMatrixLayout_t, const cublasLtMatmulAlgo_t*, void*, size_t,
-                           cudaStream_t) = nullptr;
+                           cublasLtMatrixLayout_t, const void*, cublasLtMatrixLayout_t, const void*,
+                           const void*, cublasLtMatrixLayout_t, void*, cublasLtMatrixLayout_t,
+                           const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) = nullptr;
   size_t (*version)() = nullptr;  // optional: for the probe's report
   bool ok() const {
     return create && destroy && desc_create && desc_destroy && desc_set && layout_create &&
@@ -154,7 +153,8 @@ bool make_plan(void* handle, int64_t M, int64_t N, int64_t K, int64_t ldd, cudaD
   // run() sets each call's own.
   const bool made =
       step(api.desc_create(op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "desc create") &&
-      step(ok(set(*op, CUBLASLT_MATMUL_DESC_TRANSA, ta) && set(*op, CUBLASLT_MATMUL_DESC_TRANSB, tb)),
+      step(ok(set(*op, CUBLASLT_MATMUL_DESC_TRANSA, ta) &&
+              set(*op, CUBLASLT_MATMUL_DESC_TRANSB, tb)),
            "transposes") &&
       step(ok(set(*op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, weight_on_a ? blk : vec) &&
               set(*op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, weight_on_a ? vec : blk)),
@@ -217,7 +217,8 @@ std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, const void* pla
       const int64_t ldd = weight_on_a ? N : M;
       const bool ok = make_plan(handle_, M, N, K, ldd, out, weight_on_a, workspace_bytes, &p.op,
                                 &p.a, &p.b, &p.d, &p.algo, placeholder, placeholder, &why);
-      r += std::string("; ") + (weight_on_a ? "A=W(128x128) B=x(1x128)" : "A=x(1x128) B=W(128x128)") +
+      r += std::string("; ") +
+           (weight_on_a ? "A=W(128x128) B=x(1x128)" : "A=x(1x128) B=W(128x128)") +
            (out == CUDA_R_32F ? " D=F32: " : " D=BF16: ") + (ok ? "ok" : why);
     }
   }
@@ -240,9 +241,11 @@ void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* work
       lt_api().matmul(static_cast<cublasLtHandle_t>(handle_), p.op, &alpha, o.w, p.a, o.x, p.b,
                       &beta, out, p.d, out, p.d, &p.algo.algo, workspace, workspace_bytes, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
-    std::fprintf(stderr, "deepinfer: cublasLtMatmul (FP8 block-scaled, M=%lld N=%lld K=%lld) failed: status %d\n",
-                 static_cast<long long>(o.M), static_cast<long long>(o.N),
-                 static_cast<long long>(o.K), static_cast<int>(s));
+    std::fprintf(
+        stderr,
+        "deepinfer: cublasLtMatmul (FP8 block-scaled, M=%lld N=%lld K=%lld) failed: status %d\n",
+        static_cast<long long>(o.M), static_cast<long long>(o.N), static_cast<long long>(o.K),
+        static_cast<int>(s));
     std::abort();
   }
 }

@@ -26,9 +26,9 @@
 namespace deepinfer::backend::cuda {
 
 struct Fp8GemmOperands {
-  const uint8_t* x = nullptr;  // [M, K] E4M3, row-major, ld K
+  const uint8_t* x = nullptr;      // [M, K] E4M3, row-major, ld K
   const float* x_scale = nullptr;  // [K / 128, M]: block column kb of row m at kb * M + m
-  const uint8_t* w = nullptr;  // [N, K] E4M3, row-major, ld K
+  const uint8_t* w = nullptr;      // [N, K] E4M3, row-major, ld K
   const float* w_scale = nullptr;  // [N / 128, K / 128] row-major (K / 128 a multiple of 4)
   float* y = nullptr;              // [M, N] FP32 with leading dimension ldy
   uint16_t* y_bf16 = nullptr;      // [M, N] BF16, ld N: the output where it is Fp8Output::kBf16

@@ -188,7 +188,8 @@ const float* CudaOps::fp8_weight_scales(const WeightRef& w) {
   if (slot.count == count) return slot.f32.as<const float>();
   if (capturing()) return nullptr;  // the BF16 path instead: a capture cannot allocate
   auto buf = DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(float));
-  if (!buf.ok()) throw OutOfMemory("GPU memory exhausted (FP8 weight scales): " + buf.status().message());
+  if (!buf.ok())
+    throw OutOfMemory("GPU memory exhausted (FP8 weight scales): " + buf.status().message());
   kc::launch_e8m0_to_f32(static_cast<const uint8_t*>(w.scale.data), count, buf->as<float>(),
                          stream_);
   slot.f32 = std::move(*buf);
@@ -279,11 +280,13 @@ Expected<DeviceBuffer> CudaOps::linear_mma_layout_table() {
   std::vector<int32_t> t(static_cast<size_t>(5 * kMax));
   for (int64_t m = 1; m <= kMax; ++m) {
     int32_t* l = t.data() + 4 * (m - 1);
-    l[0] = static_cast<int32_t>(m), l[1] = 0, l[2] = 0, l[3] = 1;  // count, offset, active, n_active
+    // count, offset, active, n_active
+    l[0] = static_cast<int32_t>(m), l[1] = 0, l[2] = 0, l[3] = 1;
   }
   for (int64_t r = 0; r < kMax; ++r) t[static_cast<size_t>(4 * kMax + r)] = static_cast<int32_t>(r);
   DI_ASSIGN_OR_RETURN(DeviceBuffer buf, DeviceBuffer::allocate(t.size() * sizeof(int32_t)));
-  DI_CUDA_CHECK(cudaMemcpy(buf.data(), t.data(), t.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+  DI_CUDA_CHECK(
+      cudaMemcpy(buf.data(), t.data(), t.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
   return buf;
 }
 

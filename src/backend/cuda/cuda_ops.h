@@ -272,9 +272,9 @@ class CudaOps : public Ops {
   // Held by deallocate() around its check and cudaFree, and by the start of a capture: no
   // cudaFree is in flight on another thread when a capture begins.
   std::mutex deferred_mu_;
-  std::vector<void*> deferred_frees_;  // freed while a capture ran (cudaFree may synchronise)
-  DeviceBuffer cublas_workspace_;      // fixed, so cuBLAS never allocates inside a capture
-  cublasContext* cublas_ = nullptr;  // null: no tensor-core path (creation failed)
+  std::vector<void*> deferred_frees_;       // freed while a capture ran (cudaFree may synchronise)
+  DeviceBuffer cublas_workspace_;           // fixed, so cuBLAS never allocates inside a capture
+  cublasContext* cublas_ = nullptr;         // null: no tensor-core path (creation failed)
   std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
@@ -292,7 +292,7 @@ class CudaOps : public Ops {
   int64_t linear_mma_max_rows_ = 64;
   std::vector<kernels::cuda::PagedDesc> row_key_table_;  // indexer_scores_multi's staging
   std::vector<const float*> row_key_pages_;              // (its page tables, concatenated)
-  std::vector<const void*> scatter_table_;             // scatter_rows' staging
+  std::vector<const void*> scatter_table_;               // scatter_rows' staging
 };
 
 }  // namespace deepinfer::backend::cuda

@@ -66,8 +66,7 @@ namespace {
 // "changes" that are not there (and rebuild the table under kernels still reading it).
 bool same_desc(const kc::WeightDesc& a, const kc::WeightDesc& b) {
   return a.fmt == b.fmt && a.w == b.w && a.scale == b.scale && a.sfmt == b.sfmt && a.n == b.n &&
-         a.k == b.k && a.block_n == b.block_n && a.block_k == b.block_k &&
-         a.scale_ld == b.scale_ld;
+         a.k == b.k && a.block_n == b.block_n && a.block_k == b.block_k && a.scale_ld == b.scale_ld;
 }
 }  // namespace
 

@@ -60,10 +60,9 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
   }
   ops.linear(u, w.weights_proj, iw, num.rounded(num.gemm_on_act()));
   // V4.1's reference multiplies by d_I^-1/2 · H_I^-1/2 (two double factors, one FP32 scalar).
-  const float wscale =
-      num.v41 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(di)) /
-                                   std::sqrt(static_cast<double>(Hi)))
-              : 1.0f / std::sqrt(static_cast<float>(di) * static_cast<float>(Hi));
+  const float wscale = num.v41 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(di)) /
+                                                    std::sqrt(static_cast<double>(Hi)))
+                               : 1.0f / std::sqrt(static_cast<float>(di) * static_cast<float>(Hi));
   ops.scale(iw, wscale);
   num.act(ops, iw);
 }
@@ -113,8 +112,7 @@ AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int
 }
 
 void attention_project(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
-                       CMat u, const RowInputs& rows, AttentionBuffers& b,
-                       const AttentionRows& r) {
+                       CMat u, const RowInputs& rows, AttentionBuffers& b, const AttentionRows& r) {
   const int32_t* pos = rows.positions;
   project_qkv(env, w, env.rope.for_kind(spec.attention), u, pos, r.qr, r.q, r.kv);
   if (w.compressor.has_value()) {
@@ -167,9 +165,8 @@ void select_compressed(const LayerEnv& env, CMat iq, CMat iw, const StepInputs& 
   int32_t* cand = nullptr;
   if (opts.candidates != SelectOpts::Candidates::kNone) {
     const size_t bytes = static_cast<size_t>(M * NB) * sizeof(int32_t);
-    cand = static_cast<int32_t*>(opts.candidates == SelectOpts::Candidates::kMake
-                                     ? s.cand.fit_bytes(bytes)
-                                     : s.cand.data());
+    cand = static_cast<int32_t*>(
+        opts.candidates == SelectOpts::Candidates::kMake ? s.cand.fit_bytes(bytes) : s.cand.data());
     DI_CHECK(cand != nullptr && s.cand.bytes() >= bytes);
   }
   // Query blocks bound the score matrix ([block, max_rows] floats) for long prompts.
@@ -281,7 +278,8 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
       fill_key_table(env, r, in, window_of, comp_of, ratio, all_visible, selected, s);
   const std::vector<const float*>& table = s.key_rows;
   const size_t table_bytes = table.size() * sizeof(const float*);
-  auto* key_rows = static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
+  auto* key_rows =
+      static_cast<const float**>(s.key_table.fit_bytes(std::max<size_t>(table_bytes, 8)));
   ops.upload(key_rows, table.data(), table_bytes);
   if (selected) {
     ops.paged_row_addresses(static_cast<const int32_t*>(s.sel.data()), s.sel_k, s.row_comp,

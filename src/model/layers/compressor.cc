@@ -144,8 +144,9 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
       }
     }
   }
-  append_closed_rows(ops, w.ratio, jobs, out,
-                     [](const CompressorJob& j) -> PagedRows& { return j.state->rows; }, scratch);
+  append_closed_rows(
+      ops, w.ratio, jobs, out, [](const CompressorJob& j) -> PagedRows& { return j.state->rows; },
+      scratch);
   return n_new;
 }
 

@@ -62,8 +62,8 @@ struct Numerics {
   backend::LinearOpts gemm_rounded() const { return rounded(gemm()); }
   // rms_norm (with this checkpoint's eps) / hc_post, then act: one op where the backend rounds
   // in its store (Ops::rms_norm_rounded, Ops::hc_post_rounded).
-  void rms_norm_act(backend::Ops& ops, backend::CMat x, const backend::WeightRef* w,
-                    int64_t group, backend::Mat y) const {
+  void rms_norm_act(backend::Ops& ops, backend::CMat x, const backend::WeightRef* w, int64_t group,
+                    backend::Mat y) const {
     if (official) {
       ops.rms_norm_rounded(x, w, eps, group, y);
     } else {

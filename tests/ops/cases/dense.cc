@@ -13,8 +13,8 @@
 #include <string>
 
 #include "../op_harness.h"
-#include "base/numeric_types.h"
 #include "../sample_cases.h"
+#include "base/numeric_types.h"
 
 namespace deepinfer::backend::testing {
 namespace {
@@ -64,7 +64,8 @@ OP_CASE(linear_all_formats, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kDens
             close(
                 ctx,
                 tag(aq ? "linear+aq" : "linear", kind, M, s.n, s.k) + " pad=" + std::to_string(pad),
-                got, want.v, fp8_tensor_core_shape(kind, aq, M, s.k, pad) ? kFp8TensorCoreTol : 2e-5);
+                got, want.v,
+                fp8_tensor_core_shape(kind, aq, M, s.k, pad) ? kFp8TensorCoreTol : 2e-5);
             // LinearOpts::round_bf16: the same product rounded to BF16 (in the kernels' stores
             // on CUDA), bit for bit.
             if (pad != 0) continue;
@@ -142,7 +143,8 @@ OP_CASE(linear_fp8_block_scaled, kOnAll | kHeavy, Feature::kFp8Weights, Feature:
       Buf x = random_buf(ctx.rng, M, s.k);
       for (int64_t r = 0; r < M; ++r) {
         for (int64_t c = 0; c < s.k; ++c) {
-          x.v[static_cast<size_t>(r * s.k + c)] *= std::ldexp(1.0f, static_cast<int>((r * 7 + (c / 128) * 3) % 9) - 4);
+          x.v[static_cast<size_t>(r * s.k + c)] *=
+              std::ldexp(1.0f, static_cast<int>((r * 7 + (c / 128) * 3) % 9) - 4);
         }
       }
       Buf want(M, s.n);
@@ -397,8 +399,8 @@ OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
         const DBuf dO = dev_copy(ctx, o), dpost = dev_copy(ctx, post), dcomb = dev_copy(ctx, comb);
         ctx.ops->hc_post(ds.cmat(), dO.cmat(), dpost.cmat(), dcomb.cmat(), n, ds.mat());
         std::vector<float> post_out = ds.download();
-        close(ctx, "hc_post in place D=" + std::to_string(D) + " M=" + std::to_string(M),
-              post_out, want.v, 1e-5);
+        close(ctx, "hc_post in place D=" + std::to_string(D) + " M=" + std::to_string(M), post_out,
+              want.v, 1e-5);
         // hc_post_rounded: the same values rounded to BF16, bit for bit (in place too).
         for (float& r : post_out) r = bf16_to_float(float_to_bf16(r));
         DBuf dsr = dev_copy(ctx, x);
