@@ -52,8 +52,7 @@ OP_CASE(opt_batch_invariance, kOnCpu, Feature::kDenseBf16, Feature::kDenseF16, F
 // The GEMV kernels switch at M = 4 and 16, so invariance is checked within each range only
 // (docs/cuda_backend.md lists the cross-range case as missing).
 OP_CASE(determinism_and_batch_invariance, kOnCuda, Feature::kFp8Weights, Feature::kFp4Weights,
-        Feature::kActQuantFp8, Feature::kSparseAttention, Feature::kBf16Probs,
-        Feature::kHyperConnections) {
+        Feature::kActQuantFp8, Feature::kSparseAttention, Feature::kBf16Probs) {
   auto w = test_weight(ctx, WKind::kFp8E8m0, 300, 1024);
   auto w4 = test_weight(ctx, WKind::kFp4, 300, 1024);
   for (const TestWeight* wt : {w.get(), w4.get()}) {
@@ -75,38 +74,6 @@ OP_CASE(determinism_and_batch_invariance, kOnCuda, Feature::kFp8Weights, Feature
       const std::vector<float> head(a.begin(), a.begin() + r.small * 300);
       close(ctx, t + " first " + std::to_string(r.small) + " rows alone", ys.download(), head, 0.0);
     }
-  }
-  {
-    // mHC pre-mix: from 128 tokens the dots take one block per token (hc.cu), with the same
-    // bits as the block per (token, row) that a lone token takes.
-    const int n = 4;
-    const int64_t D = 1024, M = 200, row = 137;
-    const Buf fn = random_buf(ctx.rng, (2 + n) * n, n * D, -0.05f, 0.05f);
-    const Buf base = random_buf(ctx.rng, 1, (2 + n) * n), scale = random_buf(ctx.rng, 1, 3, 0.5f, 1.5f);
-    const DBuf dfn = dev_copy(ctx, fn);
-    const BackendMem dbase = dev_array(ctx, base.v), dscale = dev_array(ctx, scale.v);
-    const HcParams hp{n, dfn.cmat(), dbase.as<float>(), dscale.as<float>()};
-    const Buf x = random_buf(ctx.rng, M, n * D, -2.0f, 2.0f);
-    const DBuf dx = dev_copy(ctx, x);
-    DBuf y = dev_poisoned(ctx, M, D), post = dev_poisoned(ctx, M, n), comb = dev_poisoned(ctx, M, n * n);
-    DBuf y1 = dev_poisoned(ctx, 1, D), post1 = dev_poisoned(ctx, 1, n), comb1 = dev_poisoned(ctx, 1, n * n);
-    ctx.ops->hc_pre(dx.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
-    ctx.ops->hc_pre(dx.cmat().rows_slice(row, 1), hp, {}, y1.mat(), {}, post1.mat(), comb1.mat());
-    const auto row_of = [&](const DBuf& b, int64_t width) {
-      const std::vector<float> all = b.download();
-      return std::vector<float>(all.begin() + row * width, all.begin() + (row + 1) * width);
-    };
-    close(ctx, "hc_pre y token alone", y1.download(), row_of(y, D), 0.0);
-    close(ctx, "hc_pre post token alone", post1.download(), row_of(post, n), 0.0);
-    close(ctx, "hc_pre comb token alone", comb1.download(), row_of(comb, n * n), 0.0);
-    // hc_head's n + 1 dots likewise.
-    const Buf hfn = random_buf(ctx.rng, n, n * D, -0.05f, 0.05f);
-    const DBuf dhfn = dev_copy(ctx, hfn);
-    const HcParams hh{n, dhfn.cmat(), dbase.as<float>(), dscale.as<float>()};
-    DBuf h = dev_poisoned(ctx, M, D), h1 = dev_poisoned(ctx, 1, D);
-    ctx.ops->hc_head(dx.cmat(), hh, h.mat());
-    ctx.ops->hc_head(dx.cmat().rows_slice(row, 1), hh, h1.mat());
-    close(ctx, "hc_head token alone", h1.download(), row_of(h, D), 0.0);
   }
   {
     const Buf x = random_buf(ctx.rng, 9, 4096);

@@ -40,76 +40,6 @@ __global__ void __launch_bounds__(kThreads)
   if (threadIdx.x == 0) dots[m * (rows + 1) + r] = d;
 }
 
-// The same dots, one block per token (many tokens: prefill): the token's values are read once
-// and all rows + 1 dots accumulate together, where hc_dots_kernel reads the token again for
-// every row (~13 GB of L2 reads per call at 4,096 tokens, n = 4, D = 4,096). Each dot takes
-// hc_dots_kernel's per-thread order (four accumulators over the same columns, the same tail)
-// and block_sum's operations (warp sums, then the warps' partials summed by one warp), so its
-// bits are the same: the choice between the two is a speed choice (batch-invariant).
-template <int kMaxDots>
-__global__ void __launch_bounds__(kThreads)
-    hc_dots_token_kernel(MatDesc streams, MatDesc fn, int rows, float* dots) {
-  constexpr int kWarpsPerBlock = kThreads / 32;
-  __shared__ float red[kMaxDots][kWarpsPerBlock];
-  const int64_t m = blockIdx.x, len = streams.cols;
-  const float* x = streams.data + m * streams.ld;
-  const int lane = threadIdx.x & 31, wid = threadIdx.x >> 5;
-  float acc[kMaxDots][4];
-#pragma unroll
-  for (int r = 0; r < kMaxDots; ++r) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = 0.0f;
-  int64_t c = threadIdx.x;
-  for (; c + 3 * kThreads < len; c += 4 * kThreads) {
-    const float x0 = x[c], x1 = x[c + kThreads], x2 = x[c + 2 * kThreads], x3 = x[c + 3 * kThreads];
-#pragma unroll
-    for (int r = 0; r < kMaxDots; ++r) {
-      if (r > rows) break;
-      const float* f = r < rows ? fn.data + r * fn.ld : x;
-      acc[r][0] = fmaf(f[c], x0, acc[r][0]);
-      acc[r][1] = fmaf(f[c + kThreads], x1, acc[r][1]);
-      acc[r][2] = fmaf(f[c + 2 * kThreads], x2, acc[r][2]);
-      acc[r][3] = fmaf(f[c + 3 * kThreads], x3, acc[r][3]);
-    }
-  }
-  for (; c < len; c += kThreads) {
-    const float xc = x[c];
-#pragma unroll
-    for (int r = 0; r < kMaxDots; ++r) {
-      if (r > rows) break;
-      const float* f = r < rows ? fn.data + r * fn.ld : x;
-      acc[r][0] = fmaf(f[c], xc, acc[r][0]);
-    }
-  }
-#pragma unroll
-  for (int r = 0; r < kMaxDots; ++r) {
-    if (r > rows) break;
-    const float v = warp_sum((acc[r][0] + acc[r][1]) + (acc[r][2] + acc[r][3]));
-    if (lane == 0) red[r][wid] = v;
-  }
-  __syncthreads();
-  for (int r = wid; r <= rows; r += kWarpsPerBlock) {
-    const float t = lane < kWarpsPerBlock ? red[r][lane] : 0.0f;
-    const float d = warp_sum(t);
-    if (lane == 0) dots[m * (rows + 1) + r] = d;
-  }
-}
-
-// Tokens from which the dots take one block per token: enough blocks to fill the card.
-constexpr int64_t kTokenDotsMinRows = 128;
-
-// Compiled for V4's n = 4 only (hc_pre's 24 + 1 dots, hc_head's 4 + 1): a thread holds four
-// accumulators per dot in registers, which the largest n (8: 81 dots) would spill.
-void launch_hc_dots(MatDesc streams, MatDesc fn, int rows, float* dots, cudaStream_t stream) {
-  const unsigned blocks = static_cast<unsigned>(streams.rows);
-  if (streams.rows >= kTokenDotsMinRows && rows == 24) {
-    hc_dots_token_kernel<25><<<blocks, kThreads, 0, stream>>>(streams, fn, rows, dots);
-  } else if (streams.rows >= kTokenDotsMinRows && rows == 4) {
-    hc_dots_token_kernel<5><<<blocks, kThreads, 0, stream>>>(streams, fn, rows, dots);
-  } else {
-    hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
-        streams, fn, rows, dots);
-  }
-}
-
 // mu[r] = dots[r] · rho, rho = 1 / sqrt(mean(x²) + eps), into shared memory.
 __device__ void hc_logits(const float* dots, int64_t len, const HcDesc& p, int rows, float* mu) {
   const float rho = 1.0f / sqrtf(dots[rows] / static_cast<float>(len) + p.norm_eps);
@@ -310,7 +240,8 @@ void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y
                    MatDesc post, MatDesc comb, float* scratch, bool round_y, cudaStream_t stream) {
   if (streams.rows == 0) return;
   const int rows = (2 + p.n) * p.n;
-  launch_hc_dots(streams, p.fn, rows, scratch, stream);
+  hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
+      streams, p.fn, rows, scratch);
   hc_pre_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(
       streams, p, scratch, collapse, y, pre_out, post, comb, round_y);
 }
@@ -329,7 +260,8 @@ void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int 
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream) {
   if (streams.rows == 0) return;
-  launch_hc_dots(streams, p.fn, p.n, scratch, stream);
+  hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0, stream>>>(
+      streams, p.fn, p.n, scratch);
   hc_head_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(streams, p, scratch,
                                                                                y);
 }
