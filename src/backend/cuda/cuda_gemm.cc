@@ -182,14 +182,27 @@ bool CudaOps::fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y,
          reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
 }
 
+const float* CudaOps::fp8_weight_scales(const WeightRef& w) {
+  const int64_t count = w.scale.numel();
+  Fp8Scales& slot = fp8_scales_[w.scale.data];
+  if (slot.count == count) return slot.f32.as<const float>();
+  if (capturing()) return nullptr;  // the BF16 path instead: a capture cannot allocate
+  auto buf = DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(float));
+  if (!buf.ok())
+    throw OutOfMemory("GPU memory exhausted (FP8 weight scales): " + buf.status().message());
+  kc::launch_e8m0_to_f32(static_cast<const uint8_t*>(w.scale.data), count, buf->as<float>(),
+                         stream_);
+  slot.f32 = std::move(*buf);
+  slot.count = count;
+  return slot.f32.as<const float>();
+}
+
 bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   const int64_t M = x.rows, N = w.n, K = w.k;
   void* ws = cublas_workspace_.data();
   const size_t ws_bytes = ws != nullptr ? cublas_workspace_.size() : 0;
-  // The weight's scales as FP32 (cuBLASLt's scale type), made per call in the act-quant launch:
-  // a copy kept per weight would need tracking when its memory is freed and reused.
-  const int64_t n_scales = w.scale.numel();
-  float* w_scale = arena().alloc_n<float>(n_scales);
+  const float* w_scale = fp8_weight_scales(w);
+  if (w_scale == nullptr) return false;
   uint8_t* codes = arena().alloc_n<uint8_t>(M * K);
   float* x_scale = arena().alloc_n<float>(M * (K / 128));
   Fp8GemmOperands o;
@@ -200,9 +213,7 @@ bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   // A BF16 output is the FP32 one rounded (to nearest even, as launch_round_bf16): only where
   // the caller asked for that rounding.
   if (out == Fp8Output::kNone || (out == Fp8Output::kBf16 && !round_out)) return false;
-  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale,
-                                 static_cast<const uint8_t*>(w.scale.data), n_scales, w_scale,
-                                 stream_);
+  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale, stream_);
   if (out == Fp8Output::kBf16) o.y_bf16 = arena().alloc_n<uint16_t>(M * N);
   fp8_gemm_->run(o, stream_, ws, ws_bytes);
   if (out == Fp8Output::kBf16) {
