@@ -3,43 +3,18 @@
 // weights, prefills and decodes with finite logits, and the same seed gives the same logits bit
 // for bit (another seed others). The distributions themselves: tests/unit/io/dummy_weights_test.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "config_only_dir.h"
 #include "model_test_util.h"
 
 namespace deepinfer::model::testing {
 namespace {
-
-namespace fs = std::filesystem;
-
-class ConfigOnlyDir {
- public:
-  ConfigOnlyDir(const std::string& config, const std::string& variant, bool tokenizer) {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() / ("deepinfer_dummy_model_" + std::to_string(::getpid()) +
-                                        "_" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const fs::path src = fs::path(source_dir()) / "tests/data/model" / config / variant;
-    fs::copy_file(src / "config.json", dir_ / "config.json");
-    if (tokenizer) fs::copy_file(src / "tokenizer.json", dir_ / "tokenizer.json");
-  }
-  ~ConfigOnlyDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path() const { return dir_.string(); }
-
- private:
-  fs::path dir_;
-};
 
 struct Case {
   const char* config;
@@ -81,7 +56,8 @@ std::vector<float> run(Model& m) {
 TEST(ModelDummyLoad, ConfigOnlyDirectoryRunsWithFiniteLogits) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(std::string(c.config) + "/" + c.variant);
-    ConfigOnlyDir dir(c.config, c.variant, c.tokenizer);
+    const deepinfer::testing::ConfigOnlyDir dir(
+        source_dir() + "/tests/data/model/" + c.config + "/" + c.variant, c.tokenizer);
     // The usual load needs the safetensors this directory does not have.
     EXPECT_FALSE(load_model(dir.path(), opt_ops()).ok());
     for (backend::Ops* ops : {&opt_ops(), &ref_ops()}) {
@@ -104,7 +80,8 @@ TEST(ModelDummyLoad, ConfigOnlyDirectoryRunsWithFiniteLogits) {
 TEST(ModelDummyLoad, SameSeedSameLogitsBitForBit) {
   for (const Case& c : kCases) {
     SCOPED_TRACE(std::string(c.config) + "/" + c.variant);
-    ConfigOnlyDir dir(c.config, c.variant, c.tokenizer);
+    const deepinfer::testing::ConfigOnlyDir dir(
+        source_dir() + "/tests/data/model/" + c.config + "/" + c.variant, c.tokenizer);
     auto a = load_dummy(dir.path(), opt_ops(), 11);
     auto b = load_dummy(dir.path(), opt_ops(), 11);
     auto other = load_dummy(dir.path(), opt_ops(), 12);

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "config_only_dir.h"
 #include "io/checkpoint.h"
 #include "tensor/random_fill.h"
 
@@ -22,31 +23,14 @@ namespace deepinfer::io {
 namespace {
 
 namespace fs = std::filesystem;
+using deepinfer::testing::ConfigOnlyDir;
+
+std::string fixture(const std::string& model) {
+  return std::string(DEEPINFER_TEST_SOURCE_DIR) + "/tests/data/model/" + model;
+}
 
 // A temporary directory holding only config.json (and tokenizer.json when asked) copied from
 // a committed tiny checkpoint: no safetensors to read.
-class ConfigOnlyDir {
- public:
-  explicit ConfigOnlyDir(const std::string& model, bool tokenizer = false) {
-    static int counter = 0;
-    dir_ = fs::temp_directory_path() /
-           ("deepinfer_dummy_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    const fs::path src = fs::path(DEEPINFER_TEST_SOURCE_DIR) / "tests/data/model" / model;
-    fs::copy_file(src / "config.json", dir_ / "config.json");
-    if (tokenizer) fs::copy_file(src / "tokenizer.json", dir_ / "tokenizer.json");
-  }
-  ~ConfigOnlyDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path() const { return dir_.string(); }
-
- private:
-  fs::path dir_;
-};
-
 std::vector<uint8_t> fill_bytes(const TensorView& layout, const RandomFill& f) {
   EXPECT_EQ(f.elem_bytes, dtype_size(layout.dtype));
   std::vector<uint8_t> b(static_cast<size_t>(layout.nbytes()));
@@ -87,7 +71,7 @@ TEST(DummyCheckpoint, EveryTensorTheConfigImpliesInTheShippedLayout) {
   for (const std::string model :
        {"v4_tiny_a/official_quant", "v4_tiny_a/official_fp32", "v41_tiny_a/official_quant"}) {
     SCOPED_TRACE(model);
-    ConfigOnlyDir dir(model);
+    const ConfigOnlyDir dir(fixture(model));
     auto ck = Checkpoint::open(dir.path(), LoadOptions{LoadFormat::kDummy, 0});
     ASSERT_TRUE(ck.ok()) << ck.status().to_string();
     const ModelConfig& c = ck->config();
@@ -138,7 +122,7 @@ TEST(DummyCheckpoint, FillsGiveOnlyFiniteCodes) {
   for (const std::string model : {"v4_tiny_a/official_quant", "v4_tiny_a/official_fp32",
                                   "v41_tiny_a/official_quant", "v41_tiny_a/official_bf16"}) {
     SCOPED_TRACE(model);
-    ConfigOnlyDir dir(model);
+    const ConfigOnlyDir dir(fixture(model));
     auto ck = Checkpoint::dummy(dir.path(), 3);
     ASSERT_TRUE(ck.ok()) << ck.status().to_string();
     for (const ExpectedTensor& t : ck->expected()) {
@@ -172,7 +156,7 @@ TEST(DummyCheckpoint, FillsGiveOnlyFiniteCodes) {
 }
 
 TEST(DummyCheckpoint, ScalesFollowTheInputWidth) {
-  ConfigOnlyDir dir("v4_tiny_a/official_quant");
+  const ConfigOnlyDir dir(fixture("v4_tiny_a/official_quant"));
   auto ck = Checkpoint::dummy(dir.path(), 0);
   ASSERT_TRUE(ck.ok()) << ck.status().to_string();
   // FP8 wq_b [320, 32]: 2^-round(log2 sqrt 32) = 2^-2 (ties to even, as make_synthetic_v4.py).
@@ -186,7 +170,7 @@ TEST(DummyCheckpoint, ScalesFollowTheInputWidth) {
 }
 
 TEST(DummyCheckpoint, SameSeedSameBitsOtherSeedOtherBits) {
-  ConfigOnlyDir dir("v4_tiny_a/official_quant");
+  const ConfigOnlyDir dir(fixture("v4_tiny_a/official_quant"));
   auto a = Checkpoint::dummy(dir.path(), 1);
   auto b = Checkpoint::dummy(dir.path(), 1);
   auto c = Checkpoint::dummy(dir.path(), 2);

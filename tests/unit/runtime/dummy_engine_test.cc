@@ -2,42 +2,20 @@
 // weights, token-id prompts: no tokenizer), deterministically from run to run; a value other than
 // "auto" or "dummy" is an error naming the option and both accepted values.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "config_only_dir.h"
 #include "deepinfer/engine.h"
 #include "engine_run_util.h"
 
 namespace deepinfer {
 namespace {
 
-namespace fs = std::filesystem;
-
-class ConfigOnlyDir {
- public:
-  ConfigOnlyDir() {
-    dir_ = fs::temp_directory_path() / ("deepinfer_dummy_engine_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    fs::copy_file(fs::path(engine_test::source_dir()) /
-                      "tests/data/model/v4_tiny_a/official_quant/config.json",
-                  dir_ / "config.json");
-  }
-  ~ConfigOnlyDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  std::string path() const { return dir_.string(); }
-
- private:
-  fs::path dir_;
-};
-
 TEST(DummyEngine, ServesTokenPromptsFromAConfigAlone) {
-  ConfigOnlyDir dir;
+  const deepinfer::testing::ConfigOnlyDir dir(engine_test::source_dir() +
+                                              "/tests/data/model/v4_tiny_a/official_quant");
   EngineOptions o;
   o.model_dir = dir.path();
   o.load_format = "dummy";
