@@ -182,6 +182,24 @@ __device__ __forceinline__ void pass_128(const RowCodes<kFp4>& lo, const RowCode
   }
 }
 
+// This thread's mma rows g and g + 8 of the block's 16 weight rows from row0: of w1 / w2 (a)
+// and of w3 (b, gate-up only; a's otherwise).
+template <bool kFp4>
+struct TileRows {
+  Row alo, ahi, blo, bhi;
+};
+template <bool kGateUp, bool kFp4>
+__device__ __forceinline__ TileRows<kFp4> tile_rows(const GroupedExpert& ex, int64_t row0, int g) {
+  const WeightDesc& da = kGateUp ? ex.w1 : ex.w2;
+  TileRows<kFp4> r{weight_row<kFp4>(da, row0 + g), weight_row<kFp4>(da, row0 + g + 8), {}, {}};
+  r.blo = r.alo, r.bhi = r.ahi;
+  if constexpr (kGateUp) {
+    r.blo = weight_row<kFp4>(ex.w3, row0 + g);
+    r.bhi = weight_row<kFp4>(ex.w3, row0 + g + 8);
+  }
+  return r;
+}
+
 template <bool kGateUp, bool kFp4>
 __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
     grouped_mma_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
@@ -194,13 +212,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 reg
   const int g = lane >> 2, t = lane & 3;  // mma groupID, thread in group
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
   if (row0 >= da.n) return;  // the whole block (n % 16 == 0, host check)
-  // This thread's mma rows g and g + 8 of w1 / w2 (a) and of w3 (b, gate-up).
-  const Row alo = weight_row<kFp4>(da, row0 + g), ahi = weight_row<kFp4>(da, row0 + g + 8);
-  Row blo = alo, bhi = ahi;
-  if constexpr (kGateUp) {
-    blo = weight_row<kFp4>(ex.w3, row0 + g);
-    bhi = weight_row<kFp4>(ex.w3, row0 + g + 8);
-  }
+  const auto [alo, ahi, blo, bhi] = tile_rows<kGateUp, kFp4>(ex, row0, g);
   __shared__ float partial[kWarps - 1][2][4][32];  // warps 1.. : their sums, per lane
   const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
   constexpr int64_t kStep = kWarps * kPass;
@@ -330,12 +342,7 @@ __global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 re
   const int g = lane >> 2, t = lane & 3;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * 16;
   if (row0 >= da.n) return;
-  const Row alo = weight_row<kFp4>(da, row0 + g), ahi = weight_row<kFp4>(da, row0 + g + 8);
-  Row blo = alo, bhi = ahi;
-  if constexpr (kGateUp) {
-    blo = weight_row<kFp4>(ex.w3, row0 + g);
-    bhi = weight_row<kFp4>(ex.w3, row0 + g + 8);
-  }
+  const auto [alo, ahi, blo, bhi] = tile_rows<kGateUp, kFp4>(ex, row0, g);
   constexpr int kSums = kGateUp ? 2 : 1;
   __shared__ float partial[kWarps - 1][kSums][kTiles][4][32];
   const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
