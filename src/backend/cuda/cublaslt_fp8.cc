@@ -1,12 +1,12 @@
 #include "backend/cuda/cublaslt_fp8.h"
 
 #include <cublasLt.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "backend/cuda/dl_library.h"
 #include "base/check.h"
 
 namespace deepinfer::backend::cuda {
@@ -44,32 +44,24 @@ struct LtApi {
   }
 };
 
-template <typename F>
-void resolve(void* lib, const char* name, F*& f) {
-  f = reinterpret_cast<F*>(dlsym(lib, name));
-}
-
 const LtApi& lt_api() {
   static const LtApi api = [] {
     LtApi a;
-    void* lib = nullptr;
-    for (const char* name : {"libcublasLt.so.13", "libcublasLt.so"}) {
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    }
+    void* lib = open_first_library({"libcublasLt.so.13", "libcublasLt.so"});
     if (lib == nullptr) return a;
-    resolve(lib, "cublasLtCreate", a.create);
-    resolve(lib, "cublasLtDestroy", a.destroy);
-    resolve(lib, "cublasLtMatmulDescCreate", a.desc_create);
-    resolve(lib, "cublasLtMatmulDescDestroy", a.desc_destroy);
-    resolve(lib, "cublasLtMatmulDescSetAttribute", a.desc_set);
-    resolve(lib, "cublasLtMatrixLayoutCreate", a.layout_create);
-    resolve(lib, "cublasLtMatrixLayoutDestroy", a.layout_destroy);
-    resolve(lib, "cublasLtMatmulPreferenceCreate", a.pref_create);
-    resolve(lib, "cublasLtMatmulPreferenceDestroy", a.pref_destroy);
-    resolve(lib, "cublasLtMatmulPreferenceSetAttribute", a.pref_set);
-    resolve(lib, "cublasLtMatmulAlgoGetHeuristic", a.heuristic);
-    resolve(lib, "cublasLtMatmul", a.matmul);
-    resolve(lib, "cublasLtGetVersion", a.version);
+    resolve_symbol(lib, "cublasLtCreate", a.create);
+    resolve_symbol(lib, "cublasLtDestroy", a.destroy);
+    resolve_symbol(lib, "cublasLtMatmulDescCreate", a.desc_create);
+    resolve_symbol(lib, "cublasLtMatmulDescDestroy", a.desc_destroy);
+    resolve_symbol(lib, "cublasLtMatmulDescSetAttribute", a.desc_set);
+    resolve_symbol(lib, "cublasLtMatrixLayoutCreate", a.layout_create);
+    resolve_symbol(lib, "cublasLtMatrixLayoutDestroy", a.layout_destroy);
+    resolve_symbol(lib, "cublasLtMatmulPreferenceCreate", a.pref_create);
+    resolve_symbol(lib, "cublasLtMatmulPreferenceDestroy", a.pref_destroy);
+    resolve_symbol(lib, "cublasLtMatmulPreferenceSetAttribute", a.pref_set);
+    resolve_symbol(lib, "cublasLtMatmulAlgoGetHeuristic", a.heuristic);
+    resolve_symbol(lib, "cublasLtMatmul", a.matmul);
+    resolve_symbol(lib, "cublasLtGetVersion", a.version);
     return a;
   }();
   return api;

@@ -33,7 +33,6 @@
 // CUDA-enabled build must not need (or map: ~200 MB of RSS) libcublas, and a machine without it
 // still runs everything on the kernels.
 #include <cublas_v2.h>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -43,6 +42,7 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/cuda_ops_internal.h"
+#include "backend/cuda/dl_library.h"
 #include "base/check.h"
 
 namespace deepinfer::backend::cuda {
@@ -81,22 +81,18 @@ struct CublasApi {
 const CublasApi& cublas_api() {
   static const CublasApi api = [] {
     CublasApi a;
-    void* lib = nullptr;
-    for (const char* name : {"libcublas.so.13", "libcublas.so"}) {
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    }
+    void* lib = open_first_library({"libcublas.so.13", "libcublas.so"});
     if (lib == nullptr) {
       std::fprintf(stderr,
                    "deepinfer: cuBLAS (libcublas.so.13) not found: the GPU runs every product "
                    "on its own kernels, without tensor cores\n");
       return a;
     }
-    a.create = reinterpret_cast<decltype(a.create)>(dlsym(lib, "cublasCreate_v2"));
-    a.destroy = reinterpret_cast<decltype(a.destroy)>(dlsym(lib, "cublasDestroy_v2"));
-    a.set_stream = reinterpret_cast<decltype(a.set_stream)>(dlsym(lib, "cublasSetStream_v2"));
-    a.gemm_ex = reinterpret_cast<decltype(a.gemm_ex)>(dlsym(lib, "cublasGemmEx"));
-    a.set_workspace =
-        reinterpret_cast<decltype(a.set_workspace)>(dlsym(lib, "cublasSetWorkspace_v2"));
+    resolve_symbol(lib, "cublasCreate_v2", a.create);
+    resolve_symbol(lib, "cublasDestroy_v2", a.destroy);
+    resolve_symbol(lib, "cublasSetStream_v2", a.set_stream);
+    resolve_symbol(lib, "cublasGemmEx", a.gemm_ex);
+    resolve_symbol(lib, "cublasSetWorkspace_v2", a.set_workspace);
     return a;
   }();
   return api;
