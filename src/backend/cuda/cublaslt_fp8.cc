@@ -74,13 +74,13 @@ bool set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const T& v
 
 }  // namespace
 
-// One shape's descriptors and algorithm (output kNone: cuBLASLt offered none).
+// usable false: cuBLASLt offered no algorithm for the shape.
 struct Fp8BlockGemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulHeuristicResult_t algo{};
   size_t workspace_bytes = 0;
-  Fp8Output output = Fp8Output::kNone;
+  bool usable = false;
 
   ~Plan() { release(); }
   void release() {
@@ -170,33 +170,22 @@ bool make_plan(void* handle, int64_t M, int64_t N, int64_t K, int64_t ldd, cudaD
 
 }  // namespace
 
-Fp8BlockGemm::Plan& Fp8BlockGemm::plan(const Fp8GemmOperands& o, size_t workspace_bytes) {
+Fp8BlockGemm::Plan* Fp8BlockGemm::plan(const Fp8GemmOperands& o, size_t workspace_bytes) {
   const int64_t M = o.M, N = o.N, K = o.K, ldy = o.ldy;
   auto& slot = plans_[{M, N, K, ldy}];
-  if (slot != nullptr && slot->workspace_bytes == workspace_bytes) return *slot;
-  // Column-major, as cuBLAS sees row-major data: yᵀ[N, M] = (Wᵀ)ᵀ[N, K] · xᵀ[K, M], W's 128 x 128
-  // scales on A, x's 1 x 128 ones on B ("TN", the form Hopper's FP8 kernels take). FP32 output
-  // where cuBLASLt has it, else BF16 (into scratch of ld N, for rounded outputs only).
-  auto p = std::make_unique<Plan>();
-  p->workspace_bytes = workspace_bytes;
-  if (shape_ok(N, K, ldy) && M > 0) {
-    for (const cudaDataType out : {CUDA_R_32F, CUDA_R_16BF}) {
-      std::string why;
-      const int64_t ldd = out == CUDA_R_32F ? ldy : N;
-      if (make_plan(handle_, M, N, K, ldd, out, true, workspace_bytes, &p->op, &p->a, &p->b, &p->d,
-                    &p->algo, o.w_scale, o.x_scale, &why)) {
-        p->output = out == CUDA_R_32F ? Fp8Output::kF32 : Fp8Output::kBf16;
-        break;
-      }
-      p->release();
-    }
+  if (slot == nullptr || slot->workspace_bytes != workspace_bytes) {
+    // Column-major, as cuBLAS sees row-major data: yᵀ[N, M] = (Wᵀ)ᵀ[N, K] · xᵀ[K, M], W's 128 x
+    // 128 scales on A, x's 1 x 128 ones on B ("TN", the form Hopper's FP8 kernels take), FP32
+    // output.
+    auto p = std::make_unique<Plan>();
+    p->workspace_bytes = workspace_bytes;
+    std::string why;
+    p->usable = shape_ok(N, K, ldy) && M > 0 &&
+                make_plan(handle_, M, N, K, ldy, CUDA_R_32F, true, workspace_bytes, &p->op, &p->a,
+                          &p->b, &p->d, &p->algo, o.w_scale, o.x_scale, &why);
+    slot = std::move(p);
   }
-  slot = std::move(p);
-  return *slot;
-}
-
-Fp8Output Fp8BlockGemm::available(const Fp8GemmOperands& o, size_t workspace_bytes) {
-  return plan(o, workspace_bytes).output;
+  return slot->usable ? slot.get() : nullptr;
 }
 
 std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, const void* placeholder,
@@ -217,12 +206,9 @@ std::string Fp8BlockGemm::probe(int64_t M, int64_t N, int64_t K, const void* pla
   return r;
 }
 
-void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace,
+void Fp8BlockGemm::run(Plan& p, const Fp8GemmOperands& o, cudaStream_t stream, void* workspace,
                        size_t workspace_bytes) {
-  Plan& p = plan(o, workspace_bytes);
-  DI_CHECK(p.output != Fp8Output::kNone);
-  void* out = p.output == Fp8Output::kF32 ? static_cast<void*>(o.y) : static_cast<void*>(o.y_bf16);
-  DI_CHECK(out != nullptr);
+  DI_CHECK(p.usable && p.workspace_bytes == workspace_bytes);
   // The scale pointers are per call (each weight and input has its own); alpha = 1, beta = 0.
   const void* a_scale = o.w_scale;
   const void* b_scale = o.x_scale;
@@ -231,7 +217,7 @@ void Fp8BlockGemm::run(const Fp8GemmOperands& o, cudaStream_t stream, void* work
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t s =
       lt_api().matmul(static_cast<cublasLtHandle_t>(handle_), p.op, &alpha, o.w, p.a, o.x, p.b,
-                      &beta, out, p.d, out, p.d, &p.algo.algo, workspace, workspace_bytes, stream);
+                      &beta, o.y, p.d, o.y, p.d, &p.algo.algo, workspace, workspace_bytes, stream);
   if (s != CUBLAS_STATUS_SUCCESS) {
     std::fprintf(
         stderr,

@@ -31,13 +31,8 @@ struct Fp8GemmOperands {
   const uint8_t* w = nullptr;      // [N, K] E4M3, row-major, ld K
   const float* w_scale = nullptr;  // [N / 128, K / 128] row-major (K / 128 a multiple of 4)
   float* y = nullptr;              // [M, N] FP32 with leading dimension ldy
-  uint16_t* y_bf16 = nullptr;      // [M, N] BF16, ld N: the output where it is Fp8Output::kBf16
   int64_t M = 0, N = 0, K = 0, ldy = 0;
 };
-
-// What a shape's product writes: nothing (no algorithm), y in FP32, or y rounded to BF16 (where
-// cuBLASLt offers no FP32 output for these scale modes: usable for rounded outputs only).
-enum class Fp8Output : uint8_t { kNone, kF32, kBf16 };
 
 class Fp8BlockGemm {
  public:
@@ -50,24 +45,25 @@ class Fp8BlockGemm {
   // The shapes it takes (alignment cuBLASLt needs for FP8: K a multiple of 512 so that both
   // scale tensors are dense, N of 16, ldy of 4 floats).
   static bool shape_ok(int64_t N, int64_t K, int64_t ldy);
-  // Whether (and in which output type) cuBLASLt has an algorithm for this shape on this card
-  // (kNone: the caller takes another path). The first call per shape asks cuBLASLt's heuristic
-  // and keeps its answer.
-  // o's pointers need not hold data yet, but must be its own (the heuristic is asked with them).
-  Fp8Output available(const Fp8GemmOperands& o, size_t workspace_bytes);
+  // One shape's descriptors and algorithm.
+  struct Plan;
+  // The plan for o's shape, or null when cuBLASLt has no algorithm for it on this card (the
+  // caller takes another path). The first call per shape asks cuBLASLt's heuristic and keeps
+  // its answer. o's pointers need not hold data yet, but must be its own (the heuristic is asked
+  // with them).
+  Plan* plan(const Fp8GemmOperands& o, size_t workspace_bytes);
   // Which forms of the product cuBLASLt takes at this shape, and why not where it does not (the
   // perf mode prints it: a card or library version without them shows here).
   // `placeholder`: any device address, given to the heuristic as both scale pointers.
   std::string probe(int64_t M, int64_t N, int64_t K, const void* placeholder,
                     size_t workspace_bytes);
-  // Queues the product on `stream` (available() must have said yes for its shape). Host work
-  // per call: a map look-up and the two scale pointers set on the shape's descriptor.
-  void run(const Fp8GemmOperands& o, cudaStream_t stream, void* workspace, size_t workspace_bytes);
+  // Queues the product on `stream` with plan(o)'s plan: the two scale pointers set on its
+  // descriptor, then cuBLASLt.
+  void run(Plan& plan, const Fp8GemmOperands& o, cudaStream_t stream, void* workspace,
+           size_t workspace_bytes);
 
  private:
-  struct Plan;
   Fp8BlockGemm() = default;
-  Plan& plan(const Fp8GemmOperands& o, size_t workspace_bytes);
   void* handle_ = nullptr;  // cublasLtHandle_t
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, std::unique_ptr<Plan>> plans_;
 };

@@ -205,18 +205,11 @@ bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   o.x = codes, o.x_scale = x_scale;
   o.w = static_cast<const uint8_t*>(w.weight.data), o.w_scale = w_scale;
   o.y = y.data, o.M = M, o.N = N, o.K = K, o.ldy = y.ld;
-  const Fp8Output out = fp8_gemm_->available(o, ws_bytes);
-  // A BF16 output is the FP32 one rounded (to nearest even, as launch_round_bf16): only where
-  // the caller asked for that rounding.
-  if (out == Fp8Output::kNone || (out == Fp8Output::kBf16 && !round_out)) return false;
+  Fp8BlockGemm::Plan* plan = fp8_gemm_->plan(o, ws_bytes);
+  if (plan == nullptr) return false;
   kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale, stream_);
-  if (out == Fp8Output::kBf16) o.y_bf16 = arena().alloc_n<uint16_t>(M * N);
-  fp8_gemm_->run(o, stream_, ws, ws_bytes);
-  if (out == Fp8Output::kBf16) {
-    kc::launch_bf16_to_f32(o.y_bf16, N, md(y), stream_);
-  } else if (round_out) {
-    kc::launch_round_bf16(md(y), stream_);
-  }
+  fp8_gemm_->run(*plan, o, stream_, ws, ws_bytes);
+  if (round_out) kc::launch_round_bf16(md(y), stream_);
   return true;
 }
 

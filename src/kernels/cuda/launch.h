@@ -107,8 +107,6 @@ void launch_act_quant_fp8_codes(MatDesc x, int64_t block, uint8_t* codes, int64_
                                 float* scales, cudaStream_t stream);
 // n E8M0 scale bytes as FP32 (2^(e-127); 0 the subnormal 2^-127, 0xff NaN).
 void launch_e8m0_to_f32(const uint8_t* e8m0, int64_t n, float* out, cudaStream_t stream);
-// y = the BF16 matrix src [y.rows, y.cols] (leading dimension src_ld), exactly.
-void launch_bf16_to_f32(const uint16_t* src, int64_t src_ld, MatDesc y, cudaStream_t stream);
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_hadamard128(MatDesc x, cudaStream_t stream);

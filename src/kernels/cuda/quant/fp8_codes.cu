@@ -1,6 +1,6 @@
 // The operands of the FP8 block-scaled GEMM (backend/cuda/cublaslt_fp8.cc): activations as E4M3
 // codes with one FP32 power-of-two scale per 1 x 128 block, and a weight's E8M0 block scales as
-// FP32; and its BF16 output widened into the FP32 matrices the model passes around.
+// FP32.
 //
 // The codes decode to exactly launch_fake_quant_fp8's values: one warp per (row, block) takes
 // the block amax, the power-of-two scale and each element's E4M3 rounding by the same rules
@@ -42,13 +42,6 @@ __global__ void e8m0_to_f32_kernel(const uint8_t* e, int64_t n, float* out) {
   out[i] = __uint_as_float(bits);
 }
 
-__global__ void bf16_to_f32_kernel(const uint16_t* src, int64_t src_ld, MatDesc y) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= y.rows * y.cols) return;
-  const int64_t r = i / y.cols, c = i % y.cols;
-  y.data[r * y.ld + c] = __uint_as_float(static_cast<uint32_t>(src[r * src_ld + c]) << 16);
-}
-
 }  // namespace
 
 void launch_act_quant_fp8_codes(MatDesc x, int64_t block, uint8_t* codes, int64_t codes_ld,
@@ -63,11 +56,6 @@ void launch_act_quant_fp8_codes(MatDesc x, int64_t block, uint8_t* codes, int64_
 void launch_e8m0_to_f32(const uint8_t* e8m0, int64_t n, float* out, cudaStream_t stream) {
   if (n == 0) return;
   e8m0_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(e8m0, n, out);
-}
-
-void launch_bf16_to_f32(const uint16_t* src, int64_t src_ld, MatDesc y, cudaStream_t stream) {
-  if (y.rows == 0 || y.cols == 0) return;
-  bf16_to_f32_kernel<<<grid_for(y.rows * y.cols, 256), 256, 0, stream>>>(src, src_ld, y);
 }
 
 }  // namespace deepinfer::kernels::cuda
