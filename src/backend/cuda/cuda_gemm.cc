@@ -153,19 +153,14 @@ bool mma_stage_weight(const WeightRef& w) {
 }
 
 namespace {
-// The weights the block-scaled FP8 GEMM takes (its y-side conditions are checked per call).
+// The weights the block-scaled FP8 GEMM takes (Fp8BlockGemm::shape_ok checks the shapes).
 bool fp8_gemm_weight(const WeightRef& w) {
   return w.format == WeightFormat::kFp8 && w.scale.dtype == DType::kF8E8M0 && w.block_n == 128 &&
-         w.block_k == 128 && w.k % 512 == 0 && w.n % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(w.weight.data) % 16 == 0;
+         w.block_k == 128 && reinterpret_cast<uintptr_t>(w.weight.data) % 16 == 0;
 }
 }  // namespace
 
 bool CudaOps::linear_mma_eligible(int64_t M, const WeightRef& w) const {
-  // From its threshold on, the FP8 GEMM beats the stage on the weights it takes (wq_b 32768 x
-  // 1024: 0.025 vs 0.045 ms at 32 rows, 0.028 vs 0.081 at 64; wo_b alike:
-  // bench/results/cuda_linear_perf_h200_2026-12-03_fp8gemm.txt).
-  if (fp8_gemm_ != nullptr && M >= fp8_gemm_min_rows_ && fp8_gemm_weight(w)) return false;
   const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, w.n >= 16384 ? 64 : 32);
   return !batch_invariant_ && M >= kLinearMmaMinRows && M <= mma_rows && w.n >= 4096 &&
          mma_stage_weight(w);
@@ -223,11 +218,14 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, bool 
     if (round_out) kc::launch_round_bf16(md(y), stream_);
     return;
   }
+  // The FP8 GEMM first: from its threshold on it beats the single-expert stage on the weights it
+  // takes (wq_b 32768 x 1024: 0.025 vs 0.045 ms at 32 rows, 0.028 vs 0.081 at 64; wo_b alike:
+  // bench/results/cuda_linear_perf_h200_2026-12-03_fp8gemm.txt).
+  if (fp8_gemm_eligible(M, w, y, x_quant_block) && matmul_fp8(x, w, y, round_out)) return;
   if (x_act_quantized && linear_mma_eligible(M, w)) {
     linear_mma(x, w, y, 0, round_out);
     return;
   }
-  if (fp8_gemm_eligible(M, w, y, x_quant_block) && matmul_fp8(x, w, y, round_out)) return;
   const bool dense_bf16 = split_eligible(cublas_, M, w);
   const bool quantized = cublas_ != nullptr && M >= kTensorCoreMinRows && w.quantized() &&
                          w.scale.dtype == DType::kF8E8M0;

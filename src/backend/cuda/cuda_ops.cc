@@ -216,12 +216,13 @@ void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int
                           bool round_out, bool x_bf16) {
   DI_CHECK(x.cols == w.k && y.rows == x.rows && y.cols == w.n);
   if (act_quant && w.quantized()) {
-    if (linear_mma_eligible(x.rows, w)) {  // quantized on the way to its BF16 input
+    // Quantized on the way to the FP8 GEMM's codes, or to the single-expert stage's BF16 input
+    // (cuda_gemm.cc: the order of the two).
+    if (fp8_gemm_eligible(x.rows, w, y, act_block) && matmul_fp8(x, w, y, round_out)) return;
+    if (linear_mma_eligible(x.rows, w)) {
       linear_mma(x, w, y, act_block, round_out);
       return;
     }
-    // Quantized on the way to its FP8 codes.
-    if (fp8_gemm_eligible(x.rows, w, y, act_block) && matmul_fp8(x, w, y, round_out)) return;
     Mat xq(arena().alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
     kc::launch_act_quant_fp8_copy(md(x), md(xq), act_block, stream_);
     matmul(xq, w, y, act_block, true, nullptr, nullptr, round_out);

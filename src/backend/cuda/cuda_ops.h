@@ -69,10 +69,10 @@ class CudaOps : public Ops {
   // Off: run_recorded runs every unit eagerly (record_max_rows unchanged, so the model keeps
   // the same padded step form): the A/B of benchmarks and the bitwise check of replays.
   void set_replay(bool on) { replay_ = on; }
-  // Quantized linears of act-quantized rows take the tensor-core stage of the grouped MoE
-  // (FP8/FP4 codes read in place, cuda_gemm.cc) for 5 <= M <= min(this, 32 or 64 by the
-  // weight's width) rows (0: never; then M <= 16 runs the rows GEMV and more rows cuBLAS on a
-  // dequantized copy): the benchmarks' A/B.
+  // Quantized linears of act-quantized rows that the FP8 GEMM does not take take the
+  // tensor-core stage of the grouped MoE (FP8/FP4 codes read in place, cuda_gemm.cc) for
+  // 5 <= M <= min(this, 32 or 64 by the weight's width) rows (0: never; then M <= 16 runs the
+  // rows GEMV and more rows cuBLAS on a dequantized copy): the benchmarks' A/B.
   void set_linear_mma_max_rows(int64_t rows) { linear_mma_max_rows_ = rows; }
   // Rows from which act-quantized FP8 linears take the block-scaled FP8 GEMM (cuBLASLt) instead
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
