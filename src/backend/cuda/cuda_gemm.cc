@@ -173,27 +173,14 @@ bool CudaOps::fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y,
          reinterpret_cast<uintptr_t>(y.data) % 16 == 0;
 }
 
-const float* CudaOps::fp8_weight_scales(const WeightRef& w) {
-  const int64_t count = w.scale.numel();
-  Fp8Scales& slot = fp8_scales_[w.scale.data];
-  if (slot.count == count) return slot.f32.as<const float>();
-  if (capturing()) return nullptr;  // the BF16 path instead: a capture cannot allocate
-  auto buf = DeviceBuffer::allocate(static_cast<size_t>(count) * sizeof(float));
-  if (!buf.ok())
-    throw OutOfMemory("GPU memory exhausted (FP8 weight scales): " + buf.status().message());
-  kc::launch_e8m0_to_f32(static_cast<const uint8_t*>(w.scale.data), count, buf->as<float>(),
-                         stream_);
-  slot.f32 = std::move(*buf);
-  slot.count = count;
-  return slot.f32.as<const float>();
-}
-
 bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   const int64_t M = x.rows, N = w.n, K = w.k;
   void* ws = cublas_workspace_.data();
   const size_t ws_bytes = ws != nullptr ? cublas_workspace_.size() : 0;
-  const float* w_scale = fp8_weight_scales(w);
-  if (w_scale == nullptr) return false;
+  // The weight's scales as FP32 (cuBLASLt's scale type), made per call in the act-quant launch:
+  // a copy kept per weight would need tracking when its memory is freed and reused.
+  const int64_t n_scales = w.scale.numel();
+  float* w_scale = arena().alloc_n<float>(n_scales);
   uint8_t* codes = arena().alloc_n<uint8_t>(M * K);
   float* x_scale = arena().alloc_n<float>(M * (K / 128));
   Fp8GemmOperands o;
@@ -202,7 +189,9 @@ bool CudaOps::matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out) {
   o.y = y.data, o.M = M, o.N = N, o.K = K, o.ldy = y.ld;
   Fp8BlockGemm::Plan* plan = fp8_gemm_->plan(o, ws_bytes);
   if (plan == nullptr) return false;
-  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale, stream_);
+  kc::launch_act_quant_fp8_codes(md(x), 128, codes, K, x_scale,
+                                 static_cast<const uint8_t*>(w.scale.data), n_scales, w_scale,
+                                 stream_);
   fp8_gemm_->run(*plan, o, stream_, ws, ws_bytes);
   if (round_out) kc::launch_round_bf16(md(y), stream_);
   return true;

@@ -217,11 +217,8 @@ class CudaOps : public Ops {
   bool fp8_gemm_eligible(int64_t M, const WeightRef& w, const Mat& y, int quant_block) const;
   // y = x · Wᵀ on it, x act-quantized on the way to its codes (values already act-quantized in
   // 1 x 128 blocks give the same codes). False, nothing queued, when cuBLASLt offers no
-  // algorithm for the shape, or the weight's FP32 scales are not made yet inside a capture.
+  // algorithm for the shape.
   bool matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out);
-  // w's E8M0 block scales as FP32 (cuBLASLt's scale type), made on first use and kept; null
-  // inside a capture before that first use (the copy would be an allocation).
-  const float* fp8_weight_scales(const WeightRef& w);
   // The single-expert tensor-core stage takes this product (act-quantized x, M rows).
   bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
@@ -278,11 +275,6 @@ class CudaOps : public Ops {
   std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
-  struct Fp8Scales {
-    int64_t count = 0;  // scale elements converted (a stale-entry check, as cached_table's)
-    DeviceBuffer f32;
-  };
-  std::unordered_map<const void*, Fp8Scales> fp8_scales_;  // keyed by the E8M0 scale bytes
   bool batch_invariant_ = false;
   struct ExpertTable {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)

@@ -103,10 +103,10 @@ void launch_act_quant_fp8_copy(MatDesc x, MatDesc out, int64_t block, cudaStream
 // x act-quantized as E4M3 codes [rows, codes_ld] plus scales [ceil(cols / block), rows] (FP32
 // powers of two, row-contiguous per block column: cuBLASLt's VEC128_32F layout for block 128):
 // code * scale is launch_fake_quant_fp8's value, bit for bit. x may hold such values already.
+// In the same launch, w_n E8M0 weight scales as FP32 (w_f32; w_n 0: none).
 void launch_act_quant_fp8_codes(MatDesc x, int64_t block, uint8_t* codes, int64_t codes_ld,
-                                float* scales, cudaStream_t stream);
-// n E8M0 scale bytes as FP32 (2^(e-127); 0 the subnormal 2^-127, 0xff NaN).
-void launch_e8m0_to_f32(const uint8_t* e8m0, int64_t n, float* out, cudaStream_t stream);
+                                float* scales, const uint8_t* w_e8m0, int64_t w_n, float* w_f32,
+                                cudaStream_t stream);
 void launch_fake_quant_fp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream);
 void launch_hadamard128(MatDesc x, cudaStream_t stream);

@@ -15,8 +15,22 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
+__device__ __forceinline__ float e8m0_to_f32_d(uint32_t b) {
+  // backend/weight_ref.h kE8m0ToFloat: 0 is the subnormal 2^-127, 0xff NaN.
+  return __uint_as_float(b == 0 ? (1u << 22) : (b == 0xffu ? 0x7fc00000u : b << 23));
+}
+
+// Blocks past x_blocks convert the weight's E8M0 scales (w_n of them) instead: the GEMM's two
+// operand preparations in one launch, and no per-weight state to go stale.
 __global__ void act_quant_fp8_codes_kernel(MatDesc x, int64_t block, int64_t blocks_per_row,
-                                           uint8_t* codes, int64_t codes_ld, float* scales) {
+                                           uint8_t* codes, int64_t codes_ld, float* scales,
+                                           unsigned x_blocks, const uint8_t* w_e8m0, int64_t w_n,
+                                           float* w_f32) {
+  if (blockIdx.x >= x_blocks) {
+    const int64_t i = static_cast<int64_t>(blockIdx.x - x_blocks) * blockDim.x + threadIdx.x;
+    if (i < w_n) w_f32[i] = e8m0_to_f32_d(w_e8m0[i]);
+    return;
+  }
   const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (wg >= x.rows * blocks_per_row) return;  // whole warps exit together
@@ -33,29 +47,17 @@ __global__ void act_quant_fp8_codes_kernel(MatDesc x, int64_t block, int64_t blo
   if (lane == 0) scales[kb * x.rows + row] = s;
 }
 
-__global__ void e8m0_to_f32_kernel(const uint8_t* e, int64_t n, float* out) {
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  const uint32_t b = e[i];
-  // backend/weight_ref.h kE8m0ToFloat: 0 is the subnormal 2^-127, 0xff NaN.
-  const uint32_t bits = b == 0 ? (1u << 22) : (b == 0xffu ? 0x7fc00000u : b << 23);
-  out[i] = __uint_as_float(bits);
-}
-
 }  // namespace
 
 void launch_act_quant_fp8_codes(MatDesc x, int64_t block, uint8_t* codes, int64_t codes_ld,
-                                float* scales, cudaStream_t stream) {
+                                float* scales, const uint8_t* w_e8m0, int64_t w_n, float* w_f32,
+                                cudaStream_t stream) {
   if (x.rows == 0 || x.cols == 0) return;
   const int64_t bpr = (x.cols + block - 1) / block;
-  const int64_t threads = x.rows * bpr * 32;
-  act_quant_fp8_codes_kernel<<<grid_for(threads, 256), 256, 0, stream>>>(x, block, bpr, codes,
-                                                                         codes_ld, scales);
-}
-
-void launch_e8m0_to_f32(const uint8_t* e8m0, int64_t n, float* out, cudaStream_t stream) {
-  if (n == 0) return;
-  e8m0_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(e8m0, n, out);
+  const unsigned x_blocks = grid_for(x.rows * bpr * 32, 256);
+  const unsigned w_blocks = w_n > 0 ? grid_for(w_n, 256) : 0;
+  act_quant_fp8_codes_kernel<<<x_blocks + w_blocks, 256, 0, stream>>>(
+      x, block, bpr, codes, codes_ld, scales, x_blocks, w_e8m0, w_n, w_f32);
 }
 
 }  // namespace deepinfer::kernels::cuda
