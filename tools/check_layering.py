@@ -40,7 +40,10 @@ ALLOWED = {
     "sched": {"base", "io", "kv"},
     # The model reads its config and weights (io), draws on the backend (sample for the GPU's
     # draws), and V4.1's Engram map comes from the checkpoint's tokenizer.json (tokenizer).
-    "model": {"base", "tensor", "backend", "io", "sample", "tokenizer"},
+    # Expert parallelism inside the MoE layer (model/expert_parallel.h) exchanges rows through
+    # parallel's Communicator and EpDispatcher; parallel knows nothing of the model, so the
+    # dependency points one way (parallel needs only base, tensor and its kernels).
+    "model": {"base", "tensor", "backend", "io", "sample", "tokenizer", "parallel"},
     # Ranks exchange plain buffers (tensor's DType); the NCCL communicator's rank-order sum is a
     # kernel of its own (kernels/cuda/parallel).
     "parallel": {"base", "tensor", "kernels"},

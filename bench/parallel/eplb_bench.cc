@@ -76,7 +76,7 @@ Stat plan_balance(const std::vector<std::vector<double>>& load, const EplbConfig
 Stat peer(const std::vector<std::vector<double>>& load, const ExpertPlacement& placement) {
   Stat st;
   for (const auto& layer : load) {
-    st.add(balance(*deepinfer::parallel::gpu_load_without_replicas(layer, placement)));
+    st.add(balance(*deepinfer::parallel::gpu_load(layer, placement)));
   }
   return st;
 }
@@ -98,8 +98,9 @@ int main(int argc, char** argv) {
     }
   }
   if (csv != nullptr) {
-    std::fprintf(csv, "gpus,nodes,zipf_s,eplb_mean,eplb_max,packing_only_mean,rr_mean,rr_max,"
-                      "contiguous_mean,rr_over_eplb\n");
+    std::fprintf(csv,
+                 "gpus,nodes,zipf_s,eplb_mean,eplb_max,packing_only_mean,rr_mean,rr_max,"
+                 "contiguous_mean,rr_over_eplb\n");
   }
   std::printf(
       "EPLB balance (max/mean GPU load; 1.00 = perfect), %d experts + %d redundant "
@@ -122,16 +123,16 @@ int main(int argc, char** argv) {
       const Stat packed = plan_balance(load, no_redundant);
       ExpertPlacement rr;
       rr.num_ranks = gpus;
-      for (int e = 0; e < kExperts; ++e) rr.owner.push_back(e % gpus);
+      for (int e = 0; e < kExperts; ++e) rr.replicas.push_back({e % gpus});
       const Stat round_robin = peer(load, rr);
       const Stat contiguous = peer(load, ExpertPlacement::contiguous(kExperts, gpus));
       std::printf("%4d %5d %5.2f | %9.4f %9.4f | %9.4f | %9.4f %9.4f | %9.4f | %7.3f\n", gpus,
                   config.num_nodes, s, eplb.mean, eplb.worst, packed.mean, round_robin.mean,
                   round_robin.worst, contiguous.mean, round_robin.mean / eplb.mean);
       if (csv != nullptr) {
-        std::fprintf(csv, "%d,%d,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", gpus,
-                     config.num_nodes, s, eplb.mean, eplb.worst, packed.mean, round_robin.mean,
-                     round_robin.worst, contiguous.mean, round_robin.mean / eplb.mean);
+        std::fprintf(csv, "%d,%d,%.2f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f,%.6f\n", gpus, config.num_nodes,
+                     s, eplb.mean, eplb.worst, packed.mean, round_robin.mean, round_robin.worst,
+                     contiguous.mean, round_robin.mean / eplb.mean);
       }
     }
   }

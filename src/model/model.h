@@ -28,6 +28,8 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/cache.h"
+#include "model/expert_parallel.h"
+#include "model/layers/weights.h"
 #include "model/step.h"
 
 namespace deepinfer::model {
@@ -42,9 +44,9 @@ const char* drafter_kind_name(DrafterKind k);  // "none", "mtp", "dspark"
 
 // One DSpark draft block (spec §6.7 item 10): k tokens after an anchor, chosen left to right.
 struct DraftBlock {
-  std::vector<int32_t> tokens;     // [k] the drafted tokens
-  std::vector<float> logits;       // [k, vocab] draft logits (lm_head(n_j) + Markov bias), FP32
-  std::vector<float> confidence;   // [k] confidence logits (before the sigmoid)
+  std::vector<int32_t> tokens;    // [k] the drafted tokens
+  std::vector<float> logits;      // [k, vocab] draft logits (lm_head(n_j) + Markov bias), FP32
+  std::vector<float> confidence;  // [k] confidence logits (before the sigmoid)
 };
 
 // One sequence's DSpark draft in a batch (Model::dspark_draft_all): its cache, its anchor (the
@@ -99,6 +101,9 @@ class Model {
   // load: (name, value) pairs, e.g. V4.1's Engram gather ("engram_gather_seconds",
   // "engram_upload_bytes", "engram_steps"). Empty when the model has none.
   virtual std::vector<std::pair<std::string, double>> host_counters() const { return {}; }
+  // What the weight binding took from the checkpoint (layers/weights.h): with expert
+  // parallelism, this rank's share of the routed experts.
+  virtual WeightStats weight_stats() const = 0;
 
   // One step over any mix of sequences (step.h). Advances every sequence's cache. When the
   // backend runs out of memory mid-step, the result is a ResourceExhausted status that says
@@ -158,16 +163,19 @@ class Model {
   // jobs[e].anchor, k, jobs[e].forced) bit for bit on the CPU backends. `logits`: whether the
   // blocks carry their draft logits (the drafter needs only tokens and confidences; the [k,
   // vocab] logits of every job are host work it may skip). A bad job refuses the whole call.
-  virtual Expected<std::vector<DraftBlock>> dspark_draft_all(std::span<const DSparkJob> jobs,
-                                                             int k, bool logits = true);
+  virtual Expected<std::vector<DraftBlock>> dspark_draft_all(std::span<const DSparkJob> jobs, int k,
+                                                             bool logits = true);
 };
 
 // Opens model_dir, reads its config.json and loads the family it names (deepseek_v4 or
 // deepseek_v41) on `ops`. Errors name the directory / tensor / missing backend feature.
 // load.format kDummy: random weights generated on `ops` from config.json alone
-// (io/dummy_weights.h), the same bits for the same load.seed.
+// (io/dummy_weights.h), the same bits for the same load.seed. ep: expert parallelism, this
+// rank's part (expert_parallel.h); off by default. With it every rank loads its own model with
+// the same placements and runs forward() in lockstep; a failed peer makes the step an error.
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops,
-                                            const io::LoadOptions& load = {});
+                                            const io::LoadOptions& load = {},
+                                            const ExpertParallel& ep = {});
 
 // An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
 // says what ran out, what the model was doing and what needs less memory.

@@ -240,15 +240,32 @@ double balance(std::span<const double> gpu_load) {
   return max / (sum / static_cast<double>(gpu_load.size()));
 }
 
-Expected<std::vector<double>> gpu_load_without_replicas(std::span<const double> load,
-                                                        const ExpertPlacement& placement) {
+Expected<std::vector<double>> gpu_load(std::span<const double> load,
+                                       const ExpertPlacement& placement) {
   DI_TRY(placement.validate());
   if (static_cast<size_t>(placement.num_experts()) != load.size()) {
     return invalid_argument("eplb: the placement has " + std::to_string(placement.num_experts()) +
                             " experts, the load " + std::to_string(load.size()));
   }
   std::vector<double> out(static_cast<size_t>(placement.num_ranks), 0.0);
-  for (size_t e = 0; e < load.size(); ++e) out[static_cast<size_t>(placement.owner[e])] += load[e];
+  for (size_t e = 0; e < load.size(); ++e) {
+    const std::vector<int>& copies = placement.replicas[e];
+    for (int r : copies)
+      out[static_cast<size_t>(r)] += load[e] / static_cast<double>(copies.size());
+  }
+  return out;
+}
+
+Expected<std::vector<ExpertPlacement>> expert_placements(const EplbPlacement& plan) {
+  std::vector<ExpertPlacement> out;
+  out.reserve(plan.layers.size());
+  for (size_t l = 0; l < plan.layers.size(); ++l) {
+    const EplbLayerPlacement& layer = plan.layers[l];
+    auto p = ExpertPlacement::from_physical(
+        layer.physical_to_logical, static_cast<int>(layer.replica_count.size()), plan.num_gpus);
+    if (!p.ok()) return p.status().with_context("eplb plan, layer " + std::to_string(l));
+    out.push_back(std::move(*p));
+  }
   return out;
 }
 

@@ -19,8 +19,10 @@
 // on the same GPU (the published packing allows it; that GPU then carries both halves, which the
 // GPU loads account for).
 //
-// What this file does not do: apply a plan (move weights, route tokens to replicas) or decide when
-// to rebalance; see docs/parallel.md, "EPLB".
+// A plan is applied by turning it into per-layer ExpertPlacements (expert_placements() below),
+// which the model takes at load (model/expert_parallel.h): each rank then loads the copies it
+// holds and EpDispatcher spreads pairs over the copies. Moving weights between plans while
+// serving, and deciding when to rebalance, are not done here; see docs/parallel.md, "EPLB".
 #pragma once
 
 #include <atomic>
@@ -74,10 +76,15 @@ Expected<EplbPlacement> rebalance(const std::vector<std::vector<double>>& load,
 // Max GPU load over mean GPU load: 1.0 is perfect; an all-zero (or empty) load counts as 1.0.
 double balance(std::span<const double> gpu_load);
 
-// The per-GPU load of a placement without replicas (today's ExpertPlacement, e.g. contiguous):
-// the peer a plan is compared with. load: [num_experts] of one layer.
-Expected<std::vector<double>> gpu_load_without_replicas(std::span<const double> load,
-                                                        const ExpertPlacement& placement);
+// The per-GPU load of an ExpertPlacement, each expert's load split evenly over its copies (a
+// contiguous or round-robin placement is the peer a plan is compared with). load: [num_experts]
+// of one layer.
+Expected<std::vector<double>> gpu_load(std::span<const double> load,
+                                       const ExpertPlacement& placement);
+
+// The plan as one ExpertPlacement per layer: slot p of a layer on rank plan.gpu_of(p). What a
+// model loads with (model::ExpertParallel::placements); plan.num_gpus must be the rank count.
+Expected<std::vector<ExpertPlacement>> expert_placements(const EplbPlacement& plan);
 
 // Routed tokens per logical expert and layer, counted while serving.
 //

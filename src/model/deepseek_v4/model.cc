@@ -68,7 +68,8 @@ class V4Model final : public model::Model {
 
   static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
                                                                 backend::Ops& ops,
-                                                                const io::LoadOptions& load);
+                                                                const io::LoadOptions& load,
+                                                                const ExpertParallel& ep);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -79,6 +80,7 @@ class V4Model final : public model::Model {
     return SequenceCache::create(*pages, plan, options);
   }
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
+  WeightStats weight_stats() const override { return w.store.stats; }
   Status forward(const StepInputs& in, StepOutputs& out) override;
   Expected<std::vector<float>> mtp_draft(SequenceCache& cache, std::span<const float> hidden,
                                          std::span<const int32_t> next_ids) override;
@@ -87,6 +89,15 @@ class V4Model final : public model::Model {
 
  private:
   Status forward_unguarded(const StepInputs& in, StepOutputs& out);
+  // The checks of a step before anything runs (a refused step changes nothing).
+  Status check_forward(const StepInputs& in, StepOutputs& out) const;
+  // Expert parallelism: this rank's part of every main layer's exchange in a step without rows
+  // of its own (an empty or refused step), so the peers never wait for it.
+  void serve_experts_only() {
+    for (const BlockWeights& b : w.layers) {
+      moe_serve_only(*ops, cfg(), num, b.moe, eager.moe, *exchange);
+    }
+  }
   // The MTP block over every entry's rows (one step; entries continue their caches' MTP
   // state): leaves the block's output streams in mtp_x.
   Status mtp_run(std::span<const MtpRows> rows, bool run_ahead);
@@ -96,6 +107,7 @@ class V4Model final : public model::Model {
   ModelWeights w;
   Numerics num;
   RopeTables rope;
+  std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   std::vector<int> ratios;  // every compressor ratio of the model (RowInputs::ape)
 
   CachePlan plan;
@@ -185,7 +197,7 @@ class V4Model final : public model::Model {
 
     num.hc_pre_act(o, X, hc_params(b.hc_ffn), {}, y, {}, post, comb);
     num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
-    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
+    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get());
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }
 
@@ -301,9 +313,10 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 }
 
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
-                                             const io::LoadOptions& load) {
+                                             const io::LoadOptions& load,
+                                             const ExpertParallel& ep) {
   try {
-    return V4Model::load_unguarded(model_dir, ops, load);
+    return V4Model::load_unguarded(model_dir, ops, load, ep);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",
@@ -313,7 +326,8 @@ Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backe
 
 Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::string& model_dir,
                                                                 backend::Ops& ops,
-                                                                const io::LoadOptions& load) {
+                                                                const io::LoadOptions& load,
+                                                                const ExpertParallel& ep) {
   auto s = std::make_unique<V4Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
@@ -337,7 +351,9 @@ Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::strin
       return unimplemented("config " + c.source + ": index_head_dim must be a power of two");
     }
   }
-  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
+  DI_TRY(ep.validate(c, ops));
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep));
+  if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
   s->plan = cache_plan(c);
   s->num = Numerics::from_config(c);
   s->rope = RopeTables::from_config(c, ops);
@@ -387,30 +403,45 @@ Status V4Model::forward(const StepInputs& in, StepOutputs& out) {
             std::to_string(in.sequences.size()) +
             " sequences (their caches are now invalid: discard them)",
         "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less memory.");
+  } catch (const ExpertParallelFailure& e) {
+    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
+                                   " tokens (its sequences' caches are now invalid: discard them)");
   }
 }
 
-Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
-  V4Model& s = *this;
-  // The step and its logits rows (and their draws) are checked before anything runs: a refused
-  // step leaves every cache as it was.
+Status V4Model::check_forward(const StepInputs& in, StepOutputs& out) const {
   DI_TRY(check_step(in, cfg().vocab_size, false));
   if (has_upper_skip(in)) {  // every V4 compressed layer owns its cache: nothing to bound
     return unimplemented("bounded replay (SequenceSpan::upper_skip) applies to DeepSeek-V4.1 "
                          "models only, whose upper layers keep only a window; " +
                          cfg().source + " is DeepSeek-V4");
   }
-  DI_TRY(plan_logit_rows(in, out));
+  return plan_logit_rows(in, out);
+}
+
+Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
+  V4Model& s = *this;
+  // The step and its logits rows (and their draws) are checked before anything runs: a refused
+  // step leaves every cache as it was (and, with expert parallelism, still serves the peers).
+  if (Status refused = check_forward(in, out); !refused.ok()) {
+    if (exchange) serve_experts_only();
+    return refused;
+  }
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
-  const int64_t Mb = s.recording.bucket(M);
+  // Expert parallelism runs on host backends, which never record; eager keeps it obvious.
+  const int64_t Mb = exchange ? 0 : s.recording.bucket(M);
   Mat X;
   if (Mb > 0) {
     X = Mat(fit(s.recorded.x, Mb * nD), Mb, nD);
     s.layers_recorded(in, X);
   } else {
     X = Mat(fit(s.eager.x, M * nD), M, nD);
-    if (M > 0) s.layers_eager(in, X);
+    if (M > 0) {
+      s.layers_eager(in, X);
+    } else if (exchange) {
+      serve_experts_only();
+    }
   }
   for (const SequenceSpan& sq : in.sequences) sq.cache->advance(sq.count);
 

@@ -11,8 +11,10 @@ namespace deepinfer::model::deepseek_v4 {
 
 // Checks that `ops` supports every feature the checkpoint needs, binds its weights and returns
 // the model. Errors name the directory / tensor / missing backend feature.
+// ep: expert parallelism (model/expert_parallel.h), checked by load_model.
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
-                                             const io::LoadOptions& load = {});
+                                             const io::LoadOptions& load = {},
+                                             const ExpertParallel& ep = {});
 
 // The cache layout of a V4 config (model/cache.h): every layer a window; CSA layers compressed
 // rows and index keys with their overlapping compressor states, HCA layers compressed rows.

@@ -10,10 +10,11 @@ namespace {
 
 // One V4 block: the common parts, then the compressor (CSA, HCA) and the indexer with its own
 // overlapping compressor (CSA) that the layer kind implies.
-Expected<BlockWeights> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec) {
+Expected<BlockWeights> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec,
+                                  const ExpertSelection& experts = {}) {
   const io::ModelConfig& c = b.checkpoint().config();
   DI_ASSIGN_OR_RETURN(BlockWeights blk,
-                      b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok));
+                      b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok, experts));
   AttentionWeights& a = blk.attn;
   const std::string ap = p + "attn.";
   const bool overlap = spec.compress_ratio == 4;
@@ -43,7 +44,8 @@ Expected<HeadWeights> bind_head(Binder& b, const std::string& p) {
 
 }  // namespace
 
-Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops) {
+Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
+                                    const ExpertParallel& ep) {
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
   Binder b(ckpt, ops, w.store);
@@ -51,7 +53,10 @@ Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& op
   DI_ASSIGN_OR_RETURN(w.head, bind_head(b, ""));
   w.layers.reserve(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {
-    DI_ASSIGN_OR_RETURN(auto blk, bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i]));
+    ExpertSelection experts;
+    if (ep.enabled()) experts = {static_cast<int>(i), ep.placement(i).experts_of(ep.rank())};
+    DI_ASSIGN_OR_RETURN(auto blk,
+                        bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i], experts));
     w.layers.push_back(std::move(blk));
   }
   if (ckpt.mtp_available()) {

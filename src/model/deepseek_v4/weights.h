@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "io/checkpoint.h"
+#include "model/expert_parallel.h"
 #include "model/layers/weights.h"
 
 namespace deepinfer::model::deepseek_v4 {
@@ -36,7 +37,9 @@ struct ModelWeights {
 // Binds every tensor the config implies. Errors name the tensor (kDataLoss / kInvalidArgument);
 // the checkpoint was validated by io, so these only fire on formats the backend cannot take.
 // Weights end up in `ops`' memory (backend::place_weight): zero-copy on the CPU, uploaded once
-// to a GPU, still in their stored formats.
-Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops);
+// to a GPU, still in their stored formats. With expert parallelism (ep enabled) the main
+// layers bind only this rank's routed experts (model/expert_parallel.h); the MTP block all.
+Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
+                                    const ExpertParallel& ep = {});
 
 }  // namespace deepinfer::model::deepseek_v4

@@ -111,7 +111,8 @@ class V41Model final : public model::Model {
 
   static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
                                                                 backend::Ops& ops,
-                                                                const io::LoadOptions& load);
+                                                                const io::LoadOptions& load,
+                                                                const ExpertParallel& ep);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -122,6 +123,7 @@ class V41Model final : public model::Model {
     return SequenceCache::create(*pages, plan, options);
   }
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
+  WeightStats weight_stats() const override { return w.store.stats; }
   std::vector<std::pair<std::string, double>> host_counters() const override {
     if (!engram_lookup) return {};
     const EngramLookup::Stats& e = engram_lookup->stats();
@@ -141,6 +143,10 @@ class V41Model final : public model::Model {
               " sequences (their caches are now invalid: discard them)",
           "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less "
           "memory.");
+    } catch (const ExpertParallelFailure& e) {
+      return e.status().with_context(
+          "step of " + std::to_string(in.token_ids.size()) +
+          " tokens (its sequences' caches are now invalid: discard them)");
     }
   }
 
@@ -247,7 +253,7 @@ class V41Model final : public model::Model {
 
     num.hc_pre_act(o, X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
     num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
-    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe);
+    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get());
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }
 
@@ -315,8 +321,12 @@ class V41Model final : public model::Model {
         rows.positions = upper.pos.data();
       }
       // A step whose every row skips the upper layers (chunks before the kept suffix) ends here:
-      // no op runs on zero rows.
-      if (l == w.layers.size() || (upper.active && l >= first_upper && upper.rows.empty())) break;
+      // no op runs on zero rows (under expert parallelism the rest only serve the peers).
+      if (l == w.layers.size()) break;
+      if (upper.active && l >= first_upper && upper.rows.empty()) {
+        if (exchange) serve_experts_only(l);
+        break;
+      }
       const Block& b = w.layers[l];
       gather_engram(l, *cur, X.rows, d);
       before_block(l, X, feats, quarter, d);
@@ -410,10 +420,24 @@ class V41Model final : public model::Model {
     recording.buffers_after_step(std::move(print));
   }
 
+  // Expert parallelism: this rank's part of the exchange of the main layers from `first` on,
+  // in a step without rows of its own there (empty, refused, or past a bounded replay's last
+  // row), so the peers never wait for it.
+  void serve_experts_only(size_t first = 0) {
+    for (size_t l = first; l < w.layers.size(); ++l) {
+      moe_serve_only(*ops, cfg(), num, w.layers[l].base.moe, step.moe, *exchange);
+    }
+  }
+
   Status forward_unguarded(const StepInputs& in, StepOutputs& out) {
-    DI_TRY(check_step(in, cfg().vocab_size, false));
-    DI_TRY(check_replay_step(in));
-    DI_TRY(plan_logit_rows(in, out));
+    // A refused step changes nothing (and, with expert parallelism, still serves the peers).
+    Status refused = check_step(in, cfg().vocab_size, false);
+    if (refused.ok()) refused = check_replay_step(in);
+    if (refused.ok()) refused = plan_logit_rows(in, out);
+    if (!refused.ok()) {
+      if (exchange) serve_experts_only();
+      return refused;
+    }
     if (w.dspark) {
       for (const SequenceSpan& sq : in.sequences) {
         DI_CHECK(sq.cache->draft_length() == sq.cache->length());
@@ -425,7 +449,8 @@ class V41Model final : public model::Model {
     const int64_t D = c.hidden_size, n = c.hc_mult, nD = n * D;
     plan_upper_rows(in, upper);
     // A bounded-replay step changes its row count between layers: it runs eagerly.
-    const int64_t Mb = upper.active ? 0 : recording.bucket(M);
+    // Expert parallelism runs on host backends, which never record; eager keeps it obvious.
+    const int64_t Mb = upper.active || exchange ? 0 : recording.bucket(M);
     const int64_t rows = Mb > 0 ? Mb : M;
     DenseBuffers& d = Mb > 0 ? recorded : step;
     Mat X(fit(d.x, rows * nD), rows, nD);
@@ -445,6 +470,8 @@ class V41Model final : public model::Model {
                       d);
       }
       if (engram_lookup) engram_lookup->push_history(in);
+    } else if (exchange) {
+      serve_experts_only();
     }
     for (const SequenceSpan& sq : in.sequences) {
       sq.cache->advance(sq.count);
@@ -523,6 +550,7 @@ class V41Model final : public model::Model {
   ModelWeights w;
   Numerics num;
   RopeTables rope;
+  std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
   DenseBuffers step, recorded, draft;
@@ -777,7 +805,8 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 
 Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::string& model_dir,
                                                                  backend::Ops& ops,
-                                                                 const io::LoadOptions& load) {
+                                                                 const io::LoadOptions& load,
+                                                                 const ExpertParallel& ep) {
   auto s = std::make_unique<V41Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
@@ -803,7 +832,9 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
     DI_ASSIGN_OR_RETURN(EngramLookup lookup, EngramLookup::create(c, model_dir));
     s->engram_lookup.emplace(std::move(lookup));
   }
-  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops));
+  DI_TRY(ep.validate(c, ops));
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep));
+  if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
   s->plan = cache_plan(c);
   s->first_upper = first_upper_layer(c);
   s->num = Numerics::from_config(c);
@@ -818,9 +849,10 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
 }
 
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
-                                             const io::LoadOptions& load) {
+                                             const io::LoadOptions& load,
+                                             const ExpertParallel& ep) {
   try {
-    return V41Model::load_unguarded(model_dir, ops, load);
+    return V41Model::load_unguarded(model_dir, ops, load, ep);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",

@@ -12,10 +12,12 @@ namespace {
 // One backbone block: the common parts, then what the layer's CSA2 role owns: a Full layer its
 // compressor (no ape, no overlap; wgate above ratio 1) and the index-key projection, an index
 // source its indexer query; an Engram layer its memory.
-Expected<Block> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec) {
+Expected<Block> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec,
+                           const ExpertSelection& experts) {
   const io::ModelConfig& c = b.checkpoint().config();
   Block blk;
-  DI_ASSIGN_OR_RETURN(blk.base, b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok));
+  DI_ASSIGN_OR_RETURN(blk.base,
+                      b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok, experts));
   AttentionWeights& a = blk.base.attn;
   const std::string ap = p + "attn.";
   if (spec.role == io::Csa2Role::kFull) {
@@ -77,7 +79,8 @@ Expected<DSparkWeights> bind_dspark(Binder& b, const io::ModelConfig& c) {
 
 }  // namespace
 
-Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops) {
+Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
+                                    const ExpertParallel& ep) {
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
   Binder b(ckpt, ops, w.store);
@@ -85,7 +88,10 @@ Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& op
   DI_ASSIGN_OR_RETURN(w.norm, b.vector("norm.weight"));
   w.layers.reserve(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {
-    DI_ASSIGN_OR_RETURN(Block blk, bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i]));
+    ExpertSelection experts;
+    if (ep.enabled()) experts = {static_cast<int>(i), ep.placement(i).experts_of(ep.rank())};
+    DI_ASSIGN_OR_RETURN(Block blk,
+                        bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i], experts));
     w.layers.push_back(std::move(blk));
   }
   if (ckpt.mtp_available() && c.num_mtp_layers() > 0) {

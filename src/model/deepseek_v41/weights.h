@@ -12,15 +12,16 @@
 
 #include "base/status.h"
 #include "io/checkpoint.h"
+#include "model/expert_parallel.h"
 #include "model/layers/weights.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
 struct EngramWeights {
-  int index = 0;                 // position in engram_layer_ids (the hash layout's layer)
-  backend::WeightRef table;      // [rows, head_dim], host memory: FP8 with row scales, or dense
-  backend::WeightRef wkv;        // [(n + 1)·D, (N - 1)·heads·head_dim]
-  const float* w_prod = nullptr; // [n, D] = q_weight ⊙ k_weight (FP32, backend memory)
+  int index = 0;                  // position in engram_layer_ids (the hash layout's layer)
+  backend::WeightRef table;       // [rows, head_dim], host memory: FP8 with row scales, or dense
+  backend::WeightRef wkv;         // [(n + 1)·D, (N - 1)·heads·head_dim]
+  const float* w_prod = nullptr;  // [n, D] = q_weight ⊙ k_weight (FP32, backend memory)
 };
 
 struct Block {
@@ -32,11 +33,11 @@ struct Block {
 // projects the target features, the last stage owns the final norm and the two heads.
 struct DSparkWeights {
   std::vector<BlockWeights> stages;
-  backend::WeightRef main_proj;     // [D, T·D]
-  backend::WeightRef main_norm;     // [1, D]
-  backend::WeightRef norm;          // [1, D]
-  backend::WeightRef markov_embed;  // [V, r] (an embedding table)
-  backend::WeightRef markov_head;   // [V, r]
+  backend::WeightRef main_proj;       // [D, T·D]
+  backend::WeightRef main_norm;       // [1, D]
+  backend::WeightRef norm;            // [1, D]
+  backend::WeightRef markov_embed;    // [V, r] (an embedding table)
+  backend::WeightRef markov_head;     // [V, r]
   const float* confidence = nullptr;  // [D + r] FP32 (backend memory)
 };
 
@@ -47,7 +48,9 @@ struct ModelWeights {
   WeightStore store;
 };
 
-// Binds every tensor the config implies; errors name the tensor.
-Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops);
+// Binds every tensor the config implies; errors name the tensor. With expert parallelism (ep
+// enabled) the main layers bind only this rank's routed experts; the DSpark stages all.
+Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
+                                    const ExpertParallel& ep = {});
 
 }  // namespace deepinfer::model::deepseek_v41

@@ -14,6 +14,11 @@ using backend::WeightRef;
 namespace {
 
 // The weight as a WeightRef over the mapped bytes, in whatever format the checkpoint stores it.
+// Stored bytes of a bound weight: its data and, when quantized, its scales.
+int64_t stored_bytes(const io::Weight& w) {
+  return w.data.nbytes() + (w.scale ? w.scale->nbytes() : 0);
+}
+
 Expected<WeightRef> view_of(const io::Weight& w) {
   auto r = [&]() -> Expected<WeightRef> {
     switch (w.format) {
@@ -56,6 +61,8 @@ io::Weight Binder::materialized(io::Weight w, bool on_host) {
 }
 
 Expected<WeightRef> Binder::resident(const io::Weight& w) {
+  ++store_.stats.tensors;
+  store_.stats.bytes += stored_bytes(w);
   if (w.generated()) return view_of(materialized(w, /*on_host=*/false));
   DI_ASSIGN_OR_RETURN(const WeightRef r, view_of(w));
   return place(r);
@@ -75,6 +82,8 @@ Expected<WeightRef> Binder::linear(const std::string& name) {
 
 Expected<WeightRef> Binder::host_table(const std::string& name) {
   DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
+  ++store_.stats.tensors;
+  store_.stats.bytes += stored_bytes(w);
   return view_of(materialized(w, /*on_host=*/true));
 }
 
@@ -171,7 +180,8 @@ Expected<backend::ExpertWeights> Binder::expert(const std::string& prefix) {
 }
 
 Expected<BlockWeights> Binder::block_common(const std::string& p, const io::LayerSpec& spec,
-                                            int n_experts, int top_k) {
+                                            int n_experts, int top_k,
+                                            const ExpertSelection& selection) {
   const io::ModelConfig& c = ckpt_.config();
   const int64_t n = c.hc_mult, nD = static_cast<int64_t>(c.hc_mult) * c.hidden_size;
   BlockWeights b;
@@ -194,9 +204,10 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
   // (o_lora_rank a multiple of the block, or a divisor of it).
   if (a.wo_a.quantized() && c.o_lora_rank % a.wo_a.block_n != 0 &&
       a.wo_a.block_n % c.o_lora_rank != 0) {
-    return unimplemented("tensor '" + ap + "wo_a.weight': o_lora_rank " +
-                         std::to_string(c.o_lora_rank) + " neither a multiple nor a divisor of its scale block " +
-                         std::to_string(a.wo_a.block_n) + " (a group would straddle two scale blocks)");
+    return unimplemented(
+        "tensor '" + ap + "wo_a.weight': o_lora_rank " + std::to_string(c.o_lora_rank) +
+        " neither a multiple nor a divisor of its scale block " + std::to_string(a.wo_a.block_n) +
+        " (a group would straddle two scale blocks)");
   }
   for (int g = 0; g < c.o_groups; ++g) {
     a.wo_a_groups.push_back(a.wo_a.slice_rows(int64_t{g} * c.o_lora_rank, c.o_lora_rank));
@@ -215,10 +226,21 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
   } else if (ckpt_.has(fp + "gate.bias")) {
     DI_ASSIGN_OR_RETURN(m.bias, floats(fp + "gate.bias"));
   }
-  m.experts.reserve(static_cast<size_t>(n_experts));
-  for (int e = 0; e < n_experts; ++e) {
+  std::vector<int32_t> ids = selection.held;
+  if (selection.ep_layer < 0) {
+    ids.resize(static_cast<size_t>(n_experts));
+    for (int e = 0; e < n_experts; ++e) ids[static_cast<size_t>(e)] = e;
+  } else {
+    m.ep_layer = selection.ep_layer;
+    m.local_experts = ids;
+  }
+  m.experts.reserve(ids.size());
+  for (int32_t e : ids) {
+    const int64_t before = store_.stats.bytes;
     DI_ASSIGN_OR_RETURN(auto ew, expert(fp + "experts." + std::to_string(e) + "."));
     m.experts.push_back(ew);
+    ++store_.stats.routed_experts;
+    store_.stats.routed_expert_bytes += store_.stats.bytes - before;
   }
   if (c.n_shared_experts > 0) {
     DI_ASSIGN_OR_RETURN(m.shared, expert(fp + "shared_experts."));

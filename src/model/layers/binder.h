@@ -17,6 +17,14 @@
 
 namespace deepinfer::model {
 
+// Which routed experts a block binds: all of them (ep_layer < 0), or under expert parallelism
+// (model/expert_parallel.h) the ones this rank holds in main-model layer ep_layer, ascending.
+// The others' tensors are never touched: not placed on the backend, their mapped pages not read.
+struct ExpertSelection {
+  int ep_layer = -1;
+  std::vector<int32_t> held;
+};
+
 class Binder {
  public:
   Binder(const io::Checkpoint& ckpt, backend::Ops& ops, WeightStore& store)
@@ -51,9 +59,11 @@ class Binder {
   // checkpoint ties them (no head.weight).
   Status embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head);
   // What every block of both families has: norms, the two mHC sites, the attention projections
-  // and sink, and the MoE of `spec.moe` kind with `n_experts` routed experts (top_k per token).
+  // and sink, and the MoE of `spec.moe` kind with `n_experts` routed experts (top_k per token),
+  // those of `selection`.
   Expected<BlockWeights> block_common(const std::string& prefix, const io::LayerSpec& spec,
-                                      int n_experts, int top_k);
+                                      int n_experts, int top_k,
+                                      const ExpertSelection& selection = {});
 
  private:
   backend::WeightRef place(const backend::WeightRef& w);

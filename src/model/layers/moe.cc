@@ -5,13 +5,35 @@
 
 namespace deepinfer::model {
 
+namespace {
+
+backend::MoeOpts expert_opts(const io::ModelConfig& cfg, const Numerics& num) {
+  backend::MoeOpts opts;
+  opts.swiglu_limit = static_cast<float>(cfg.swiglu_limit);
+  opts.weight_before_w2 = num.official;
+  opts.act_quant = num.official;
+  opts.act_block = num.act_block;
+  opts.bf16_rounding = num.official;
+  opts.accumulate = false;
+  return opts;
+}
+
+}  // namespace
+
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
-                 MoeScratch& s) {
+                 MoeScratch& s, MoeExchange* ep) {
   const int64_t M = v.rows;
+  const bool exchange = ep != nullptr && w.ep_layer >= 0;
+  if (exchange && M == 0) {  // an empty step: no routing, only the peers' rows to serve
+    ep->routed(ops, static_cast<size_t>(w.ep_layer), v, nullptr, {}, w.top_k, w.experts,
+               expert_opts(cfg, num), out);
+    return;
+  }
   const int k = w.top_k;
   const float route_scale = static_cast<float>(cfg.routed_scaling_factor);
-  int32_t* ids = static_cast<int32_t*>(s.ids.fit_bytes(static_cast<size_t>(M * k) * sizeof(int32_t)));
+  int32_t* ids =
+      static_cast<int32_t*>(s.ids.fit_bytes(static_cast<size_t>(M * k) * sizeof(int32_t)));
   backend::Mat g(fit(s.weights, M * k), M, k);
   if (w.kind == io::MoeKind::kHash) {
     ops.moe_route_hash(v, token_ids, w.tid2eid, w.gate, route_scale, ids, g);
@@ -25,14 +47,13 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
     ops.moe_route_score(v, w.gate, w.bias, k, route_scale, ro, ids, g);
   }
 
-  backend::MoeOpts opts;
-  opts.swiglu_limit = static_cast<float>(cfg.swiglu_limit);
-  opts.weight_before_w2 = num.official;
-  opts.act_quant = num.official;
-  opts.act_block = num.act_block;
-  opts.bf16_rounding = num.official;
-  opts.accumulate = false;
-  ops.moe_experts(v, ids, g, k, w.experts, opts, out);
+  backend::MoeOpts opts = expert_opts(cfg, num);
+  if (exchange) {  // the router runs on host memory here (ExpertParallel::validate)
+    ep->count(static_cast<size_t>(w.ep_layer), ids, M * k);
+    ep->routed(ops, static_cast<size_t>(w.ep_layer), v, ids, g, k, w.experts, opts, out);
+  } else {
+    ops.moe_experts(v, ids, g, k, w.experts, opts, out);
+  }
 
   if (w.shared) {
     const auto* sid =
@@ -48,6 +69,13 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
     ops.moe_experts(v, sid, sg, 1, {&*w.shared, 1}, opts, out);
   }
   num.act(ops, out);
+}
+
+void moe_serve_only(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
+                    const MoeWeights& w, MoeScratch& s, MoeExchange& ep) {
+  const int64_t D = cfg.hidden_size;
+  moe_forward(ops, cfg, num, w, backend::CMat(nullptr, 0, D), nullptr, backend::Mat(nullptr, 0, D),
+              s, &ep);
 }
 
 }  // namespace deepinfer::model

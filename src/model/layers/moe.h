@@ -4,6 +4,10 @@
 // The routed sum is formed first and the shared expert added to it, like the reference
 // (index_add over experts in ascending id, then + shared), so the FP32 summation order and the
 // final BF16 rounding match in official semantics.
+//
+// With expert parallelism (MoeExchange, moe_ep.h) the routed experts of a main-model layer run
+// on the ranks holding them, with the same bits; routing, the shared expert and the activation
+// rounding stay on the token's rank.
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include "backend/buffer.h"
 #include "backend/ops.h"
 #include "io/model_config.h"
+#include "model/layers/moe_ep.h"
 #include "model/layers/numerics.h"
 #include "model/layers/weights.h"
 
@@ -33,9 +38,17 @@ struct MoeScratch {
   }
 };
 
-// out [M, D] = MoE(v). token_ids [M] feed hash routing (host or backend memory).
+// out [M, D] = MoE(v). token_ids [M] feed hash routing (host or backend memory). ep: the
+// model's expert exchange, or null; used for layers bound for it (MoeWeights::ep_layer >= 0),
+// and then M may be 0 (the rank only serves its experts to the others). Throws
+// ExpertParallelFailure when the exchange fails.
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
-                 MoeScratch& s);
+                 MoeScratch& s, MoeExchange* ep = nullptr);
+
+// A layer's part of an empty step under expert parallelism: no rows of this rank's own, the
+// peers' rows for its experts served (moe_forward with M = 0).
+void moe_serve_only(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
+                    const MoeWeights& w, MoeScratch& s, MoeExchange& ep);
 
 }  // namespace deepinfer::model

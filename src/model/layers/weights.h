@@ -78,9 +78,15 @@ struct MoeWeights {
   backend::WeightRef gate;      // [E, D]
   const float* bias = nullptr;  // [E], score routing only (may be null)
   TensorView tid2eid;           // [V, k] I32/I64, hash routing only
+  // Indexed by expert id; with expert parallelism (ep_layer >= 0) only this rank's experts,
+  // ascending by id (local_experts).
   std::vector<backend::ExpertWeights> experts;
   std::optional<backend::ExpertWeights> shared;
   int top_k = 0;  // routed experts per token (the layer's, which a V4.1 drafter stage sets)
+  // Expert parallelism (model/expert_parallel.h): the main-model layer whose placement bound
+  // `experts`, or -1 (every expert here: one rank, or a drafter block).
+  int ep_layer = -1;
+  std::vector<int32_t> local_experts;  // with ep_layer >= 0: the id of each entry of `experts`
 };
 
 struct BlockWeights {
@@ -91,6 +97,16 @@ struct BlockWeights {
   MoeWeights moe;
 };
 
+// What a model's binding took from the checkpoint (Model::weight_stats): the bytes each rank of
+// expert parallelism holds. Counts every tensor bound as a matrix or vector (linear, vector,
+// host_table), stored bytes (data + scales); small FP32 parameters (mHC, biases, sinks) aside.
+struct WeightStats {
+  int64_t tensors = 0;
+  int64_t bytes = 0;
+  int64_t routed_experts = 0;  // routed experts bound, over every MoE layer (drafter included)
+  int64_t routed_expert_bytes = 0;
+};
+
 // Memory a family's weights own besides the mapped checkpoint: FP32 copies of small parameters
 // that were not stored as F32 (a deque: pointers stay valid), and backend-memory copies of every
 // weight when the backend's memory is not host memory (a GPU).
@@ -98,6 +114,7 @@ struct WeightStore {
   std::deque<std::vector<float>> owned;
   std::vector<backend::Buffer> placed;
   std::deque<std::vector<uint8_t>> host_bytes;  // dummy weights the model reads on the host
+  WeightStats stats;
 };
 
 }  // namespace deepinfer::model

@@ -89,7 +89,7 @@ std::vector<float> expert_parallel_moe(const Batch& b, int n, const std::vector<
     std::vector<float> y(rows.rows.size());
     for (size_t i = 0; i < rows.local_experts.size(); ++i) {
       const int e = rows.local_experts[i];
-      errors[static_cast<size_t>(r)] += placement.owner[static_cast<size_t>(e)] != r;
+      errors[static_cast<size_t>(r)] += !placement.holds(r, e);
       for (int64_t row = rows.expert_offsets[i]; row < rows.expert_offsets[i + 1]; ++row) {
         errors[static_cast<size_t>(r)] += rows.expert_ids[static_cast<size_t>(row)] != e;
         for (int64_t h = 0; h < kHidden; ++h) {
@@ -117,7 +117,7 @@ std::vector<float> expert_parallel_moe(const Batch& b, int n, const std::vector<
 ExpertPlacement strided(int n) {
   ExpertPlacement p;
   p.num_ranks = n;
-  for (int e = 0; e < kExperts; ++e) p.owner.push_back((e * 3 + 1) % n);
+  for (int e = 0; e < kExperts; ++e) p.replicas.push_back({(e * 3 + 1) % n});
   return p;
 }
 

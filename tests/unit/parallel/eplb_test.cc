@@ -104,7 +104,7 @@ double worst_balance(const EplbPlacement& plan) {
 ExpertPlacement round_robin(int experts, int gpus) {
   ExpertPlacement p;
   p.num_ranks = gpus;
-  for (int e = 0; e < experts; ++e) p.owner.push_back(e % gpus);
+  for (int e = 0; e < experts; ++e) p.replicas.push_back({e % gpus});
   return p;
 }
 
@@ -220,9 +220,8 @@ TEST(Eplb, SkewedLoadBeatsPlacementsWithoutReplicas) {
   expect_well_formed(*plan, load, c);
   double rr = 0.0, contiguous = 0.0;
   for (const std::vector<double>& layer : load) {
-    rr += balance(*gpu_load_without_replicas(layer, round_robin(experts, gpus)));
-    contiguous +=
-        balance(*gpu_load_without_replicas(layer, ExpertPlacement::contiguous(experts, gpus)));
+    rr += balance(*gpu_load(layer, round_robin(experts, gpus)));
+    contiguous += balance(*gpu_load(layer, ExpertPlacement::contiguous(experts, gpus)));
   }
   rr /= static_cast<double>(load.size());
   contiguous /= static_cast<double>(load.size());
@@ -285,10 +284,10 @@ TEST(Eplb, BalanceMetric) {
   EXPECT_DOUBLE_EQ(balance(std::vector<double>{3, 1}), 1.5);
   EXPECT_DOUBLE_EQ(balance(std::vector<double>{0, 0}), 1.0);
   EXPECT_DOUBLE_EQ(balance(std::vector<double>{}), 1.0);
-  auto rr = gpu_load_without_replicas(std::vector<double>{1, 2, 3, 4}, round_robin(4, 2));
+  auto rr = gpu_load(std::vector<double>{1, 2, 3, 4}, round_robin(4, 2));
   ASSERT_TRUE(rr.ok());
   EXPECT_EQ(*rr, (std::vector<double>{4, 6}));
-  EXPECT_FALSE(gpu_load_without_replicas(std::vector<double>{1, 2, 3}, round_robin(4, 2)).ok());
+  EXPECT_FALSE(gpu_load(std::vector<double>{1, 2, 3}, round_robin(4, 2)).ok());
 }
 
 TEST(ExpertLoadCounter, CountsSkipsAndRejects) {
