@@ -118,6 +118,9 @@ const char* on_backends_name(unsigned on);
 struct CaseContext {
   Ops* ops = nullptr;    // the backend under test
   Ops* ref = nullptr;    // the oracle (host memory)
+  // The same backend in its batch-invariant mode, where it has a separate one (CUDA), for the
+  // checks of that promise; null: `ops` promises it itself (the CPU backends).
+  Ops* invariant_ops = nullptr;
   unsigned on = kOnCpu;  // the OnBackends bit of `ops`
   std::mt19937 rng{1234};
   int checks = 0, failures = 0;

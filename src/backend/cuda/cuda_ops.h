@@ -80,6 +80,12 @@ class CudaOps : public Ops {
   // Tiles of 8 pairs per weight decode in the grouped tensor-core stages: 0 chooses by pairs
   // per expert (4 from 16 on average), 1 or 4 force one (benchmark A/B; the bits are the same).
   void set_moe_pair_tiles(int tiles) { moe_pair_tiles_ = tiles; }
+  // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
+  // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.
+  void set_stream_gemv(bool on) { stream_gemv_ = on; }
+  // Off: decode-sized grouped MoE calls take the tensor-core (or SIMT) stages instead of the
+  // weight-streaming ones (kernels/cuda/moe/grouped_stream.cu): the benchmarks' A/B.
+  void set_stream_moe(bool on) { stream_moe_ = on; }
   // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
   std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {
     return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.data(), cublas_workspace_.size())
@@ -221,6 +227,8 @@ class CudaOps : public Ops {
   bool matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out);
   // The single-expert tensor-core stage takes this product (act-quantized x, M rows).
   bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
+  // moe_experts takes the weight-streaming stages for these pairs and experts.
+  bool moe_stream_eligible(int64_t pairs, std::span<const ExpertWeights> experts) const;
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
   // weight times the exact three-part split of x.
   void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16, uint16_t* wb,
@@ -275,6 +283,8 @@ class CudaOps : public Ops {
   std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
+  bool stream_gemv_ = true;
+  bool stream_moe_ = true;
   bool batch_invariant_ = false;
   struct ExpertTable {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)

@@ -5,6 +5,13 @@
 // step stays graph-capturable. A token's expert outputs are summed in ascending expert id, the
 // reference's order, so the result is deterministic and batch-invariant.
 //
+// Decode-sized calls (at most one pair per expert on average, or at most 4 pairs; FP8/FP4 E8M0
+// experts; not in batch-invariant mode) stream the weights instead (moe/grouped_stream.cu): the
+// same six launches as the SIMT stages, each weight row read by one warp with several loads in
+// flight. Act-quantized FP4/FP8 experts otherwise take the tensor-core stages
+// (moe/grouped_mma.cu). A token's bits are the same alone or in a batch within one form; only
+// batch-invariant mode keeps one form for every batch.
+//
 // Fallback (moe_experts_by_expert, for shapes the grouped kernels do not take: K not a multiple
 // of 8, unaligned weights, mixed act-quant): grouped on the host (ids copied back, one
 // synchronisation), then per expert gather, w1/w3, SwiGLU, gate, w2 and scatter-add in
@@ -27,9 +34,11 @@ namespace {
 bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
 // What the grouped kernels need: K of every matrix a multiple of 32 (32-value loads), rows
-// 16-byte aligned, block scales no finer than 32 columns, w1 and w3 alike.
+// 16-byte aligned, block scales no finer than 32 columns, w1 and w3 alike, and few enough experts
+// for the layout block's shared memory.
 bool grouped_supported(CMat x, std::span<const ExpertWeights> experts, const MoeOpts& opts) {
   if (x.cols % 32 != 0 || x.ld % 4 != 0 || !aligned16(x.data)) return false;
+  if (experts.size() > static_cast<size_t>(kc::kMoeLayoutMaxExperts)) return false;
   for (const ExpertWeights& e : experts) {
     for (const WeightRef* w : {&e.w1, &e.w3, &e.w2}) {
       if (w->k % 32 != 0 || !aligned16(w->weight.data)) return false;
@@ -60,6 +69,25 @@ bool grouped_mma_supported(std::span<const ExpertWeights> experts, const MoeOpts
 }
 
 }  // namespace
+
+// Few pairs per expert (at most one on average, or kStreamMaxPairs in all): decode steps, where
+// the stages only stream weights. Not in batch-invariant mode, whose grouped stages must not
+// change with the number of pairs.
+bool CudaOps::moe_stream_eligible(int64_t pairs, std::span<const ExpertWeights> experts) const {
+  constexpr int64_t kStreamMaxPairs = 4;
+  const int64_t E = static_cast<int64_t>(experts.size());
+  if (!stream_moe_ || batch_invariant_ || experts.empty() ||
+      pairs > std::max<int64_t>(E, kStreamMaxPairs)) {
+    return false;
+  }
+  for (const ExpertWeights& e : experts) {
+    if (!kc::moe_stream_supported(wd(e.w1), wd(e.w3), wd(e.w2)) ||
+        e.w1.format != experts[0].w1.format) {
+      return false;
+    }
+  }
+  return true;
+}
 
 namespace {
 // Field by field: the descriptors' padding bytes are indeterminate, so memcmp would see
@@ -105,7 +133,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   // tensor-core-exact weights: per-expert cuBLAS GEMMs. The grouped tensor-core stages re-read
   // an expert's weights once per 8 pairs, so they win up to ~128 pairs per expert (a 4096-token
   // prefill gives the routed experts ~96 each); the SIMT stages only up to ~32.
-  // The same stages for every M (batch invariance): the choice depends on the weights only.
+  // In batch-invariant mode the stages depend on the weights only, never on M.
   const bool mma = grouped_mma_supported(experts, opts);
   const int64_t gemm_pairs = mma ? 128 : 32;
   const bool per_expert_gemm =
@@ -126,7 +154,6 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   kc::MoeLayout l;
   l.counts = arena().alloc_n<int32_t>(E);
   l.offsets = arena().alloc_n<int32_t>(E);
-  l.cursor = arena().alloc_n<int32_t>(E);
   l.active = arena().alloc_n<int32_t>(E);
   l.n_active = arena().alloc_n<int32_t>(1);
   l.pair_row = arena().alloc_n<int32_t>(P);
@@ -138,17 +165,37 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   ep.bf16_rounding = opts.bf16_rounding;
   ep.weight_before_w2 = opts.weight_before_w2;
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
-  // Four tiles of 8 pairs per weight decode from 16 pairs per expert on average (same bits).
-  const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 4 : 1);
-  // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs.
   Mat h(arena().alloc_n<float>(P * I), P, I);
-  if (mma) {
-    // Act-quantized on the way to the stage's BF16 input (grouped_mma_supported: act_quant).
+  Mat y(arena().alloc_n<float>(P * D), P, D);
+  if (moe_stream_eligible(P, experts)) {
+    // A few pairs per expert: the weight-streaming stages on act-quantized FP32 copies.
+    const bool fp4 = experts[0].w1.format == WeightFormat::kFp4;
+    CMat xin = x;
+    if (opts.act_quant) {
+      Mat xq(arena().alloc_n<float>(M * x.cols), M, x.cols);
+      kc::launch_act_quant_fp8_copy(md(x), md(xq), opts.act_block, stream_);
+      xin = xq;
+    }
+    kc::launch_moe_gate_up_stream(md(xin), table, fp4, I, l, max_active, weights.data, weights.ld,
+                                  top_k, ep, h.data, h.ld, stream_);
+    if (opts.act_quant) kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
+    kc::launch_moe_down_stream(h.data, h.ld, table, fp4, D, l, max_active, weights.data,
+                               weights.ld, top_k, ep, y.data, y.ld, stream_);
+  } else if (mma) {
+    // Four tiles of 8 pairs per weight decode from 16 pairs per expert on average (same bits).
+    const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 4 : 1);
+    // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs:
+    // act-quantized on the way (grouped_mma_supported: act_quant).
     uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);
     kc::launch_bf16_paired(md(x), opts.act_block, xb, x.cols, stream_);
     kc::launch_moe_gate_up_mma(xb, x.cols, table, experts[0].w1.format == WeightFormat::kFp4, I, l,
                                max_active, weights.data, weights.ld, top_k, ep, h.data, h.ld,
                                pair_tiles, stream_);
+    uint16_t* hb = arena().alloc_n<uint16_t>(P * I);
+    kc::launch_bf16_paired(md(h), opts.act_block, hb, I, stream_);
+    kc::launch_moe_down_mma(hb, I, table, experts[0].w2.format == WeightFormat::kFp4, D, l,
+                            max_active, weights.data, weights.ld, top_k, ep, y.data, y.ld,
+                            pair_tiles, stream_);
   } else {
     CMat xin = x;
     if (opts.act_quant && experts[0].w1.quantized()) {
@@ -158,15 +205,6 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     }
     kc::launch_moe_gate_up(md(xin), table, I, l, max_active, weights.data, weights.ld, top_k, ep,
                            h.data, h.ld, stream_);
-  }
-  Mat y(arena().alloc_n<float>(P * D), P, D);
-  if (mma) {
-    uint16_t* hb = arena().alloc_n<uint16_t>(P * I);
-    kc::launch_bf16_paired(md(h), opts.act_block, hb, I, stream_);
-    kc::launch_moe_down_mma(hb, I, table, experts[0].w2.format == WeightFormat::kFp4, D, l,
-                            max_active, weights.data, weights.ld, top_k, ep, y.data, y.ld,
-                            pair_tiles, stream_);
-  } else {
     if (opts.act_quant && experts[0].w2.quantized()) {
       kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
     }

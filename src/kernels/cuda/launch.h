@@ -49,7 +49,9 @@ cudaError_t launch_probe();
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
 // decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
 // round_out: y rounded to BF16 (round-to-nearest-even), in the GEMVs' stores (M <= 16).
-void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream);
+// stream_gemv false: M <= 4 on FP8/FP4 weights keeps the thread-group GEMV (benchmark A/B).
+void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream,
+                   bool stream_gemv = true);
 // The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
 // how many rows there are (batch-invariant mode).
 void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
@@ -246,7 +248,6 @@ struct GroupedExpert {
 struct MoeLayout {              // device scratch
   int32_t* counts = nullptr;    // [E] pairs per expert
   int32_t* offsets = nullptr;   // [E] first grouped row of each expert
-  int32_t* cursor = nullptr;    // [E]
   int32_t* pair_row = nullptr;  // [M·k] grouped row of pair t·k + j (-1: skipped id)
   int32_t* row_pair = nullptr;  // [M·k] pair of each grouped row
   int32_t* active = nullptr;    // [E] experts with pairs, ascending; n_active of them
@@ -257,6 +258,9 @@ struct MoeEpilogue {
   bool bf16_rounding = false;
   bool weight_before_w2 = true;
 };
+// One block; the counts and cursors of `experts` <= kMoeLayoutMaxExperts live in its shared
+// memory (48 KiB).
+inline constexpr int kMoeLayoutMaxExperts = 6144;
 void launch_moe_layout(const int32_t* ids, int64_t pairs, int experts, MoeLayout l,
                        cudaStream_t stream);
 // h[row] = epilogue(x[token]·w1ᵀ, x[token]·w3ᵀ) for every grouped row; max_active bounds the
@@ -282,6 +286,19 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
                          int64_t dim, MoeLayout l, int max_active, const float* gates,
                          int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
                          int pair_tiles, cudaStream_t stream);
+// The same two stages streaming the weights (moe/grouped_stream.cu), for a few pairs per expert
+// (decode): FP32 inputs already act-quantized (x [M, ld], h [pairs, ld]; ld % 4 == 0, 16-byte
+// aligned) and FP8 (128 x 128) or FP4 (1 x 32) experts with E8M0 scales (moe_stream_supported);
+// fp4: the experts are FP4, else FP8.
+bool moe_stream_supported(const WeightDesc& w1, const WeightDesc& w3, const WeightDesc& w2);
+void launch_moe_gate_up_stream(MatDesc x, const GroupedExpert* experts, bool fp4, int64_t inter,
+                               MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
+                               int top_k, MoeEpilogue ep, float* h, int64_t h_ld,
+                               cudaStream_t stream);
+void launch_moe_down_stream(const float* h, int64_t h_ld, const GroupedExpert* experts, bool fp4,
+                            int64_t dim, MoeLayout l, int max_active, const float* gates,
+                            int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
+                            cudaStream_t stream);
 // out[t] (=|+=) Σ over t's pairs in ascending (expert, slot) of y[pair_row].
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
                         bool accumulate, MatDesc out, cudaStream_t stream);

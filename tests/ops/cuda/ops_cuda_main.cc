@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
   testing::CaseContext ctx;
   ctx.ops = gpu.value().get();
   ctx.ref = ref.get();
+  auto invariant = cuda::CudaOps::create(0, /*batch_invariant=*/true);
+  if (!invariant.ok()) {
+    std::printf("FAIL: the batch-invariant backend: %s\n", invariant.status().to_string().c_str());
+    return 1;
+  }
+  ctx.invariant_ops = invariant.value().get();
   ctx.on = testing::kOnCuda;
   ctx.report = [](const std::string& msg) { std::printf("  FAIL %s\n", msg.c_str()); };
   int cases = 0, failed_cases = 0, skipped = 0;

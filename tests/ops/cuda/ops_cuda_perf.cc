@@ -144,7 +144,7 @@ void perf_linear(Perf& p, std::mt19937& rng) {
       std::printf("%s: cuBLASLt block-scaled FP8 at M=128: %s\n", l.name,
                   p.gpu->fp8_gemm_probe(128, l.n, l.k).c_str());
     }
-    for (int64_t M : {1, 8, 16, 32, 64, 128, 256, 1024, 4096}) {
+    for (int64_t M : {1, 4, 8, 16, 32, 64, 128, 256, 1024, 4096}) {
       if (M == 4096 && l.n > 40000) continue;
       const DBuf x = dev_random(p, rng, M, l.k);
       DBuf y = dev_poisoned(p.ctx, M, l.n);
@@ -158,6 +158,12 @@ void perf_linear(Perf& p, std::mt19937& rng) {
         p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq, .round_bf16 = aq});
       };
       report(p, l.name, shape, time_ms(*p.gpu, run, M == 4096 ? 3 : 20), flops, bytes);
+      // 1-4 rows on FP8/FP4 weights: the thread-group GEMV the streaming one replaced, same run.
+      if (aq && M <= 4) {
+        p.gpu->set_stream_gemv(false);
+        report(p, l.name, shape + " thread-group GEMV", time_ms(*p.gpu, run, 20), flops, bytes);
+        p.gpu->set_stream_gemv(true);
+      }
       // The same call without the grouped tensor-core stage (rows GEMV to 16 rows, cuBLAS on a
       // dequantized copy above), same run: where the stage is taken (cuda_gemm.cc) it is the
       // peer, elsewhere the two lines time the same path.
@@ -235,7 +241,7 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     ex.push_back({own[own.size() - 3]->dev.ref, own[own.size() - 2]->dev.ref, own.back()->dev.ref});
   }
   const double expert_bytes = own[0]->bytes + own[1]->bytes + own[2]->bytes;
-  for (int64_t M : {1, 16, 128, 256, 1024, 4096}) {
+  for (int64_t M : {1, 4, 16, 128, 256, 1024, 4096}) {
     std::vector<int32_t> ids(static_cast<size_t>(M * top_k));
     std::vector<bool> used(E, false);
     for (int64_t m = 0; m < M; ++m) {
@@ -267,6 +273,14 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     const double flops = 2.0 * 3 * M * top_k * I * D, bytes = n_used * expert_bytes + 8.0 * M * D;
     const int reps = M >= 1024 ? 5 : 20;
     report(p, "moe_experts fp4", shape, time_ms(*p.gpu, run, reps), flops, bytes);
+    // Decode sizes take the weight-streaming stages: the tensor-core stages they replaced, same
+    // run.
+    if (M * top_k <= E) {
+      p.gpu->set_stream_moe(false);
+      report(p, "moe_experts fp4", shape + " tensor-core stages", time_ms(*p.gpu, run, reps), flops,
+             bytes);
+      p.gpu->set_stream_moe(true);
+    }
     // The grouped stages with the other number of pair tiles per weight decode, same run (the
     // choice's evidence; the bits are the same).
     if (M >= 128) {
@@ -276,6 +290,30 @@ void perf_moe(Perf& p, std::mt19937& rng) {
              time_ms(*p.gpu, run, reps), flops, bytes);
       p.gpu->set_moe_pair_tiles(0);
     }
+  }
+  // V4-Flash's shared expert (FP8, D 4096 x I 2048, MoeOpts::single_expert) at decode sizes.
+  auto w1 = perf_weight(WKind::kFp8E8m0, I, D), w3 = perf_weight(WKind::kFp8E8m0, I, D),
+       w2 = perf_weight(WKind::kFp8E8m0, D, I);
+  const ExpertWeights shared{w1->dev.ref, w3->dev.ref, w2->dev.ref};
+  const double shared_bytes = w1->bytes + w3->bytes + w2->bytes;
+  for (int64_t M : {1, 4, 16}) {
+    const DBuf x = dev_random(p, rng, M, D), g = dev_random(p, rng, M, 1, 1.0f, 1.0f);
+    DBuf out = dev_poisoned(p.ctx, M, D);
+    const BackendMem did = dev_array(p.ctx, std::vector<int32_t>(static_cast<size_t>(M), 0));
+    MoeOpts o;
+    o.act_quant = true;
+    o.bf16_rounding = true;
+    o.single_expert = true;
+    const auto run = [&] {
+      p.gpu->moe_experts(x.cmat(), did.as<int32_t>(), g.cmat(), 1, {&shared, 1}, o, out.mat());
+    };
+    const std::string shape = "shared D4096 I2048 M=" + std::to_string(M);
+    const double flops = 2.0 * 3 * M * I * D, bytes = shared_bytes + 8.0 * M * D;
+    report(p, "moe_experts fp8", shape, time_ms(*p.gpu, run, 20), flops, bytes);
+    p.gpu->set_stream_moe(false);
+    report(p, "moe_experts fp8", shape + " tensor-core stages", time_ms(*p.gpu, run, 20), flops,
+           bytes);
+    p.gpu->set_stream_moe(true);
   }
 }
 

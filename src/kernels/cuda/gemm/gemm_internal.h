@@ -1,5 +1,6 @@
-// Internal split of launch_linear between the decode GEMVs (gemv.cu, gemv_rows.cu) and the tiled
-// GEMM (gemm_tiled.cu); each is its own translation unit so nvcc builds them in parallel.
+// Internal split of launch_linear between the decode GEMVs (gemv.cu, gemv_rows.cu,
+// gemv_stream.cu) and the tiled GEMM (gemm_tiled.cu); each is its own translation unit so nvcc
+// builds them in parallel.
 #pragma once
 
 #include "kernels/cuda/launch.h"
@@ -14,6 +15,12 @@ void launch_gemv(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cuda
 bool gemv_rows_supported(const WeightDesc& w);
 void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x_vec4,
                       bool round_out, cudaStream_t stream);
+// M <= kGemvStreamMaxM rows, 16-byte-aligned FP32 rows, FP8 (128 x 128 E8M0) or FP4 (1 x 32
+// E8M0) weights: warps streaming several rows each (gemv_stream.cu).
+inline constexpr int64_t kGemvStreamMaxM = 4;
+bool gemv_stream_supported(MatDesc x, const WeightDesc& w);
+void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
+                        cudaStream_t stream);
 void launch_gemm_tiled(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels::cuda

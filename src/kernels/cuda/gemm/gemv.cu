@@ -197,9 +197,12 @@ void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStre
   launch_gemm_tiled(x, w, y, stream);
 }
 
-void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
+void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream,
+                   bool stream_gemv) {
   if (x.rows == 0 || w.n == 0) return;
-  if (x.rows <= kGemvMaxM) {
+  if (stream_gemv && gemv_stream_supported(x, w)) {
+    launch_gemv_stream(x, w, y, round_out, stream);
+  } else if (x.rows <= kGemvMaxM) {
     launch_gemv(x, w, y, round_out, stream);
   } else {
     launch_gemm_tiled(x, w, y, stream);

@@ -1,8 +1,9 @@
 // Grouped MoE experts in four launches, with the token -> expert layout built on the device (no
 // host round trip, so the step stays graph-capturable):
 //
-//   layout    one block: per-expert pair counts, their offsets, each (token, slot) pair's row in
-//             the grouped order, and the list of experts that got any pair;
+//   layout    one block: per-expert pair counts (shared-memory atomics), their offsets (a block
+//             scan), each (token, slot) pair's row in the grouped order, and the list of experts
+//             that got any pair;
 //   gate_up   block per (active expert, 8 rows of w1/w3), a warp per row: for every pair of the
 //             expert, a = x·w1ᵀ, b = x·w3ᵀ (the tile's 8 input rows staged in shared memory by
 //             K chunks; each lane decodes 32 weights per 16-byte load; weights read once per 8
@@ -86,31 +87,77 @@ __device__ __forceinline__ void load32(const WeightDesc& w, int64_t row, int64_t
   }
 }
 
-__global__ void layout_kernel(const int32_t* ids, int64_t pairs, int experts, int32_t* counts,
-                              int32_t* offsets, int32_t* cursor, int32_t* pair_row,
-                              int32_t* row_pair, int32_t* active, int32_t* n_active) {
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) counts[e] = cursor[e] = 0;
+// The layout in one block, with the per-expert counts and cursors in shared memory. (They were
+// global, and thread 0 scanned them serially: every load waited on the previous store, which
+// might alias it, ~256 L2 round trips for V4's routed experts, most of a decode-sized call.)
+// Each thread owns a run of consecutive experts; a block-wide exclusive scan of the runs' pair
+// and active-expert totals gives every run its offsets.
+constexpr int kLayoutThreads = 1024;
+
+__device__ __forceinline__ void block_exclusive_scan2(int32_t& a, int32_t& b, int32_t* warp_a,
+                                                      int32_t* warp_b) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int32_t ia = a, ib = b;  // inclusive within the warp
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t ta = __shfl_up_sync(0xffffffffu, ia, o), tb = __shfl_up_sync(0xffffffffu, ib, o);
+    if (lane >= o) ia += ta, ib += tb;
+  }
+  if (lane == 31) warp_a[warp] = ia, warp_b[warp] = ib;
+  __syncthreads();
+  if (warp == 0) {
+    const int nw = blockDim.x >> 5;
+    int32_t wa = lane < nw ? warp_a[lane] : 0, wb = lane < nw ? warp_b[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t ta = __shfl_up_sync(0xffffffffu, wa, o),
+                    tb = __shfl_up_sync(0xffffffffu, wb, o);
+      if (lane >= o) wa += ta, wb += tb;
+    }
+    if (lane < nw) warp_a[lane] = wa, warp_b[lane] = wb;  // inclusive over warps
+  }
+  __syncthreads();
+  const int32_t before_a = warp > 0 ? warp_a[warp - 1] : 0, before_b = warp > 0 ? warp_b[warp - 1] : 0;
+  a = before_a + ia - a;
+  b = before_b + ib - b;
+}
+
+__global__ void __launch_bounds__(kLayoutThreads)
+    layout_kernel(const int32_t* ids, int64_t pairs, int experts, int32_t* counts,
+                  int32_t* offsets, int32_t* pair_row, int32_t* row_pair, int32_t* active,
+                  int32_t* n_active) {
+  extern __shared__ int32_t smem[];  // [experts] counts, then [experts] cursors
+  int32_t* s_count = smem;
+  int32_t* s_cursor = smem + experts;
+  __shared__ int32_t warp_a[kLayoutThreads / 32], warp_b[kLayoutThreads / 32];
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) s_count[e] = 0;
   __syncthreads();
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
     const int32_t e = ids[p];
-    if (e >= 0 && e < experts) atomicAdd(&counts[e], 1);
+    if (e >= 0 && e < experts) atomicAdd(&s_count[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {  // E <= a few hundred: a serial scan is cheaper than a block scan
-    int32_t run = 0, na = 0;
-    for (int e = 0; e < experts; ++e) {
-      offsets[e] = run;
-      run += counts[e];
-      if (counts[e] > 0) active[na++] = e;
-    }
-    *n_active = na;
+  const int per = (experts + blockDim.x - 1) / blockDim.x;
+  const int e0 = min(experts, static_cast<int>(threadIdx.x) * per), e1 = min(experts, e0 + per);
+  int32_t run = 0, na = 0;
+  for (int e = e0; e < e1; ++e) run += s_count[e], na += s_count[e] > 0 ? 1 : 0;
+  block_exclusive_scan2(run, na, warp_a, warp_b);
+  for (int e = e0; e < e1; ++e) {
+    const int32_t c = s_count[e];
+    counts[e] = c;
+    offsets[e] = run;
+    s_cursor[e] = run;
+    run += c;
+    if (c > 0) active[na++] = e;
   }
+  if (e1 == experts && e0 < e1) *n_active = na;  // the thread owning the last expert
+  if (experts == 0 && threadIdx.x == 0) *n_active = 0;
   __syncthreads();
   for (int64_t p = threadIdx.x; p < pairs; p += blockDim.x) {
     const int32_t e = ids[p];
     int32_t r = -1;
     if (e >= 0 && e < experts) {
-      r = offsets[e] + atomicAdd(&cursor[e], 1);
+      r = atomicAdd(&s_cursor[e], 1);
       row_pair[r] = static_cast<int32_t>(p);
     }
     pair_row[p] = r;
@@ -241,8 +288,9 @@ __global__ void combine_kernel(const float* y, int64_t y_ld, const int32_t* ids,
 
 void launch_moe_layout(const int32_t* ids, int64_t pairs, int experts, MoeLayout l,
                        cudaStream_t stream) {
-  layout_kernel<<<1, 1024, 0, stream>>>(ids, pairs, experts, l.counts, l.offsets, l.cursor,
-                                        l.pair_row, l.row_pair, l.active, l.n_active);
+  const size_t smem = 2 * static_cast<size_t>(experts) * sizeof(int32_t);
+  layout_kernel<<<1, kLayoutThreads, smem, stream>>>(ids, pairs, experts, l.counts, l.offsets,
+                                                     l.pair_row, l.row_pair, l.active, l.n_active);
 }
 
 void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,

@@ -1,0 +1,183 @@
+// Decode GEMV for M <= 4 rows on FP8 (128 x 128 E8M0 blocks) and FP4 (1 x 32 E8M0 blocks)
+// weights: the step's bandwidth-bound products at batch 1-4 (V4's wq_a / wq_b / wkv / wo_b, the
+// compressor and indexer projections, the experts when the MoE takes linears).
+//
+// gemv.cu's kernel gives each output row a group of threads and its whole block a few rows, so
+// a thread has one or two 16-byte loads in flight and every block ends in a shared-memory
+// reduction and barrier: it streams 32 MB weights at ~25% of the copy bandwidth on the H200
+// (bench/results/cuda_fp8_gemm_perf_h200_2026-12-03_stop30.txt, M=1). Here a warp owns R
+// consecutive rows (or 1 row split over S warps of its block when rows are few) and walks them
+// together: per iteration every lane issues R x U independent 16-byte loads before it decodes any
+// of them, each activation chunk is loaded once for its R rows, and the block-scale index is a
+// shift (the block shapes are compile-time). Lanes take chunks lane, lane + 32 S, ...; a lane sums
+// each chunk in ascending k (FP32 FMAs), scales it by its block scale into its accumulator, the
+// warp sums its lanes in a fixed butterfly and the S warps of a row add up in warp order. A row's
+// value therefore depends only on its own input row, never on the batch or the grid. Chunks are
+// decoded by gemm/stream_chunk.cuh.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm/gemm_internal.h"
+#include "kernels/cuda/gemm/stream_chunk.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+constexpr int kWarps = 8;  // warps per block
+constexpr int kLoadsPerLane = 8;  // R x U: 16-byte loads each lane has in flight per iteration
+
+template <WFmt F, int MT, int R, int S>
+__global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two blocks per SM
+    gemv_stream_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
+                       float* __restrict__ y, int64_t yld, bool round_out) {
+  constexpr int E = stream_chunk_elems<F>;
+  constexpr int U = kLoadsPerLane / R;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int part = warp % S;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / S) + warp / S) * R;
+  const int64_t nchunks = w.k / E;
+  const uint8_t* srow[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {  // rows past N read row N - 1 and are not stored
+    srow[r] = stream_scale_row<F>(w, n0 + r < w.n ? n0 + r : w.n - 1);
+  }
+  float acc[R][MT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
+
+  for (int64_t c0 = static_cast<int64_t>(part) * 32 + lane; c0 < nchunks; c0 += 32 * S * U) {
+    uint4 raw[R][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * 32 * S;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t n = n0 + r < w.n ? n0 + r : w.n - 1;
+        raw[r][u] = c < nchunks ? load_stream_chunk<F>(w, n, c) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * 32 * S;
+      if (c >= nchunks) break;
+      float wv[R][E];
+      float cs[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        decode_stream_chunk<F>(raw[r][u], wv[r]);
+        cs[r] = stream_chunk_multiplier<F>(srow[r], c);
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= M) break;
+        const float4* xr = reinterpret_cast<const float4*>(x + m * xld + c * E);
+        float s[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < E / 4; ++i) {
+          const float4 xv = __ldg(xr + i);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            s[r] = fmaf(wv[r][4 * i], xv.x, s[r]);
+            s[r] = fmaf(wv[r][4 * i + 1], xv.y, s[r]);
+            s[r] = fmaf(wv[r][4 * i + 2], xv.z, s[r]);
+            s[r] = fmaf(wv[r][4 * i + 3], xv.w, s[r]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][m] = fmaf(s[r], cs[r], acc[r][m]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int m = 0; m < MT; ++m) acc[r][m] = warp_sum(acc[r][m]);
+  if constexpr (S > 1) {
+    __shared__ float part_sums[kWarps][R][MT];
+    if (lane == 0) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int m = 0; m < MT; ++m) part_sums[warp][r][m] = acc[r][m];
+    }
+    __syncthreads();
+    if (part != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+        for (int p = 1; p < S; ++p) acc[r][m] += part_sums[warp + p][r][m];
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (n0 + r >= w.n) break;
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      if (m >= M) break;
+      y[m * yld + n0 + r] = round_out ? bf16_round_d(acc[r][m]) : acc[r][m];
+    }
+  }
+}
+
+// Enough warps for the card (~16 per SM on 132 SMs): rows per warp R while there are rows to
+// spare, else one row per warp and its chunks split over S warps.
+constexpr int64_t kTargetWarps = 2048;
+
+template <WFmt F, int MT, int R, int S>
+void launch_form(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
+  const int64_t rows_per_block = kWarps / S * R;
+  const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
+  gemv_stream_kernel<F, MT, R, S><<<grid, kWarps * 32, 0, stream>>>(
+      x.data, x.ld, static_cast<int>(x.rows), w, y.data, y.ld, round_out);
+}
+
+// The most rows a warp takes without spilling (ptxas, sm_90a, <= 128 registers): each row holds
+// a decoded chunk per load in flight.
+template <WFmt F, int MT>
+constexpr int kMaxRows = F == WFmt::kFp8 ? (MT == 1 ? 4 : 2) : (MT == 1 ? 2 : 1);
+
+template <WFmt F, int MT>
+void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
+  const int64_t nchunks = w.k / stream_chunk_elems<F>;
+  if constexpr (kMaxRows<F, MT> >= 4) {
+    if (w.n >= 4 * kTargetWarps) return launch_form<F, MT, 4, 1>(x, w, y, round_out, stream);
+  }
+  if constexpr (kMaxRows<F, MT> >= 2) {
+    if (w.n >= 2 * kTargetWarps) return launch_form<F, MT, 2, 1>(x, w, y, round_out, stream);
+  }
+  if (w.n >= kTargetWarps || nchunks < 64) {
+    launch_form<F, MT, 1, 1>(x, w, y, round_out, stream);
+  } else if (2 * w.n >= kTargetWarps || nchunks < 128) {
+    launch_form<F, MT, 1, 2>(x, w, y, round_out, stream);
+  } else if (4 * w.n >= kTargetWarps || nchunks < 256) {
+    launch_form<F, MT, 1, 4>(x, w, y, round_out, stream);
+  } else {
+    launch_form<F, MT, 1, 8>(x, w, y, round_out, stream);
+  }
+}
+
+}  // namespace
+
+bool gemv_stream_supported(MatDesc x, const WeightDesc& w) {
+  if (x.rows < 1 || x.rows > kGemvStreamMaxM) return false;
+  if (x.ld % 4 != 0 || reinterpret_cast<uintptr_t>(x.data) % 16 != 0) return false;
+  return stream_chunk_weight(w);
+}
+
+void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
+                        cudaStream_t stream) {
+  const bool one = x.rows == 1;
+  if (w.fmt == WFmt::kFp8) {
+    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, stream)
+        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, stream);
+  } else {
+    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, stream)
+        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, stream);
+  }
+}
+
+}  // namespace deepinfer::kernels::cuda
