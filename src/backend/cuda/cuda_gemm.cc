@@ -251,6 +251,23 @@ void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16
   gemm_bf16(cublas_, wmat, lo, M, N, K, y, 1.0f);
 }
 
+bool CudaOps::hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots) {
+  const int64_t M = streams.rows, K = streams.cols;
+  if (cublas_ == nullptr || batch_invariant_ || M < hc_gemm_min_rows_ || fn.cols != K) return false;
+  // dots[m, r] = fn[r] · x_m, r < rows: row-major dots [M, rows + 1] is column-major
+  // dotsᵀ [rows + 1, M] = fnᵀᵀ · xᵀ. FP32 operands, FP32 FMAs (pedantic: never TF32); the
+  // last column, Σ x², from its own kernel.
+  const float alpha = 1.0f, beta = 0.0f;
+  cublas_check(cublas_api().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, rows, static_cast<int>(M),
+                                    static_cast<int>(K), &alpha, fn.data, CUDA_R_32F,
+                                    static_cast<int>(fn.ld), streams.data, CUDA_R_32F,
+                                    static_cast<int>(streams.ld), &beta, dots, CUDA_R_32F, rows + 1,
+                                    CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (mHC logits)");
+  kc::launch_row_sumsq(md(streams), dots + rows, rows + 1, stream_);
+  return true;
+}
+
 Expected<DeviceBuffer> CudaOps::linear_mma_layout_table() {
   constexpr int64_t kMax = kLinearMmaLayoutRows;
   std::vector<int32_t> t(static_cast<size_t>(5 * kMax));

@@ -316,8 +316,9 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
   arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
   float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1));
+  const bool dots_ready = hc_dots_gemm(streams, p.fn.rows_slice(0, (2 + n) * n), (2 + n) * n, dots);
   kc::launch_hc_pre(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb), dots,
-                    round_y, stream_);
+                    dots_ready, round_y, stream_);
 }
 
 void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {
@@ -342,7 +343,8 @@ void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
   arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1));
   float* dots = arena().alloc_n<float>(streams.rows * (n + 1));
-  kc::launch_hc_head(md(streams), d, md(y), dots, stream_);
+  const bool dots_ready = hc_dots_gemm(streams, p.fn.rows_slice(0, n), n, dots);
+  kc::launch_hc_head(md(streams), d, md(y), dots, dots_ready, stream_);
 }
 
 void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,

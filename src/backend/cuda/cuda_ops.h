@@ -86,6 +86,9 @@ class CudaOps : public Ops {
   // Off: decode-sized grouped MoE calls take the tensor-core (or SIMT) stages instead of the
   // weight-streaming ones (kernels/cuda/moe/grouped_stream.cu): the benchmarks' A/B.
   void set_stream_moe(bool on) { stream_moe_ = on; }
+  // Rows from which mHC's logits are one cuBLAS FP32 GEMM per site (hc_dots_gemm) instead of a
+  // block per (token, logit); large: never (benchmark A/B).
+  void set_hc_gemm_min_rows(int64_t rows) { hc_gemm_min_rows_ = rows; }
   // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
   std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {
     return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.data(), cublas_workspace_.size())
@@ -227,6 +230,9 @@ class CudaOps : public Ops {
   bool matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out);
   // The single-expert tensor-core stage takes this product (act-quantized x, M rows).
   bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
+  // mHC's logit dots (and Σ x² in the last column) into dots [M, rows + 1] by one cuBLAS FP32
+  // GEMM, from hc_gemm_min_rows_ rows outside batch-invariant mode; false: nothing queued.
+  bool hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots);
   // moe_experts takes the weight-streaming stages for these pairs and experts.
   bool moe_stream_eligible(int64_t pairs, std::span<const ExpertWeights> experts) const;
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
@@ -285,6 +291,7 @@ class CudaOps : public Ops {
   int moe_pair_tiles_ = 0;
   bool stream_gemv_ = true;
   bool stream_moe_ = true;
+  int64_t hc_gemm_min_rows_ = 8;
   bool batch_invariant_ = false;
   struct ExpertTable {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)

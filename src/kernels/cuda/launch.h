@@ -130,13 +130,18 @@ inline constexpr int kMaxHcStreams = 8;
 // scratch: device, rows · ((2+n)n + 1) floats (hc_head: rows · (n + 1)). collapse (data may be
 // null): V4.1's single pass, y = Σ collapse[m, i] X_i instead of the site's own pre; pre_out
 // (data may be null) receives the site's pre [rows, n].
+// dots_ready: scratch already holds the logits' dot products [rows, (2+n)n + 1] (the last
+// column Σ x², launch_row_sumsq), e.g. from a GEMM; else the kernel makes them.
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
-                   MatDesc post, MatDesc comb, float* scratch, bool round_y, cudaStream_t stream);
+                   MatDesc post, MatDesc comb, float* scratch, bool dots_ready, bool round_y,
+                   cudaStream_t stream);
+// out[m · out_ld] = Σ_c x[m, c]² (FP32, a fixed per-row order).
+void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream);
 // y [rows, D] = Σ_i pre[m, i] · X_i (V4.1's final collapse, DSpark's feature mean).
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     bool round_out, cudaStream_t stream);
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool dots_ready,
                     cudaStream_t stream);
 // V4.1 Engram gate (ops.h engram_gate), in place on streams [rows, n·D]; kv [rows, (n+1)·D],
 // w [n, D].

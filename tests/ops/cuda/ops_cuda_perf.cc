@@ -489,6 +489,15 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
       });
       report(p, "hc_pre", "n4 D4096" + ms_, ms, 2.0 * M * 24 * n * D,
              4.0 * (M * n * D + M * D + 24.0 * n * D));
+      if (M >= 8) {  // the logits' dots as a block per (token, logit), the form the GEMM replaced
+        p.gpu->set_hc_gemm_min_rows(int64_t{1} << 40);
+        const double ms_blocks = time_ms(*p.gpu, [&] {
+          p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
+        });
+        p.gpu->set_hc_gemm_min_rows(8);
+        report(p, "hc_pre", "n4 D4096" + ms_ + " dots a block per (token, logit)", ms_blocks,
+               2.0 * M * 24 * n * D, 4.0 * (M * n * D + M * D + 24.0 * n * D));
+      }
     }
     if (wanted(p, "hc_post")) {
       DBuf s2 = dev_random(p, rng, M, n * D);

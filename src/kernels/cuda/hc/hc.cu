@@ -1,7 +1,8 @@
 // Manifold hyper-connections (mHC, spec §2.2): pre-mix with Sinkhorn, post-mix, head collapse.
 //
 // hc_pre / hc_head: the (2+n)n (or n) logits are dot products of the token's n·D stream values
-// with fn rows, one block per (token, row) (hc_dots_kernel, into scratch); then one block per
+// with fn rows, one block per (token, row) (hc_dots_kernel, into scratch; the backend may make
+// them with a cuBLAS FP32 GEMM and launch_row_sumsq instead, dots_ready); then one block per
 // token: the tiny n x n Sinkhorn on one thread exactly in the reference's order (in registers
 // for n = 4),
 // and y = Σ pre_i X_i. hc_post: one thread per (token, channel) holding the n stream values in
@@ -38,6 +39,23 @@ __global__ void __launch_bounds__(kThreads)
   for (; c < len; c += kThreads) a0 = fmaf(f[c], x[c], a0);
   const float d = block_sum((a0 + a1) + (a2 + a3), red);
   if (threadIdx.x == 0) dots[m * (rows + 1) + r] = d;
+}
+
+// out[m * out_ld] = Σ x_m², one block per row (the dots' last column when cuBLAS made the others).
+__global__ void __launch_bounds__(kThreads) row_sumsq_kernel(MatDesc x, float* out, int64_t out_ld) {
+  __shared__ float red[32];
+  const float* r = x.data + static_cast<int64_t>(blockIdx.x) * x.ld;
+  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+  int64_t c = threadIdx.x;
+  for (; c + 3 * kThreads < x.cols; c += 4 * kThreads) {
+    a0 = fmaf(r[c], r[c], a0);
+    a1 = fmaf(r[c + kThreads], r[c + kThreads], a1);
+    a2 = fmaf(r[c + 2 * kThreads], r[c + 2 * kThreads], a2);
+    a3 = fmaf(r[c + 3 * kThreads], r[c + 3 * kThreads], a3);
+  }
+  for (; c < x.cols; c += kThreads) a0 = fmaf(r[c], r[c], a0);
+  const float d = block_sum((a0 + a1) + (a2 + a3), red);
+  if (threadIdx.x == 0) out[blockIdx.x * out_ld] = d;
 }
 
 // mu[r] = dots[r] · rho, rho = 1 / sqrt(mean(x²) + eps), into shared memory.
@@ -237,13 +255,20 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
 }  // namespace
 
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
-                   MatDesc post, MatDesc comb, float* scratch, bool round_y, cudaStream_t stream) {
+                   MatDesc post, MatDesc comb, float* scratch, bool dots_ready, bool round_y,
+                   cudaStream_t stream) {
   if (streams.rows == 0) return;
   const int rows = (2 + p.n) * p.n;
-  hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
-      streams, p.fn, rows, scratch);
+  if (!dots_ready) {
+    hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
+        streams, p.fn, rows, scratch);
+  }
   hc_pre_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(
       streams, p, scratch, collapse, y, pre_out, post, comb, round_y);
+}
+void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream) {
+  if (x.rows == 0) return;
+  row_sumsq_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(x, out, out_ld);
 }
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream) {
   const int64_t work = streams.rows * y.cols;
@@ -257,11 +282,13 @@ void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int 
   hc_post_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, o, post, comb, n, out,
                                                           round_out);
 }
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool dots_ready,
                     cudaStream_t stream) {
   if (streams.rows == 0) return;
-  hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0, stream>>>(
-      streams, p.fn, p.n, scratch);
+  if (!dots_ready) {
+    hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0, stream>>>(
+        streams, p.fn, p.n, scratch);
+  }
   hc_head_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(streams, p, scratch,
                                                                                y);
 }
