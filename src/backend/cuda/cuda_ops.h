@@ -83,9 +83,6 @@ class CudaOps : public Ops {
   // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
   // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.
   void set_stream_gemv(bool on) { stream_gemv_ = on; }
-  // Off: decode-sized grouped MoE calls take the tensor-core (or SIMT) stages instead of the
-  // weight-streaming ones (kernels/cuda/moe/grouped_stream.cu): the benchmarks' A/B.
-  void set_stream_moe(bool on) { stream_moe_ = on; }
   // Rows from which mHC's logits are one cuBLAS FP32 GEMM per site (hc_dots_gemm) instead of a
   // block per (token, logit); large: never (benchmark A/B).
   void set_hc_gemm_min_rows(int64_t rows) { hc_gemm_min_rows_ = rows; }
@@ -233,8 +230,6 @@ class CudaOps : public Ops {
   // mHC's logit dots (and Σ x² in the last column) into dots [M, rows + 1] by one cuBLAS FP32
   // GEMM, from hc_gemm_min_rows_ rows outside batch-invariant mode; false: nothing queued.
   bool hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots);
-  // moe_experts takes the weight-streaming stages for these pairs and experts.
-  bool moe_stream_eligible(int64_t pairs, std::span<const ExpertWeights> experts) const;
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
   // weight times the exact three-part split of x.
   void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16, uint16_t* wb,
@@ -290,8 +285,7 @@ class CudaOps : public Ops {
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
   bool stream_gemv_ = true;
-  bool stream_moe_ = true;
-  int64_t hc_gemm_min_rows_ = 8;
+  int64_t hc_gemm_min_rows_ = 128;
   bool batch_invariant_ = false;
   struct ExpertTable {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)

@@ -5,13 +5,6 @@
 // step stays graph-capturable. A token's expert outputs are summed in ascending expert id, the
 // reference's order, so the result is deterministic and batch-invariant.
 //
-// Decode-sized calls (at most one pair per expert on average, or at most 4 pairs; FP8/FP4 E8M0
-// experts; not in batch-invariant mode) stream the weights instead (moe/grouped_stream.cu): the
-// same six launches as the SIMT stages, each weight row read by one warp with several loads in
-// flight. Act-quantized FP4/FP8 experts otherwise take the tensor-core stages
-// (moe/grouped_mma.cu). A token's bits are the same alone or in a batch within one form; only
-// batch-invariant mode keeps one form for every batch.
-//
 // Fallback (moe_experts_by_expert, for shapes the grouped kernels do not take: K not a multiple
 // of 8, unaligned weights, mixed act-quant): grouped on the host (ids copied back, one
 // synchronisation), then per expert gather, w1/w3, SwiGLU, gate, w2 and scatter-add in
@@ -70,25 +63,6 @@ bool grouped_mma_supported(std::span<const ExpertWeights> experts, const MoeOpts
 
 }  // namespace
 
-// Few pairs per expert (at most one on average, or kStreamMaxPairs in all): decode steps, where
-// the stages only stream weights. Not in batch-invariant mode, whose grouped stages must not
-// change with the number of pairs.
-bool CudaOps::moe_stream_eligible(int64_t pairs, std::span<const ExpertWeights> experts) const {
-  constexpr int64_t kStreamMaxPairs = 4;
-  const int64_t E = static_cast<int64_t>(experts.size());
-  if (!stream_moe_ || batch_invariant_ || experts.empty() ||
-      pairs > std::max<int64_t>(E, kStreamMaxPairs)) {
-    return false;
-  }
-  for (const ExpertWeights& e : experts) {
-    if (!kc::moe_stream_supported(wd(e.w1), wd(e.w3), wd(e.w2)) ||
-        e.w1.format != experts[0].w1.format) {
-      return false;
-    }
-  }
-  return true;
-}
-
 namespace {
 // Field by field: the descriptors' padding bytes are indeterminate, so memcmp would see
 // "changes" that are not there (and rebuild the table under kernels still reading it).
@@ -133,7 +107,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   // tensor-core-exact weights: per-expert cuBLAS GEMMs. The grouped tensor-core stages re-read
   // an expert's weights once per 8 pairs, so they win up to ~128 pairs per expert (a 4096-token
   // prefill gives the routed experts ~96 each); the SIMT stages only up to ~32.
-  // In batch-invariant mode the stages depend on the weights only, never on M.
+  // The same stages for every M (batch invariance): the choice depends on the weights only.
   const bool mma = grouped_mma_supported(experts, opts);
   const int64_t gemm_pairs = mma ? 128 : 32;
   const bool per_expert_gemm =
@@ -167,21 +141,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   const int max_active = static_cast<int>(std::min<int64_t>(E, P));
   Mat h(arena().alloc_n<float>(P * I), P, I);
   Mat y(arena().alloc_n<float>(P * D), P, D);
-  if (moe_stream_eligible(P, experts)) {
-    // A few pairs per expert: the weight-streaming stages on act-quantized FP32 copies.
-    const bool fp4 = experts[0].w1.format == WeightFormat::kFp4;
-    CMat xin = x;
-    if (opts.act_quant) {
-      Mat xq(arena().alloc_n<float>(M * x.cols), M, x.cols);
-      kc::launch_act_quant_fp8_copy(md(x), md(xq), opts.act_block, stream_);
-      xin = xq;
-    }
-    kc::launch_moe_gate_up_stream(md(xin), table, fp4, I, l, max_active, weights.data, weights.ld,
-                                  top_k, ep, h.data, h.ld, stream_);
-    if (opts.act_quant) kc::launch_fake_quant_fp8(md(h), h.cols, opts.act_block, stream_);
-    kc::launch_moe_down_stream(h.data, h.ld, table, fp4, D, l, max_active, weights.data,
-                               weights.ld, top_k, ep, y.data, y.ld, stream_);
-  } else if (mma) {
+  if (mma) {
     // Four tiles of 8 pairs per weight decode from 16 pairs per expert on average (same bits).
     const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 4 : 1);
     // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs:

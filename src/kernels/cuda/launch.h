@@ -291,19 +291,6 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
                          int64_t dim, MoeLayout l, int max_active, const float* gates,
                          int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
                          int pair_tiles, cudaStream_t stream);
-// The same two stages streaming the weights (moe/grouped_stream.cu), for a few pairs per expert
-// (decode): FP32 inputs already act-quantized (x [M, ld], h [pairs, ld]; ld % 4 == 0, 16-byte
-// aligned) and FP8 (128 x 128) or FP4 (1 x 32) experts with E8M0 scales (moe_stream_supported);
-// fp4: the experts are FP4, else FP8.
-bool moe_stream_supported(const WeightDesc& w1, const WeightDesc& w3, const WeightDesc& w2);
-void launch_moe_gate_up_stream(MatDesc x, const GroupedExpert* experts, bool fp4, int64_t inter,
-                               MoeLayout l, int max_active, const float* gates, int64_t gates_ld,
-                               int top_k, MoeEpilogue ep, float* h, int64_t h_ld,
-                               cudaStream_t stream);
-void launch_moe_down_stream(const float* h, int64_t h_ld, const GroupedExpert* experts, bool fp4,
-                            int64_t dim, MoeLayout l, int max_active, const float* gates,
-                            int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
-                            cudaStream_t stream);
 // out[t] (=|+=) Σ over t's pairs in ascending (expert, slot) of y[pair_row].
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
                         bool accumulate, MatDesc out, cudaStream_t stream);

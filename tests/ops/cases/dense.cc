@@ -554,31 +554,35 @@ OP_CASE(moe_experts, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights,
                                 " variant=" + std::to_string(variant);
           const std::vector<float> got = dout.download();
           close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-          // CUDA's batch-invariant mode (pad 4): row 7 alone gives the same bits as inside the
-          // batch (at M = 40 and at M = 100, where experts hold 2 to 5 tiles of 8 pairs). The
-          // default mode does not promise it: a few pairs per expert take the weight-streaming
-          // stages, and the per-expert fallback switches GEMV kernels with the rows an expert
-          // gets (docs/cuda_backend.md).
-          if (ctx.invariant_ops != nullptr && (M == 40 || M == 100) && pad == 4) {
-            // The uploads are queued on ctx.ops's stream: finish them before inv reads them.
-            Ops& inv = *ctx.invariant_ops;
-            DBuf dall = dev_copy(ctx, prev, 1);
-            ctx.ops->synchronize();
-            inv.moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dall.mat());
-            const std::vector<float> all = dall.download();
-            close(ctx, t + " batch-invariant mode", all, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-            Buf x1(1, D), g1(1, top_k), prev1(1, D);
-            for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
-            for (int64_t c = 0; c < D; ++c) prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];
-            for (int j = 0; j < top_k; ++j) g1.at(0, j) = g.v[static_cast<size_t>(7 * top_k + j)];
-            const std::vector<int32_t> ids1(ids.begin() + 7 * top_k, ids.begin() + 8 * top_k);
-            const DBuf dx1 = dev_copy(ctx, x1, pad), dg1 = dev_copy(ctx, g1);
-            DBuf dout1 = dev_copy(ctx, prev1, 1);
-            ctx.ops->synchronize();
-            inv.moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
-            const std::vector<float> one = dout1.download();
-            const std::vector<float> row7(all.begin() + 7 * D, all.begin() + 8 * D);
-            close(ctx, t + " row alone == in batch (batch-invariant mode)", one, row7, 0.0);
+          // CUDA (pad 4): row 7 alone gives the same bits as inside the batch (at M = 40 and at
+          // M = 100, where experts hold 2 to 5 tiles of 8 pairs), on the default backend and on
+          // its batch-invariant mode. The per-expert fallback switches GEMV kernels with the
+          // number of rows an expert gets, so it does not promise this (docs/cuda_backend.md).
+          if (ctx.on == kOnCuda && (M == 40 || M == 100) && pad == 4) {
+            for (Ops* be : {ctx.ops, ctx.invariant_ops}) {
+              if (be == nullptr) continue;
+              const std::string mode = be == ctx.ops ? "" : " (batch-invariant mode)";
+              // Uploads are queued on ctx.ops's stream: finish them before another backend reads.
+              DBuf dall = dev_copy(ctx, prev, 1);
+              ctx.ops->synchronize();
+              be->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dall.mat());
+              const std::vector<float> all = dall.download();
+              close(ctx, t + mode + " batch", all, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
+              Buf x1(1, D), g1(1, top_k), prev1(1, D);
+              for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
+              for (int64_t c = 0; c < D; ++c)
+                prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];
+              for (int j = 0; j < top_k; ++j)
+                g1.at(0, j) = g.v[static_cast<size_t>(7 * top_k + j)];
+              const std::vector<int32_t> ids1(ids.begin() + 7 * top_k, ids.begin() + 8 * top_k);
+              const DBuf dx1 = dev_copy(ctx, x1, pad), dg1 = dev_copy(ctx, g1);
+              DBuf dout1 = dev_copy(ctx, prev1, 1);
+              ctx.ops->synchronize();
+              be->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
+              const std::vector<float> one = dout1.download();
+              const std::vector<float> row7(all.begin() + 7 * D, all.begin() + 8 * D);
+              close(ctx, t + mode + " row alone == in batch", one, row7, 0.0);
+            }
           }
         }
       }

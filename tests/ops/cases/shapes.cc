@@ -140,7 +140,8 @@ OP_CASE(row_ops, kOnAll, Feature::kDenseBf16, Feature::kHadamard128, Feature::kF
 OP_CASE(hc_ops, kOnAll, Feature::kHyperConnections) {
   ctx.rng.seed(99);
   const int n = 4;
-  for (int64_t M : {1, 33}) {
+  // M = 130: CUDA makes the logits' dots with a cuBLAS GEMM from 128 rows.
+  for (int64_t M : {1, 33, 130}) {
     const int64_t D = 300;
     const std::string t = " M" + std::to_string(M);
     const Buf fn = random_buf(ctx.rng, 24, n * D, -0.2f, 0.2f), base = random_buf(ctx.rng, 1, 24),

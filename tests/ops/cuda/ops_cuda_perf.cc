@@ -273,14 +273,6 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     const double flops = 2.0 * 3 * M * top_k * I * D, bytes = n_used * expert_bytes + 8.0 * M * D;
     const int reps = M >= 1024 ? 5 : 20;
     report(p, "moe_experts fp4", shape, time_ms(*p.gpu, run, reps), flops, bytes);
-    // Decode sizes take the weight-streaming stages: the tensor-core stages they replaced, same
-    // run.
-    if (M * top_k <= E) {
-      p.gpu->set_stream_moe(false);
-      report(p, "moe_experts fp4", shape + " tensor-core stages", time_ms(*p.gpu, run, reps), flops,
-             bytes);
-      p.gpu->set_stream_moe(true);
-    }
     // The grouped stages with the other number of pair tiles per weight decode, same run (the
     // choice's evidence; the bits are the same).
     if (M >= 128) {
@@ -310,10 +302,6 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     const std::string shape = "shared D4096 I2048 M=" + std::to_string(M);
     const double flops = 2.0 * 3 * M * I * D, bytes = shared_bytes + 8.0 * M * D;
     report(p, "moe_experts fp8", shape, time_ms(*p.gpu, run, 20), flops, bytes);
-    p.gpu->set_stream_moe(false);
-    report(p, "moe_experts fp8", shape + " tensor-core stages", time_ms(*p.gpu, run, 20), flops,
-           bytes);
-    p.gpu->set_stream_moe(true);
   }
 }
 
@@ -489,13 +477,16 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
       });
       report(p, "hc_pre", "n4 D4096" + ms_, ms, 2.0 * M * 24 * n * D,
              4.0 * (M * n * D + M * D + 24.0 * n * D));
-      if (M >= 8) {  // the logits' dots as a block per (token, logit), the form the GEMM replaced
-        p.gpu->set_hc_gemm_min_rows(int64_t{1} << 40);
-        const double ms_blocks = time_ms(*p.gpu, [&] {
+      if (M >= 16) {  // the logits' dots as a block per (token, logit) vs the GEMM, same run
+        const bool gemm = M >= 128;  // CudaOps' threshold
+        p.gpu->set_hc_gemm_min_rows(gemm ? int64_t{1} << 40 : 1);
+        const double ms_other = time_ms(*p.gpu, [&] {
           p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
         });
-        p.gpu->set_hc_gemm_min_rows(8);
-        report(p, "hc_pre", "n4 D4096" + ms_ + " dots a block per (token, logit)", ms_blocks,
+        p.gpu->set_hc_gemm_min_rows(128);
+        report(p, "hc_pre",
+               "n4 D4096" + ms_ + (gemm ? " dots a block per (token, logit)" : " dots by the GEMM"),
+               ms_other,
                2.0 * M * 24 * n * D, 4.0 * (M * n * D + M * D + 24.0 * n * D));
       }
     }

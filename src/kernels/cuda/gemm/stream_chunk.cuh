@@ -1,5 +1,4 @@
-// The 16-byte weight chunk of the streaming kernels (gemm/gemv_stream.cu, moe/grouped_stream.cu):
-// FP8 with 128 x 128 E8M0 blocks (16 weights) or FP4 with 1 x 32 E8M0 blocks (32 weights),
+// The 16-byte weight chunk of the streaming GEMV (gemm/gemv_stream.cu): FP8 with 128 x 128 E8M0 blocks (16 weights) or FP4 with 1 x 32 E8M0 blocks (32 weights),
 // decoded in registers through the hardware E4M3x2 -> half2 conversion. FP4 codes are widened to
 // E4M3 bytes first (e2m1 -> e4m3 is a bit move giving the value times 2^-6); the 2^6 is folded
 // into the chunk's multiplier, exactly (a power of two).
