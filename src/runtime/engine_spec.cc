@@ -264,7 +264,7 @@ void EngineCore::profile_step_cost() {
       try {
         model::SequenceCache seq = model_->new_sequence();
         const auto t0 = SteadyClock::now();
-        if (!model_->extend(seq, ids, model::LogitsWanted::kLast).ok()) return;
+        if (!extend_model(seq, ids, model::LogitsWanted::kLast).ok()) return;
         if (rep == 1) step_cost_.seed(b, seconds_since(t0));
       } catch (const backend::OutOfMemory&) {
         return;  // the live steps measure the rest
