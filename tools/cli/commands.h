@@ -26,4 +26,16 @@ void register_serve_command(CLI::App& app, CommandAction& action);  // the HTTP 
 // --load-format auto|dummy into `load_format` (EngineOptions::load_format): generate, serve.
 void add_load_format_option(CLI::App& cmd, std::string& load_format);
 
+// Ranks (EngineOptions::data_parallel_size, enable_expert_parallel, tensor_parallel_size).
+struct ParallelArgs {
+  int data_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  int tensor_parallel_size = 1;
+  bool any() const {
+    return data_parallel_size != 1 || enable_expert_parallel || tensor_parallel_size != 1;
+  }
+};
+// --data-parallel-size, --enable-expert-parallel, --tensor-parallel-size: generate, serve.
+void add_parallel_options(CLI::App& cmd, ParallelArgs& args);
+
 }  // namespace deepinfer::cli

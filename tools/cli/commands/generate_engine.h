@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
+
 namespace deepinfer::cli {
 
 struct GenerateEngineArgs {
@@ -31,6 +33,7 @@ struct GenerateEngineArgs {
   std::string speculative_method = "off";  // EngineOptions::speculative_method
   int num_speculative_tokens = -1;          // -1: DEEPINFER_USE_NEXTN_DECODE
   std::string speculative_acceptance = "identical";  // EngineOptions::speculative_acceptance
+  ParallelArgs parallel;  // EngineOptions::data_parallel_size, enable_expert_parallel, ...
 };
 
 int run_generate_with_engine(const GenerateEngineArgs& args);
