@@ -184,9 +184,9 @@ Expected<RequestHandle> DataParallelEngine::submit(std::span<const int32_t> prom
     held = [callback, deltas](const StreamDelta& d) { deltas->emplace_back(callback, d); };
   }
   const RequestHandle handle = next_handle_;
-  DI_ASSIGN_OR_RETURN(const RequestHandle got,
-                      rank.core->submit_as(handle, prompt_ids, std::move(prompt_text), params,
-                                           std::move(held)));
+  DI_ASSIGN_OR_RETURN(
+      const RequestHandle got,
+      rank.core->submit_as(handle, prompt_ids, std::move(prompt_text), params, std::move(held)));
   ++next_handle_;
   rank.live_samples += params.n;
   live_[got] = {r, params.n};

@@ -1,7 +1,6 @@
 // EngineCore, the engine thread's side: create, submit, abort, and step() = plan, launch on
 // the executor, process the finished step (see engine_core.h for the design; the executor's
 // side, forward + sampling, is engine_exec.cc).
-#include "base/clock.h"
 #include "runtime/engine_core.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "backend/select.h"
 #include "base/check.h"
+#include "base/clock.h"
 #include "base/options.h"
 
 namespace deepinfer::runtime {
@@ -33,7 +33,7 @@ std::string reason_text(const sched::FinishedRequest& f, const std::string& erro
 
 // The drafter EngineOptions::speculative_method names (null: none).
 Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& options,
-                                                     model::Model& model) {
+                                                      model::Model& model) {
   const std::string& m = options.speculative_method;
   if (m == "off" || options.num_speculative_tokens == 0) return std::unique_ptr<spec::Drafter>();
   if (m == "ngram") return spec::make_ngram_drafter();
@@ -56,8 +56,9 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     // Lockstep runs each step's forwards and its serving of peers on the thread that steps the
     // rank (data_parallel_engine.cc); a step left in flight between step() calls would hold the
     // peers waiting in the middle of a collective.
-    return invalid_argument("expert parallelism needs synchronous scheduling on each rank "
-                            "(EngineOptions.async_scheduling off)");
+    return invalid_argument(
+        "expert parallelism needs synchronous scheduling on each rank "
+        "(EngineOptions.async_scheduling off)");
   }
   if (options.model_dir.empty()) {
     return invalid_argument("EngineOptions.model_dir is empty: give a model directory");
@@ -144,10 +145,9 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     spec_tokens = env.ok() ? env->use_nextn_decode : 5;
   }
   if (spec_tokens > kc.max_rollback_tokens) {
-    return invalid_argument("EngineOptions.num_speculative_tokens is " +
-                            std::to_string(spec_tokens) + "; at most " +
-                            std::to_string(kc.max_rollback_tokens) +
-                            " draft tokens per step can be rolled back");
+    return invalid_argument(
+        "EngineOptions.num_speculative_tokens is " + std::to_string(spec_tokens) + "; at most " +
+        std::to_string(kc.max_rollback_tokens) + " draft tokens per step can be rolled back");
   }
   if (drafter == nullptr) spec_tokens = 0;
   if (spec_tokens == 0) drafter.reset();
@@ -176,10 +176,10 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   if (core->spec_varlen_) {
     core->profile_step_cost();
     EngineCore* c = core.get();
-    core->sched_->set_draft_budget([c](std::span<const sched::DraftCandidate> cands,
-                                       int64_t spare, std::span<int32_t> slots) {
-      c->choose_draft_slots(cands, spare, slots);
-    });
+    core->sched_->set_draft_budget(
+        [c](std::span<const sched::DraftCandidate> cands, int64_t spare, std::span<int32_t> slots) {
+          c->choose_draft_slots(cands, spare, slots);
+        });
   }
   core->finish_lockstep_step();  // the profile's forwards were a step of their own
   return core;
@@ -263,8 +263,7 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
 
 Expected<RequestHandle> EngineCore::submit_as(RequestHandle chosen,
                                               std::span<const int32_t> prompt_ids,
-                                              std::string prompt_text,
-                                              const SamplingParams& params,
+                                              std::string prompt_text, const SamplingParams& params,
                                               Engine::StreamCallback on_delta) {
   DI_TRY(params.validate(vocab_size()));
   if (!params.stop.empty() && !tok_) {

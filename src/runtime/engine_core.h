@@ -97,8 +97,7 @@ class EngineCore final : public EngineDriver {
   // Benchmark seam (bench/engine/step_host_time): replaces Model::forward with `forward`, which
   // must fill out.logits with one vocabulary-sized row per span asking for logits. The model's
   // caches are then neither created nor checked. Call before the first step.
-  using ForwardFn = std::function<Status(const model::StepInputs& in,
-                                         model::StepOutputs& out)>;
+  using ForwardFn = std::function<Status(const model::StepInputs& in, model::StepOutputs& out)>;
   void replace_forward_for_benchmark(ForwardFn forward) { stand_in_forward_ = std::move(forward); }
 
  private:
@@ -169,7 +168,7 @@ class EngineCore final : public EngineDriver {
     sched::RequestId id = 0;
     std::vector<int32_t> tokens;
     bool grammar_done = false;
-    std::string error;  // the forward or sampling failed for this request
+    std::string error;                           // the forward or sampling failed for this request
     std::vector<TokenLogprobs> logprobs;         // per token, when params.logprobs is set
     std::vector<TokenLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs
     int32_t drafts_verified = 0;                 // draft tokens fed and checked this step
@@ -294,8 +293,8 @@ class EngineCore final : public EngineDriver {
   // probability min(1, p(d) / q_i(d)), else the token is drawn from max(0, p - q_i) and the run
   // ends. A draft the grammar refused (not fed) is such a rejection at the last row. The row
   // after the last judged draft draws from p as plain decoding does.
-  void verify_residual(sched::RequestId id, SeqExec& e, std::span<const float> rows,
-                       int64_t count, sample::Sampler& sampler, Sampled& out);
+  void verify_residual(sched::RequestId id, SeqExec& e, std::span<const float> rows, int64_t count,
+                       sample::Sampler& sampler, Sampled& out);
   // The sampling context of e's next draw (seed, position, history, grammar mask).
   sample::SampleContext sample_context(SeqExec& e);
   // Residual acceptance: the draw specs of the next proposal's drafts (e.draws; fresh uniforms).
@@ -444,8 +443,8 @@ class EngineCore final : public EngineDriver {
       }
     };
     std::array<Bucket, 24> by_size;
-    int64_t step = 0;       // the latest plan step processed (update_gain)
-    int64_t plans = 0;      // plans that asked for draft slots
+    int64_t step = 0;              // the latest plan step processed (update_gain)
+    int64_t plans = 0;             // plans that asked for draft slots
     double sample_per_decode = 0;  // plain steps' sampling seconds per decode (EMA)
   } gain_;
   SpeculationGain::Bucket& gain_bucket(int64_t decodes);

@@ -127,8 +127,8 @@ void EngineCore::backend_sample_specs(const StepJob& job) {
         sample_specs_.clear();  // one row needs the host: the host draws the whole step
         return;
       }
-      sample_specs_.push_back(sample::make_sample_spec(
-          *e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
+      sample_specs_.push_back(
+          sample::make_sample_spec(*e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
     }
   }
 }
@@ -280,7 +280,7 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
     for (int64_t at = 0; at < h; at += 256) {
       const int64_t n = std::min<int64_t>(256, h - at);
       auto out = extend_model(*e.cache, {e.known.data() + at, static_cast<size_t>(n)},
-                                model::LogitsWanted::kAll);
+                              model::LogitsWanted::kAll);
       if (!out.ok()) return out.status();
       score_prompt_rows(e, at, n, out->logits.data(), 0, false);
     }
@@ -293,7 +293,7 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   // request's prefill would have (so the state equals that of no hit).
   const int64_t skip = hidden ? 0 : model::upper_skip_rows(0, h, e.upper_from);
   auto out = extend_model(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                            model::LogitsWanted::kNone, hidden, skip);
+                          model::LogitsWanted::kNone, hidden, skip);
   if (!out.ok()) return out.status();
   job.replay_skipped_rows += skip;
   if (hidden) observe_hidden(e, 0, out->hidden);
@@ -309,8 +309,8 @@ Status EngineCore::forward_model(const model::StepInputs& in, model::StepOutputs
 
 Expected<model::StepOutputs> EngineCore::extend_model(model::SequenceCache& cache,
                                                       std::span<const int32_t> ids,
-                                                      model::LogitsWanted logits,
-                                                      bool keep_hidden, int64_t upper_skip) {
+                                                      model::LogitsWanted logits, bool keep_hidden,
+                                                      int64_t upper_skip) {
   if (lockstep_) DI_TRY(lockstep_->before_forward());
   return model_->extend(cache, ids, logits, keep_hidden, upper_skip);
 }

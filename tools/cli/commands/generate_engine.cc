@@ -52,7 +52,6 @@ Expected<std::vector<std::string>> collect_prompts(const GenerateEngineArgs& a) 
   return prompts;
 }
 
-
 // The counters the stats line prints, over the timed run only (after a --warmup).
 EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
   EngineStats d = now;
@@ -118,7 +117,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   // first probes) whatever the engine did at start-up; the figures are the timed run's alone.
   if (a.warmup) {
     for (const auto& prompt : *prompts) {
-      if (auto h = (*engine)->submit_text(prompt, p, {}); !h.ok()) return fail(2, h.status().message());
+      if (auto h = (*engine)->submit_text(prompt, p, {}); !h.ok())
+        return fail(2, h.status().message());
     }
     if (!a.prompt_ids.empty()) {
       const std::vector<int32_t> ids(a.prompt_ids.begin(), a.prompt_ids.end());
