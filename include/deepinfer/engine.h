@@ -29,7 +29,7 @@
 namespace deepinfer {
 
 namespace runtime {
-class EngineCore;
+class EngineDriver;
 }
 
 struct EngineStats {
@@ -99,7 +99,9 @@ class Engine {
   using StreamCallback = std::function<void(const StreamDelta&)>;
 
   // Loads the model onto the backend EngineOptions::backend names (the CPU opt backend by
-  // default, CUDA on an NVIDIA GPU) and the tokenizer. Errors name the directory / file.
+  // default, CUDA on an NVIDIA GPU) and the tokenizer. Errors name the directory / file. With
+  // EngineOptions::data_parallel_size > 1 the engine runs that many ranks inside (the same API:
+  // request handles, streaming, abort and outputs as with one; docs/parallel.md).
   static Expected<std::unique_ptr<Engine>> create(const EngineOptions& options);
   ~Engine();
   Engine(const Engine&) = delete;
@@ -153,8 +155,8 @@ class Engine {
   std::string describe() const;
 
  private:
-  explicit Engine(std::unique_ptr<runtime::EngineCore> core);
-  std::unique_ptr<runtime::EngineCore> core_;
+  explicit Engine(std::unique_ptr<runtime::EngineDriver> core);
+  std::unique_ptr<runtime::EngineDriver> core_;
 };
 
 }  // namespace deepinfer

@@ -42,7 +42,8 @@ class EngineLoopImpl;
 
 struct EngineLoopOptions {
   // Requests accepted but not yet running (queued here or waiting in the scheduler) beyond
-  // which submit() answers ResourceExhausted; 0: 4 x max_num_seqs, at least 64.
+  // which submit() answers ResourceExhausted; 0: 4 x max_num_seqs (x data_parallel_size), at
+  // least 64.
   int64_t max_waiting = 0;
 };
 

@@ -100,6 +100,18 @@ struct EngineOptions {
   // Tokens kept: at least the sliding window + num_speculative_tokens (refused otherwise).
   // 0: DEEPINFER_YOCO_PREFILL_KEEP_TOKENS (default 140).
   int32_t prefill_keep_tokens = 0;
+  // Ranks (vLLM's names; docs/parallel.md, "The data-parallel engine"). data_parallel_size N > 1
+  // runs N attention-data-parallel ranks in this process, one thread each, on the CPU backends:
+  // each rank has its own backend, model, scheduler, KV pages and prefix cache and owns whole
+  // requests, which a front scheduler places by load; outputs are those of one rank.
+  // enable_expert_parallel: the ranks split the routed experts (each loads its contiguous
+  // share) and step in lockstep; off: every rank holds the whole model and steps on its own.
+  // With one rank it changes nothing. tensor_parallel_size: only 1 (tensor parallelism is not
+  // built; other values are refused). A CUDA backend with more than one rank is refused (one GPU
+  // per rank over NCCL is not built). Values below 1 are refused.
+  int32_t data_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  int32_t tensor_parallel_size = 1;
 };
 
 struct TokenLogprobs {

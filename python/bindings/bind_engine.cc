@@ -287,7 +287,8 @@ EngineOptions engine_options(const std::string& model_dir, const std::string& to
                              const std::string& speculative_method, int32_t num_speculative_tokens,
                              std::optional<bool> speculative_varlen,
                              const std::string& speculative_acceptance,
-                             const std::string& load_format) {
+                             const std::string& load_format, int32_t data_parallel_size,
+                             bool enable_expert_parallel, int32_t tensor_parallel_size) {
   EngineOptions o;
   o.model_dir = model_dir;
   o.tokenizer_path = tokenizer_path;
@@ -309,6 +310,10 @@ EngineOptions engine_options(const std::string& model_dir, const std::string& to
   o.speculative_varlen = speculative_varlen;          // None: DEEPINFER_ENABLE_MTP_VARLEN
   o.speculative_acceptance = speculative_acceptance;
   o.load_format = load_format;  // "auto" | "dummy"
+  // Ranks: checked by Engine::create (tensor parallelism and GPU ranks are refused there).
+  o.data_parallel_size = data_parallel_size;
+  o.enable_expert_parallel = enable_expert_parallel;
+  o.tensor_parallel_size = tensor_parallel_size;
   return o;
 }
 
@@ -344,13 +349,15 @@ void bind_engine_loop(nb::module_& m) {
              const std::string& sample_on, int64_t max_waiting,
              const std::string& speculative_method, int32_t num_speculative_tokens,
              std::optional<bool> speculative_varlen, const std::string& speculative_acceptance,
-             const std::string& load_format) {
+             const std::string& load_format, int32_t data_parallel_size,
+             bool enable_expert_parallel, int32_t tensor_parallel_size) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
                 enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
                 speculative_method, num_speculative_tokens, speculative_varlen,
-                speculative_acceptance, load_format);
+                speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
+                tensor_parallel_size);
             EngineLoopOptions lo;
             lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
             Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
@@ -369,7 +376,9 @@ void bind_engine_loop(nb::module_& m) {
           nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
           nb::arg("max_waiting") = 0, nb::arg("speculative_method") = "off",
           nb::arg("num_speculative_tokens") = -1, nb::arg("speculative_varlen") = nb::none(),
-          nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto")
+          nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto",
+          nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
+          nb::arg("tensor_parallel_size") = 1)
       .def(
           "submit",
           [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
@@ -470,13 +479,16 @@ void bind_engine(nb::module_& m) {
              int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
              const std::string& sample_on, const std::string& speculative_method,
              int32_t num_speculative_tokens, std::optional<bool> speculative_varlen,
-             const std::string& speculative_acceptance, const std::string& load_format) {
+             const std::string& speculative_acceptance, const std::string& load_format,
+             int32_t data_parallel_size, bool enable_expert_parallel,
+             int32_t tensor_parallel_size) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
                 enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
                 speculative_method, num_speculative_tokens, speculative_varlen,
-                speculative_acceptance, load_format);
+                speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
+                tensor_parallel_size);
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -493,7 +505,9 @@ void bind_engine(nb::module_& m) {
           nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
           nb::arg("speculative_method") = "off", nb::arg("num_speculative_tokens") = -1,
           nb::arg("speculative_varlen") = nb::none(),
-          nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto")
+          nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto",
+          nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
+          nb::arg("tensor_parallel_size") = 1)
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

@@ -199,6 +199,9 @@ class LLM:
         speculative_config: dict | None = None,
         speculative_varlen: bool | None = None,
         load_format: str = "auto",
+        data_parallel_size: int = 1,
+        enable_expert_parallel: bool = False,
+        tensor_parallel_size: int = 1,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -225,6 +228,11 @@ class LLM:
         # load, no drafter): a full-size layer stack to time without a checkpoint, not a model
         # to read. Text prompts still need a tokenizer (`tokenizer`, or tokenizer.json in the
         # directory); token-id prompts do not.
+        # data_parallel_size (vLLM's name): ranks in this process (threads, CPU backends), each
+        # serving whole requests with its own scheduler and KV pages; the outputs are those of
+        # one rank. enable_expert_parallel: the ranks split the routed experts and step in
+        # lockstep. tensor_parallel_size: only 1 (not built yet; other values raise, as do
+        # data_parallel_size < 1 and several ranks on the CUDA backend). docs/parallel.md.
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
@@ -245,7 +253,10 @@ class LLM:
             num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens),
             speculative_varlen=speculative_varlen,
             speculative_acceptance=spec_acceptance,
-            load_format=load_format)
+            load_format=load_format,
+            data_parallel_size=int(data_parallel_size),
+            enable_expert_parallel=bool(enable_expert_parallel),
+            tensor_parallel_size=int(tensor_parallel_size))
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -13,31 +13,40 @@ namespace deepinfer::backend {
 
 bool built_with_cuda() { return DEEPINFER_WITH_CUDA != 0; }
 
-Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
-                                        std::optional<bool> batch_invariant) {
+Expected<std::string> resolve_backend_name(std::string_view name) {
   const auto& env = env_options();
   if (!env.ok()) return env.status();
   std::string choice(name);
   if (choice.empty()) {
     switch (env->accelerator) {
       case Accelerator::kNvidia:
-        choice = "cuda";
-        break;
+        return std::string("cuda");
       case Accelerator::kAscend:
         return unimplemented(
             "DEEPINFER_ACCELERATOR=ascend: this engine has no Ascend backend; use nvidia or cpu");
       case Accelerator::kAuto:
       case Accelerator::kCpu:
-        choice = "opt";
-        break;
+        return std::string("opt");
     }
   }
+  if (choice == "nvidia") choice = "cuda";
+  if (choice != "opt" && choice != "ref" && choice != "cuda") {
+    return invalid_argument("backend '" + choice + "' is unknown: use opt, ref or cuda");
+  }
+  return choice;
+}
+
+Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
+                                        std::optional<bool> batch_invariant) {
+  const auto& env = env_options();
+  if (!env.ok()) return env.status();
+  DI_ASSIGN_OR_RETURN(const std::string choice, resolve_backend_name(name));
   if (choice == "opt") {
     return std::unique_ptr<Ops>(
         cpu::make_opt_ops(num_threads > 0 ? num_threads : env->num_threads));
   }
   if (choice == "ref") return std::unique_ptr<Ops>(cpu::make_ref_ops());
-  if (choice == "cuda" || choice == "nvidia") {
+  if (choice == "cuda") {
     // Say what asked for the GPU: the flag, or the knob.
     const std::string who = name.empty() ? "DEEPINFER_ACCELERATOR=nvidia" : "backend 'cuda'";
 #if DEEPINFER_WITH_CUDA
@@ -54,7 +63,7 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
         "(DEEPINFER_ACCELERATOR=cpu)");
 #endif
   }
-  return invalid_argument("backend '" + choice + "' is unknown: use opt, ref or cuda");
+  return internal_error("resolve_backend_name gave '" + choice + "'");
 }
 
 }  // namespace deepinfer::backend

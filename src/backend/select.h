@@ -12,12 +12,18 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "backend/ops.h"
 #include "base/status.h"
 
 namespace deepinfer::backend {
+
+// The backend `name` selects ("opt", "ref" or "cuda"), with "" resolved through
+// DEEPINFER_ACCELERATOR as make_ops does, without creating it (front ends check what a backend
+// supports before loading anything). Errors as make_ops's for unknown names and ascend.
+Expected<std::string> resolve_backend_name(std::string_view name);
 
 // batch_invariant: unset = DEEPINFER_BATCH_INVARIANT (the CPU backends are invariant anyway; the
 // CUDA backend then picks its invariant kernels).

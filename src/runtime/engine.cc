@@ -1,20 +1,27 @@
-// deepinfer::Engine: the public wrapper (include/deepinfer/engine.h) over runtime::EngineCore.
+// deepinfer::Engine: the public wrapper (include/deepinfer/engine.h) over runtime::EngineCore, or
+// over runtime::DataParallelEngine when EngineOptions::data_parallel_size > 1.
 #include "deepinfer/engine.h"
 
 #include <algorithm>
 #include <utility>
 
+#include "runtime/data_parallel_engine.h"
 #include "runtime/engine_core.h"
 
 namespace deepinfer {
 
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<runtime::EngineCore> core,
-                      runtime::EngineCore::create(options));
+  DI_TRY(runtime::validate_parallel_options(options));
+  std::unique_ptr<runtime::EngineDriver> core;
+  if (options.data_parallel_size > 1) {
+    DI_ASSIGN_OR_RETURN(core, runtime::DataParallelEngine::create(options));
+  } else {
+    DI_ASSIGN_OR_RETURN(core, runtime::EngineCore::create(options));
+  }
   return std::unique_ptr<Engine>(new Engine(std::move(core)));
 }
 
-Engine::Engine(std::unique_ptr<runtime::EngineCore> core) : core_(std::move(core)) {}
+Engine::Engine(std::unique_ptr<runtime::EngineDriver> core) : core_(std::move(core)) {}
 Engine::~Engine() = default;
 
 namespace {

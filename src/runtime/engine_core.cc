@@ -1,7 +1,6 @@
 // EngineCore, the engine thread's side: create, submit, abort, and step() = plan, launch on
 // the executor, process the finished step (see engine_core.h for the design; the executor's
 // side, forward + sampling, is engine_exec.cc).
-#include "base/clock.h"
 #include "runtime/engine_core.h"
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 
 #include "backend/select.h"
 #include "base/check.h"
+#include "base/clock.h"
 #include "base/options.h"
 
 namespace deepinfer::runtime {
@@ -33,7 +33,7 @@ std::string reason_text(const sched::FinishedRequest& f, const std::string& erro
 
 // The drafter EngineOptions::speculative_method names (null: none).
 Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& options,
-                                                     model::Model& model) {
+                                                      model::Model& model) {
   const std::string& m = options.speculative_method;
   if (m == "off" || options.num_speculative_tokens == 0) return std::unique_ptr<spec::Drafter>();
   if (m == "ngram") return spec::make_ngram_drafter();
@@ -50,7 +50,16 @@ Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& optio
 
 }  // namespace
 
-Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options) {
+Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options,
+                                                         const model::ExpertParallel& ep) {
+  if (ep.enabled() && options.async_scheduling) {
+    // Lockstep runs each step's forwards and its serving of peers on the thread that steps the
+    // rank (data_parallel_engine.cc); a step left in flight between step() calls would hold the
+    // peers waiting in the middle of a collective.
+    return invalid_argument(
+        "expert parallelism needs synchronous scheduling on each rank "
+        "(EngineOptions.async_scheduling off)");
+  }
   if (options.model_dir.empty()) {
     return invalid_argument("EngineOptions.model_dir is empty: give a model directory");
   }
@@ -84,7 +93,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
                       backend::make_ops(options.backend, threads, options.batch_invariant));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
-                      model::load_model(options.model_dir, *ops, {load_format, 0}));
+                      model::load_model(options.model_dir, *ops, {load_format, 0}, ep));
 
   std::optional<tokenizer::Tokenizer> tok;
   std::string tok_path = options.tokenizer_path;
@@ -136,10 +145,9 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     spec_tokens = env.ok() ? env->use_nextn_decode : 5;
   }
   if (spec_tokens > kc.max_rollback_tokens) {
-    return invalid_argument("EngineOptions.num_speculative_tokens is " +
-                            std::to_string(spec_tokens) + "; at most " +
-                            std::to_string(kc.max_rollback_tokens) +
-                            " draft tokens per step can be rolled back");
+    return invalid_argument(
+        "EngineOptions.num_speculative_tokens is " + std::to_string(spec_tokens) + "; at most " +
+        std::to_string(kc.max_rollback_tokens) + " draft tokens per step can be rolled back");
   }
   if (drafter == nullptr) spec_tokens = 0;
   if (spec_tokens == 0) drafter.reset();
@@ -148,6 +156,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   auto core = std::unique_ptr<EngineCore>(
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
+  if (ep.enabled()) core->lockstep_ = std::make_unique<Lockstep>(*ep.comm, *core->model_);
   core->spec_tokens_ = spec_tokens;
   core->draft_depth_ = spec_tokens;
   core->drafter_ = std::move(drafter);
@@ -167,11 +176,12 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   if (core->spec_varlen_) {
     core->profile_step_cost();
     EngineCore* c = core.get();
-    core->sched_->set_draft_budget([c](std::span<const sched::DraftCandidate> cands,
-                                       int64_t spare, std::span<int32_t> slots) {
-      c->choose_draft_slots(cands, spare, slots);
-    });
+    core->sched_->set_draft_budget(
+        [c](std::span<const sched::DraftCandidate> cands, int64_t spare, std::span<int32_t> slots) {
+          c->choose_draft_slots(cands, spare, slots);
+        });
   }
+  core->finish_lockstep_step();  // the profile's forwards were a step of their own
   return core;
 }
 
@@ -248,6 +258,13 @@ Expected<std::shared_ptr<const structured::CompiledGrammar>> EngineCore::compile
 Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
                                            std::string prompt_text, const SamplingParams& params,
                                            Engine::StreamCallback on_delta) {
+  return submit_as(0, prompt_ids, std::move(prompt_text), params, std::move(on_delta));
+}
+
+Expected<RequestHandle> EngineCore::submit_as(RequestHandle chosen,
+                                              std::span<const int32_t> prompt_ids,
+                                              std::string prompt_text, const SamplingParams& params,
+                                              Engine::StreamCallback on_delta) {
   DI_TRY(params.validate(vocab_size()));
   if (!params.stop.empty() && !tok_) {
     return invalid_argument("stop strings need a tokenizer, and " + no_tokenizer_reason_ +
@@ -257,7 +274,9 @@ Expected<RequestHandle> EngineCore::submit(std::span<const int32_t> prompt_ids,
   if (params.structured) {
     DI_ASSIGN_OR_RETURN(grammar, compile_structured(params));
   }
-  const RequestHandle handle = next_handle_++;
+  // 0: the core numbers its own requests; a chosen handle (data-parallel ranks) is new here.
+  const RequestHandle handle = chosen != 0 ? chosen : next_handle_++;
+  DI_CHECK(!parents_.contains(handle));
   Parent& p = parents_[handle];
   p.params = std::make_shared<const SamplingParams>(params);
   p.grammar = grammar;
@@ -405,7 +424,17 @@ void EngineCore::launch(StepJob& job) {
   job.drop_caches = std::exchange(pending_drops_, {});
   ++stats_.steps;
   StepJob* j = &job;
-  executor_->launch([this, j] { execute(*j); });
+  executor_->launch([this, j] {
+    execute(*j);
+    finish_lockstep_step();
+  });
+}
+
+void EngineCore::finish_lockstep_step() {
+  if (!lockstep_) return;
+  // A failure here leaves the group failed: the next forward of any rank returns it as its
+  // requests' error, so it is not lost; this step's results are already complete.
+  (void)lockstep_->finish_step();
 }
 
 void EngineCore::process(StepJob& job) {
@@ -495,6 +524,8 @@ std::vector<RequestOutput> EngineCore::step() {
       launch(*job);
       waited = job->forward_seconds + job->sample_seconds;
       process(*job);
+    } else {
+      finish_lockstep_step();  // expert parallelism: nothing of our own, serve the peers
     }
   } else {
     if (!in_flight_) {

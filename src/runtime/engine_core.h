@@ -32,7 +32,10 @@
 #include "backend/ops.h"
 #include "base/thread_pool.h"
 #include "deepinfer/engine.h"
+#include "model/expert_parallel.h"
 #include "model/model.h"
+#include "runtime/engine_driver.h"
+#include "runtime/lockstep.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/step_executor.h"
 #include "sample/sampler.h"
@@ -46,40 +49,55 @@
 
 namespace deepinfer::runtime {
 
-class EngineCore {
+class EngineCore final : public EngineDriver {
  public:
-  static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options);
-  ~EngineCore();
+  // One engine over one model. `ep`: this rank's part of expert parallelism (the data-parallel
+  // engine, data_parallel_engine.h, makes one core per rank): the model loads its share of the
+  // routed experts and every forward goes through a Lockstep, so the ranks' forwards stay
+  // matched; it needs synchronous scheduling (options.async_scheduling off). Every rank's core
+  // must be created at the same time, on its own thread.
+  static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options,
+                                                      const model::ExpertParallel& ep = {});
+  ~EngineCore() override;
 
   Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,
-                                 const SamplingParams& params, Engine::StreamCallback on_delta);
-  Status abort(RequestHandle id);
-  std::vector<RequestOutput> step();
+                                 const SamplingParams& params,
+                                 Engine::StreamCallback on_delta) override;
+  // submit() under a handle the caller chose (the data-parallel engine numbers requests over
+  // all ranks); `handle` must be new to this core.
+  Expected<RequestHandle> submit_as(RequestHandle handle, std::span<const int32_t> prompt_ids,
+                                    std::string prompt_text, const SamplingParams& params,
+                                    Engine::StreamCallback on_delta);
+  Status abort(RequestHandle id) override;
+  std::vector<RequestOutput> step() override;
   // A request has not ended, or a step is still in flight after the last one ended (with
   // asynchronous scheduling a request ended by a stop is planned one step further; that step
   // holds its sequence state, and its KV pages, until a step() completes it). Callers that
   // step while this holds end with every page back in its pool.
-  bool has_unfinished() const { return !parents_.empty() || in_flight_ != nullptr; }
+  bool has_unfinished() const override { return !parents_.empty() || in_flight_ != nullptr; }
   // Engine::reset_prefix_cache: no request live; completes the step in flight, then drops the
   // snapshots and the scheduler's cached block hashes.
-  Status reset_prefix_cache();
+  Status reset_prefix_cache() override;
 
-  int64_t vocab_size() const { return model_->vocab_size(); }
-  int64_t max_model_len() const { return sched_->config().max_model_len; }
-  const tokenizer::Tokenizer* tokenizer() const { return tok_ ? &*tok_ : nullptr; }
+  int64_t vocab_size() const override { return model_->vocab_size(); }
+  int64_t max_model_len() const override { return sched_->config().max_model_len; }
+  const tokenizer::Tokenizer* tokenizer() const override { return tok_ ? &*tok_ : nullptr; }
   // Why tokenizer() is null ("the model directory has no tokenizer.json", or why the one there
   // cannot be used for text); empty when there is a tokenizer.
-  const std::string& no_tokenizer_reason() const { return no_tokenizer_reason_; }
-  const EngineStats& stats() const { return stats_; }
+  const std::string& no_tokenizer_reason() const override { return no_tokenizer_reason_; }
+  const EngineStats& stats() const override { return stats_; }
   bool async_scheduling() const { return executor_->threaded(); }
   bool batch_invariant() const { return batch_invariant_; }
-  std::string describe() const;
+  std::string describe() const override;
+  // What the model bound from the checkpoint (with expert parallelism, this rank's experts).
+  model::WeightStats weight_stats() const { return model_->weight_stats(); }
+  // Expert parallelism: empty forwards this rank ran to serve its peers (Lockstep); 0 without.
+  int64_t lockstep_empty_forwards() const { return lockstep_ ? lockstep_->empty_forwards() : 0; }
 
   // Benchmark seam (bench/engine/step_host_time): replaces Model::forward with `forward`, which
   // must fill out.logits with one vocabulary-sized row per span asking for logits. The model's
   // caches are then neither created nor checked. Call before the first step.
-  using ForwardFn = std::function<Status(const model::StepInputs& in,
-                                         model::StepOutputs& out)>;
+  using ForwardFn = std::function<Status(const model::StepInputs& in, model::StepOutputs& out)>;
   void replace_forward_for_benchmark(ForwardFn forward) { stand_in_forward_ = std::move(forward); }
 
  private:
@@ -150,7 +168,7 @@ class EngineCore {
     sched::RequestId id = 0;
     std::vector<int32_t> tokens;
     bool grammar_done = false;
-    std::string error;  // the forward or sampling failed for this request
+    std::string error;                           // the forward or sampling failed for this request
     std::vector<TokenLogprobs> logprobs;         // per token, when params.logprobs is set
     std::vector<TokenLogprobs> prompt_logprobs;  // SamplingParams::prompt_logprobs
     int32_t drafts_verified = 0;                 // draft tokens fed and checked this step
@@ -209,6 +227,17 @@ class EngineCore {
   void note_cached_tokens(const sched::ScheduledRequest& sr);
   void update_gauges();
 
+  // Every forward of the main model goes through these (engine_exec.cc): with expert
+  // parallelism each is first announced to the peers (Lockstep::before_forward).
+  Status forward_model(const model::StepInputs& in, model::StepOutputs& out);
+  Expected<model::StepOutputs> extend_model(model::SequenceCache& cache,
+                                            std::span<const int32_t> ids,
+                                            model::LogitsWanted logits, bool keep_hidden = false,
+                                            int64_t upper_skip = 0);
+  // After this rank's step (with or without work): serves the peers' forwards until every rank
+  // has finished its step. Nothing without expert parallelism.
+  void finish_lockstep_step();
+
   // Executor (engine_exec.cc): the forward over the job's plan, then sampling.
   void execute(StepJob& job);  // execute_unguarded + backend::OutOfMemory -> errors
   // Starts every request's span, then runs rounds of one forward each until every span is fed:
@@ -264,8 +293,8 @@ class EngineCore {
   // probability min(1, p(d) / q_i(d)), else the token is drawn from max(0, p - q_i) and the run
   // ends. A draft the grammar refused (not fed) is such a rejection at the last row. The row
   // after the last judged draft draws from p as plain decoding does.
-  void verify_residual(sched::RequestId id, SeqExec& e, std::span<const float> rows,
-                       int64_t count, sample::Sampler& sampler, Sampled& out);
+  void verify_residual(sched::RequestId id, SeqExec& e, std::span<const float> rows, int64_t count,
+                       sample::Sampler& sampler, Sampled& out);
   // The sampling context of e's next draw (seed, position, history, grammar mask).
   sample::SampleContext sample_context(SeqExec& e);
   // Residual acceptance: the draw specs of the next proposal's drafts (e.draws; fresh uniforms).
@@ -334,6 +363,7 @@ class EngineCore {
 
   std::unique_ptr<backend::Ops> ops_;  // outlives model_ (declared first, destroyed last)
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Lockstep> lockstep_;  // expert parallelism only; uses model_
   std::optional<tokenizer::Tokenizer> tok_;
   std::string no_tokenizer_reason_;
   std::optional<sched::Scheduler> sched_;
@@ -413,8 +443,8 @@ class EngineCore {
       }
     };
     std::array<Bucket, 24> by_size;
-    int64_t step = 0;       // the latest plan step processed (update_gain)
-    int64_t plans = 0;      // plans that asked for draft slots
+    int64_t step = 0;              // the latest plan step processed (update_gain)
+    int64_t plans = 0;             // plans that asked for draft slots
     double sample_per_decode = 0;  // plain steps' sampling seconds per decode (EMA)
   } gain_;
   SpeculationGain::Bucket& gain_bucket(int64_t decodes);

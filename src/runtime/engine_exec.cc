@@ -127,8 +127,8 @@ void EngineCore::backend_sample_specs(const StepJob& job) {
         sample_specs_.clear();  // one row needs the host: the host draws the whole step
         return;
       }
-      sample_specs_.push_back(sample::make_sample_spec(
-          *e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
+      sample_specs_.push_back(
+          sample::make_sample_spec(*e.params, {e.seed, position, static_cast<uint32_t>(e.index)}));
     }
   }
 }
@@ -279,8 +279,8 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   if (wants_prompt_logprobs(e)) {  // front-end: score the prefix in chunks of its logits
     for (int64_t at = 0; at < h; at += 256) {
       const int64_t n = std::min<int64_t>(256, h - at);
-      auto out = model_->extend(*e.cache, {e.known.data() + at, static_cast<size_t>(n)},
-                                model::LogitsWanted::kAll);
+      auto out = extend_model(*e.cache, {e.known.data() + at, static_cast<size_t>(n)},
+                              model::LogitsWanted::kAll);
       if (!out.ok()) return out.status();
       score_prompt_rows(e, at, n, out->logits.data(), 0, false);
     }
@@ -292,13 +292,27 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   // Bounded replay: the prefix's rows before the kept suffix skip the upper layers, as the
   // request's prefill would have (so the state equals that of no hit).
   const int64_t skip = hidden ? 0 : model::upper_skip_rows(0, h, e.upper_from);
-  auto out = model_->extend(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                            model::LogitsWanted::kNone, hidden, skip);
+  auto out = extend_model(*e.cache, {e.known.data(), static_cast<size_t>(h)},
+                          model::LogitsWanted::kNone, hidden, skip);
   if (!out.ok()) return out.status();
   job.replay_skipped_rows += skip;
   if (hidden) observe_hidden(e, 0, out->hidden);
   ++job.prefix_recomputes;
   return {};
+}
+
+Status EngineCore::forward_model(const model::StepInputs& in, model::StepOutputs& out) {
+  if (stand_in_forward_) return stand_in_forward_(in, out);
+  if (lockstep_) DI_TRY(lockstep_->before_forward());
+  return model_->forward(in, out);
+}
+
+Expected<model::StepOutputs> EngineCore::extend_model(model::SequenceCache& cache,
+                                                      std::span<const int32_t> ids,
+                                                      model::LogitsWanted logits, bool keep_hidden,
+                                                      int64_t upper_skip) {
+  if (lockstep_) DI_TRY(lockstep_->before_forward());
+  return model_->extend(cache, ids, logits, keep_hidden, upper_skip);
 }
 
 void EngineCore::execute(StepJob& job) {
@@ -341,8 +355,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
   while (!left.empty()) {
     const model::StepInputs in = round_inputs(job, left, r);
     const auto t0 = Clock::now();
-    const Status st =
-        stand_in_forward_ ? stand_in_forward_(in, step_out_) : model_->forward(in, step_out_);
+    const Status st = forward_model(in, step_out_);
     job.forward_seconds += seconds_since(t0);
     job.fed_tokens += static_cast<int64_t>(r.ids.size());
     ++job.forwards;

@@ -26,10 +26,11 @@ class EngineLoopImpl {
   EngineLoopImpl(std::unique_ptr<Engine> engine, const EngineOptions& options,
                  const EngineLoopOptions& loop_options)
       : engine_(std::move(engine)) {
-    max_num_seqs_ = options.max_num_seqs;
+    // Data-parallel ranks each run max_num_seqs sequences: the engine's capacity is their sum.
+    max_num_seqs_ = options.max_num_seqs * std::max(1, options.data_parallel_size);
     max_waiting_ = loop_options.max_waiting > 0
                        ? loop_options.max_waiting
-                       : std::max<int64_t>(64, 4 * static_cast<int64_t>(options.max_num_seqs));
+                       : std::max<int64_t>(64, 4 * static_cast<int64_t>(max_num_seqs_));
     vocab_ = engine_->vocab_size();
     max_model_len_ = engine_->max_model_len();
     stats_ = engine_->stats();

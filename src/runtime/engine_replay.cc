@@ -73,8 +73,8 @@ Status EngineCore::replay_window(const model::SequenceCache& part, SeqExec& e, i
   // The replayed rows may lie before the request's own kept suffix: those skip the upper layers
   // as its prefill does. (Hidden-reading drafters belong to V4, which has no replay.)
   const int64_t skip = model::upper_skip_rows(from, h - from, e.upper_from);
-  auto out = model_->extend(*e.cache, {e.known.data() + from, static_cast<size_t>(h - from)},
-                            model::LogitsWanted::kNone, false, skip);
+  auto out = extend_model(*e.cache, {e.known.data() + from, static_cast<size_t>(h - from)},
+                          model::LogitsWanted::kNone, false, skip);
   if (!out.ok()) return out.status();
   ++job.prefix_window_replays;
   job.prefix_window_replay_tokens += h - from;

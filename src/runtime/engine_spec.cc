@@ -200,7 +200,8 @@ void EngineCore::draft_all() {
 // Confidence-scheduled verification, the engine thread's half (sched/verify_budget.h decides).
 
 EngineCore::SpeculationGain::Bucket& EngineCore::gain_bucket(int64_t decodes) {
-  const auto b = static_cast<size_t>(std::bit_width(static_cast<uint64_t>(std::max<int64_t>(1, decodes))));
+  const auto b =
+      static_cast<size_t>(std::bit_width(static_cast<uint64_t>(std::max<int64_t>(1, decodes))));
   return gain_.by_size[std::min(b, gain_.by_size.size() - 1)];
 }
 
@@ -211,7 +212,8 @@ void EngineCore::update_gain(const StepJob& job) {
   // speculation adds on the executor) against the curve's estimate of the same decodes without
   // speculation (forward + plain sampling). Every step that drafted counts, also those whose
   // drafts the budget did not admit (drafting then costs without any gain).
-  if (plan.num_decodes == 0 || plan.num_decodes != static_cast<int32_t>(plan.requests.size())) return;
+  if (plan.num_decodes == 0 || plan.num_decodes != static_cast<int32_t>(plan.requests.size()))
+    return;
   int64_t tokens = 0, drafts = 0, proposed = 0;
   for (const Sampled& sm : job.sampled) {
     tokens += static_cast<int64_t>(sm.tokens.size());
@@ -264,7 +266,7 @@ void EngineCore::profile_step_cost() {
       try {
         model::SequenceCache seq = model_->new_sequence();
         const auto t0 = SteadyClock::now();
-        if (!model_->extend(seq, ids, model::LogitsWanted::kLast).ok()) return;
+        if (!extend_model(seq, ids, model::LogitsWanted::kLast).ok()) return;
         if (rep == 1) step_cost_.seed(b, seconds_since(t0));
       } catch (const backend::OutOfMemory&) {
         return;  // the live steps measure the rest
@@ -341,7 +343,8 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
 void EngineCore::note_spec_results(const StepJob& job) {
   // The step's cost: a single forward's time for its rows (split steps mix several shapes).
   // Steps without drafts teach the curve what plain decoding costs.
-  if (job.forwards == 1 && job.fed_tokens > 0) step_cost_.observe(job.fed_tokens, job.forward_seconds);
+  if (job.forwards == 1 && job.fed_tokens > 0)
+    step_cost_.observe(job.fed_tokens, job.forward_seconds);
   update_gain(job);
   constexpr double kEma = 0.05;
   for (const Sampled& sm : job.sampled) {

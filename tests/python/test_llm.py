@@ -280,3 +280,29 @@ def test_load_format_dummy_runs_from_a_config_alone(repo_dir, tmp_path):
     assert all(len(t) == 5 for t in runs[0])
     with pytest.raises(ValueError, match="load_format"):
         LLM(str(tmp_path), load_format="random")
+
+
+def test_data_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
+    # LLM(data_parallel_size=, enable_expert_parallel=) (vLLM's names) reach the engine: the ranks
+    # (threads here) give each request the single rank's tokens and logprobs, bit for bit.
+    params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
+                             ignore_eos=True) for s in range(len(PROMPTS))]
+    runs = []
+    for dp, ep in ((1, False), (2, False), (2, True), (4, True)):
+        llm = LLM(str(tiny_dir), num_threads=1, data_parallel_size=dp, enable_expert_parallel=ep)
+        if dp > 1:
+            assert f"data parallel: {dp} ranks" in llm.describe(), llm.describe()
+        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+        runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
+                     for o in outs])
+    assert runs[0] == runs[1] == runs[2] == runs[3]
+
+
+@pytest.mark.parametrize("kwargs,needle", [
+    ({"tensor_parallel_size": 2}, "tensor parallelism is not built yet"),
+    ({"data_parallel_size": 0}, "data_parallel_size"),
+    ({"data_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),
+])
+def test_rank_options_refused_with_a_reason(tiny_dir, kwargs, needle):
+    with pytest.raises(ValueError, match=needle):
+        LLM(str(tiny_dir), num_threads=1, **kwargs)

@@ -15,15 +15,27 @@ namespace deepinfer::cli {
 
 using CommandAction = std::function<int()>;
 
-void register_tokenize_commands(CLI::App& app, CommandAction& action);  // tokenize, detokenize
-void register_inspect_command(CLI::App& app, CommandAction& action);    // inspect MODEL_DIR
+void register_tokenize_commands(CLI::App& app, CommandAction& action);      // tokenize, detokenize
+void register_inspect_command(CLI::App& app, CommandAction& action);        // inspect MODEL_DIR
 void register_chat_template_command(CLI::App& app, CommandAction& action);  // render a chat prompt
-void register_generate_command(CLI::App& app, CommandAction& action);  // greedy generation (CPU)
-void register_chat_command(CLI::App& app, CommandAction& action);  // interactive chat
+void register_generate_command(CLI::App& app, CommandAction& action);    // greedy generation (CPU)
+void register_chat_command(CLI::App& app, CommandAction& action);        // interactive chat
 void register_perplexity_command(CLI::App& app, CommandAction& action);  // validation perplexity
-void register_serve_command(CLI::App& app, CommandAction& action);  // the HTTP server
+void register_serve_command(CLI::App& app, CommandAction& action);       // the HTTP server
 
 // --load-format auto|dummy into `load_format` (EngineOptions::load_format): generate, serve.
 void add_load_format_option(CLI::App& cmd, std::string& load_format);
+
+// Ranks (EngineOptions::data_parallel_size, enable_expert_parallel, tensor_parallel_size).
+struct ParallelArgs {
+  int data_parallel_size = 1;
+  bool enable_expert_parallel = false;
+  int tensor_parallel_size = 1;
+  bool any() const {
+    return data_parallel_size != 1 || enable_expert_parallel || tensor_parallel_size != 1;
+  }
+};
+// --data-parallel-size, --enable-expert-parallel, --tensor-parallel-size: generate, serve.
+void add_parallel_options(CLI::App& cmd, ParallelArgs& args);
 
 }  // namespace deepinfer::cli

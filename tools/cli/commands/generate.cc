@@ -103,12 +103,14 @@ int64_t current_rss_bytes() {
 
 // Text prompts, sampling (temperature != 0) or stop strings go through the engine; greedy
 // token-id prompts take the direct model path below, unless SWA bounded replay is on
-// (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact), which only the engine applies.
+// (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE=compact) or rank options are given, which only the
+// engine applies (and checks).
 bool wants_engine(const GenerateArgs& args) {
   const auto& env = env_options();
   const bool replay = env.ok() && env->yoco_prefill_truncation_mode == "compact";
   return !args.engine.prompts.empty() || !args.engine.prompts_file.empty() ||
-         args.temperature != 0.0 || !args.engine.stop.empty() || replay;
+         args.temperature != 0.0 || !args.engine.stop.empty() || replay ||
+         args.engine.parallel.any();
 }
 
 int run(GenerateArgs args) {
@@ -277,6 +279,7 @@ void register_generate_command(CLI::App& app, CommandAction& action) {
                   "opt (threaded CPU), ref (the slow FP32 oracle, for debugging) or cuda (NVIDIA "
                   "GPU); default: DEEPINFER_ACCELERATOR (nvidia = cuda, else opt)");
   add_load_format_option(*cmd, args->engine.load_format);
+  add_parallel_options(*cmd, args->engine.parallel);
   cmd->callback([args, ids_option, &action] {
     args->prompt_ids_given = ids_option->count() > 0;
     action = [args] { return run(*args); };

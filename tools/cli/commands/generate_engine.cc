@@ -52,7 +52,6 @@ Expected<std::vector<std::string>> collect_prompts(const GenerateEngineArgs& a) 
   return prompts;
 }
 
-
 // The counters the stats line prints, over the timed run only (after a --warmup).
 EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
   EngineStats d = now;
@@ -95,6 +94,9 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   options.speculative_method = a.speculative_method;
   options.num_speculative_tokens = a.num_speculative_tokens;
   options.speculative_acceptance = a.speculative_acceptance;
+  options.data_parallel_size = a.parallel.data_parallel_size;
+  options.enable_expert_parallel = a.parallel.enable_expert_parallel;
+  options.tensor_parallel_size = a.parallel.tensor_parallel_size;
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {
@@ -115,7 +117,8 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   // first probes) whatever the engine did at start-up; the figures are the timed run's alone.
   if (a.warmup) {
     for (const auto& prompt : *prompts) {
-      if (auto h = (*engine)->submit_text(prompt, p, {}); !h.ok()) return fail(2, h.status().message());
+      if (auto h = (*engine)->submit_text(prompt, p, {}); !h.ok())
+        return fail(2, h.status().message());
     }
     if (!a.prompt_ids.empty()) {
       const std::vector<int32_t> ids(a.prompt_ids.begin(), a.prompt_ids.end());

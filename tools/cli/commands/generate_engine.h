@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
+
 namespace deepinfer::cli {
 
 struct GenerateEngineArgs {
@@ -24,13 +26,14 @@ struct GenerateEngineArgs {
   bool json_output = false;
   bool stream = true;
   bool stats = false;
-  bool sync_scheduling = false;  // every step start to end on one thread (to measure the gap)
-  bool warmup = false;           // run the requests once untimed before the timed run
-  std::string backend;           // "" = DEEPINFER_ACCELERATOR
-  std::string load_format = "auto";        // EngineOptions::load_format
-  std::string speculative_method = "off";  // EngineOptions::speculative_method
-  int num_speculative_tokens = -1;          // -1: DEEPINFER_USE_NEXTN_DECODE
+  bool sync_scheduling = false;      // every step start to end on one thread (to measure the gap)
+  bool warmup = false;               // run the requests once untimed before the timed run
+  std::string backend;               // "" = DEEPINFER_ACCELERATOR
+  std::string load_format = "auto";  // EngineOptions::load_format
+  std::string speculative_method = "off";            // EngineOptions::speculative_method
+  int num_speculative_tokens = -1;                   // -1: DEEPINFER_USE_NEXTN_DECODE
   std::string speculative_acceptance = "identical";  // EngineOptions::speculative_acceptance
+  ParallelArgs parallel;  // EngineOptions::data_parallel_size, enable_expert_parallel, ...
 };
 
 int run_generate_with_engine(const GenerateEngineArgs& args);

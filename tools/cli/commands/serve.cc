@@ -39,6 +39,7 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
   auto backend = std::make_shared<std::string>();
   auto no_prefix = std::make_shared<bool>(false);
   auto sync = std::make_shared<bool>(false);
+  auto parallel = std::make_shared<ParallelArgs>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI- and Anthropic-compatible HTTP server (chat, completions, messages)");
   cmd->add_option("--model", args->engine.model_dir,
@@ -51,6 +52,7 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
   cmd->add_option("--backend", *backend,
                   "cpu (= opt), opt, ref or cuda; default: DEEPINFER_ACCELERATOR");
   add_load_format_option(*cmd, args->engine.load_format);
+  add_parallel_options(*cmd, *parallel);
   cmd->add_option("--api-key", args->server.api_key,
                   "require this key (Authorization: Bearer KEY, or x-api-key); default: "
                   "DEEPINFER_API_KEY");
@@ -96,10 +98,13 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
                   "max_tokens when a request gives none (default: chat up to the context "
                   "limit, completions 16)");
   cmd->add_flag("--log-requests", args->server.log_requests, "log refused requests to stderr");
-  cmd->callback([args, backend, no_prefix, sync, &action] {
-    action = [args, backend, no_prefix, sync] {
+  cmd->callback([args, backend, no_prefix, sync, parallel, &action] {
+    action = [args, backend, no_prefix, sync, parallel] {
       server::ServeArgs a = *args;
       a.engine.backend = *backend == "cpu" ? "opt" : *backend;
+      a.engine.data_parallel_size = parallel->data_parallel_size;
+      a.engine.enable_expert_parallel = parallel->enable_expert_parallel;
+      a.engine.tensor_parallel_size = parallel->tensor_parallel_size;
       a.engine.enable_prefix_caching = !*no_prefix;
       a.engine.async_scheduling = !*sync;
       const auto& env = env_options();

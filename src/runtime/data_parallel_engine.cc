@@ -1,0 +1,274 @@
+// DataParallelEngine (data_parallel_engine.h): rank options, creation, placement, the lockstep or
+// independent step over the ranks, and the merged stats.
+#include "runtime/data_parallel_engine.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "backend/select.h"
+#include "base/options.h"
+#include "io/model_config.h"
+#include "parallel/expert_placement.h"
+#include "sched/rank_balancer.h"
+
+namespace deepinfer::runtime {
+namespace {
+
+// In-process ranks are threads; beyond this many the per-rank models and thread pools would
+// only compete for the same cores.
+constexpr int kMaxDataParallelRanks = 64;
+
+// What each rank's EngineCore gets. Per-rank limits (max_num_seqs, num_kv_blocks, the token
+// budget, prefix_cache_bytes) apply to each rank as given. Thread counts left to the engine
+// ("all cores") are shared out, so N ranks do not start N times the cores in workers.
+EngineOptions rank_options(const EngineOptions& options) {
+  EngineOptions o = options;
+  const int n = options.data_parallel_size;
+  o.data_parallel_size = 1;
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  int threads = options.num_threads;
+  if (threads < 0) {
+    const auto& env = env_options();
+    threads = env.ok() ? env->num_threads : 0;
+  }
+  o.num_threads = threads > 0 ? threads : std::max(1, hw / n);
+  if (o.sampling_threads == 0) o.sampling_threads = std::clamp(hw / n, 1, 8);
+  // Lockstep needs each rank's step complete when step() returns (data_parallel_engine.h).
+  if (options.enable_expert_parallel) o.async_scheduling = false;
+  return o;
+}
+
+void add_stats(EngineStats& t, const EngineStats& s) {
+  t.steps += s.steps;
+  t.prompt_tokens += s.prompt_tokens;
+  t.generated_tokens += s.generated_tokens;
+  t.preemptions += s.preemptions;
+  t.forward_seconds += s.forward_seconds;
+  t.sample_seconds += s.sample_seconds;
+  t.host_seconds += s.host_seconds;
+  t.gap_seconds += s.gap_seconds;
+  t.prefix_hit_tokens += s.prefix_hit_tokens;
+  t.prefix_restores += s.prefix_restores;
+  t.prefix_recomputes += s.prefix_recomputes;
+  t.replay_skipped_rows += s.replay_skipped_rows;
+  t.prefix_window_replays += s.prefix_window_replays;
+  t.prefix_window_replay_tokens += s.prefix_window_replay_tokens;
+  t.spec_verify_steps += s.spec_verify_steps;
+  t.spec_draft_tokens += s.spec_draft_tokens;
+  t.spec_accepted_tokens += s.spec_accepted_tokens;
+  t.spec_grammar_cut_tokens += s.spec_grammar_cut_tokens;
+  t.draft_seconds += s.draft_seconds;
+  t.kv_bytes_reserved += s.kv_bytes_reserved;
+  t.kv_bytes_in_use_peak += s.kv_bytes_in_use_peak;
+  t.num_running += s.num_running;
+  t.num_waiting += s.num_waiting;
+  t.kv_blocks_total += s.kv_blocks_total;
+  t.kv_blocks_in_use += s.kv_blocks_in_use;
+  t.kv_bytes_in_use += s.kv_bytes_in_use;
+  t.prefix_queries += s.prefix_queries;
+  t.prefix_query_tokens += s.prefix_query_tokens;
+  t.prefix_hit_sequences += s.prefix_hit_sequences;
+  t.prefix_cache_hit_tokens += s.prefix_cache_hit_tokens;
+  t.kv_blocks_cached += s.kv_blocks_cached;
+  t.prefix_snapshots += s.prefix_snapshots;
+  t.prefix_snapshot_bytes += s.prefix_snapshot_bytes;
+}
+
+}  // namespace
+
+Status validate_parallel_options(const EngineOptions& options) {
+  const int32_t tp = options.tensor_parallel_size;
+  const int32_t dp = options.data_parallel_size;
+  if (tp < 1) {
+    return invalid_argument("tensor_parallel_size (--tensor-parallel-size) is " +
+                            std::to_string(tp) + ": give 1");
+  }
+  if (tp > 1) {
+    return unimplemented("tensor_parallel_size (--tensor-parallel-size) is " + std::to_string(tp) +
+                         ": tensor parallelism is not built yet; to use several ranks, give "
+                         "data_parallel_size (--data-parallel-size) instead, with "
+                         "enable_expert_parallel (--enable-expert-parallel) to split the experts");
+  }
+  if (dp < 1 || dp > kMaxDataParallelRanks) {
+    return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
+                            ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
+  }
+  if (dp == 1) return Status::ok_status();
+  DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
+  if (backend == "cuda") {
+    return unimplemented(
+        "data_parallel_size (--data-parallel-size) " + std::to_string(dp) +
+        " with the CUDA backend: ranks on GPUs (one GPU per rank, NCCL between them) are not "
+        "built yet; run the ranks on the CPU (backend opt), or one GPU with data_parallel_size 1");
+  }
+  return Status::ok_status();
+}
+
+Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
+    const EngineOptions& options) {
+  DI_TRY(validate_parallel_options(options));
+  const int n = options.data_parallel_size;
+  if (n < 2) return invalid_argument("DataParallelEngine needs data_parallel_size >= 2");
+  auto engine = std::unique_ptr<DataParallelEngine>(new DataParallelEngine(options));
+  engine->expert_parallel_ = options.enable_expert_parallel;
+  for (int r = 0; r < n; ++r) engine->ranks_.push_back(std::make_unique<Rank>());
+  std::vector<parallel::ExpertPlacement> placements;
+  if (engine->expert_parallel_) {
+    DI_ASSIGN_OR_RETURN(const io::ModelConfig config, io::load_model_config(options.model_dir));
+    engine->experts_ = config.n_routed_experts;
+    placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+    engine->group_ = parallel::InProcessGroup::create(n);
+    for (int r = 0; r < n; ++r) {
+      engine->ranks_[static_cast<size_t>(r)]->comm = engine->group_->communicator(r);
+    }
+  }
+  const EngineOptions per_rank = rank_options(options);
+  std::vector<Status> failed(static_cast<size_t>(n));
+  DataParallelEngine* e = engine.get();
+  // At once: with expert parallelism the cores' first lockstep rounds meet at the end of create.
+  run_on_ranks(std::vector<bool>(static_cast<size_t>(n), true), [&](int r) {
+    Rank& rank = *e->ranks_[static_cast<size_t>(r)];
+    model::ExpertParallel ep;
+    if (e->expert_parallel_) {
+      ep.comm = rank.comm.get();
+      ep.placements = placements;
+    }
+    auto core = EngineCore::create(per_rank, ep);
+    if (!core.ok()) {
+      failed[static_cast<size_t>(r)] = core.status();
+      // Peers waiting in a collective for this rank get an error instead of the timeout.
+      if (e->group_) e->group_->abort(core.status());
+      return;
+    }
+    rank.core = std::move(core).value();
+  });
+  for (int r = 0; r < n; ++r) {
+    const Status& st = failed[static_cast<size_t>(r)];
+    if (!st.ok()) return st.with_context("data-parallel rank " + std::to_string(r));
+  }
+  engine->update_stats();
+  return engine;
+}
+
+DataParallelEngine::~DataParallelEngine() = default;
+
+void DataParallelEngine::run_on_ranks(const std::vector<bool>& run,
+                                      const std::function<void(int)>& body) {
+  std::vector<int> ranks;
+  for (size_t r = 0; r < run.size(); ++r) {
+    if (run[r]) ranks.push_back(static_cast<int>(r));
+  }
+  if (ranks.empty()) return;
+  std::vector<std::thread> threads;
+  threads.reserve(ranks.size() - 1);
+  for (size_t i = 1; i < ranks.size(); ++i) threads.emplace_back(body, ranks[i]);
+  body(ranks[0]);
+  for (std::thread& t : threads) t.join();
+}
+
+Expected<RequestHandle> DataParallelEngine::submit(std::span<const int32_t> prompt_ids,
+                                                   std::string prompt_text,
+                                                   const SamplingParams& params,
+                                                   Engine::StreamCallback on_delta) {
+  std::vector<sched::RankLoad> loads;
+  for (const auto& rank : ranks_) {
+    loads.push_back({rank->live_samples, rank->core->stats().kv_blocks_in_use});
+  }
+  const int r = sched::least_loaded_rank(loads);
+  Rank& rank = *ranks_[static_cast<size_t>(r)];
+  Engine::StreamCallback held;
+  if (on_delta) {
+    // Runs on the rank's thread during step(): keep the delta for the caller's thread.
+    auto callback = std::make_shared<Engine::StreamCallback>(std::move(on_delta));
+    auto* deltas = &rank.deltas;
+    held = [callback, deltas](const StreamDelta& d) { deltas->emplace_back(callback, d); };
+  }
+  const RequestHandle handle = next_handle_;
+  DI_ASSIGN_OR_RETURN(
+      const RequestHandle got,
+      rank.core->submit_as(handle, prompt_ids, std::move(prompt_text), params, std::move(held)));
+  ++next_handle_;
+  rank.live_samples += params.n;
+  live_[got] = {r, params.n};
+  return got;
+}
+
+Status DataParallelEngine::abort(RequestHandle id) {
+  const auto it = live_.find(id);
+  if (it == live_.end()) {
+    return not_found("abort: request " + std::to_string(id) + " is unknown or has already ended");
+  }
+  return ranks_[static_cast<size_t>(it->second.rank)]->core->abort(id);
+}
+
+std::vector<RequestOutput> DataParallelEngine::step() {
+  const size_t n = ranks_.size();
+  std::vector<bool> stepping(n, false);
+  bool any = false;
+  for (size_t r = 0; r < n; ++r) {
+    stepping[r] = ranks_[r]->core->has_unfinished();
+    any = any || stepping[r];
+  }
+  if (!any) return {};
+  // Lockstep: a rank without work still steps, to serve its experts to the others.
+  if (expert_parallel_) std::fill(stepping.begin(), stepping.end(), true);
+  std::vector<std::vector<RequestOutput>> ended(n);
+  run_on_ranks(stepping, [&](int r) {
+    ended[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)]->core->step();
+  });
+  std::vector<RequestOutput> done;
+  for (size_t r = 0; r < n; ++r) {
+    Rank& rank = *ranks_[r];
+    for (auto& [callback, delta] : std::exchange(rank.deltas, {})) (*callback)(delta);
+    for (RequestOutput& out : ended[r]) {
+      const auto it = live_.find(out.id);
+      if (it != live_.end()) {
+        rank.live_samples -= it->second.samples;
+        live_.erase(it);
+      }
+      done.push_back(std::move(out));
+    }
+  }
+  update_stats();
+  return done;
+}
+
+bool DataParallelEngine::has_unfinished() const {
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [](const auto& rank) { return rank->core->has_unfinished(); });
+}
+
+Status DataParallelEngine::reset_prefix_cache() {
+  if (!live_.empty()) {
+    return failed_precondition("reset_prefix_cache: " + std::to_string(live_.size()) +
+                               " requests have not ended");
+  }
+  // No request is live, so no rank runs a forward here: the ranks reset one after another.
+  for (const auto& rank : ranks_) DI_TRY(rank->core->reset_prefix_cache());
+  update_stats();
+  return Status::ok_status();
+}
+
+int DataParallelEngine::rank_of(RequestHandle id) const {
+  const auto it = live_.find(id);
+  return it == live_.end() ? -1 : it->second.rank;
+}
+
+void DataParallelEngine::update_stats() {
+  stats_ = {};
+  for (const auto& rank : ranks_) add_stats(stats_, rank->core->stats());
+}
+
+std::string DataParallelEngine::describe() const {
+  const int n = num_ranks();
+  std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
+  if (expert_parallel_) {
+    ranks += "expert parallel: " + std::to_string(experts_) +
+             " routed experts split contiguously, lockstep steps; ";
+  } else {
+    ranks += "each rank holds the whole model; ";
+  }
+  return ranks + "rank 0: " + ranks_[0]->core->describe();
+}
+
+}  // namespace deepinfer::runtime

@@ -1,0 +1,103 @@
+// DataParallelEngine: attention data parallelism, with or without expert parallelism, over N
+// ranks in one process (EngineOptions::data_parallel_size > 1; docs/parallel.md, "The
+// data-parallel engine").
+//
+// Each rank is a whole EngineCore of its own: its backend Ops, its model (with expert parallelism
+// only its share of the routed experts), its scheduler, KV pages and prefix cache. A request
+// lives on one rank from submit to its output (all of its n samples together); the front
+// scheduler (sched/rank_balancer.h) places it on the least loaded rank. Request handles are
+// numbered here, over all ranks, so they are what one engine would hand out.
+//
+// step() steps the ranks at once, one thread per rank (the thread that calls step() is one of
+// them), and returns when every rank's step is done:
+//   * without expert parallelism the ranks are independent: only ranks with work step, each as
+//     a lone engine would (asynchronous scheduling included);
+//   * with it, every rank steps every time (a rank without work serves its experts to the
+//     others: Lockstep) with synchronous scheduling, so no collective is ever left open between
+//     two step() calls.
+// Stream callbacks run on the calling thread, as Engine promises: the ranks' deltas are held
+// during the step and handed out after it, rank by rank, each request's in order. Outputs come
+// rank by rank too. A request that fails on its rank (too long, bad ids, its forward failing)
+// ends with its error like on one engine; the other ranks go on.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "parallel/in_process_communicator.h"
+#include "runtime/engine_core.h"
+#include "runtime/engine_driver.h"
+
+namespace deepinfer::runtime {
+
+// The checks of the rank options (data_parallel_size, tensor_parallel_size, ranks with the
+// backend), in one place: Engine::create runs them whatever the rank count. Each error names the
+// option, its CLI spelling, and what to use instead.
+Status validate_parallel_options(const EngineOptions& options);
+
+class DataParallelEngine final : public EngineDriver {
+ public:
+  // options.data_parallel_size ranks (> 1). Loads every rank's model at once, one thread each.
+  static Expected<std::unique_ptr<DataParallelEngine>> create(const EngineOptions& options);
+  ~DataParallelEngine() override;
+
+  Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,
+                                 const SamplingParams& params,
+                                 Engine::StreamCallback on_delta) override;
+  Status abort(RequestHandle id) override;
+  std::vector<RequestOutput> step() override;
+  bool has_unfinished() const override;
+  Status reset_prefix_cache() override;
+
+  // Every rank loads the same model and tokenizer: rank 0 answers for all.
+  int64_t vocab_size() const override { return ranks_[0]->core->vocab_size(); }
+  int64_t max_model_len() const override { return ranks_[0]->core->max_model_len(); }
+  const tokenizer::Tokenizer* tokenizer() const override { return ranks_[0]->core->tokenizer(); }
+  const std::string& no_tokenizer_reason() const override {
+    return ranks_[0]->core->no_tokenizer_reason();
+  }
+  // Every field is the sum over the ranks (steps counts each rank's steps; the KV peak is the
+  // sum of the ranks' peaks, an upper bound of the peak at one moment).
+  const EngineStats& stats() const override { return stats_; }
+  std::string describe() const override;
+
+  // Tests and logs: the rank count, where a live request runs (-1 once it ended or when
+  // unknown), and one rank's engine.
+  int num_ranks() const { return static_cast<int>(ranks_.size()); }
+  int rank_of(RequestHandle id) const;
+  const EngineCore& rank(int r) const { return *ranks_[static_cast<size_t>(r)]->core; }
+
+ private:
+  struct Rank {
+    // Expert parallelism: this rank's communicator, which its model uses (outlives core).
+    std::unique_ptr<parallel::InProcessCommunicator> comm;
+    std::unique_ptr<EngineCore> core;
+    int64_t live_samples = 0;  // of the requests placed here and not yet ended (placement)
+    // Deltas streamed by this rank during the step in progress, handed out after it.
+    std::vector<std::pair<std::shared_ptr<Engine::StreamCallback>, StreamDelta>> deltas;
+  };
+  struct Placed {
+    int rank = 0;
+    int32_t samples = 0;
+  };
+
+  explicit DataParallelEngine(const EngineOptions& options) : options_(options) {}
+  // Runs body(r) for every r with run[r] set, at once, each on its own thread (the caller's
+  // thread takes the first); returns when all are done.
+  static void run_on_ranks(const std::vector<bool>& run, const std::function<void(int)>& body);
+  void update_stats();
+
+  EngineOptions options_;
+  bool expert_parallel_ = false;
+  int experts_ = 0;  // routed experts of the model (expert parallelism's placement)
+  std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::unordered_map<RequestHandle, Placed> live_;
+  RequestHandle next_handle_ = 1;
+  EngineStats stats_;
+};
+
+}  // namespace deepinfer::runtime

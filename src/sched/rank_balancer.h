@@ -1,0 +1,26 @@
+// Rank placement for attention data parallelism: which rank a new request goes to.
+//
+// Each data-parallel rank owns whole requests (its own scheduler, KV pages and prefix cache), so
+// a request stays on the rank it was given. The policy is the least loaded rank, where load is,
+// in this order: the rank's live samples (waiting, running, or submitted and not yet scheduled;
+// n > 1 counts n), then its KV blocks in use, then the rank index (ties go to the lowest rank).
+// Deterministic: the same loads always give the same rank, so a replayed request stream lands
+// the same way. Live samples come first because they are exact at submit time (several requests
+// submitted between two steps each raise their rank's count at once), while KV use is only
+// known after a step, and a queue that is long but not yet admitted holds no KV blocks.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace deepinfer::sched {
+
+struct RankLoad {
+  int64_t live_samples = 0;
+  int64_t kv_blocks_in_use = 0;
+};
+
+// The rank to place a new request on; `loads` is indexed by rank and not empty.
+int least_loaded_rank(std::span<const RankLoad> loads);
+
+}  // namespace deepinfer::sched

@@ -1,0 +1,237 @@
+// The data-parallel engine (runtime/data_parallel_engine.h: EngineOptions::data_parallel_size,
+// enable_expert_parallel) against the single-rank engine: 1, 2 and 4 ranks, with and without
+// expert parallelism, on models/v4-small (V4), models/default (V4.1) and the tiny FP32 V4.
+// What is asserted, per request: the same tokens, text, finish and stop reasons and logprobs,
+// bit for bit (EngineRun / expect_same). That holds because a request's rows are computed
+// independently of the rows beside them on the CPU backends (batch invariance), and expert
+// parallelism gives every token the single-rank bits (docs/parallel.md), so which rank a request
+// runs on, with whom, and when, changes nothing. Requests: different prompt lengths and
+// max_tokens, greedy and seeded sampling with logprobs, n = 2, stop ids, EOS allowed; submitted
+// together and staggered over steps; an abort; failing requests among running ones.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "deepinfer/engine.h"
+#include "engine_run_util.h"
+
+namespace deepinfer {
+namespace {
+
+using engine_test::EngineRun;
+using engine_test::greedy;
+using engine_test::prompt;
+using engine_test::Req;
+using engine_test::seeded;
+
+// A request and the step before which it is submitted (0: before the first step).
+struct Timed {
+  Req req;
+  int at_step = 0;
+};
+
+std::vector<Timed> mixed_requests(bool staggered) {
+  std::vector<Timed> reqs;
+  const int lengths[] = {5, 23, 1, 40, 9, 17, 3, 30};
+  const int max_tokens[] = {6, 3, 9, 4, 7, 1, 5, 8};
+  for (int i = 0; i < 8; ++i) {
+    Timed t;
+    t.req.ids = prompt(lengths[i], i + 1);
+    t.req.params = i % 2 == 0 ? greedy(max_tokens[i]) : seeded(100 + i, max_tokens[i]);
+    if (i == 2) t.req.params.ignore_eos = false;  // EOS may end it
+    if (i == 5) t.req.params.n = 2;
+    t.at_step = staggered ? (i * 3) % 7 : 0;
+    reqs.push_back(t);
+  }
+  // A stop id: the second token of request 0's greedy continuation ends request 8 there.
+  Timed stop;
+  stop.req.ids = reqs[0].req.ids;
+  stop.req.params = greedy(6);
+  stop.at_step = staggered ? 2 : 0;
+  reqs.push_back(stop);
+  return reqs;
+}
+
+// Runs `reqs` on a fresh engine, submitting each before its step, with aborts between steps
+// (Req::abort_after) and streamed tokens checked against the outputs; every request must end
+// exactly once, and the stream callbacks must run on this thread.
+EngineRun run_timed(EngineOptions o, const std::vector<Timed>& reqs) {
+  if (o.num_threads < 0) o.num_threads = 1;
+  auto created = Engine::create(o);
+  EXPECT_TRUE(created.ok()) << created.status().message();
+  EngineRun run;
+  if (!created.ok()) return run;
+  Engine& e = **created;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::map<RequestHandle, std::map<int32_t, std::vector<int32_t>>> streamed;
+  std::vector<bool> aborted(reqs.size(), false);
+  run.handles.assign(reqs.size(), -1);
+  size_t submitted = 0;
+  for (int step = 0; step < 10000; ++step) {
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (run.handles[i] != -1 || reqs[i].at_step > step) continue;
+      auto h = e.submit(reqs[i].req.ids, reqs[i].req.params, [&](const StreamDelta& d) {
+        EXPECT_EQ(std::this_thread::get_id(), caller) << "a callback ran on a rank's thread";
+        auto& toks = streamed[d.id][d.index];
+        toks.insert(toks.end(), d.token_ids.begin(), d.token_ids.end());
+      });
+      EXPECT_TRUE(h.ok()) << h.status().message();
+      run.handles[i] = h.ok() ? *h : -2;
+      ++submitted;
+    }
+    if (submitted == reqs.size() && !e.has_unfinished()) break;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const int after = reqs[i].req.abort_after;
+      if (aborted[i] || after < 0 || run.handles[i] < 0) continue;
+      const auto s = streamed.find(run.handles[i]);
+      if (s != streamed.end() && static_cast<int>(s->second[0].size()) >= after) {
+        EXPECT_TRUE(e.abort(run.handles[i]).ok());
+        aborted[i] = true;
+      }
+    }
+    for (RequestOutput& out : e.step()) {
+      const RequestHandle h = out.id;
+      EXPECT_TRUE(run.outputs.emplace(h, std::move(out)).second) << "request " << h << " twice";
+    }
+  }
+  EXPECT_FALSE(e.has_unfinished());
+  for (const auto& [h, out] : run.outputs) {
+    for (const CompletionOutput& c : out.outputs) {
+      EXPECT_EQ(streamed[h][c.index], c.token_ids) << "request " << h << " sample " << c.index;
+    }
+  }
+  run.stats = e.stats();
+  run.describe = e.describe();
+  return run;
+}
+
+EngineOptions options_for(const std::string& dir, int ranks, bool ep) {
+  EngineOptions o;
+  o.model_dir = dir;
+  o.max_num_batched_tokens = 24;  // chunked prefills mixed with decodes
+  o.data_parallel_size = ranks;
+  o.enable_expert_parallel = ep;
+  return o;
+}
+
+void check_model(const std::string& dir) {
+  for (bool staggered : {false, true}) {
+    std::vector<Timed> reqs = mixed_requests(staggered);
+    const EngineRun single = run_timed(options_for(dir, 1, false), reqs);
+    // Request 8 stops at request 0's second greedy token (a stop id, not a length finish).
+    const auto& first = single.outputs.at(single.handles[0]).outputs.at(0).token_ids;
+    ASSERT_GE(first.size(), 2u);
+    reqs[8].req.params.stop_token_ids = {first[1]};
+    const EngineRun with_stop = run_timed(options_for(dir, 1, false), reqs);
+    EXPECT_EQ(with_stop.outputs.at(with_stop.handles[8]).outputs[0].finish_reason, "stop");
+    for (int ranks : {2, 4}) {
+      for (bool ep : {false, true}) {
+        SCOPED_TRACE(dir + ": " + std::to_string(ranks) + " ranks, expert parallel " +
+                     (ep ? "on" : "off") + (staggered ? ", staggered" : ", together"));
+        const EngineRun got = run_timed(options_for(dir, ranks, ep), reqs);
+        engine_test::expect_same(with_stop, got);
+        EXPECT_NE(got.describe.find("data parallel: " + std::to_string(ranks) + " ranks"),
+                  std::string::npos)
+            << got.describe;
+      }
+    }
+  }
+}
+
+TEST(DataParallelEngine, V4SmallSameOutputsAsOneRank) {
+  check_model(engine_test::source_dir() + "/models/v4-small");
+}
+
+TEST(DataParallelEngine, V41DefaultSameOutputsAsOneRank) {
+  check_model(engine_test::source_dir() + "/models/default");
+}
+
+TEST(DataParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }
+
+// One rank's expert parallelism changes nothing either (every expert is local).
+TEST(DataParallelEngine, OneRankWithExpertParallelIsTheSingleEngine) {
+  const std::string dir = engine_test::source_dir() + "/models/v4-small";
+  const auto reqs = mixed_requests(false);
+  engine_test::expect_same(run_timed(options_for(dir, 1, false), reqs),
+                           run_timed(options_for(dir, 1, true), reqs));
+}
+
+// An abort of a request on one rank while the others run: it ends as "abort" after at least the
+// tokens streamed before it, and every other request is the single rank's.
+TEST(DataParallelEngine, AbortOnOneRankLeavesTheOthers) {
+  const std::string dir = engine_test::source_dir() + "/models/v4-small";
+  for (bool ep : {false, true}) {
+    std::vector<Timed> reqs = mixed_requests(false);
+    for (Timed& t : reqs) t.req.params.max_tokens = 12;
+    const EngineRun single = run_timed(options_for(dir, 1, false), reqs);
+    reqs[3].req.abort_after = 2;
+    const EngineRun got = run_timed(options_for(dir, 4, ep), reqs);
+    ASSERT_EQ(got.outputs.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const RequestOutput& a = single.outputs.at(single.handles[i]);
+      const RequestOutput& b = got.outputs.at(got.handles[i]);
+      if (i == 3) {
+        EXPECT_EQ(b.outputs[0].finish_reason, "abort");
+        ASSERT_GE(b.outputs[0].token_ids.size(), 2u);
+        EXPECT_LT(b.outputs[0].token_ids.size(), 12u);
+        // What it produced before the abort is the single rank's prefix.
+        EXPECT_TRUE(std::equal(b.outputs[0].token_ids.begin(), b.outputs[0].token_ids.end(),
+                               a.outputs[0].token_ids.begin()));
+        continue;
+      }
+      ASSERT_EQ(a.outputs.size(), b.outputs.size());
+      for (size_t k = 0; k < a.outputs.size(); ++k) {
+        EXPECT_EQ(a.outputs[k].token_ids, b.outputs[k].token_ids) << "request " << i;
+      }
+    }
+  }
+}
+
+// Requests that fail on their rank (a prompt longer than max_model_len, a token id outside the
+// vocabulary) answer with their error; the requests running beside them finish as on one rank.
+TEST(DataParallelEngine, FailingRequestsAnswerAndTheOthersFinish) {
+  const std::string dir = engine_test::source_dir() + "/models/default";
+  for (bool ep : {false, true}) {
+    std::vector<Timed> reqs = mixed_requests(true);
+    Timed too_long;
+    too_long.req.ids = prompt(80, 7);
+    too_long.req.params = greedy(4);
+    too_long.at_step = 3;
+    Timed bad_id;
+    bad_id.req.ids = {5, 1 << 30, 6};
+    bad_id.req.params = greedy(4);
+    bad_id.at_step = 1;
+    reqs.push_back(too_long);
+    reqs.push_back(bad_id);
+    EngineOptions one = options_for(dir, 1, false);
+    one.max_model_len = 64;
+    EngineOptions four = options_for(dir, 4, ep);
+    four.max_model_len = 64;
+    const EngineRun single = run_timed(one, reqs);
+    const EngineRun got = run_timed(four, reqs);
+    ASSERT_EQ(got.outputs.size(), reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const RequestOutput& a = single.outputs.at(single.handles[i]);
+      const RequestOutput& b = got.outputs.at(got.handles[i]);
+      // The scheduler's messages name its own sequence id, which is per rank: compare the
+      // errors' presence, and everything else exactly.
+      EXPECT_EQ(a.error.empty(), b.error.empty()) << "request " << i;
+      ASSERT_EQ(a.outputs.size(), b.outputs.size());
+      for (size_t k = 0; k < a.outputs.size(); ++k) {
+        EXPECT_EQ(a.outputs[k].token_ids, b.outputs[k].token_ids) << "request " << i;
+        EXPECT_EQ(a.outputs[k].finish_reason, b.outputs[k].finish_reason) << "request " << i;
+      }
+    }
+    const RequestOutput& long_out = got.outputs.at(got.handles[reqs.size() - 2]);
+    EXPECT_NE(long_out.error.find("max_model_len"), std::string::npos) << long_out.error;
+    EXPECT_EQ(long_out.outputs[0].finish_reason, "error");
+    const RequestOutput& bad_out = got.outputs.at(got.handles[reqs.size() - 1]);
+    EXPECT_NE(bad_out.error.find("vocabulary"), std::string::npos) << bad_out.error;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer

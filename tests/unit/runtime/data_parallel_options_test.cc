@@ -1,0 +1,210 @@
+// The rank options and the data-parallel engine's own behaviour: refusals (tensor parallelism,
+// rank counts below 1 or too many, ranks on the CUDA backend) with messages that name the option
+// and the way out; the front scheduler spreading equal requests evenly; idle ranks serving their
+// experts in lockstep; the EngineLoop (the server's engine thread) over ranks.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "deepinfer/engine.h"
+#include "deepinfer/engine_loop.h"
+#include "engine_run_util.h"
+#include "runtime/data_parallel_engine.h"
+
+namespace deepinfer {
+namespace {
+
+std::string v4_small() { return engine_test::source_dir() + "/models/v4-small"; }
+
+Status create_status(const EngineOptions& o) {
+  auto e = Engine::create(o);
+  return e.ok() ? Status::ok_status() : e.status();
+}
+
+void expect_refused(const EngineOptions& o, StatusCode code,
+                    const std::vector<std::string>& words) {
+  const Status st = create_status(o);
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), code) << st.message();
+  for (const std::string& w : words) {
+    EXPECT_NE(st.message().find(w), std::string::npos) << "'" << w << "' not in: " << st.message();
+  }
+}
+
+TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
+  EngineOptions o;
+  o.model_dir = v4_small();
+  o.num_threads = 1;
+  o.tensor_parallel_size = 2;
+  expect_refused(o, StatusCode::kUnimplemented,
+                 {"--tensor-parallel-size", "not built yet", "--data-parallel-size"});
+  o.tensor_parallel_size = 0;
+  expect_refused(o, StatusCode::kInvalidArgument, {"tensor_parallel_size", "is 0"});
+  o.tensor_parallel_size = 1;
+  o.data_parallel_size = 0;
+  expect_refused(o, StatusCode::kInvalidArgument, {"--data-parallel-size", "is 0", "give 1"});
+  o.data_parallel_size = -3;
+  expect_refused(o, StatusCode::kInvalidArgument, {"data_parallel_size", "is -3"});
+  o.data_parallel_size = 1000;
+  expect_refused(o, StatusCode::kInvalidArgument, {"data_parallel_size", "up to 64"});
+  o.data_parallel_size = 2;
+  o.backend = "cuda";
+  expect_refused(o, StatusCode::kUnimplemented,
+                 {"--data-parallel-size", "CUDA", "not built yet", "backend opt"});
+  o.enable_expert_parallel = true;
+  expect_refused(o, StatusCode::kUnimplemented, {"CUDA"});
+  // One rank on any backend is the single engine: nothing to refuse (CUDA may still be absent).
+  o.data_parallel_size = 1;
+  o.backend = "opt";
+  EXPECT_TRUE(create_status(o).ok());
+}
+
+TEST(ParallelOptions, ARankThatCannotLoadNamesItself) {
+  EngineOptions o;
+  o.model_dir = "/nonexistent/model";
+  o.num_threads = 1;
+  o.data_parallel_size = 2;
+  for (bool ep : {false, true}) {
+    o.enable_expert_parallel = ep;
+    const Status st = create_status(o);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("/nonexistent/model"), std::string::npos) << st.message();
+  }
+}
+
+std::unique_ptr<runtime::DataParallelEngine> make_dp(int ranks, bool ep) {
+  EngineOptions o;
+  o.model_dir = v4_small();
+  o.num_threads = 1;
+  o.data_parallel_size = ranks;
+  o.enable_expert_parallel = ep;
+  auto e = runtime::DataParallelEngine::create(o);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+// 8 equal requests submitted together go 2-2-2-2 over 4 ranks (least live samples, ties to the
+// lowest rank), the same way every time; handles are numbered over all ranks.
+TEST(DataParallelEngine, FrontSchedulerSpreadsEqualRequestsEvenly) {
+  for (bool ep : {false, true}) {
+    auto e = make_dp(4, ep);
+    ASSERT_NE(e, nullptr);
+    std::vector<int> per_rank(4, 0);
+    std::vector<int> order;
+    for (int i = 0; i < 8; ++i) {
+      auto h = e->submit(engine_test::prompt(10, 3), "", engine_test::greedy(3), {});
+      ASSERT_TRUE(h.ok());
+      EXPECT_EQ(*h, i + 1);
+      const int r = e->rank_of(*h);
+      ASSERT_GE(r, 0);
+      ++per_rank[static_cast<size_t>(r)];
+      order.push_back(r);
+    }
+    EXPECT_EQ(per_rank, (std::vector<int>{2, 2, 2, 2}));
+    EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 0, 1, 2, 3}));
+    size_t ended = 0;
+    while (e->has_unfinished()) ended += e->step().size();
+    EXPECT_EQ(ended, 8u);
+    EXPECT_EQ(e->rank_of(1), -1);  // ended
+    EXPECT_EQ(e->stats().generated_tokens, 8 * 3);
+    // A rank holds KV blocks while its requests run and gives every one back.
+    EXPECT_EQ(e->stats().kv_blocks_in_use, 0);
+  }
+}
+
+// With expert parallelism a rank without requests still steps: its empty forwards serve the
+// experts it holds to the rank that has work. Without it, idle ranks do nothing.
+TEST(DataParallelEngine, IdleRanksServeTheirExpertsInLockstep) {
+  model::WeightStats whole;
+  for (bool ep : {false, true}) {
+    auto e = make_dp(2, ep);
+    ASSERT_NE(e, nullptr);
+    auto h = e->submit(engine_test::prompt(12, 5), "", engine_test::greedy(4), {});
+    ASSERT_TRUE(h.ok());
+    EXPECT_EQ(e->rank_of(*h), 0);
+    const auto outs = [&] {
+      std::vector<RequestOutput> all;
+      while (e->has_unfinished()) {
+        for (RequestOutput& o : e->step()) all.push_back(std::move(o));
+      }
+      return all;
+    }();
+    ASSERT_EQ(outs.size(), 1u);
+    EXPECT_EQ(outs[0].outputs[0].token_ids.size(), 4u);
+    EXPECT_EQ(e->rank(0).lockstep_empty_forwards(), 0);
+    const model::WeightStats w0 = e->rank(0).weight_stats(), w1 = e->rank(1).weight_stats();
+    if (ep) {
+      // Each rank bound only its share of the routed experts (the drafter keeps all of its
+      // own, so the shares add up to at least the whole) and everything else in full.
+      for (const model::WeightStats& w : {w0, w1}) {
+        EXPECT_LT(w.routed_expert_bytes, whole.routed_expert_bytes);
+        EXPECT_EQ(w.bytes - w.routed_expert_bytes, whole.bytes - whole.routed_expert_bytes);
+      }
+      EXPECT_GE(w0.routed_expert_bytes + w1.routed_expert_bytes, whole.routed_expert_bytes);
+    } else {
+      EXPECT_EQ(w0.bytes, w1.bytes);
+      whole = w0;
+    }
+    if (ep) {
+      EXPECT_GE(e->rank(1).lockstep_empty_forwards(), 4);  // a prefill and three decodes
+    } else {
+      EXPECT_EQ(e->rank(1).lockstep_empty_forwards(), 0);
+      EXPECT_EQ(e->rank(1).stats().steps, 0);
+    }
+  }
+}
+
+// Aborting an unknown or ended handle is NotFound; reset_prefix_cache waits for no live request.
+TEST(DataParallelEngine, AbortAndResetFollowTheEngineContract) {
+  auto e = make_dp(2, true);
+  ASSERT_NE(e, nullptr);
+  EXPECT_EQ(e->abort(42).code(), StatusCode::kNotFound);
+  auto h = e->submit(engine_test::prompt(300, 1), "", engine_test::greedy(2), {});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(e->reset_prefix_cache().code(), StatusCode::kFailedPrecondition);
+  while (e->has_unfinished()) e->step();
+  EXPECT_EQ(e->abort(*h).code(), StatusCode::kNotFound);
+  EXPECT_TRUE(e->reset_prefix_cache().ok());
+  EXPECT_EQ(e->stats().prefix_snapshots, 0);
+  EXPECT_EQ(e->stats().kv_blocks_cached, 0);
+}
+
+// The EngineLoop (deepinfer serve, Python's streaming) over 2 expert-parallel ranks: streams
+// from several threads' submissions end with the single engine's tokens.
+TEST(DataParallelEngine, EngineLoopOverRanks) {
+  EngineOptions o;
+  o.model_dir = v4_small();
+  o.num_threads = 1;
+  const std::vector<int32_t> p = engine_test::prompt(15, 9);
+  auto single = Engine::create(o);
+  ASSERT_TRUE(single.ok());
+  ASSERT_TRUE((*single)->submit(p, engine_test::greedy(5)).ok());
+  const auto want = (*single)->run_until_done().at(0).outputs.at(0).token_ids;
+  o.data_parallel_size = 2;
+  o.enable_expert_parallel = true;
+  auto loop = EngineLoop::create(o);
+  ASSERT_TRUE(loop.ok()) << loop.status().message();
+  std::vector<std::unique_ptr<RequestStream>> streams;
+  for (int i = 0; i < 3; ++i) {
+    auto s = (*loop)->submit_stream(p, engine_test::greedy(5));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    streams.push_back(std::move(*s));
+  }
+  for (auto& s : streams) {
+    std::vector<int32_t> got;
+    while (auto ev = s->next(std::chrono::seconds(60))) {
+      if (ev->done) {
+        EXPECT_EQ(ev->output.outputs.at(0).token_ids, want);
+        break;
+      }
+      got.insert(got.end(), ev->delta.token_ids.begin(), ev->delta.token_ids.end());
+    }
+    EXPECT_EQ(got, want);
+  }
+  EXPECT_NE((*loop)->describe().find("data parallel: 2 ranks"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace deepinfer
