@@ -219,7 +219,7 @@ void CudaOps::matmul(CMat x, const WeightRef& w, Mat y, int x_quant_block, bool 
   const bool quantized = cublas_ != nullptr && M >= kTensorCoreMinRows && w.quantized() &&
                          w.scale.dtype == DType::kF8E8M0;
   if (!dense_bf16 && !quantized) {
-    kc::launch_linear(md(x), wd(w), md(y), round_out, stream_, decode_gemv_);
+    kc::launch_linear(md(x), wd(w), md(y), round_out, stream_, stream_gemv_);
     return;
   }
   matmul_tensor_cores(x, w, y, x_act_quantized || x_bf16, wb, xb, quantized);

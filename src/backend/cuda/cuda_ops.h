@@ -80,9 +80,9 @@ class CudaOps : public Ops {
   // Tiles of 8 pairs per weight decode in the grouped tensor-core stages: 0 chooses by pairs
   // per expert (4 from 16 on average), 1 or 4 force one (benchmark A/B; the bits are the same).
   void set_moe_pair_tiles(int tiles) { moe_pair_tiles_ = tiles; }
-  // The GEMV of 1-4 rows on FP8/FP4 weights (kernels/cuda/launch.h DecodeGemv): the
-  // benchmarks' A/B.
-  void set_decode_gemv(kernels::cuda::DecodeGemv form) { decode_gemv_ = form; }
+  // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
+  // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.
+  void set_stream_gemv(bool on) { stream_gemv_ = on; }
   // Rows from which mHC's logits are one cuBLAS FP32 GEMM per site (hc_dots_gemm) instead of a
   // block per (token, logit); large: never (benchmark A/B).
   void set_hc_gemm_min_rows(int64_t rows) { hc_gemm_min_rows_ = rows; }
@@ -284,7 +284,7 @@ class CudaOps : public Ops {
   std::unique_ptr<Fp8BlockGemm> fp8_gemm_;  // null: libcublasLt missing (BF16 path instead)
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
-  kernels::cuda::DecodeGemv decode_gemv_ = kernels::cuda::DecodeGemv::kStreamPersistent;
+  bool stream_gemv_ = true;
   int64_t hc_gemm_min_rows_ = 128;
   bool batch_invariant_ = false;
   struct ExpertTable {

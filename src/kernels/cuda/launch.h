@@ -49,12 +49,9 @@ cudaError_t launch_probe();
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
 // decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
 // round_out: y rounded to BF16 (round-to-nearest-even), in the GEMVs' stores (M <= 16).
-// The decode GEMV for M <= 4 on FP8/FP4 weights (benchmark A/B; the default is the fastest
-// measured): thread groups per row (gemm/gemv.cu), warps owning rows (gemm/gemv_stream.cu), or
-// the same walked by a persistent grid with the next loads in flight.
-enum class DecodeGemv { kThreadGroups, kStreamRows, kStreamPersistent };
+// stream_gemv false: M <= 4 on FP8/FP4 weights keeps the thread-group GEMV (benchmark A/B).
 void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream,
-                   DecodeGemv decode = DecodeGemv::kStreamPersistent);
+                   bool stream_gemv = true);
 // The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
 // how many rows there are (batch-invariant mode).
 void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);

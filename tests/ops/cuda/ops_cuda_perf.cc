@@ -158,14 +158,11 @@ void perf_linear(Perf& p, std::mt19937& rng) {
         p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq, .round_bf16 = aq});
       };
       report(p, l.name, shape, time_ms(*p.gpu, run, M == 4096 ? 3 : 20), flops, bytes);
-      // 1-4 rows on FP8/FP4 weights: the other decode GEMVs, same run (the default's evidence).
+      // 1-4 rows on FP8/FP4 weights: the thread-group GEMV the streaming one replaced, same run.
       if (aq && M <= 4) {
-        using kernels::cuda::DecodeGemv;
-        p.gpu->set_decode_gemv(DecodeGemv::kStreamRows);
-        report(p, l.name, shape + " warps own rows", time_ms(*p.gpu, run, 20), flops, bytes);
-        p.gpu->set_decode_gemv(DecodeGemv::kThreadGroups);
+        p.gpu->set_stream_gemv(false);
         report(p, l.name, shape + " thread-group GEMV", time_ms(*p.gpu, run, 20), flops, bytes);
-        p.gpu->set_decode_gemv(DecodeGemv::kStreamPersistent);
+        p.gpu->set_stream_gemv(true);
       }
       // The same call without the grouped tensor-core stage (rows GEMV to 16 rows, cuBLAS on a
       // dequantized copy above), same run: where the stage is taken (cuda_gemm.cc) it is the

@@ -19,9 +19,7 @@ void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x
 // E8M0) weights: warps streaming several rows each (gemv_stream.cu).
 inline constexpr int64_t kGemvStreamMaxM = 4;
 bool gemv_stream_supported(MatDesc x, const WeightDesc& w);
-// persistent: from 2048 rows, a grid of two blocks per SM walking the rows with the next loads
-// in flight (the same bits as one row group per warp).
-void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, bool persistent,
+void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
                         cudaStream_t stream);
 void launch_gemm_tiled(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 

@@ -198,10 +198,10 @@ void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStre
 }
 
 void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream,
-                   DecodeGemv decode) {
+                   bool stream_gemv) {
   if (x.rows == 0 || w.n == 0) return;
-  if (decode != DecodeGemv::kThreadGroups && gemv_stream_supported(x, w)) {
-    launch_gemv_stream(x, w, y, round_out, decode == DecodeGemv::kStreamPersistent, stream);
+  if (stream_gemv && gemv_stream_supported(x, w)) {
+    launch_gemv_stream(x, w, y, round_out, stream);
   } else if (x.rows <= kGemvMaxM) {
     launch_gemv(x, w, y, round_out, stream);
   } else {

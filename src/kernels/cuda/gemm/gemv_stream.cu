@@ -14,8 +14,6 @@
 // warp sums its lanes in a fixed butterfly and the S warps of a row add up in warp order. A row's
 // value therefore depends only on its own input row, never on the batch or the grid. Chunks are
 // decoded by gemm/stream_chunk.cuh.
-#include <algorithm>
-
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
 #include "kernels/cuda/gemm/stream_chunk.cuh"
@@ -25,66 +23,6 @@ namespace {
 
 constexpr int kWarps = 8;  // warps per block
 constexpr int kLoadsPerLane = 8;  // R x U: 16-byte loads each lane has in flight per iteration
-
-// The loaded chunks c0 + u * stride (u < U) of R rows: decoded, dotted with the M input rows'
-// chunks (each input chunk read once for the R rows), scaled into acc.
-template <WFmt F, int MT, int R, int U>
-__device__ __forceinline__ void accumulate_loaded(const uint4 (&raw)[R][U], int64_t c0,
-                                                  int64_t stride, int64_t nchunks,
-                                                  const uint8_t* const (&srow)[R],
-                                                  const float* __restrict__ x, int64_t xld, int M,
-                                                  float (&acc)[R][MT]) {
-  constexpr int E = stream_chunk_elems<F>;
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t c = c0 + static_cast<int64_t>(u) * stride;
-    if (c >= nchunks) break;
-    float wv[R][E];
-    float cs[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      decode_stream_chunk<F>(raw[r][u], wv[r]);
-      cs[r] = stream_chunk_multiplier<F>(srow[r], c);
-    }
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      if (m >= M) break;
-      const float4* xr = reinterpret_cast<const float4*>(x + m * xld + c * E);
-      float s[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) s[r] = 0.0f;
-#pragma unroll
-      for (int i = 0; i < E / 4; ++i) {
-        const float4 xv = __ldg(xr + i);
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          s[r] = fmaf(wv[r][4 * i], xv.x, s[r]);
-          s[r] = fmaf(wv[r][4 * i + 1], xv.y, s[r]);
-          s[r] = fmaf(wv[r][4 * i + 2], xv.z, s[r]);
-          s[r] = fmaf(wv[r][4 * i + 3], xv.w, s[r]);
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r][m] = fmaf(s[r], cs[r], acc[r][m]);
-    }
-  }
-}
-
-// Chunks c0 + u * stride (u < U) of rows n0 .. n0 + R - 1 (rows past N read row N - 1; chunks
-// past the row read zeros), all loads issued before any is used.
-template <WFmt F, int R, int U>
-__device__ __forceinline__ void load_chunks(const WeightDesc& w, int64_t n0, int64_t c0,
-                                            int64_t stride, int64_t nchunks, uint4 (&raw)[R][U]) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t c = c0 + static_cast<int64_t>(u) * stride;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t n = n0 + r < w.n ? n0 + r : w.n - 1;
-      raw[r][u] = c < nchunks ? load_stream_chunk<F>(w, n, c) : make_uint4(0, 0, 0, 0);
-    }
-  }
-}
 
 template <WFmt F, int MT, int R, int S>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two blocks per SM
@@ -109,8 +47,48 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
 
   for (int64_t c0 = static_cast<int64_t>(part) * 32 + lane; c0 < nchunks; c0 += 32 * S * U) {
     uint4 raw[R][U];
-    load_chunks<F, R, U>(w, n0, c0, 32 * S, nchunks, raw);
-    accumulate_loaded<F, MT, R, U>(raw, c0, 32 * S, nchunks, srow, x, xld, M, acc);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * 32 * S;
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t n = n0 + r < w.n ? n0 + r : w.n - 1;
+        raw[r][u] = c < nchunks ? load_stream_chunk<F>(w, n, c) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t c = c0 + static_cast<int64_t>(u) * 32 * S;
+      if (c >= nchunks) break;
+      float wv[R][E];
+      float cs[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        decode_stream_chunk<F>(raw[r][u], wv[r]);
+        cs[r] = stream_chunk_multiplier<F>(srow[r], c);
+      }
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        if (m >= M) break;
+        const float4* xr = reinterpret_cast<const float4*>(x + m * xld + c * E);
+        float s[R];
+#pragma unroll
+        for (int r = 0; r < R; ++r) s[r] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < E / 4; ++i) {
+          const float4 xv = __ldg(xr + i);
+#pragma unroll
+          for (int r = 0; r < R; ++r) {
+            s[r] = fmaf(wv[r][4 * i], xv.x, s[r]);
+            s[r] = fmaf(wv[r][4 * i + 1], xv.y, s[r]);
+            s[r] = fmaf(wv[r][4 * i + 2], xv.z, s[r]);
+            s[r] = fmaf(wv[r][4 * i + 3], xv.w, s[r]);
+          }
+        }
+#pragma unroll
+        for (int r = 0; r < R; ++r) acc[r][m] = fmaf(s[r], cs[r], acc[r][m]);
+      }
+    }
   }
 
 #pragma unroll
@@ -145,78 +123,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
   }
 }
 
-// Rows to spare: a grid of two blocks per SM whose warps walk row groups g, g + G, ... (G warps
-// in all), the next step's loads (the group's next chunks, or the next group's first) issued
-// before the current step is decoded. gemv_stream_kernel's warps own one group each and drain
-// their loads at its end (ncu, wq_b at M = 1: 43% of the DRAM bandwidth, 4 warps per scheduler
-// stalled on L1TEX). A lane takes its chunks in the same order as there, so the bits are the same.
-template <WFmt F, int MT, int R, int U>
-__global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two blocks per SM
-    gemv_persistent_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
-                           float* __restrict__ y, int64_t yld, bool round_out) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t nchunks = w.k / stream_chunk_elems<F>;
-  const int64_t groups = (w.n + R - 1) / R, gstride = static_cast<int64_t>(gridDim.x) * kWarps;
-  const int64_t iters = (nchunks + 32 * U - 1) / (32 * U);
-  int64_t g = static_cast<int64_t>(blockIdx.x) * kWarps + warp, it = 0;
-  if (g >= groups) return;  // whole warps; no block barrier below
-  uint4 cur[R][U], nxt[R][U];
-  load_chunks<F, R, U>(w, g * R, lane, 32, nchunks, cur);
-  float acc[R][MT];
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int m = 0; m < MT; ++m) acc[r][m] = 0.0f;
-  while (true) {
-    int64_t ng = g, nit = it + 1;
-    if (nit == iters) ng = g + gstride, nit = 0;
-    const bool more = ng < groups;
-    if (more) load_chunks<F, R, U>(w, ng * R, lane + 32 * U * nit, 32, nchunks, nxt);
-    const uint8_t* srow[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) srow[r] = stream_scale_row<F>(w, g * R + r < w.n ? g * R + r : w.n - 1);
-    accumulate_loaded<F, MT, R, U>(cur, lane + 32 * U * it, 32, nchunks, srow, x, xld, M, acc);
-    if (nit == 0) {  // group g is complete
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-#pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const float v = warp_sum(acc[r][m]);
-          acc[r][m] = 0.0f;
-          if (lane == 0 && m < M && g * R + r < w.n)
-            y[m * yld + g * R + r] = round_out ? bf16_round_d(v) : v;
-        }
-      }
-    }
-    if (!more) break;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int u = 0; u < U; ++u) cur[r][u] = nxt[r][u];
-    g = ng, it = nit;
-  }
-}
-
-int multiprocessors() {
-  static const int count = [] {
-    int dev = 0, n = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-      n = 132;  // an H100/H200's count: only the grid size depends on it
-    return n;
-  }();
-  return count;
-}
-
-template <WFmt F, int MT, int R, int U>
-void launch_persistent(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
-                       cudaStream_t stream) {
-  const int64_t groups = (w.n + R - 1) / R;
-  const int64_t blocks = std::min<int64_t>((groups + kWarps - 1) / kWarps, 2 * multiprocessors());
-  gemv_persistent_kernel<F, MT, R, U><<<static_cast<unsigned>(blocks), kWarps * 32, 0, stream>>>(
-      x.data, x.ld, static_cast<int>(x.rows), w, y.data, y.ld, round_out);
-}
-
 // Enough warps for the card (~16 per SM on 132 SMs): rows per warp R while there are rows to
 // spare, else one row per warp and its chunks split over S warps.
 constexpr int64_t kTargetWarps = 2048;
@@ -235,16 +141,8 @@ template <WFmt F, int MT>
 constexpr int kMaxRows = F == WFmt::kFp8 ? (MT == 1 ? 4 : 2) : (MT == 1 ? 2 : 1);
 
 template <WFmt F, int MT>
-void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, bool persistent,
-               cudaStream_t stream) {
+void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
   const int64_t nchunks = w.k / stream_chunk_elems<F>;
-  if (persistent && w.n >= kTargetWarps) {  // two FP8 rows per warp; FP4 rows hold 32 weights
-    if constexpr (F == WFmt::kFp8) {
-      return launch_persistent<F, MT, 2, MT == 1 ? 4 : 2>(x, w, y, round_out, stream);
-    } else {
-      return launch_persistent<F, MT, 1, 4>(x, w, y, round_out, stream);
-    }
-  }
   if constexpr (kMaxRows<F, MT> >= 4) {
     if (w.n >= 4 * kTargetWarps) return launch_form<F, MT, 4, 1>(x, w, y, round_out, stream);
   }
@@ -270,15 +168,15 @@ bool gemv_stream_supported(MatDesc x, const WeightDesc& w) {
   return stream_chunk_weight(w);
 }
 
-void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, bool persistent,
+void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
                         cudaStream_t stream) {
   const bool one = x.rows == 1;
   if (w.fmt == WFmt::kFp8) {
-    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, persistent, stream)
-        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, persistent, stream);
+    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, stream)
+        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, stream);
   } else {
-    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, persistent, stream)
-        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, persistent, stream);
+    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, stream)
+        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, stream);
   }
 }
 
