@@ -218,6 +218,13 @@ class Ops {
   // angle = float(pos)·f_j in FP32; inverse = conjugate rotation (spec §2.3 inverse RoPE).
   virtual void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                     std::span<const float> freqs, bool inverse) = 0;
+  // rope, then every channel of x rounded to BF16 (the official rounding point after it): a
+  // backend may round in the rotation's own pass. Default: the two calls.
+  virtual void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                            std::span<const float> freqs, bool inverse) {
+    rope(x, n_heads, head_dim, positions, freqs, inverse);
+    round_bf16(x);
+  }
 
   // mHC pre-mix (spec §2.2 steps 1-6) for streams [M, n·D] (stream i = cols [iD, (i+1)D)):
   // ρ = 1/sqrt(mean(x²)+norm_eps); μ = (fn·x)·ρ; pre = sigmoid(μ_pre·s0+b)+hc_eps;

@@ -73,6 +73,10 @@ void ProfilingOps::rope(Mat x, int64_t h, int64_t d, const int32_t* pos, std::sp
                         bool inv) {
   timed("rope", [&] { inner_.rope(x, h, d, pos, f, inv); });
 }
+void ProfilingOps::rope_rounded(Mat x, int64_t h, int64_t d, const int32_t* pos,
+                                std::span<const float> f, bool inv) {
+  timed("rope", [&] { inner_.rope_rounded(x, h, d, pos, f, inv); });
+}
 void ProfilingOps::hc_pre(CMat s, const HcParams& p, CMat cp, Mat y, Mat pre, Mat post, Mat comb) {
   timed("hc_pre", [&] { inner_.hc_pre(s, p, cp, y, pre, post, comb); });
 }

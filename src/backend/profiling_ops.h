@@ -49,6 +49,8 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   // The fused forms are timed under their op's name (their rounding is part of the op there).
   void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
+  void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                    std::span<const float> freqs, bool inverse) override;
   void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                       Mat comb) override;

@@ -51,7 +51,6 @@ namespace kc = kernels::cuda;
 
 namespace {
 constexpr int64_t kTensorCoreMinRows = 17;
-constexpr int64_t kLinearMmaMinRows = 5;  // M <= 4: the rows GEMV streams the weights faster
 // Dense BF16 weights need no dequantisation, so the tensor cores beat the rows GEMV (which
 // reads a 1 GB head at ~16% of the copy bandwidth at M = 16) as soon as the M <= 4 GEMV, which
 // streams at the copy bandwidth, no longer applies.
@@ -162,7 +161,7 @@ bool fp8_gemm_weight(const WeightRef& w) {
 
 bool CudaOps::linear_mma_eligible(int64_t M, const WeightRef& w) const {
   const int64_t mma_rows = std::min<int64_t>(linear_mma_max_rows_, w.n >= 16384 ? 64 : 32);
-  return !batch_invariant_ && M >= kLinearMmaMinRows && M <= mma_rows && w.n >= 4096 &&
+  return !batch_invariant_ && M >= linear_mma_min_rows_ && M <= mma_rows && w.n >= 4096 &&
          mma_stage_weight(w);
 }
 

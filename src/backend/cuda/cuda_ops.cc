@@ -274,11 +274,19 @@ void CudaOps::copy_rows(CMat src, const int32_t* rows, Mat dst) {
 
 void CudaOps::rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                    std::span<const float> freqs, bool inverse) {
+  rope_impl(x, n_heads, head_dim, positions, freqs, inverse, false);
+}
+void CudaOps::rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                           std::span<const float> freqs, bool inverse) {
+  rope_impl(x, n_heads, head_dim, positions, freqs, inverse, true);
+}
+void CudaOps::rope_impl(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                        std::span<const float> freqs, bool inverse, bool round_out) {
   const int64_t nf = static_cast<int64_t>(freqs.size());
   DI_CHECK(x.cols == n_heads * head_dim && 2 * nf <= head_dim);
   arena().reset();
   kc::launch_rope(md(x), n_heads, head_dim, on_device(positions, x.rows),
-                  on_device(freqs.data(), nf), nf, inverse, stream_);
+                  on_device(freqs.data(), nf), nf, inverse, round_out, stream_);
 }
 
 namespace {

@@ -74,6 +74,8 @@ class CudaOps : public Ops {
   // 5 <= M <= min(this, 32 or 64 by the weight's width) rows (0: never; then M <= 16 runs the
   // rows GEMV and more rows cuBLAS on a dequantized copy): the benchmarks' A/B.
   void set_linear_mma_max_rows(int64_t rows) { linear_mma_max_rows_ = rows; }
+  // The fewest rows that take that stage (one row stays on the decode GEMV): benchmark A/B.
+  void set_linear_mma_min_rows(int64_t rows) { linear_mma_min_rows_ = rows; }
   // Rows from which act-quantized FP8 linears take the block-scaled FP8 GEMM (cuBLASLt) instead
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
@@ -109,6 +111,8 @@ class CudaOps : public Ops {
   void add(CMat a, CMat b, Mat out) override;
   void scale(Mat x, float s) override;
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
+  void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                    std::span<const float> freqs, bool inverse) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             std::span<const float> freqs, bool inverse) override;
   void hc_pre(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
@@ -207,6 +211,8 @@ class CudaOps : public Ops {
   // rms_norm / hc_post, their output rounded to BF16 in the store when round_out.
   void rms_norm_impl(CMat x, const WeightRef* w, float eps, int64_t group, Mat y, bool round_out);
   void hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out, bool round_out);
+  void rope_impl(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+                 std::span<const float> freqs, bool inverse, bool round_out);
   void hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                    Mat comb, bool round_y);
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
@@ -293,6 +299,7 @@ class CudaOps : public Ops {
   };
   std::unordered_map<const void*, ExpertTable> expert_tables_;
   int64_t linear_mma_max_rows_ = 64;
+  int64_t linear_mma_min_rows_ = 2;
   std::vector<kernels::cuda::PagedDesc> row_key_table_;  // indexer_scores_multi's staging
   std::vector<const float*> row_key_pages_;              // (its page tables, concatenated)
   std::vector<const void*> scatter_table_;               // scatter_rows' staging

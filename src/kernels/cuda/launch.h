@@ -94,8 +94,10 @@ void launch_scale_rows(MatDesc x, const float* s, int64_t s_ld, const int32_t* s
 void launch_scatter_add_rows(MatDesc src, const int32_t* rows, MatDesc out, cudaStream_t stream);
 
 // ---- rope/ --------------------------------------------------------------------------------
+// round_out: then every channel of x rounded to BF16 (RNE), in the same pass.
 void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
-                 const float* freqs, int64_t n_freqs, bool inverse, cudaStream_t stream);
+                 const float* freqs, int64_t n_freqs, bool inverse, bool round_out,
+                 cudaStream_t stream);
 
 // ---- quant/ -------------------------------------------------------------------------------
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);

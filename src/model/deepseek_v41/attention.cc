@@ -29,13 +29,11 @@ void compress_full(const LayerEnv& env, const AttentionWeights& w, const Attenti
     // Index keys from the unrotated latent: wk (plain linear), k_norm, RoPE, MXFP4.
     ops.linear(latent, *ix.wk, keys, num.gemm_rounded());
     num.rms_norm_act(ops, keys, &*ix.k_norm, 0, keys);
-    ops.rope(keys, 1, di, pos, freqs, false);
-    num.act(ops, keys);
+    num.rope_act(ops, keys, 1, di, pos, freqs, false);
     ops.fake_quant_fp4(keys, kIndexerFp4Block);
     // Compressed KV: RoPE at the group's first token, NVFP4 over every channel.
     ops.copy_rows(latent, nullptr, kv);
-    ops.rope(kv, 1, d, pos, freqs, false);
-    num.act(ops, kv);
+    num.rope_act(ops, kv, 1, d, pos, freqs, false);
     ops.fake_quant_nvfp4(kv, kV41CompressedNvfp4Block);
   }
   append_closed_rows(

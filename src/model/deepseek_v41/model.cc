@@ -527,8 +527,7 @@ class V41Model final : public model::Model {
       const AttentionWeights& a = dw.stages[s].attn;
       o.linear(ctx, a.wkv, kv, num.gemm_rounded());
       num.rms_norm_act(o, kv, &a.kv_norm, 0, kv);
-      o.rope(kv, 1, hd, in.positions.data(), rope.main, false);
-      num.act(o, kv);
+      num.rope_act(o, kv, 1, hd, in.positions.data(), rope.main, false);
       o.fake_quant_fp8(kv, hd, kV41WindowFp8Block);
       attn.win_src.clear();
       attn.win_dst.clear();

@@ -28,13 +28,11 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   num.rms_norm_act(ops, qr, &w.q_norm, 0, qr);
   ops.linear(qr, w.wq_b, q, num.gemm_rounded());
   if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
-  ops.rope(q, H, d, pos, freqs, false);
-  num.act(ops, q);
+  num.rope_act(ops, q, H, d, pos, freqs, false);
 
   ops.linear(u, w.wkv, kv, num.gemm_rounded());
   num.rms_norm_act(ops, kv, &w.kv_norm, 0, kv);
-  ops.rope(kv, 1, d, pos, freqs, false);
-  num.act(ops, kv);
+  num.rope_act(ops, kv, 1, d, pos, freqs, false);
   if (num.v41) {  // every forward, all channels (spec §6.7 item 6)
     ops.fake_quant_fp8(kv, d, kV41WindowFp8Block);
   } else if (num.official) {
@@ -49,8 +47,7 @@ void project_indexer(const LayerEnv& env, const IndexerWeights& w, std::span<con
   const Numerics& num = env.num;
   const int64_t Hi = env.config.index_n_heads, di = env.config.index_head_dim;
   ops.linear(qr, w.wq_b, iq, num.gemm_rounded());
-  ops.rope(iq, Hi, di, pos, freqs, false);
-  num.act(ops, iq);
+  num.rope_act(ops, iq, Hi, di, pos, freqs, false);
   if (num.v41) {  // MXFP4 in every forward, no Hadamard (spec §6.7 items 4, 6)
     ops.fake_quant_fp4(iq, kIndexerFp4Block);
   } else if (num.official) {
@@ -344,8 +341,7 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
   const io::ModelConfig& cfg = env.config;
   const int64_t M = out.rows, H = cfg.num_heads, d = cfg.head_dim;
   const Mat o = r.o.rows_slice(0, M);
-  ops.rope(o, H, d, positions, env.rope.for_kind(spec.attention), true);
-  num.act(ops, o);
+  num.rope_act(ops, o, H, d, positions, env.rope.for_kind(spec.attention), true);
 
   // Grouped output projection: group g = heads [g·H/G, (g+1)·H/G) -> rows [g·r, (g+1)·r) of wo_a.
   // The reference runs wo_a as a BF16 einsum on the dequantized weight: no activation quant.

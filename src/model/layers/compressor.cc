@@ -132,8 +132,7 @@ int64_t compressor_advance(backend::Ops& ops, const Numerics& num, const Compres
   const Mat out = compressor_pool(ops, num, w, kv, gate, jobs, scratch);
   const int64_t n_new = out.rows;
   if (n_new > 0) {
-    ops.rope(out, 1, d_c, scratch.positions.data(), freqs, false);
-    num.act(ops, out);
+    num.rope_act(ops, out, 1, d_c, scratch.positions.data(), freqs, false);
     if (num.official) {
       if (kind == CompressedRowKind::kAttention) {
         ops.fake_quant_fp8(out, d_c - 2 * static_cast<int64_t>(freqs.size()), kKvFp8Block);

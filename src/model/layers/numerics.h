@@ -70,6 +70,15 @@ struct Numerics {
       ops.rms_norm(x, w, eps, group, y);
     }
   }
+  // RoPE, then act: one op where the backend rounds in the rotation's pass (Ops::rope_rounded).
+  void rope_act(backend::Ops& ops, backend::Mat x, int64_t n_heads, int64_t head_dim,
+                const int32_t* positions, std::span<const float> freqs, bool inverse) const {
+    if (official) {
+      ops.rope_rounded(x, n_heads, head_dim, positions, freqs, inverse);
+    } else {
+      ops.rope(x, n_heads, head_dim, positions, freqs, inverse);
+    }
+  }
   void hc_pre_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
                   backend::CMat collapse_pre, backend::Mat y, backend::Mat pre, backend::Mat post,
                   backend::Mat comb) const {

@@ -333,7 +333,14 @@ OP_CASE(rope, kOnAll) {
     ctx.ref->rope(want.mat(), H, hd, pos.data(), freqs, inv);
     DBuf d = dev_copy(ctx, x, 1);
     ctx.ops->rope(d.mat(), H, hd, pos.data(), freqs, inv);
-    close(ctx, inv ? "rope inverse" : "rope", d.download(), want.v, 2e-6);
+    const std::vector<float> got = d.download();
+    close(ctx, inv ? "rope inverse" : "rope", got, want.v, 2e-6);
+    // rope_rounded: the same rotation, then every channel rounded to BF16, bit for bit.
+    DBuf dr = dev_copy(ctx, x, 1);
+    ctx.ops->rope_rounded(dr.mat(), H, hd, pos.data(), freqs, inv);
+    std::vector<float> rounded = got;
+    for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
+    close(ctx, inv ? "rope_rounded inverse" : "rope_rounded", dr.download(), rounded, 0.0);
   }
 }
 

@@ -158,11 +158,17 @@ void perf_linear(Perf& p, std::mt19937& rng) {
         p.gpu->linear(x.cmat(), w->dev.ref, y.mat(), {.act_quant = aq, .round_bf16 = aq});
       };
       report(p, l.name, shape, time_ms(*p.gpu, run, M == 4096 ? 3 : 20), flops, bytes);
-      // 1-4 rows on FP8/FP4 weights: the thread-group GEMV the streaming one replaced, same run.
+      // 1-4 rows on FP8/FP4 weights: the decode GEMV alone (warps owning rows), the
+      // thread-group GEMV it replaced, and the single-expert mma stage, same run.
       if (aq && M <= 4) {
+        p.gpu->set_linear_mma_min_rows(int64_t{1} << 40);
+        report(p, l.name, shape + " decode GEMV", time_ms(*p.gpu, run, 20), flops, bytes);
         p.gpu->set_stream_gemv(false);
         report(p, l.name, shape + " thread-group GEMV", time_ms(*p.gpu, run, 20), flops, bytes);
         p.gpu->set_stream_gemv(true);
+        p.gpu->set_linear_mma_min_rows(1);
+        report(p, l.name, shape + " on the mma stage", time_ms(*p.gpu, run, 20), flops, bytes);
+        p.gpu->set_linear_mma_min_rows(2);
       }
       // The same call without the grouped tensor-core stage (rows GEMV to 16 rows, cuBLAS on a
       // dequantized copy above), same run: where the stage is taken (cuda_gemm.cc) it is the
