@@ -22,14 +22,16 @@ const char* drafter_kind_name(DrafterKind k) {
 }
 
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops,
-                                            const io::LoadOptions& load, const ExpertParallel& ep) {
+                                            const io::LoadOptions& load, const ExpertParallel& ep,
+                                            const TensorParallel& tp) {
   // config.json alone decides the family; each family's loader opens the whole checkpoint.
   DI_ASSIGN_OR_RETURN(const io::ModelConfig c, io::load_model_config(model_dir));
   DI_TRY(ep.validate(c, ops));
+  DI_TRY(tp.validate(c, ops, ep));
   if (c.family == io::ModelFamily::kDeepseekV41) {
-    return deepseek_v41::load(model_dir, ops, load, ep);
+    return deepseek_v41::load(model_dir, ops, load, ep, tp);
   }
-  return deepseek_v4::load(model_dir, ops, load, ep);
+  return deepseek_v4::load(model_dir, ops, load, ep, tp);
 }
 
 Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& doing,
@@ -53,21 +55,23 @@ Expected<StepOutputs> Model::decode(SequenceCache& cache, int32_t token) {
   return extend(cache, {&token, 1});
 }
 
-Expected<SequenceCache> Model::window_replay_state(const SequenceCache&,
-                                                  std::span<const int32_t>, int64_t) const {
-  return unimplemented("window replay needs compressed KV shared by KV-source layers "
-                       "(DeepSeek-V4.1); model " + config().source + " has none");
+Expected<SequenceCache> Model::window_replay_state(const SequenceCache&, std::span<const int32_t>,
+                                                   int64_t) const {
+  return unimplemented(
+      "window replay needs compressed KV shared by KV-source layers "
+      "(DeepSeek-V4.1); model " +
+      config().source + " has none");
 }
 
 Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const float>,
                                               std::span<const int32_t>) {
-  return failed_precondition("model " + config().source + " has no MTP block (drafter: " +
-                             drafter_kind_name(drafter()) + ")");
+  return failed_precondition("model " + config().source +
+                             " has no MTP block (drafter: " + drafter_kind_name(drafter()) + ")");
 }
 
 Expected<MtpStep> Model::mtp_step(std::span<const MtpRows>, bool, MtpOutputs) {
-  return failed_precondition("model " + config().source + " has no MTP block (drafter: " +
-                             drafter_kind_name(drafter()) + ")");
+  return failed_precondition("model " + config().source +
+                             " has no MTP block (drafter: " + drafter_kind_name(drafter()) + ")");
 }
 
 Expected<DraftBlock> Model::dspark_draft(SequenceCache&, int32_t, int, std::span<const int32_t>) {

@@ -31,6 +31,7 @@
 #include "model/expert_parallel.h"
 #include "model/layers/weights.h"
 #include "model/step.h"
+#include "model/tensor_parallel.h"
 
 namespace deepinfer::model {
 
@@ -173,9 +174,12 @@ class Model {
 // (io/dummy_weights.h), the same bits for the same load.seed. ep: expert parallelism, this
 // rank's part (expert_parallel.h); off by default. With it every rank loads its own model with
 // the same placements and runs forward() in lockstep; a failed peer makes the step an error.
+// tp: tensor parallelism, this rank's part (tensor_parallel.h); off by default. With it every
+// rank loads its shards and makes every call (forward, drafting) with the same inputs.
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops,
                                             const io::LoadOptions& load = {},
-                                            const ExpertParallel& ep = {});
+                                            const ExpertParallel& ep = {},
+                                            const TensorParallel& tp = {});
 
 // An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
 // says what ran out, what the model was doing and what needs less memory.

@@ -18,13 +18,15 @@ namespace {
 // only compete for the same cores.
 constexpr int kMaxDataParallelRanks = 64;
 
-// What each rank's EngineCore gets. Per-rank limits (max_num_seqs, num_kv_blocks, the token
-// budget, prefix_cache_bytes) apply to each rank as given. Thread counts left to the engine
-// ("all cores") are shared out, so N ranks do not start N times the cores in workers.
-EngineOptions rank_options(const EngineOptions& options) {
+}  // namespace
+
+// Per-rank limits (max_num_seqs, num_kv_blocks, the token budget, prefix_cache_bytes) apply to
+// each rank as given. Thread counts left to the engine ("all cores") are shared out, so N ranks
+// do not start N times the cores in workers.
+EngineOptions per_rank_options(const EngineOptions& options, int n, bool lockstep) {
   EngineOptions o = options;
-  const int n = options.data_parallel_size;
   o.data_parallel_size = 1;
+  o.tensor_parallel_size = 1;
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   int threads = options.num_threads;
   if (threads < 0) {
@@ -34,9 +36,11 @@ EngineOptions rank_options(const EngineOptions& options) {
   o.num_threads = threads > 0 ? threads : std::max(1, hw / n);
   if (o.sampling_threads == 0) o.sampling_threads = std::clamp(hw / n, 1, 8);
   // Lockstep needs each rank's step complete when step() returns (data_parallel_engine.h).
-  if (options.enable_expert_parallel) o.async_scheduling = false;
+  if (lockstep) o.async_scheduling = false;
   return o;
 }
+
+namespace {
 
 void add_stats(EngineStats& t, const EngineStats& s) {
   t.steps += s.steps;
@@ -83,11 +87,34 @@ Status validate_parallel_options(const EngineOptions& options) {
     return invalid_argument("tensor_parallel_size (--tensor-parallel-size) is " +
                             std::to_string(tp) + ": give 1");
   }
+  if (tp > kMaxDataParallelRanks) {
+    return invalid_argument("tensor_parallel_size (--tensor-parallel-size) is " +
+                            std::to_string(tp) + ": give 1 (one rank) up to " +
+                            std::to_string(kMaxDataParallelRanks));
+  }
+  if (tp > 1 && dp > 1) {
+    return unimplemented("tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
+                         " with data_parallel_size (--data-parallel-size) " + std::to_string(dp) +
+                         ": tensor and data parallelism together are not built yet; give one "
+                         "of the two (the other 1)");
+  }
+  if (tp > 1 && options.enable_expert_parallel) {
+    return unimplemented("tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
+                         " with enable_expert_parallel (--enable-expert-parallel): tensor and "
+                         "expert parallelism together are not built yet; drop "
+                         "--enable-expert-parallel (tensor-parallel ranks hold every routed "
+                         "expert), or use --data-parallel-size with it");
+  }
   if (tp > 1) {
-    return unimplemented("tensor_parallel_size (--tensor-parallel-size) is " + std::to_string(tp) +
-                         ": tensor parallelism is not built yet; to use several ranks, give "
-                         "data_parallel_size (--data-parallel-size) instead, with "
-                         "enable_expert_parallel (--enable-expert-parallel) to split the experts");
+    DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
+    if (backend == "cuda") {
+      return unimplemented(
+          "tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
+          " with the CUDA backend: ranks on GPUs (one GPU per rank, NCCL between them) are not "
+          "built yet; run the ranks on the CPU (backend opt), or one GPU with "
+          "tensor_parallel_size 1");
+    }
+    return Status::ok_status();
   }
   if (dp < 1 || dp > kMaxDataParallelRanks) {
     return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
@@ -122,7 +149,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       engine->ranks_[static_cast<size_t>(r)]->comm = engine->group_->communicator(r);
     }
   }
-  const EngineOptions per_rank = rank_options(options);
+  const EngineOptions per_rank = per_rank_options(options, n, options.enable_expert_parallel);
   std::vector<Status> failed(static_cast<size_t>(n));
   DataParallelEngine* e = engine.get();
   // At once: with expert parallelism the cores' first lockstep rounds meet at the end of create.
@@ -152,8 +179,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
 
 DataParallelEngine::~DataParallelEngine() = default;
 
-void DataParallelEngine::run_on_ranks(const std::vector<bool>& run,
-                                      const std::function<void(int)>& body) {
+void run_on_ranks(const std::vector<bool>& run, const std::function<void(int)>& body) {
   std::vector<int> ranks;
   for (size_t r = 0; r < run.size(); ++r) {
     if (run[r]) ranks.push_back(static_cast<int>(r));

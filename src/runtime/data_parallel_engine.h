@@ -38,6 +38,15 @@ namespace deepinfer::runtime {
 // option, its CLI spelling, and what to use instead.
 Status validate_parallel_options(const EngineOptions& options);
 
+// What each of `ranks` in-process ranks' EngineCore gets: per-rank limits as given, the cores
+// and sampling threads left to the engine ("all cores") shared out, and synchronous scheduling
+// when the ranks step in lockstep. Shared with the tensor-parallel engine.
+EngineOptions per_rank_options(const EngineOptions& options, int ranks, bool lockstep);
+
+// Runs body(r) for every r with run[r] set, at once, each on its own thread (the caller's
+// thread takes the first); returns when all are done.
+void run_on_ranks(const std::vector<bool>& run, const std::function<void(int)>& body);
+
 class DataParallelEngine final : public EngineDriver {
  public:
   // options.data_parallel_size ranks (> 1). Loads every rank's model at once, one thread each.
@@ -85,9 +94,6 @@ class DataParallelEngine final : public EngineDriver {
   };
 
   explicit DataParallelEngine(const EngineOptions& options) : options_(options) {}
-  // Runs body(r) for every r with run[r] set, at once, each on its own thread (the caller's
-  // thread takes the first); returns when all are done.
-  static void run_on_ranks(const std::vector<bool>& run, const std::function<void(int)>& body);
   void update_stats();
 
   EngineOptions options_;

@@ -1,5 +1,6 @@
 // deepinfer::Engine: the public wrapper (include/deepinfer/engine.h) over runtime::EngineCore, or
-// over runtime::DataParallelEngine when EngineOptions::data_parallel_size > 1.
+// over runtime::DataParallelEngine when EngineOptions::data_parallel_size > 1, or
+// runtime::TensorParallelEngine when tensor_parallel_size > 1.
 #include "deepinfer/engine.h"
 
 #include <algorithm>
@@ -7,13 +8,16 @@
 
 #include "runtime/data_parallel_engine.h"
 #include "runtime/engine_core.h"
+#include "runtime/tensor_parallel_engine.h"
 
 namespace deepinfer {
 
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   DI_TRY(runtime::validate_parallel_options(options));
   std::unique_ptr<runtime::EngineDriver> core;
-  if (options.data_parallel_size > 1) {
+  if (options.tensor_parallel_size > 1) {
+    DI_ASSIGN_OR_RETURN(core, runtime::TensorParallelEngine::create(options));
+  } else if (options.data_parallel_size > 1) {
     DI_ASSIGN_OR_RETURN(core, runtime::DataParallelEngine::create(options));
   } else {
     DI_ASSIGN_OR_RETURN(core, runtime::EngineCore::create(options));

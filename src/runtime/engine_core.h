@@ -56,8 +56,11 @@ class EngineCore final : public EngineDriver {
   // routed experts and every forward goes through a Lockstep, so the ranks' forwards stay
   // matched; it needs synchronous scheduling (options.async_scheduling off). Every rank's core
   // must be created at the same time, on its own thread.
+  // `tp`: this rank's part of tensor parallelism (tensor_parallel_engine.h): the model loads
+  // its shards, and forwards go through a Lockstep that checks every rank runs each one.
   static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options,
-                                                      const model::ExpertParallel& ep = {});
+                                                      const model::ExpertParallel& ep = {},
+                                                      const model::TensorParallel& tp = {});
   ~EngineCore() override;
 
   Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,
@@ -92,6 +95,10 @@ class EngineCore final : public EngineDriver {
   // What the model bound from the checkpoint (with expert parallelism, this rank's experts).
   model::WeightStats weight_stats() const { return model_->weight_stats(); }
   // Expert parallelism: empty forwards this rank ran to serve its peers (Lockstep); 0 without.
+  // The seed of unseeded requests' draws. Tensor-parallel ranks share rank 0's, so that every
+  // rank draws the same tokens.
+  uint64_t engine_seed() const { return engine_seed_; }
+  void set_engine_seed(uint64_t seed) { engine_seed_ = seed; }
   int64_t lockstep_empty_forwards() const { return lockstep_ ? lockstep_->empty_forwards() : 0; }
 
   // Benchmark seam (bench/engine/step_host_time): replaces Model::forward with `forward`, which

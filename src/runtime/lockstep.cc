@@ -2,6 +2,7 @@
 #include "runtime/lockstep.h"
 
 #include <span>
+#include <string>
 
 namespace deepinfer::runtime {
 
@@ -18,6 +19,11 @@ Status Lockstep::before_forward() {
     return Status(sum.status().code(),
                   "expert parallelism: announcing a forward: " + sum.status().message());
   }
+  if (mode_ == Mode::kTensorParallel && *sum != comm_.size()) {
+    return internal_error("tensor parallelism: the ranks diverged: " + std::to_string(*sum) +
+                          " of " + std::to_string(comm_.size()) +
+                          " ranks run a forward in this round");
+  }
   return {};
 }
 
@@ -29,6 +35,11 @@ Status Lockstep::finish_step() {
                     "expert parallelism: finishing a step: " + sum.status().message());
     }
     if (*sum == 0) return {};
+    if (mode_ == Mode::kTensorParallel) {
+      return internal_error("tensor parallelism: the ranks diverged: " + std::to_string(*sum) +
+                            " of " + std::to_string(comm_.size()) +
+                            " ranks run a forward after this rank finished its step");
+    }
     // A peer runs a forward in this round: take part with no rows of our own.
     model::StepInputs in;
     model::StepOutputs out;

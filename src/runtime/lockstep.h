@@ -24,10 +24,16 @@
 
 namespace deepinfer::runtime {
 
+// Tensor parallelism (kTensorParallel): every rank runs the same batch, so every rank must
+// announce every forward; a round where only some do means the ranks' engines diverged (a bug,
+// or a failure on one rank): each rank's call returns an error at once, before any rank enters
+// a forward whose gathers the others would never join.
 class Lockstep {
  public:
+  enum class Mode : uint8_t { kExpertParallel, kTensorParallel };
   // Neither is owned; both outlive this object.
-  Lockstep(parallel::Communicator& comm, model::Model& model) : comm_(comm), model_(model) {}
+  Lockstep(parallel::Communicator& comm, model::Model& model, Mode mode = Mode::kExpertParallel)
+      : comm_(comm), model_(model), mode_(mode) {}
 
   // Before each forward of this rank's own work (Model::forward or Model::extend).
   Status before_forward();
@@ -43,6 +49,7 @@ class Lockstep {
 
   parallel::Communicator& comm_;
   model::Model& model_;
+  Mode mode_;
   int64_t empty_forwards_ = 0;
 };
 

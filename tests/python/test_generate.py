@@ -227,14 +227,20 @@ def test_streams_a_single_prompt(cli, repo_dir):
 
 def test_data_parallel_options(cli, repo_dir, model_a):
     # --data-parallel-size / --enable-expert-parallel run ranks in the engine with the same
-    # tokens; --tensor-parallel-size > 1, a size below 1 and ranks on CUDA are refused by name.
+    # tokens, and so does --tensor-parallel-size; tensor with data parallelism, a size below 1
+    # and ranks on CUDA are refused by name.
     plain = json.loads(generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6,
                                 "--ignore-eos", "--json").stdout)
     r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
                  "--data-parallel-size", 2, "--enable-expert-parallel")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
-    for extra, needle in ((("--tensor-parallel-size", 2), "tensor parallelism is not built yet"),
+    r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
+                 "--tensor-parallel-size", 2)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
+    for extra, needle in ((("--tensor-parallel-size", 2, "--data-parallel-size", 2),
+                           "tensor and data parallelism together are not built yet"),
                           (("--data-parallel-size", 0), "--data-parallel-size"),
                           (("--data-parallel-size", 2, "--backend", "cuda"), "CUDA backend")):
         r = generate(cli, repo_dir, model_a, [5, 17, 42], *extra)

@@ -298,8 +298,26 @@ def test_data_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     assert runs[0] == runs[1] == runs[2] == runs[3]
 
 
+def test_tensor_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
+    # LLM(tensor_parallel_size=) (vLLM's name): ranks (threads) holding shards of the dense
+    # weights give the single rank's tokens and logprobs, bit for bit.
+    params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
+                             ignore_eos=True) for s in range(len(PROMPTS))]
+    runs = []
+    for tp in (1, 2, 4):
+        llm = LLM(str(tiny_dir), num_threads=1, tensor_parallel_size=tp)
+        if tp > 1:
+            assert f"tensor parallel: {tp} ranks" in llm.describe(), llm.describe()
+        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+        runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
+                     for o in outs])
+    assert runs[0] == runs[1] == runs[2]
+
+
 @pytest.mark.parametrize("kwargs,needle", [
-    ({"tensor_parallel_size": 2}, "tensor parallelism is not built yet"),
+    ({"tensor_parallel_size": 2, "data_parallel_size": 2},
+     "tensor and data parallelism together are not built yet"),
+    ({"tensor_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),
     ({"data_parallel_size": 0}, "data_parallel_size"),
     ({"data_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),
 ])

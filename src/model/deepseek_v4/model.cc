@@ -69,7 +69,8 @@ class V4Model final : public model::Model {
   static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
                                                                 backend::Ops& ops,
                                                                 const io::LoadOptions& load,
-                                                                const ExpertParallel& ep);
+                                                                const ExpertParallel& ep,
+                                                                const TensorParallel& tp);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -108,6 +109,7 @@ class V4Model final : public model::Model {
   Numerics num;
   RopeTables rope;
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
+  std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
   std::vector<int> ratios;  // every compressor ratio of the model (RowInputs::ape)
 
   CachePlan plan;
@@ -117,7 +119,7 @@ class V4Model final : public model::Model {
   backend::Buffer mtp_e, mtp_h, mtp_hidden;
   std::vector<int32_t> mtp_pos, head_row_ids, row_host, mtp_ids;
   std::vector<float> mtp_hidden_host;
-  Mat mtp_x;  // the last mtp_run's output streams (in eager.x)
+  Mat mtp_x;              // the last mtp_run's output streams (in eager.x)
   AttentionScratch attn;  // the attention cores' scratch (eager in every step)
   // Every sequence's KV pages (cache.h); shared so snapshots may outlive nothing but the ops.
   std::shared_ptr<backend::PagePools> pages;
@@ -125,7 +127,7 @@ class V4Model final : public model::Model {
   RecordedSteps recording;
 
   const io::ModelConfig& cfg() const { return ckpt.config(); }
-  LayerEnv env() { return {*ops, cfg(), num, rope}; }
+  LayerEnv env() { return {*ops, cfg(), num, rope, tp_gather.get()}; }
 
   backend::HcParams hc_params(const HcWeights& h) const {
     return model::hc_params(h, cfg(), num.eps);
@@ -197,7 +199,7 @@ class V4Model final : public model::Model {
 
     num.hc_pre_act(o, X, hc_params(b.hc_ffn), {}, y, {}, post, comb);
     num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
-    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get());
+    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get(), tp_gather.get());
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }
 
@@ -251,7 +253,12 @@ class V4Model final : public model::Model {
     num.act(o, y);
     num.rms_norm_act(o, y, &h.norm, 0, y);
     // FP32 head in both semantics; its input was just rounded (official): one exact GEMM.
-    o.linear(y, w.lm_head, logits, num.gemm_on_act());
+    // Tensor parallelism: this rank's vocabulary rows, the logits gathered.
+    if (tp_gather) {
+      tp_gather->linear_gathered(o, y, w.lm_head, num.gemm_on_act(), logits, "LM head");
+    } else {
+      o.linear(y, w.lm_head, logits, num.gemm_on_act());
+    }
   }
 
   // Embedding rows replicated into the n streams.
@@ -313,10 +320,10 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 }
 
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
-                                             const io::LoadOptions& load,
-                                             const ExpertParallel& ep) {
+                                             const io::LoadOptions& load, const ExpertParallel& ep,
+                                             const TensorParallel& tp) {
   try {
-    return V4Model::load_unguarded(model_dir, ops, load, ep);
+    return V4Model::load_unguarded(model_dir, ops, load, ep, tp);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",
@@ -327,7 +334,8 @@ Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backe
 Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::string& model_dir,
                                                                 backend::Ops& ops,
                                                                 const io::LoadOptions& load,
-                                                                const ExpertParallel& ep) {
+                                                                const ExpertParallel& ep,
+                                                                const TensorParallel& tp) {
   auto s = std::make_unique<V4Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
@@ -352,8 +360,10 @@ Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::strin
     }
   }
   DI_TRY(ep.validate(c, ops));
-  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep));
+  DI_TRY(tp.validate(c, ops, ep));
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep, tp));
   if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
+  if (tp.enabled()) s->tp_gather = std::make_unique<TensorParallelGather>(*tp.comm);
   s->plan = cache_plan(c);
   s->num = Numerics::from_config(c);
   s->rope = RopeTables::from_config(c, ops);
@@ -406,15 +416,19 @@ Status V4Model::forward(const StepInputs& in, StepOutputs& out) {
   } catch (const ExpertParallelFailure& e) {
     return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
                                    " tokens (its sequences' caches are now invalid: discard them)");
+  } catch (const TensorParallelFailure& e) {
+    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
+                                   " tokens (its sequences' caches are now invalid: discard them)");
   }
 }
 
 Status V4Model::check_forward(const StepInputs& in, StepOutputs& out) const {
   DI_TRY(check_step(in, cfg().vocab_size, false));
   if (has_upper_skip(in)) {  // every V4 compressed layer owns its cache: nothing to bound
-    return unimplemented("bounded replay (SequenceSpan::upper_skip) applies to DeepSeek-V4.1 "
-                         "models only, whose upper layers keep only a window; " +
-                         cfg().source + " is DeepSeek-V4");
+    return unimplemented(
+        "bounded replay (SequenceSpan::upper_skip) applies to DeepSeek-V4.1 "
+        "models only, whose upper layers keep only a window; " +
+        cfg().source + " is DeepSeek-V4");
   }
   return plan_logit_rows(in, out);
 }
@@ -429,8 +443,9 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   }
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
-  // Expert parallelism runs on host backends, which never record; eager keeps it obvious.
-  const int64_t Mb = exchange ? 0 : s.recording.bucket(M);
+  // Expert and tensor parallelism run on host backends, which never record; eager keeps it
+  // obvious.
+  const int64_t Mb = exchange || tp_gather ? 0 : s.recording.bucket(M);
   Mat X;
   if (Mb > 0) {
     X = Mat(fit(s.recorded.x, Mb * nD), Mb, nD);
@@ -483,6 +498,8 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
                                 "Fewer draft rows per call need less memory.");
+  } catch (const TensorParallelFailure& e) {
+    return e.status().with_context("drafting MTP rows");
   }
 }
 
@@ -515,9 +532,11 @@ Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahea
     backend::download_mat(*ops, Xs, out.streams);
     return out;
   } catch (const backend::OutOfMemory& e) {
-    return out_of_memory_status(e, "drafting MTP rows of " + std::to_string(rows.size()) +
-                                       " sequences",
-                                "Fewer concurrent sequences need less memory.");
+    return out_of_memory_status(
+        e, "drafting MTP rows of " + std::to_string(rows.size()) + " sequences",
+        "Fewer concurrent sequences need less memory.");
+  } catch (const TensorParallelFailure& e) {
+    return e.status().with_context("drafting MTP rows");
   }
 }
 
@@ -540,8 +559,8 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead) {
     if (!run_ahead && r.cache->draft_length() + m > r.cache->length()) {
       return invalid_argument(
           "mtp_draft: the MTP block would run ahead of the main model (MTP length " +
-          std::to_string(r.cache->draft_length()) + " + " + std::to_string(m) +
-          " > main length " + std::to_string(r.cache->length()) + ")");
+          std::to_string(r.cache->draft_length()) + " + " + std::to_string(m) + " > main length " +
+          std::to_string(r.cache->length()) + ")");
     }
     M += m;
   }

@@ -14,7 +14,8 @@ namespace deepinfer::model::deepseek_v4 {
 // ep: expert parallelism (model/expert_parallel.h), checked by load_model.
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
                                              const io::LoadOptions& load = {},
-                                             const ExpertParallel& ep = {});
+                                             const ExpertParallel& ep = {},
+                                             const TensorParallel& tp = {});
 
 // The cache layout of a V4 config (model/cache.h): every layer a window; CSA layers compressed
 // rows and index keys with their overlapping compressor states, HCA layers compressed rows.

@@ -11,10 +11,11 @@ namespace {
 // One V4 block: the common parts, then the compressor (CSA, HCA) and the indexer with its own
 // overlapping compressor (CSA) that the layer kind implies.
 Expected<BlockWeights> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec,
-                                  const ExpertSelection& experts = {}) {
+                                  const ExpertSelection& experts = {},
+                                  const TensorSelection& tensor = {}) {
   const io::ModelConfig& c = b.checkpoint().config();
-  DI_ASSIGN_OR_RETURN(BlockWeights blk,
-                      b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok, experts));
+  DI_ASSIGN_OR_RETURN(BlockWeights blk, b.block_common(p, spec, c.n_routed_experts,
+                                                       c.num_experts_per_tok, experts, tensor));
   AttentionWeights& a = blk.attn;
   const std::string ap = p + "attn.";
   const bool overlap = spec.compress_ratio == 4;
@@ -45,18 +46,21 @@ Expected<HeadWeights> bind_head(Binder& b, const std::string& p) {
 }  // namespace
 
 Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
-                                    const ExpertParallel& ep) {
+                                    const ExpertParallel& ep, const TensorParallel& tp) {
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
   Binder b(ckpt, ops, w.store);
-  DI_TRY(b.embedding_and_head(&w.embed, &w.lm_head));
+  // Tensor parallelism splits the main layers and the LM head; the MTP blocks stay whole.
+  TensorSelection tensor;
+  if (tp.enabled()) tensor = {true, tp.rank(), tp.size()};
+  DI_TRY(b.embedding_and_head(&w.embed, &w.lm_head, tensor));
   DI_ASSIGN_OR_RETURN(w.head, bind_head(b, ""));
   w.layers.reserve(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {
     ExpertSelection experts;
     if (ep.enabled()) experts = {static_cast<int>(i), ep.placement(i).experts_of(ep.rank())};
-    DI_ASSIGN_OR_RETURN(auto blk,
-                        bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i], experts));
+    DI_ASSIGN_OR_RETURN(
+        auto blk, bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i], experts, tensor));
     w.layers.push_back(std::move(blk));
   }
   if (ckpt.mtp_available()) {

@@ -40,6 +40,6 @@ struct ModelWeights {
 // to a GPU, still in their stored formats. With expert parallelism (ep enabled) the main
 // layers bind only this rank's routed experts (model/expert_parallel.h); the MTP block all.
 Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
-                                    const ExpertParallel& ep = {});
+                                    const ExpertParallel& ep = {}, const TensorParallel& tp = {});
 
 }  // namespace deepinfer::model::deepseek_v4

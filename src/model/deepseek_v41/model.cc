@@ -60,9 +60,9 @@ struct DenseBuffers {
   backend::Buffer pre_a, pre_prev;  // the attention site's pre, and the pre a site collapses with
   backend::Buffer engram_kv;        // [M, (n + 1)·D]
   std::vector<backend::Buffer> engram_in;  // per Engram layer: the step's looked-up rows
-  backend::Buffer features;         // DSpark target features [M, T·D]
-  backend::Buffer ctx, ctx_kv;      // the drafter's projected context and a stage's K=V rows
-  backend::Buffer rows;             // recorded steps: the RowInputs arrays, uploaded once per step
+  backend::Buffer features;                // DSpark target features [M, T·D]
+  backend::Buffer ctx, ctx_kv;             // the drafter's projected context and a stage's K=V rows
+  backend::Buffer rows;  // recorded steps: the RowInputs arrays, uploaded once per step
   AttentionBuffers attn;
   MoeScratch moe;
   // Bounded replay (eager steps only): the kept rows' streams, pre and features from the first
@@ -112,7 +112,8 @@ class V41Model final : public model::Model {
   static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
                                                                 backend::Ops& ops,
                                                                 const io::LoadOptions& load,
-                                                                const ExpertParallel& ep);
+                                                                const ExpertParallel& ep,
+                                                                const TensorParallel& tp);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -147,6 +148,10 @@ class V41Model final : public model::Model {
       return e.status().with_context(
           "step of " + std::to_string(in.token_ids.size()) +
           " tokens (its sequences' caches are now invalid: discard them)");
+    } catch (const TensorParallelFailure& e) {
+      return e.status().with_context(
+          "step of " + std::to_string(in.token_ids.size()) +
+          " tokens (its sequences' caches are now invalid: discard them)");
     }
   }
 
@@ -170,12 +175,22 @@ class V41Model final : public model::Model {
                                   "drafting " + std::to_string(k) + " DSpark tokens for " +
                                       std::to_string(jobs.size()) + " sequences",
                                   "Shorter draft blocks or fewer sequences need less memory.");
+    } catch (const TensorParallelFailure& e) {
+      return e.status().with_context("drafting DSpark tokens");
     }
   }
 
  private:
   const io::ModelConfig& cfg() const { return ckpt.config(); }
-  LayerEnv env() { return {*ops, cfg(), num, rope}; }
+  LayerEnv env() { return {*ops, cfg(), num, rope, tp_gather.get()}; }
+  // logits = y · lm_headᵀ; with tensor parallelism this rank's vocabulary rows, gathered.
+  void lm_head(CMat y, Mat logits) {
+    if (tp_gather) {
+      tp_gather->linear_gathered(*ops, y, w.lm_head, num.gemm_on_act(), logits, "LM head");
+    } else {
+      ops->linear(y, w.lm_head, logits, num.gemm_on_act());
+    }
+  }
 
   backend::HcParams hc_params(const HcWeights& h) const {
     return model::hc_params(h, cfg(), num.eps);
@@ -205,9 +220,10 @@ class V41Model final : public model::Model {
       const int64_t held = sq.cache->compressed_until(), L = sq.cache->length();
       if (held > L && held < L + sq.count) {
         return invalid_argument("a window replay must feed exactly the positions up to " +
-                                std::to_string(held) + " whose compressed rows it restored (the "
-                                "step feeds " + std::to_string(L) + ".." +
-                                std::to_string(L + sq.count) + ")");
+                                std::to_string(held) +
+                                " whose compressed rows it restored (the "
+                                "step feeds " +
+                                std::to_string(L) + ".." + std::to_string(L + sq.count) + ")");
       }
     }
     return {};
@@ -253,7 +269,7 @@ class V41Model final : public model::Model {
 
     num.hc_pre_act(o, X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
     num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
-    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get());
+    moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get(), tp_gather.get());
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }
 
@@ -344,8 +360,8 @@ class V41Model final : public model::Model {
     backend::Ops& o = *ops;
     const auto K = static_cast<int64_t>(upper.rows.size());
     const int32_t* rows = upper.rows.data();
-    Mat x(fit(d.x_up, K * X.cols), K, X.cols), p(fit(d.pre_up, K * pre_prev.cols), K,
-                                                  pre_prev.cols);
+    Mat x(fit(d.x_up, K * X.cols), K, X.cols),
+        p(fit(d.pre_up, K * pre_prev.cols), K, pre_prev.cols);
     Mat f(fit(d.features_up, K * feats.cols), K, feats.cols);
     if (K > 0) {
       o.copy_rows(X, rows, x);
@@ -450,7 +466,7 @@ class V41Model final : public model::Model {
     plan_upper_rows(in, upper);
     // A bounded-replay step changes its row count between layers: it runs eagerly.
     // Expert parallelism runs on host backends, which never record; eager keeps it obvious.
-    const int64_t Mb = upper.active || exchange ? 0 : recording.bucket(M);
+    const int64_t Mb = upper.active || exchange || tp_gather ? 0 : recording.bucket(M);
     const int64_t rows = Mb > 0 ? Mb : M;
     DenseBuffers& d = Mb > 0 ? recorded : step;
     Mat X(fit(d.x, rows * nD), rows, nD);
@@ -493,7 +509,7 @@ class V41Model final : public model::Model {
       o.hc_collapse(Xs, ps, static_cast<int>(n), y);
       num.act(o, y);
       num.rms_norm_act(o, y, &w.norm, 0, y);
-      o.linear(y, w.lm_head, lg, num.gemm_on_act());
+      lm_head(y, lg);
     }
     if (in.sample_specs.empty()) {
       out.sampled.clear();
@@ -550,6 +566,7 @@ class V41Model final : public model::Model {
   Numerics num;
   RopeTables rope;
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
+  std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
   DenseBuffers step, recorded, draft;
@@ -567,8 +584,8 @@ class V41Model final : public model::Model {
   RecordedSteps recording;
 };
 
-Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSparkJob> jobs,
-                                                            int k, bool keep_logits) {
+Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSparkJob> jobs, int k,
+                                                            bool keep_logits) {
   if (!w.dspark) {
     return failed_precondition("checkpoint " + ckpt.model_dir() +
                                " has no DSpark drafter (no mtp.* tensors)");
@@ -617,7 +634,8 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     const SequenceCache& cache = *jobs[static_cast<size_t>(e)].cache;
     const int64_t a = cache.length();
     ids[static_cast<size_t>(e * K)] = jobs[static_cast<size_t>(e)].anchor;
-    for (int64_t j = 0; j < K; ++j) pos[static_cast<size_t>(e * K + j)] = static_cast<int32_t>(a + j);
+    for (int64_t j = 0; j < K; ++j)
+      pos[static_cast<size_t>(e * K + j)] = static_cast<int32_t>(a + j);
     const int64_t first = std::max<int64_t>(cache.draft_layer(0).window.oldest(), a - W);
     ctx_first[static_cast<size_t>(e)] = first;
     ctx_n[static_cast<size_t>(e)] = a - first;
@@ -665,15 +683,16 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   num.act(o, nj);
   num.rms_norm_act(o, nj, &dw.norm, 0, nj);
   Mat lg(fit(logits_buf, M * V), M, V);
-  o.linear(nj, w.lm_head, lg, num.gemm_on_act());
+  lm_head(nj, lg);
 
   // The Markov and confidence heads read the previous token, chosen left to right: slot j's
   // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is
   // w · [n_j ; embed[x_{j-1}]]. One batched step per slot over every job. The sum and its
-  // argmax (or, for a job with draws, its draw) stay in the backend's memory (Ops::sample, greedy: the lowest id of the maximum, as
-  // the host's max_element): only the N chosen ids come back per slot, and the confidences once
-  // at the end. On a GPU the [N, vocab] rows going to the host were most of a draft's time.
-  // Sampled drafts (DSparkJob::draws) need their distributions: those jobs keep their logits.
+  // argmax (or, for a job with draws, its draw) stay in the backend's memory (Ops::sample, greedy:
+  // the lowest id of the maximum, as the host's max_element): only the N chosen ids come back per
+  // slot, and the confidences once at the end. On a GPU the [N, vocab] rows going to the host were
+  // most of a draft's time. Sampled drafts (DSparkJob::draws) need their distributions: those jobs
+  // keep their logits.
   std::vector<uint8_t> keeps(static_cast<size_t>(N));
   bool any_keep = false;
   for (int64_t e = 0; e < N; ++e) {
@@ -689,27 +708,30 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   Mat emb = cat.cols_slice(D, r);
   Mat tj(fit(markov, N * V), N, V);
   Mat lj(fit(markov_sum, N * V), N, V);
-  Mat conf_all(fit(draft_conf, K * N), K * N, 1);  // row j·N + e: slot j of job e
+  Mat conf_all(fit(draft_conf, K * N), K * N, 1);                 // row j·N + e: slot j of job e
   std::vector<sample::SampleSpec> specs(static_cast<size_t>(N));  // greedy by default
   std::vector<float> lrow;
   std::vector<int32_t> prev(static_cast<size_t>(N)), slot_rows(static_cast<size_t>(N)),
       chosen(static_cast<size_t>(N));
   // A slot whose logits are not finite ends its job's proposal there (kSampleNonFinite).
   std::vector<int64_t> ends(static_cast<size_t>(N), K);
-  for (int64_t e = 0; e < N; ++e) prev[static_cast<size_t>(e)] = jobs[static_cast<size_t>(e)].anchor;
+  for (int64_t e = 0; e < N; ++e)
+    prev[static_cast<size_t>(e)] = jobs[static_cast<size_t>(e)].anchor;
   for (int64_t j = 0; j < K; ++j) {
     o.embed(prev.data(), N, dw.markov_embed, emb);
     num.act(o, emb);
     o.linear(emb, dw.markov_head, tj, num.rounded({}));
-    for (int64_t e = 0; e < N; ++e) slot_rows[static_cast<size_t>(e)] = static_cast<int32_t>(e * K + j);
+    for (int64_t e = 0; e < N; ++e)
+      slot_rows[static_cast<size_t>(e)] = static_cast<int32_t>(e * K + j);
     o.copy_rows(CMat(nj), slot_rows.data(), cat.cols_slice(0, D));
     o.linear(cat, confidence, conf_all.rows_slice(j * N, N));
     o.copy_rows(CMat(lg), slot_rows.data(), lj);
     o.add(lj, tj, lj);  // base + T_j, in that order (FP32, as the host sum was)
     for (int64_t e = 0; e < N; ++e) {
       const std::span<const sample::SampleSpec> draws = jobs[static_cast<size_t>(e)].draws;
-      specs[static_cast<size_t>(e)] =
-          j < static_cast<int64_t>(draws.size()) ? draws[static_cast<size_t>(j)] : sample::SampleSpec{};
+      specs[static_cast<size_t>(e)] = j < static_cast<int64_t>(draws.size())
+                                          ? draws[static_cast<size_t>(j)]
+                                          : sample::SampleSpec{};
     }
     o.sample(lj, specs, chosen.data());
     if (any_keep) backend::download_mat(o, lj, lrow);
@@ -733,7 +755,8 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   backend::download_mat(o, conf_all, crow);
   for (int64_t e = 0; e < N; ++e) {
     DraftBlock& out = outs[static_cast<size_t>(e)];
-    for (int64_t j = 0; j < K; ++j) out.confidence[static_cast<size_t>(j)] = crow[static_cast<size_t>(j * N + e)];
+    for (int64_t j = 0; j < K; ++j)
+      out.confidence[static_cast<size_t>(j)] = crow[static_cast<size_t>(j * N + e)];
     const auto end = static_cast<size_t>(ends[static_cast<size_t>(e)]);
     out.tokens.resize(end);
     out.confidence.resize(end);
@@ -743,8 +766,8 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
 }
 
 Expected<SequenceCache> V41Model::window_replay_state(const SequenceCache& part,
-                                                     std::span<const int32_t> known,
-                                                     int64_t from) const {
+                                                      std::span<const int32_t> known,
+                                                      int64_t from) const {
   const auto h = static_cast<int64_t>(known.size());
   if (part.length() != h || from < 0 || from > h) {
     return invalid_argument("window_replay_state: " + std::to_string(known.size()) +
@@ -805,7 +828,8 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::string& model_dir,
                                                                  backend::Ops& ops,
                                                                  const io::LoadOptions& load,
-                                                                 const ExpertParallel& ep) {
+                                                                 const ExpertParallel& ep,
+                                                                 const TensorParallel& tp) {
   auto s = std::make_unique<V41Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
@@ -832,8 +856,10 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
     s->engram_lookup.emplace(std::move(lookup));
   }
   DI_TRY(ep.validate(c, ops));
-  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep));
+  DI_TRY(tp.validate(c, ops, ep));
+  DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep, tp));
   if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
+  if (tp.enabled()) s->tp_gather = std::make_unique<TensorParallelGather>(*tp.comm);
   s->plan = cache_plan(c);
   s->first_upper = first_upper_layer(c);
   s->num = Numerics::from_config(c);
@@ -848,10 +874,10 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
 }
 
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
-                                             const io::LoadOptions& load,
-                                             const ExpertParallel& ep) {
+                                             const io::LoadOptions& load, const ExpertParallel& ep,
+                                             const TensorParallel& tp) {
   try {
-    return V41Model::load_unguarded(model_dir, ops, load, ep);
+    return V41Model::load_unguarded(model_dir, ops, load, ep, tp);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",

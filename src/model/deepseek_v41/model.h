@@ -17,7 +17,8 @@ namespace deepinfer::model::deepseek_v41 {
 // from the checkpoint's tokenizer.json, binds the weights and returns the model.
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
                                              const io::LoadOptions& load = {},
-                                             const ExpertParallel& ep = {});
+                                             const ExpertParallel& ep = {},
+                                             const TensorParallel& tp = {});
 
 // The cache layout of a V4.1 config (model/cache.h): every layer and DSpark stage a window; each
 // KV source (Full layer) its compressed KV and index keys, and at ratio 2 the pending token of an

@@ -13,11 +13,11 @@ namespace {
 // compressor (no ape, no overlap; wgate above ratio 1) and the index-key projection, an index
 // source its indexer query; an Engram layer its memory.
 Expected<Block> bind_block(Binder& b, const std::string& p, const io::LayerSpec& spec,
-                           const ExpertSelection& experts) {
+                           const ExpertSelection& experts, const TensorSelection& tensor) {
   const io::ModelConfig& c = b.checkpoint().config();
   Block blk;
-  DI_ASSIGN_OR_RETURN(blk.base,
-                      b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok, experts));
+  DI_ASSIGN_OR_RETURN(blk.base, b.block_common(p, spec, c.n_routed_experts, c.num_experts_per_tok,
+                                               experts, tensor));
   AttentionWeights& a = blk.base.attn;
   const std::string ap = p + "attn.";
   if (spec.role == io::Csa2Role::kFull) {
@@ -80,18 +80,21 @@ Expected<DSparkWeights> bind_dspark(Binder& b, const io::ModelConfig& c) {
 }  // namespace
 
 Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
-                                    const ExpertParallel& ep) {
+                                    const ExpertParallel& ep, const TensorParallel& tp) {
   const io::ModelConfig& c = ckpt.config();
   ModelWeights w;
   Binder b(ckpt, ops, w.store);
-  DI_TRY(b.embedding_and_head(&w.embed, &w.lm_head));
+  // Tensor parallelism splits the main layers and the LM head; the DSpark stages stay whole.
+  TensorSelection tensor;
+  if (tp.enabled()) tensor = {true, tp.rank(), tp.size()};
+  DI_TRY(b.embedding_and_head(&w.embed, &w.lm_head, tensor));
   DI_ASSIGN_OR_RETURN(w.norm, b.vector("norm.weight"));
   w.layers.reserve(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i) {
     ExpertSelection experts;
     if (ep.enabled()) experts = {static_cast<int>(i), ep.placement(i).experts_of(ep.rank())};
-    DI_ASSIGN_OR_RETURN(Block blk,
-                        bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i], experts));
+    DI_ASSIGN_OR_RETURN(Block blk, bind_block(b, "layers." + std::to_string(i) + ".", c.layers[i],
+                                              experts, tensor));
     w.layers.push_back(std::move(blk));
   }
   if (ckpt.mtp_available() && c.num_mtp_layers() > 0) {

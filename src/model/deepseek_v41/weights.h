@@ -51,6 +51,6 @@ struct ModelWeights {
 // Binds every tensor the config implies; errors name the tensor. With expert parallelism (ep
 // enabled) the main layers bind only this rank's routed experts; the DSpark stages all.
 Expected<ModelWeights> bind_weights(const io::Checkpoint& ckpt, backend::Ops& ops,
-                                    const ExpertParallel& ep = {});
+                                    const ExpertParallel& ep = {}, const TensorParallel& tp = {});
 
 }  // namespace deepinfer::model::deepseek_v41

@@ -23,12 +23,14 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
                  CMat u, const int32_t* pos, Mat qr, Mat q, Mat kv) {
   backend::Ops& ops = env.ops;
   const Numerics& num = env.num;
-  const int64_t H = env.config.num_heads, d = env.config.head_dim;
+  const int64_t H = w.heads, d = env.config.head_dim;
   ops.linear(u, w.wq_a, qr, num.gemm_rounded());
   num.rms_norm_act(ops, qr, &w.q_norm, 0, qr);
-  ops.linear(qr, w.wq_b, q, num.gemm_rounded());
-  if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
-  num.rope_act(ops, q, H, d, pos, freqs, false);
+  if (H > 0) {  // a tensor-parallel rank may hold no heads (more ranks than groups)
+    ops.linear(qr, w.wq_b, q, num.gemm_rounded());
+    if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
+    num.rope_act(ops, q, H, d, pos, freqs, false);
+  }
 
   ops.linear(u, w.wkv, kv, num.gemm_rounded());
   num.rms_norm_act(ops, kv, &w.kv_norm, 0, kv);
@@ -84,7 +86,7 @@ void AttentionBuffers::fingerprint(std::vector<std::pair<const void*, size_t>>& 
 AttentionRows attention_rows(const LayerEnv& env, const AttentionWeights& w, int64_t M,
                              AttentionBuffers& b) {
   const io::ModelConfig& cfg = env.config;
-  const int64_t H = cfg.num_heads, d = cfg.head_dim, ql = cfg.q_lora_rank;
+  const int64_t H = w.heads, d = cfg.head_dim, ql = cfg.q_lora_rank;
   AttentionRows r;
   r.qr = Mat(fit(b.qr, M * ql), M, ql);
   r.q = Mat(fit(b.q, M * H * d), M, H * d);
@@ -268,7 +270,7 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
   backend::Ops& ops = env.ops;
   const io::ModelConfig& cfg = env.config;
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
-  const int64_t H = cfg.num_heads, d = cfg.head_dim;
+  const int64_t H = w.heads, d = cfg.head_dim;
   DI_CHECK(r.q.rows >= M);
   const bool selected = comp_of && !all_visible && s.sel_k > 0;
   const KeyColumns cols =
@@ -284,9 +286,11 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
   }
 
   const Mat o = r.o.rows_slice(0, M);
-  ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, cols.width, d, w.sink,
-                            1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
-  env.num.act(ops, o);
+  if (H > 0) {
+    ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, cols.width, d, w.sink,
+                              1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
+    env.num.act(ops, o);
+  }
   write_windows(env, r, in, window_of, s);
 }
 
@@ -339,20 +343,33 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
   backend::Ops& ops = env.ops;
   const Numerics& num = env.num;
   const io::ModelConfig& cfg = env.config;
-  const int64_t M = out.rows, H = cfg.num_heads, d = cfg.head_dim;
+  const int64_t M = out.rows, H = w.heads, d = cfg.head_dim;
   const Mat o = r.o.rows_slice(0, M);
-  num.rope_act(ops, o, H, d, positions, env.rope.for_kind(spec.attention), true);
+  if (H > 0) num.rope_act(ops, o, H, d, positions, env.rope.for_kind(spec.attention), true);
 
   // Grouped output projection: group g = heads [g·H/G, (g+1)·H/G) -> rows [g·r, (g+1)·r) of wo_a.
   // The reference runs wo_a as a BF16 einsum on the dequantized weight: no activation quant.
-  const int64_t G = cfg.o_groups, R = cfg.o_lora_rank, gw = H / G * d;
+  // Split: this rank's G groups of its H heads.
+  const int64_t G = static_cast<int64_t>(w.wo_a_groups.size()), R = cfg.o_lora_rank;
+  const int64_t gw = cfg.num_heads / cfg.o_groups * d;
   Mat z(fit(b.z, M * G * R), M, G * R);
   for (int64_t g = 0; g < G; ++g) {
     ops.linear(CMat(o).cols_slice(g * gw, gw), w.wo_a_groups[static_cast<size_t>(g)],
                z.cols_slice(g * R, R), num.gemm_on_act());
   }
   num.act(ops, z);
-  ops.linear(z, w.wo_b, out, num.gemm_rounded());
+  if (!w.tp.split) {
+    ops.linear(z, w.wo_b, out, num.gemm_rounded());
+    return;
+  }
+  // Every group's output on every rank, then this rank's hidden channels of wo_b, gathered.
+  DI_CHECK(env.tp != nullptr);
+  const int64_t Gall = cfg.o_groups;
+  Mat z_all(fit(b.z_all, M * Gall * R), M, Gall * R);
+  env.tp->gather_cols(z, Gall, R, z_all, "attention output groups");
+  Mat part(fit(b.out_part, M * w.tp.hidden.count), M, w.tp.hidden.count);
+  if (M > 0 && part.cols > 0) ops.linear(z_all, w.wo_b, part, num.gemm_rounded());
+  env.tp->gather_cols(part, out.cols, 1, out, "attention output projection");
 }
 
 }  // namespace deepinfer::model

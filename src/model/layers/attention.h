@@ -25,6 +25,7 @@
 #include "model/layers/numerics.h"
 #include "model/layers/weights.h"
 #include "model/step.h"
+#include "model/tensor_parallel.h"
 
 namespace deepinfer::model {
 
@@ -61,11 +62,15 @@ struct AttentionBuffers {
         idx_gate(ops),
         iq(ops),
         iw(ops),
-        ape(ops) {}
+        ape(ops),
+        z_all(ops),
+        out_part(ops) {}
   backend::Buffer qr, q, kv, o, z;
   backend::Buffer comp_kv, comp_gate, idx_kv, idx_gate;  // compressor projections
   backend::Buffer iq, iw;                                // indexer query and head weights
   backend::Buffer ape;                                   // gathered ape rows
+  // Tensor parallelism: every rank's groups' outputs, and this rank's hidden channels of wo_b.
+  backend::Buffer z_all, out_part;
   // (data, bytes) of every buffer, in a fixed order: equal lists = the same memory.
   void fingerprint(std::vector<std::pair<const void*, size_t>>& out) const;
 };
@@ -97,6 +102,9 @@ struct LayerEnv {
   const io::ModelConfig& config;
   const Numerics& num;
   const RopeTables& rope;
+  // Tensor parallelism (model/tensor_parallel.h): the gathers of layers bound split
+  // (AttentionWeights::tp, MoeWeights::tp); null without it.
+  TensorParallelGather* tp = nullptr;
 };
 
 // The cache of a sequence a core piece reads: the layer's own (its window), or the source layer
@@ -147,7 +155,9 @@ void attention_project(const LayerEnv& env, const AttentionWeights& w, const io:
 void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                     bool mtp, size_t cache_index, const AttentionRows& r, const StepInputs& in,
                     AttentionScratch& s);
-// out [M, D] = wo_b · grouped wo_a · inverse-RoPE(o).
+// out [M, D] = wo_b · grouped wo_a · inverse-RoPE(o). Split (w.tp): this rank's groups, their
+// outputs gathered, this rank's hidden channels of wo_b, gathered (every element's sum on one
+// rank: the single-rank bits).
 void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                       const int32_t* positions, const AttentionRows& r, backend::Mat out,
                       AttentionBuffers& b);

@@ -1,6 +1,7 @@
 // Binder (see binder.h): io::Weight -> backend::WeightRef, once, at load.
 #include "model/layers/binder.h"
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -80,6 +81,50 @@ Expected<WeightRef> Binder::linear(const std::string& name) {
   return resident(w);
 }
 
+Expected<WeightRef> Binder::linear_rows(const std::string& name, Shard rows) {
+  DI_ASSIGN_OR_RETURN(const io::Weight got, ckpt_.get(name));
+  // A dummy weight is generated whole (its fill is defined over the whole tensor), then sliced.
+  const io::Weight w = materialized(got, /*on_host=*/false);
+  DI_ASSIGN_OR_RETURN(const WeightRef full, view_of(w));
+  if (rows.begin < 0 || rows.end() > full.n) {
+    return invalid_argument("tensor '" + w.stored_name + "': rows [" + std::to_string(rows.begin) +
+                            ", " + std::to_string(rows.end()) + ") of " + std::to_string(full.n));
+  }
+  const int64_t bn = full.quantized() ? full.block_n : 1;
+  WeightRef r;
+  if (rows.begin % bn == 0 || rows.begin % bn + rows.count <= bn) {
+    r = full.slice_rows(rows.begin, rows.count);
+  } else {
+    // FP8 rows that straddle scale blocks: copy them, with one scale row per weight row.
+    const int64_t wrow = full.weight.shape[1] * dtype_size(full.weight.dtype);
+    const int64_t scols = full.scale.shape[1], sbytes = dtype_size(full.scale.dtype);
+    std::vector<uint8_t>& data =
+        store_.host_bytes.emplace_back(static_cast<size_t>(rows.count * wrow));
+    std::vector<uint8_t>& scale =
+        store_.host_bytes.emplace_back(static_cast<size_t>(rows.count * scols * sbytes));
+    for (int64_t i = 0; i < rows.count; ++i) {
+      const int64_t src = rows.begin + i;
+      std::memcpy(data.data() + i * wrow, static_cast<const char*>(full.weight.data) + src * wrow,
+                  static_cast<size_t>(wrow));
+      std::memcpy(scale.data() + i * scols * sbytes,
+                  static_cast<const char*>(full.scale.data) + (src / bn) * scols * sbytes,
+                  static_cast<size_t>(scols * sbytes));
+    }
+    DI_CHECK(full.format == backend::WeightFormat::kFp8);
+    DI_ASSIGN_OR_RETURN(
+        r, WeightRef::fp8(
+               TensorView::make(full.weight.dtype, {rows.count, full.weight.shape[1]}, data.data()),
+               TensorView::make(full.scale.dtype, {rows.count, scols}, scale.data()), 1,
+               full.block_k));
+  }
+  const int64_t bytes = r.weight.nbytes() + (r.quantized() ? r.scale.nbytes() : 0);
+  ++store_.stats.tensors;
+  store_.stats.bytes += bytes;
+  ++store_.stats.split_tensors;
+  store_.stats.split_bytes += bytes;
+  return place(r);
+}
+
 Expected<WeightRef> Binder::host_table(const std::string& name) {
   DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(name));
   ++store_.stats.tensors;
@@ -134,13 +179,20 @@ Expected<std::vector<float>> Binder::host_floats(const std::string& name) {
   return v;
 }
 
-Status Binder::embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head) {
+Status Binder::embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head,
+                                  const TensorSelection& tensor) {
   DI_ASSIGN_OR_RETURN(*embed, linear("embed.weight"));
   if (embed->quantized()) return invalid_argument("embed.weight must be stored dense (BF16/F32)");
+  const Shard rows = shard_of(embed->n, tensor.rank, tensor.size);
   if (ckpt_.has("head.weight")) {
-    DI_ASSIGN_OR_RETURN(*lm_head, linear("head.weight"));
+    if (tensor.split) {
+      DI_ASSIGN_OR_RETURN(*lm_head, linear_rows("head.weight", rows));
+    } else {
+      DI_ASSIGN_OR_RETURN(*lm_head, linear("head.weight"));
+    }
   } else {
-    *lm_head = *embed;  // tie_word_embeddings
+    *lm_head = *embed;                                                       // tie_word_embeddings
+    if (tensor.split) *lm_head = embed->slice_rows(rows.begin, rows.count);  // dense: any rows
   }
   return {};
 }
@@ -181,7 +233,8 @@ Expected<backend::ExpertWeights> Binder::expert(const std::string& prefix) {
 
 Expected<BlockWeights> Binder::block_common(const std::string& p, const io::LayerSpec& spec,
                                             int n_experts, int top_k,
-                                            const ExpertSelection& selection) {
+                                            const ExpertSelection& selection,
+                                            const TensorSelection& tensor) {
   const io::ModelConfig& c = ckpt_.config();
   const int64_t n = c.hc_mult, nD = static_cast<int64_t>(c.hc_mult) * c.hidden_size;
   BlockWeights b;
@@ -193,13 +246,43 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
 
   AttentionWeights& a = b.attn;
   const std::string ap = p + "attn.";
+  // Tensor parallelism splits by whole output groups (and the heads they read), hidden
+  // channels and the shared expert's intermediate rows (tensor_parallel.h).
+  TensorSplit split;
+  if (tensor.split) {
+    split.split = true;
+    split.groups = shard_of(c.o_groups, tensor.rank, tensor.size);
+    split.hidden = shard_of(c.hidden_size, tensor.rank, tensor.size);
+    if (c.n_shared_experts > 0) {  // the shared expert's width, as stored
+      DI_ASSIGN_OR_RETURN(const io::Weight w1, ckpt_.get(p + "ffn.shared_experts.w1.weight"));
+      split.inter = shard_of(w1.logical_shape.at(0), tensor.rank, tensor.size);
+    }
+  }
+  const int64_t heads_per_group = c.num_heads / c.o_groups;
+  const Shard heads = split.split ? Shard{split.groups.begin * heads_per_group,
+                                          split.groups.count * heads_per_group}
+                                  : Shard{0, c.num_heads};
+  a.tp = split;
+  a.heads = heads.count;
   DI_ASSIGN_OR_RETURN(a.wq_a, linear(ap + "wq_a.weight"));
   DI_ASSIGN_OR_RETURN(a.q_norm, vector(ap + "q_norm.weight"));
-  DI_ASSIGN_OR_RETURN(a.wq_b, linear(ap + "wq_b.weight"));
+  if (split.split) {
+    DI_ASSIGN_OR_RETURN(a.wq_b, linear_rows(ap + "wq_b.weight",
+                                            {heads.begin * c.head_dim, heads.count * c.head_dim}));
+  } else {
+    DI_ASSIGN_OR_RETURN(a.wq_b, linear(ap + "wq_b.weight"));
+  }
   DI_ASSIGN_OR_RETURN(a.wkv, linear(ap + "wkv.weight"));
   DI_ASSIGN_OR_RETURN(a.kv_norm, vector(ap + "kv_norm.weight"));
-  DI_ASSIGN_OR_RETURN(a.wo_a, linear(ap + "wo_a.weight"));
-  DI_ASSIGN_OR_RETURN(a.wo_b, linear(ap + "wo_b.weight"));
+  const Shard groups = split.split ? split.groups : Shard{0, c.o_groups};
+  if (split.split) {
+    DI_ASSIGN_OR_RETURN(a.wo_a, linear_rows(ap + "wo_a.weight", {groups.begin * c.o_lora_rank,
+                                                                 groups.count * c.o_lora_rank}));
+    DI_ASSIGN_OR_RETURN(a.wo_b, linear_rows(ap + "wo_b.weight", split.hidden));
+  } else {
+    DI_ASSIGN_OR_RETURN(a.wo_a, linear(ap + "wo_a.weight"));
+    DI_ASSIGN_OR_RETURN(a.wo_b, linear(ap + "wo_b.weight"));
+  }
   // Each output group is a row slice of wo_a: it must start on a scale block or lie inside one
   // (o_lora_rank a multiple of the block, or a divisor of it).
   if (a.wo_a.quantized() && c.o_lora_rank % a.wo_a.block_n != 0 &&
@@ -209,10 +292,11 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
         " neither a multiple nor a divisor of its scale block " + std::to_string(a.wo_a.block_n) +
         " (a group would straddle two scale blocks)");
   }
-  for (int g = 0; g < c.o_groups; ++g) {
-    a.wo_a_groups.push_back(a.wo_a.slice_rows(int64_t{g} * c.o_lora_rank, c.o_lora_rank));
+  for (int64_t g = 0; g < groups.count; ++g) {
+    a.wo_a_groups.push_back(a.wo_a.slice_rows(g * c.o_lora_rank, c.o_lora_rank));
   }
   DI_ASSIGN_OR_RETURN(a.sink, floats(ap + "attn_sink"));
+  if (a.sink != nullptr) a.sink += heads.begin;
 
   MoeWeights& m = b.moe;
   const std::string fp = p + "ffn.";
@@ -242,7 +326,15 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
     ++store_.stats.routed_experts;
     store_.stats.routed_expert_bytes += store_.stats.bytes - before;
   }
-  if (c.n_shared_experts > 0) {
+  if (c.n_shared_experts > 0 && split.split) {
+    const std::string sp = fp + "shared_experts.";
+    backend::ExpertWeights e;
+    DI_ASSIGN_OR_RETURN(e.w1, linear_rows(sp + "w1.weight", split.inter));
+    DI_ASSIGN_OR_RETURN(e.w3, linear_rows(sp + "w3.weight", split.inter));
+    DI_ASSIGN_OR_RETURN(e.w2, linear_rows(sp + "w2.weight", split.hidden));
+    m.shared = e;
+    m.tp = split;
+  } else if (c.n_shared_experts > 0) {
     DI_ASSIGN_OR_RETURN(m.shared, expert(fp + "shared_experts."));
   }
   return b;

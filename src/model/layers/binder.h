@@ -25,6 +25,13 @@ struct ExpertSelection {
   std::vector<int32_t> held;
 };
 
+// Which part of the tensor-parallel weights a block binds (model/tensor_parallel.h): all of them
+// (split == false), or this rank's shards. The other rows are never touched.
+struct TensorSelection {
+  bool split = false;
+  int rank = 0, size = 1;
+};
+
 class Binder {
  public:
   Binder(const io::Checkpoint& ckpt, backend::Ops& ops, WeightStore& store)
@@ -35,6 +42,11 @@ class Binder {
   // A linear (or expert linear) in whatever format the checkpoint stores it, in the backend's
   // memory.
   Expected<backend::WeightRef> linear(const std::string& name);
+  // Rows [rows.begin, rows.end()) of a linear only (tensor parallelism): a view of the mapped
+  // bytes when the slice starts on a scale block or lies inside one, else a copy of the rows
+  // whose FP8 scales are repeated per row (block_n 1: the same dequantized values, so the same
+  // bits). Only the slice is counted in WeightStats.
+  Expected<backend::WeightRef> linear_rows(const std::string& name, Shard rows);
   // The same, but left where the checkpoint maps it (host memory) whatever the backend: tables
   // the model gathers rows from on the host (V4.1 Engram), which may be bigger than a GPU.
   Expected<backend::WeightRef> host_table(const std::string& name);
@@ -56,14 +68,19 @@ class Binder {
                                          bool overlap, bool has_ape);
   Expected<backend::ExpertWeights> expert(const std::string& prefix);
   // embed.weight (dense: an embedding table) and head.weight, or the embedding again when the
-  // checkpoint ties them (no head.weight).
-  Status embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head);
+  // checkpoint ties them (no head.weight). With `tensor` split, lm_head is this rank's
+  // vocabulary rows only (the embedding stays whole).
+  Status embedding_and_head(backend::WeightRef* embed, backend::WeightRef* lm_head,
+                            const TensorSelection& tensor = {});
   // What every block of both families has: norms, the two mHC sites, the attention projections
   // and sink, and the MoE of `spec.moe` kind with `n_experts` routed experts (top_k per token),
   // those of `selection`.
+  // With `tensor` split, the attention's and the shared expert's split weights are this rank's
+  // shards (BlockWeights::attn.tp, moe.tp).
   Expected<BlockWeights> block_common(const std::string& prefix, const io::LayerSpec& spec,
                                       int n_experts, int top_k,
-                                      const ExpertSelection& selection = {});
+                                      const ExpertSelection& selection = {},
+                                      const TensorSelection& tensor = {});
 
  private:
   backend::WeightRef place(const backend::WeightRef& w);

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "base/check.h"
+
 namespace deepinfer::model {
 
 namespace {
@@ -18,11 +20,44 @@ backend::MoeOpts expert_opts(const io::ModelConfig& cfg, const Numerics& num) {
   return opts;
 }
 
+// out += the shared expert of v, split over the tensor-parallel ranks (w.tp), then out gathered:
+// the steps of Ops::moe_experts for one expert with gate weight 1 (w1, w3, their BF16 rounding,
+// SwiGLU, the rounding of h, w2 and its rounding), as separate ops whose every element is
+// computed on one rank: w1/w3 of this rank's intermediate rows, h gathered, w2 of this rank's
+// hidden channels added to out's, out gathered. The same bits as the fused op: a weight of 1
+// changes nothing, and out (the routed sum, formed from +0) is never -0, so out + y equals
+// moe_experts' out + (0 + y).
+void shared_expert_split(backend::Ops& ops, const backend::MoeOpts& opts,
+                         const backend::ExpertWeights& e, const TensorSplit& split, backend::CMat v,
+                         backend::Mat out, MoeScratch& s, TensorParallelGather& tp) {
+  const int64_t M = v.rows, Il = split.inter.count, I = e.w2.k, Dl = split.hidden.count;
+  backend::LinearOpts lo;
+  lo.act_quant = opts.act_quant;
+  lo.act_block = opts.act_block;
+  lo.round_bf16 = opts.bf16_rounding;
+  backend::Mat a(fit(s.gate_part, M * Il), M, Il), b(fit(s.up_part, M * Il), M, Il);
+  if (Il > 0) {
+    ops.linear(v, e.w1, a, lo);
+    ops.linear(v, e.w3, b, lo);
+    ops.swiglu(a, b, opts.swiglu_limit, a);
+    if (opts.bf16_rounding) ops.round_bf16(a);
+  }
+  backend::Mat h(fit(s.act_all, M * I), M, I);
+  tp.gather_cols(a, I, 1, h, "shared expert intermediate");
+  backend::Mat y(fit(s.out_part, M * Dl), M, Dl);
+  const backend::Mat mine = out.cols_slice(split.hidden.begin, Dl);
+  if (Dl > 0) {
+    ops.linear(h, e.w2, y, lo);
+    ops.add(mine, y, mine);
+  }
+  tp.gather_cols(mine, out.cols, 1, out, "shared expert output");
+}
+
 }  // namespace
 
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
-                 MoeScratch& s, MoeExchange* ep) {
+                 MoeScratch& s, MoeExchange* ep, TensorParallelGather* tp) {
   const int64_t M = v.rows;
   const bool exchange = ep != nullptr && w.ep_layer >= 0;
   if (exchange && M == 0) {  // an empty step: no routing, only the peers' rows to serve
@@ -55,7 +90,10 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
     ops.moe_experts(v, ids, g, k, w.experts, opts, out);
   }
 
-  if (w.shared) {
+  if (w.shared && w.tp.split) {
+    DI_CHECK(tp != nullptr);
+    shared_expert_split(ops, opts, *w.shared, w.tp, v, out, s, *tp);
+  } else if (w.shared) {
     const auto* sid =
         static_cast<const int32_t*>(s.shared_ids.fit_bytes(static_cast<size_t>(M) * 4));
     if (s.shared_ones < M) {  // the shared expert's gate weight is 1 for every row

@@ -20,17 +20,28 @@
 #include "model/layers/moe_ep.h"
 #include "model/layers/numerics.h"
 #include "model/layers/weights.h"
+#include "model/tensor_parallel.h"
 
 namespace deepinfer::model {
 
 struct MoeScratch {
   explicit MoeScratch(backend::Ops& ops)
-      : ids(ops), shared_ids(ops), weights(ops), shared_weights(ops) {}
+      : ids(ops),
+        shared_ids(ops),
+        weights(ops),
+        shared_weights(ops),
+        gate_part(ops),
+        up_part(ops),
+        act_all(ops),
+        out_part(ops) {}
   // Routed ids stay in the backend's memory (router -> experts without a host round trip).
   // shared_ids: all zeros (never written: new backend memory is zero-filled).
   backend::Buffer ids, shared_ids;
   backend::Buffer weights, shared_weights;  // shared_weights: all ones, grown on demand
   int64_t shared_ones = 0;                  // rows of shared_weights set to 1
+  // Tensor parallelism: the shared expert's w1/w3 outputs of this rank's intermediate rows, the
+  // SwiGLU output of all of them, and this rank's hidden channels of w2.
+  backend::Buffer gate_part, up_part, act_all, out_part;
   void fingerprint(std::vector<std::pair<const void*, size_t>>& out) const {
     for (const backend::Buffer* b : {&ids, &shared_ids, &weights, &shared_weights}) {
       out.emplace_back(b->data(), b->bytes());
@@ -41,10 +52,11 @@ struct MoeScratch {
 // out [M, D] = MoE(v). token_ids [M] feed hash routing (host or backend memory). ep: the
 // model's expert exchange, or null; used for layers bound for it (MoeWeights::ep_layer >= 0),
 // and then M may be 0 (the rank only serves its experts to the others). Throws
-// ExpertParallelFailure when the exchange fails.
+// ExpertParallelFailure when the exchange fails. tp: the gathers of tensor parallelism, for
+// layers whose shared expert is bound split (MoeWeights::tp); throws TensorParallelFailure.
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
-                 MoeScratch& s, MoeExchange* ep = nullptr);
+                 MoeScratch& s, MoeExchange* ep = nullptr, TensorParallelGather* tp = nullptr);
 
 // A layer's part of an empty step under expert parallelism: no rows of this rank's own, the
 // peers' rows for its experts served (moe_forward with M = 0).

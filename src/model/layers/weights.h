@@ -19,6 +19,7 @@
 #include "backend/ops.h"
 #include "backend/weight_ref.h"
 #include "io/model_config.h"
+#include "model/tensor_parallel.h"
 
 namespace deepinfer::model {
 
@@ -65,10 +66,24 @@ struct IndexerWeights {
   std::optional<backend::WeightRef> wk, k_norm;  // V4.1 Full layers: [di, d], [1, di]
 };
 
+// Tensor parallelism (model/tensor_parallel.h): the part of a block's split weights this rank
+// holds. split == false: all of them (one rank, or a drafter block).
+struct TensorSplit {
+  bool split = false;
+  Shard groups;  // output groups (o_groups) of the attention, and the query heads they read
+  Shard hidden;  // output rows (hidden channels) of wo_b and of the shared expert's w2
+  Shard inter;   // intermediate rows of the shared expert's w1 and w3
+};
+
 struct AttentionWeights {
+  // With tensor parallelism wq_b holds the rows of this rank's heads, wo_b the rows of its
+  // hidden channels (tp).
   backend::WeightRef wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b;
-  std::vector<backend::WeightRef> wo_a_groups;  // wo_a rows [g·o_lora, (g+1)·o_lora), per group
-  const float* sink = nullptr;                  // [H]
+  // wo_a rows [g·o_lora, (g+1)·o_lora), per group (this rank's groups, tp.groups).
+  std::vector<backend::WeightRef> wo_a_groups;
+  const float* sink = nullptr;  // [heads]: this rank's heads
+  int64_t heads = 0;            // query heads here: num_heads, or this rank's share
+  TensorSplit tp;
   std::optional<CompressorWeights> compressor;  // V4 CSA/HCA; V4.1 KV sources (Full layers)
   std::optional<IndexerWeights> indexer;        // V4 CSA; V4.1 index sources
 };
@@ -81,7 +96,9 @@ struct MoeWeights {
   // Indexed by expert id; with expert parallelism (ep_layer >= 0) only this rank's experts,
   // ascending by id (local_experts).
   std::vector<backend::ExpertWeights> experts;
+  // With tensor parallelism (tp.split): w1/w3 hold rows tp.inter, w2 rows tp.hidden.
   std::optional<backend::ExpertWeights> shared;
+  TensorSplit tp;
   int top_k = 0;  // routed experts per token (the layer's, which a V4.1 drafter stage sets)
   // Expert parallelism (model/expert_parallel.h): the main-model layer whose placement bound
   // `experts`, or -1 (every expert here: one rank, or a drafter block).
@@ -105,6 +122,9 @@ struct WeightStats {
   int64_t bytes = 0;
   int64_t routed_experts = 0;  // routed experts bound, over every MoE layer (drafter included)
   int64_t routed_expert_bytes = 0;
+  // Tensor parallelism: the tensors bound as this rank's rows only, and their bytes.
+  int64_t split_tensors = 0;
+  int64_t split_bytes = 0;
 };
 
 // Memory a family's weights own besides the mapped checkpoint: FP32 copies of small parameters

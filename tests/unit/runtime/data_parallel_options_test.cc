@@ -1,7 +1,8 @@
-// The rank options and the data-parallel engine's own behaviour: refusals (tensor parallelism,
-// rank counts below 1 or too many, ranks on the CUDA backend) with messages that name the option
-// and the way out; the front scheduler spreading equal requests evenly; idle ranks serving their
-// experts in lockstep; the EngineLoop (the server's engine thread) over ranks.
+// The rank options and the data-parallel engine's own behaviour: refusals (tensor parallelism
+// with data or expert parallelism, rank counts below 1 or too many, ranks on the CUDA backend) with
+// messages that name the option and the way out; the front scheduler spreading equal requests
+// evenly; idle ranks serving their experts in lockstep; the EngineLoop (the server's engine thread)
+// over ranks.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -38,8 +39,20 @@ TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
   o.model_dir = v4_small();
   o.num_threads = 1;
   o.tensor_parallel_size = 2;
+  o.data_parallel_size = 2;
   expect_refused(o, StatusCode::kUnimplemented,
-                 {"--tensor-parallel-size", "not built yet", "--data-parallel-size"});
+                 {"--tensor-parallel-size", "--data-parallel-size", "not built yet", "one of"});
+  o.data_parallel_size = 1;
+  o.enable_expert_parallel = true;
+  expect_refused(o, StatusCode::kUnimplemented,
+                 {"--tensor-parallel-size", "--enable-expert-parallel", "not built yet", "drop"});
+  o.enable_expert_parallel = false;
+  o.backend = "cuda";
+  expect_refused(o, StatusCode::kUnimplemented,
+                 {"--tensor-parallel-size", "CUDA", "not built yet", "backend opt"});
+  o.backend = "auto";
+  o.tensor_parallel_size = 1000;
+  expect_refused(o, StatusCode::kInvalidArgument, {"tensor_parallel_size", "up to 64"});
   o.tensor_parallel_size = 0;
   expect_refused(o, StatusCode::kInvalidArgument, {"tensor_parallel_size", "is 0"});
   o.tensor_parallel_size = 1;

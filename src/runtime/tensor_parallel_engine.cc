@@ -1,0 +1,110 @@
+// TensorParallelEngine (tensor_parallel_engine.h): creation, the same requests on every rank,
+// the lockstep step, rank 0's answers.
+#include "runtime/tensor_parallel_engine.h"
+
+#include <algorithm>
+
+#include "runtime/data_parallel_engine.h"
+
+namespace deepinfer::runtime {
+
+Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
+    const EngineOptions& options) {
+  DI_TRY(validate_parallel_options(options));
+  const int n = options.tensor_parallel_size;
+  if (n < 2) return invalid_argument("TensorParallelEngine needs tensor_parallel_size >= 2");
+  auto engine = std::unique_ptr<TensorParallelEngine>(new TensorParallelEngine());
+  engine->group_ = parallel::InProcessGroup::create(n);
+  for (int r = 0; r < n; ++r) {
+    engine->ranks_.push_back(std::make_unique<Rank>());
+    engine->ranks_.back()->comm = engine->group_->communicator(r);
+  }
+  const EngineOptions per_rank = per_rank_options(options, n, /*lockstep=*/true);
+  std::vector<Status> failed(static_cast<size_t>(n));
+  TensorParallelEngine* e = engine.get();
+  // At once: the cores' first lockstep rounds (a start-up profile's forwards) meet here.
+  run_on_ranks(std::vector<bool>(static_cast<size_t>(n), true), [&](int r) {
+    Rank& rank = *e->ranks_[static_cast<size_t>(r)];
+    model::TensorParallel tp;
+    tp.comm = rank.comm.get();
+    auto core = EngineCore::create(per_rank, {}, tp);
+    if (!core.ok()) {
+      failed[static_cast<size_t>(r)] = core.status();
+      // Peers waiting in a collective for this rank get an error instead of the timeout.
+      e->group_->abort(core.status());
+      return;
+    }
+    rank.core = std::move(core).value();
+  });
+  for (int r = 0; r < n; ++r) {
+    const Status& st = failed[static_cast<size_t>(r)];
+    if (!st.ok()) return st.with_context("tensor-parallel rank " + std::to_string(r));
+  }
+  // One seed: unseeded requests draw the same tokens on every rank.
+  for (int r = 1; r < n; ++r) {
+    engine->ranks_[static_cast<size_t>(r)]->core->set_engine_seed(
+        engine->ranks_[0]->core->engine_seed());
+  }
+  return engine;
+}
+
+TensorParallelEngine::~TensorParallelEngine() = default;
+
+Expected<RequestHandle> TensorParallelEngine::submit(std::span<const int32_t> prompt_ids,
+                                                     std::string prompt_text,
+                                                     const SamplingParams& params,
+                                                     Engine::StreamCallback on_delta) {
+  // Rank 0 first: a request it refuses (too long, bad ids, bad parameters) goes nowhere. The
+  // others get the same request; they refuse what rank 0 refuses, so they accept it too.
+  const RequestHandle handle = next_handle_;
+  DI_ASSIGN_OR_RETURN(
+      const RequestHandle got,
+      ranks_[0]->core->submit_as(handle, prompt_ids, prompt_text, params, std::move(on_delta)));
+  for (size_t r = 1; r < ranks_.size(); ++r) {
+    const auto copy = ranks_[r]->core->submit_as(handle, prompt_ids, prompt_text, params, {});
+    if (!copy.ok()) {
+      return internal_error("tensor-parallel rank " + std::to_string(r) +
+                            " refused a request rank 0 took: " + copy.status().to_string());
+    }
+  }
+  ++next_handle_;
+  return got;
+}
+
+Status TensorParallelEngine::abort(RequestHandle id) {
+  const Status s = ranks_[0]->core->abort(id);
+  if (!s.ok()) return s;
+  for (size_t r = 1; r < ranks_.size(); ++r) (void)ranks_[r]->core->abort(id);
+  return s;
+}
+
+std::vector<RequestOutput> TensorParallelEngine::step() {
+  if (!has_unfinished()) return {};
+  const size_t n = ranks_.size();
+  std::vector<std::vector<RequestOutput>> ended(n);
+  // Every rank every time: rank 0 on this thread (its stream callbacks with it).
+  run_on_ranks(std::vector<bool>(n, true), [&](int r) {
+    ended[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)]->core->step();
+  });
+  return std::move(ended[0]);
+}
+
+bool TensorParallelEngine::has_unfinished() const {
+  return std::any_of(ranks_.begin(), ranks_.end(),
+                     [](const auto& rank) { return rank->core->has_unfinished(); });
+}
+
+Status TensorParallelEngine::reset_prefix_cache() {
+  // No forward runs here: the ranks reset one after another.
+  for (const auto& rank : ranks_) DI_TRY(rank->core->reset_prefix_cache());
+  return Status::ok_status();
+}
+
+std::string TensorParallelEngine::describe() const {
+  return "tensor parallel: " + std::to_string(num_ranks()) +
+         " ranks (threads of this process), attention groups, dense projections and LM head "
+         "split, routed experts whole on every rank, lockstep steps; rank 0: " +
+         ranks_[0]->core->describe();
+}
+
+}  // namespace deepinfer::runtime

@@ -1,0 +1,227 @@
+// Tensor parallelism inside the model (model/tensor_parallel.h) on in-process ranks: every rank
+// loads its shards (attention groups and heads, wo_b's and the shared expert's rows, the LM
+// head's vocabulary rows) and runs the same steps (two sequences, prefill, a second prompt
+// beside a decode, decode steps); every rank's logits must be the single-rank model's, bit for
+// bit. V4 (official FP8/FP4 and FP32 numerics) and V4.1 (the default model), 1, 2 and 4 ranks
+// (4 ranks over 2 output groups: two ranks hold no heads). Also: each rank binds about 1/N of
+// the split weights; the drafters (MTP, DSpark) draft the same; a rank that fails mid-step makes
+// the others' steps errors, not a hang; tensor with expert parallelism is refused by name.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/model.h"
+#include "model_test_util.h"
+#include "parallel/expert_placement.h"
+#include "parallel/in_process_communicator.h"
+
+namespace deepinfer::model::testing {
+namespace {
+
+using parallel::Communicator;
+using parallel::run_ranks;
+
+struct Chunk {
+  int seq = 0;
+  std::vector<int32_t> tokens;
+};
+using Schedule = std::vector<std::vector<Chunk>>;
+
+// Sequence 0's prompt, then sequence 1's longer prompt beside sequence 0's first decode, then
+// decode steps of both.
+Schedule schedule(int32_t vocab) {
+  const auto tok = [&](int i) { return static_cast<int32_t>((37 * i + 5) % vocab); };
+  std::vector<int32_t> p0, p1;
+  for (int i = 0; i < 9; ++i) p0.push_back(tok(i));
+  for (int i = 0; i < 21; ++i) p1.push_back(tok(100 + i));
+  Schedule s;
+  s.push_back({{0, p0}});
+  s.push_back({{0, {tok(7)}}, {1, p1}});
+  for (int step = 0; step < 3; ++step)
+    s.push_back({{0, {tok(200 + step)}}, {1, {tok(300 + step)}}});
+  return s;
+}
+
+// Runs the schedule; returns the logits of every row of every step, and with `draft` the
+// drafter's outputs after it (MTP logits of the last rows, or DSpark draft tokens and logits).
+Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float>>* logits,
+                    bool draft, int fail_at_step = -1) {
+  std::vector<SequenceCache> caches;
+  for (int q = 0; q < 2; ++q) caches.push_back(m.new_sequence());
+  logits->clear();
+  std::vector<float> hidden;
+  for (size_t step = 0; step < sch.size(); ++step) {
+    if (static_cast<int>(step) == fail_at_step) throw std::runtime_error("rank failed mid-step");
+    std::vector<int32_t> ids, pos;
+    std::vector<SequenceSpan> spans;
+    for (const Chunk& c : sch[step]) {
+      SequenceCache& cache = caches[static_cast<size_t>(c.seq)];
+      spans.push_back({&cache, static_cast<int64_t>(ids.size()),
+                       static_cast<int64_t>(c.tokens.size()), LogitsWanted::kAll});
+      for (size_t i = 0; i < c.tokens.size(); ++i) {
+        ids.push_back(c.tokens[i]);
+        pos.push_back(static_cast<int32_t>(cache.length() + static_cast<int64_t>(i)));
+      }
+    }
+    StepInputs in{ids, pos, spans, draft && m.drafter() == DrafterKind::kMtp};
+    StepOutputs out;
+    DI_TRY(m.forward(in, out));
+    logits->push_back(out.logits);
+    hidden = out.hidden;
+  }
+  if (draft && m.drafter() == DrafterKind::kMtp) {
+    // The MTP block over the last step's rows of both sequences (their hidden streams).
+    const int64_t row = static_cast<int64_t>(hidden.size()) / 2;
+    std::vector<MtpRows> rows;
+    const std::vector<int32_t> next0{11}, next1{12};
+    rows.push_back({&caches[0], {hidden.data(), static_cast<size_t>(row)}, next0});
+    rows.push_back({&caches[1], {hidden.data() + row, static_cast<size_t>(row)}, next1});
+    DI_ASSIGN_OR_RETURN(MtpStep st, m.mtp_step(rows, /*run_ahead=*/true));
+    logits->push_back(st.logits);
+  } else if (draft && m.drafter() == DrafterKind::kDSpark) {
+    DI_ASSIGN_OR_RETURN(DraftBlock b, m.dspark_draft(caches[0], 11, 3, {}));
+    logits->push_back(b.logits);
+    logits->push_back(std::vector<float>(b.tokens.begin(), b.tokens.end()));
+  }
+  return {};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+struct RankResult {
+  std::vector<std::vector<float>> logits;
+  WeightStats weights;
+};
+
+std::vector<RankResult> run_tensor_parallel(const std::string& dir, int ranks, bool draft,
+                                            bool ref) {
+  std::vector<RankResult> results(static_cast<size_t>(ranks));
+  const std::vector<Status> statuses = run_ranks(ranks, [&](Communicator& comm) -> Status {
+    auto ops = ref ? backend::cpu::make_ref_ops() : backend::cpu::make_opt_ops(1);
+    TensorParallel tp;
+    tp.comm = &comm;
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, tp));
+    RankResult& r = results[static_cast<size_t>(comm.rank())];
+    r.weights = m->weight_stats();
+    return run_schedule(*m, schedule(static_cast<int32_t>(m->vocab_size())), &r.logits, draft);
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_TRUE(statuses[static_cast<size_t>(r)].ok())
+        << "rank " << r << ": " << statuses[static_cast<size_t>(r)].to_string();
+  }
+  return results;
+}
+
+void check_model(const std::string& dir, bool draft = true, bool ref = false) {
+  auto single_m = load_model(dir, ref ? ref_ops() : opt_ops());
+  ASSERT_TRUE(single_m.ok()) << single_m.status().to_string();
+  Model& single = **single_m;
+  std::vector<std::vector<float>> want;
+  const Status ran =
+      run_schedule(single, schedule(static_cast<int32_t>(single.vocab_size())), &want, draft);
+  ASSERT_TRUE(ran.ok()) << ran.to_string();
+  const WeightStats all = single.weight_stats();
+  for (int ranks : {1, 2, 4}) {
+    const auto got = run_tensor_parallel(dir, ranks, draft, ref);
+    int64_t split_total = 0;
+    for (const RankResult& r : got) split_total += r.weights.split_bytes;
+    for (int rank = 0; rank < ranks; ++rank) {
+      const RankResult& r = got[static_cast<size_t>(rank)];
+      ASSERT_EQ(r.logits.size(), want.size());
+      for (size_t step = 0; step < want.size(); ++step) {
+        EXPECT_TRUE(same_bits(r.logits[step], want[step]))
+            << dir << ": " << ranks << " ranks, rank " << rank << ", output " << step;
+      }
+      // This rank bound its shards of the split tensors, everything else whole: the bytes it
+      // saves are the other ranks' shards (up to the FP8 scales of shards copied with one scale
+      // row per weight row: within 2%).
+      const double saved = static_cast<double>(all.bytes - r.weights.bytes);
+      const double others = static_cast<double>(split_total - r.weights.split_bytes);
+      EXPECT_NEAR(saved, others, 0.02 * others + 1) << dir << ", " << ranks << " ranks";
+      // Shards differ by one unit at most; with more ranks than output groups some ranks hold
+      // no heads and others a whole group: within twice the mean.
+      EXPECT_LE(static_cast<double>(r.weights.split_bytes),
+                2.0 * static_cast<double>(split_total) / ranks)
+          << dir << ": rank " << rank << " of " << ranks << " holds more than its share";
+      if (ranks > 1) {
+        EXPECT_LT(r.weights.bytes, all.bytes);
+      }
+    }
+  }
+}
+
+TEST(ModelTensorParallel, V4OfficialQuantSameBitsOn124Ranks) {
+  check_model(source_dir() + "/models/v4-small");  // FP8 blocks of 128: shards inside blocks
+}
+
+TEST(ModelTensorParallel, V4Fp32SameBitsOn124Ranks) {
+  check_model(model_dir("v4_tiny_a", "hf_fp32"));  // gate weight after w2, no roundings
+  check_model(model_dir("v4_tiny_b", "official_quant"));
+}
+
+TEST(ModelTensorParallel, V41DefaultSameBitsOn124Ranks) {
+  check_model(source_dir() + "/models/default");
+  check_model(model_dir("v41_tiny_b", "official_bf16"));
+}
+
+TEST(ModelTensorParallel, ReferenceBackendSameBits) {
+  check_model(model_dir("v4_tiny_b", "official_quant"), /*draft=*/false, /*ref=*/true);
+}
+
+TEST(ModelTensorParallel, ARankThatFailsMidStepFailsTheOthersWithoutAHang) {
+  const std::string dir = source_dir() + "/models/v4-small";
+  parallel::InProcessOptions options;
+  options.timeout = std::chrono::seconds(60);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Status> forward_errors(3);
+  const std::vector<Status> statuses = run_ranks(
+      3,
+      [&](Communicator& comm) -> Status {
+        auto ops = backend::cpu::make_opt_ops(1);
+        TensorParallel tp;
+        tp.comm = &comm;
+        DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, tp));
+        std::vector<std::vector<float>> logits;
+        const Status s = run_schedule(*m, schedule(256), &logits, false, comm.rank() == 1 ? 2 : -1);
+        forward_errors[static_cast<size_t>(comm.rank())] = s;
+        return s;
+      },
+      options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 30.0) << "the failure was not propagated; the ranks waited for the timeout";
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(statuses[static_cast<size_t>(r)].ok());
+    EXPECT_NE(forward_errors[static_cast<size_t>(r)].message().find("tensor parallelism"),
+              std::string::npos)
+        << forward_errors[static_cast<size_t>(r)].to_string();
+  }
+  EXPECT_FALSE(statuses[1].ok());
+}
+
+TEST(ModelTensorParallel, WithExpertParallelismIsRefusedByName) {
+  const std::string dir = source_dir() + "/models/v4-small";
+  std::vector<Status> errors(2);
+  run_ranks(2, [&](Communicator& comm) -> Status {
+    ExpertParallel ep;
+    ep.comm = &comm;
+    ep.placements = {parallel::ExpertPlacement::contiguous(8, 2)};
+    TensorParallel tp;
+    tp.comm = &comm;
+    errors[static_cast<size_t>(comm.rank())] = load_model(dir, opt_ops(), {}, ep, tp).status();
+    return Status();
+  });
+  EXPECT_NE(errors[0].message().find("with expert parallelism beside it is not built"),
+            std::string::npos)
+      << errors[0].to_string();
+}
+
+}  // namespace
+}  // namespace deepinfer::model::testing
