@@ -90,6 +90,14 @@ struct EngineStats {
   int64_t kv_blocks_cached = 0;
   int64_t prefix_snapshots = 0;
   int64_t prefix_snapshot_bytes = 0;
+  // EPLB (EngineOptions::enable_eplb): rebalances done, routed experts the ranks bound anew in
+  // them (a replica moved to a rank counts once per rank), and the last one's balance (max /
+  // mean load over the ranks, averaged over the layers; 1.0 is perfect) of the counted window
+  // under the placement before it and under the new one. 0 before the first.
+  int64_t eplb_rebalances = 0;
+  int64_t eplb_experts_bound = 0;
+  double eplb_balance_before = 0;
+  double eplb_balance_after = 0;
 };
 
 class Engine {
@@ -126,6 +134,12 @@ class Engine {
   // every KV page is back in its pool: stats() shows kv_blocks_in_use, kv_blocks_cached,
   // kv_bytes_in_use and prefix_snapshots at 0 (what tests/soak checks after its runs).
   Status reset_prefix_cache();
+
+  // EPLB (EngineOptions::enable_eplb): re-places the routed experts now, from the expert loads
+  // counted over the window, as the periodic rebalance does (EngineStats::eplb_*). Between
+  // steps, like every call here; requests in flight go on with unchanged outputs. An error
+  // (FailedPrecondition without EPLB) leaves the placement as it was.
+  Status rebalance_experts();
 
   // One step; returns the requests that ended in it.
   std::vector<RequestOutput> step();

@@ -105,6 +105,9 @@ class EngineLoop {
   // Ends a live request (queued here, waiting or running); its final event follows with
   // finish_reason "abort". NotFound for unknown or finished handles.
   Status abort(RequestHandle id);
+  // Engine::rebalance_experts (EPLB), run by the loop's thread between two steps; returns its
+  // result once done. Requests go on meanwhile, their outputs unchanged.
+  Status rebalance_experts();
 
   // No new requests from now on (submit answers FailedPrecondition); with `drain`, waits until
   // every accepted request has ended, else aborts them. The thread stops afterwards.

@@ -112,6 +112,17 @@ struct EngineOptions {
   int32_t data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int32_t tensor_parallel_size = 1;
+  // EPLB while serving (vLLM's names; docs/parallel.md, "EPLB in the engine"), with
+  // enable_expert_parallel over data_parallel_size > 1 ranks only (refused otherwise): the
+  // routers count each layer's expert loads over the last eplb_window_size engine steps, and
+  // every eplb_step_interval steps (0: only on Engine::rebalance_experts) the experts are
+  // re-placed by DeepSeek's EPLB policy, num_redundant_experts extra replicas of the hottest
+  // ones included (routed experts + num_redundant_experts must be a multiple of
+  // data_parallel_size), between two steps: requests in flight go on, their outputs unchanged.
+  bool enable_eplb = false;
+  int32_t num_redundant_experts = 0;
+  int32_t eplb_step_interval = 3000;
+  int32_t eplb_window_size = 1000;
 };
 
 struct TokenLogprobs {

@@ -232,6 +232,10 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["kv_blocks_total"] = s.kv_blocks_total;
   d["kv_blocks_in_use"] = s.kv_blocks_in_use;
   d["kv_bytes_in_use"] = s.kv_bytes_in_use;
+  d["eplb_rebalances"] = s.eplb_rebalances;
+  d["eplb_experts_bound"] = s.eplb_experts_bound;
+  d["eplb_balance_before"] = s.eplb_balance_before;
+  d["eplb_balance_after"] = s.eplb_balance_after;
   return d;
 }
 
@@ -277,18 +281,17 @@ struct PyStream {
 };
 
 // EngineOptions from the constructor arguments both Python engines take (LLM's keyword names).
-EngineOptions engine_options(const std::string& model_dir, const std::string& tokenizer_path,
-                             int32_t max_num_seqs, int64_t max_num_batched_tokens,
-                             int64_t max_model_len, int32_t num_kv_blocks, int32_t kv_block_size,
-                             int num_threads, bool async_scheduling,
-                             std::optional<bool> batch_invariant, bool enable_prefix_caching,
-                             int64_t prefix_cache_bytes, const std::string& backend,
-                             int sampling_threads, const std::string& sample_on,
-                             const std::string& speculative_method, int32_t num_speculative_tokens,
-                             std::optional<bool> speculative_varlen,
-                             const std::string& speculative_acceptance,
-                             const std::string& load_format, int32_t data_parallel_size,
-                             bool enable_expert_parallel, int32_t tensor_parallel_size) {
+EngineOptions engine_options(
+    const std::string& model_dir, const std::string& tokenizer_path, int32_t max_num_seqs,
+    int64_t max_num_batched_tokens, int64_t max_model_len, int32_t num_kv_blocks,
+    int32_t kv_block_size, int num_threads, bool async_scheduling,
+    std::optional<bool> batch_invariant, bool enable_prefix_caching, int64_t prefix_cache_bytes,
+    const std::string& backend, int sampling_threads, const std::string& sample_on,
+    const std::string& speculative_method, int32_t num_speculative_tokens,
+    std::optional<bool> speculative_varlen, const std::string& speculative_acceptance,
+    const std::string& load_format, int32_t data_parallel_size, bool enable_expert_parallel,
+    int32_t tensor_parallel_size, bool enable_eplb, int32_t num_redundant_experts,
+    int32_t eplb_step_interval, int32_t eplb_window_size) {
   EngineOptions o;
   o.model_dir = model_dir;
   o.tokenizer_path = tokenizer_path;
@@ -314,6 +317,10 @@ EngineOptions engine_options(const std::string& model_dir, const std::string& to
   o.data_parallel_size = data_parallel_size;
   o.enable_expert_parallel = enable_expert_parallel;
   o.tensor_parallel_size = tensor_parallel_size;
+  o.enable_eplb = enable_eplb;  // EPLB: checked by Engine::create too
+  o.num_redundant_experts = num_redundant_experts;
+  o.eplb_step_interval = eplb_step_interval;
+  o.eplb_window_size = eplb_window_size;
   return o;
 }
 
@@ -350,14 +357,16 @@ void bind_engine_loop(nb::module_& m) {
              const std::string& speculative_method, int32_t num_speculative_tokens,
              std::optional<bool> speculative_varlen, const std::string& speculative_acceptance,
              const std::string& load_format, int32_t data_parallel_size,
-             bool enable_expert_parallel, int32_t tensor_parallel_size) {
+             bool enable_expert_parallel, int32_t tensor_parallel_size, bool enable_eplb,
+             int32_t num_redundant_experts, int32_t eplb_step_interval, int32_t eplb_window_size) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
                 enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
                 speculative_method, num_speculative_tokens, speculative_varlen,
                 speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
-                tensor_parallel_size);
+                tensor_parallel_size, enable_eplb, num_redundant_experts, eplb_step_interval,
+                eplb_window_size);
             EngineLoopOptions lo;
             lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
             Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
@@ -378,7 +387,9 @@ void bind_engine_loop(nb::module_& m) {
           nb::arg("num_speculative_tokens") = -1, nb::arg("speculative_varlen") = nb::none(),
           nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto",
           nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
-          nb::arg("tensor_parallel_size") = 1)
+          nb::arg("tensor_parallel_size") = 1, nb::arg("enable_eplb") = false,
+          nb::arg("num_redundant_experts") = 0, nb::arg("eplb_step_interval") = 3000,
+          nb::arg("eplb_window_size") = 1000)
       .def(
           "submit",
           [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
@@ -431,6 +442,17 @@ void bind_engine_loop(nb::module_& m) {
              if (!st.ok()) raise(st);
            })
       .def(
+          "rebalance_experts",
+          [](PyLoop& pl) {
+            Status st;
+            {
+              nb::gil_scoped_release release;
+              st = pl.loop->rebalance_experts();
+            }
+            if (!st.ok()) raise(st);
+          },
+          "EPLB: re-place the experts from the counted loads now (Engine::rebalance_experts).")
+      .def(
           "shutdown",
           [](PyLoop& pl, bool drain) {
             nb::gil_scoped_release release;
@@ -480,15 +502,17 @@ void bind_engine(nb::module_& m) {
              const std::string& sample_on, const std::string& speculative_method,
              int32_t num_speculative_tokens, std::optional<bool> speculative_varlen,
              const std::string& speculative_acceptance, const std::string& load_format,
-             int32_t data_parallel_size, bool enable_expert_parallel,
-             int32_t tensor_parallel_size) {
+             int32_t data_parallel_size, bool enable_expert_parallel, int32_t tensor_parallel_size,
+             bool enable_eplb, int32_t num_redundant_experts, int32_t eplb_step_interval,
+             int32_t eplb_window_size) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
                 enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
                 speculative_method, num_speculative_tokens, speculative_varlen,
                 speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
-                tensor_parallel_size);
+                tensor_parallel_size, enable_eplb, num_redundant_experts, eplb_step_interval,
+                eplb_window_size);
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -507,7 +531,9 @@ void bind_engine(nb::module_& m) {
           nb::arg("speculative_varlen") = nb::none(),
           nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto",
           nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
-          nb::arg("tensor_parallel_size") = 1)
+          nb::arg("tensor_parallel_size") = 1, nb::arg("enable_eplb") = false,
+          nb::arg("num_redundant_experts") = 0, nb::arg("eplb_step_interval") = 3000,
+          nb::arg("eplb_window_size") = 1000)
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

@@ -202,6 +202,10 @@ class LLM:
         data_parallel_size: int = 1,
         enable_expert_parallel: bool = False,
         tensor_parallel_size: int = 1,
+        enable_eplb: bool = False,
+        num_redundant_experts: int = 0,
+        eplb_step_interval: int = 3000,
+        eplb_window_size: int = 1000,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -233,6 +237,11 @@ class LLM:
         # one rank. enable_expert_parallel: the ranks split the routed experts and step in
         # lockstep. tensor_parallel_size: only 1 (not built yet; other values raise, as do
         # data_parallel_size < 1 and several ranks on the CUDA backend). docs/parallel.md.
+        # enable_eplb (vLLM's names, with enable_expert_parallel and data_parallel_size > 1):
+        # count each layer's expert loads over the last eplb_window_size steps and re-place the
+        # experts by DeepSeek's EPLB policy every eplb_step_interval steps (0: only on
+        # rebalance_experts()), with num_redundant_experts extra replicas of the hottest ones;
+        # outputs are unchanged.
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
@@ -256,7 +265,11 @@ class LLM:
             load_format=load_format,
             data_parallel_size=int(data_parallel_size),
             enable_expert_parallel=bool(enable_expert_parallel),
-            tensor_parallel_size=int(tensor_parallel_size))
+            tensor_parallel_size=int(tensor_parallel_size),
+            enable_eplb=bool(enable_eplb),
+            num_redundant_experts=int(num_redundant_experts),
+            eplb_step_interval=int(eplb_step_interval),
+            eplb_window_size=int(eplb_window_size))
 
     # -- information ------------------------------------------------------------------------
     @property
@@ -272,6 +285,12 @@ class LLM:
 
     def stats(self) -> dict:
         return self._engine.stats()
+
+    def rebalance_experts(self) -> None:
+        """EPLB (enable_eplb): re-place the experts from the expert loads counted so far, between
+        two engine steps (stats() then shows eplb_rebalances and the balance before and after).
+        Raises ValueError without EPLB."""
+        self._engine.rebalance_experts()
 
     def encode(self, text: str) -> list[int]:
         self._need_tokenizer("encode")

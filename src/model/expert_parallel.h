@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "backend/ops.h"
@@ -52,6 +53,14 @@ struct ExpertParallel {
   // communicator and the config (count, ranks, experts per layer, every expert held somewhere),
   // and the load counter has the config's shape. Each message names the problem and the fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops) const;
+};
+
+// What Model::set_expert_placements changed on this rank, summed over the main layers.
+struct ExpertMoves {
+  int64_t bound = 0;     // experts newly bound (the rank did not hold them)
+  int64_t released = 0;  // experts dropped (the rank no longer holds them)
+  int64_t bytes_bound = 0;
+  int64_t bytes_released = 0;
 };
 
 }  // namespace deepinfer::model

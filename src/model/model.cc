@@ -63,6 +63,11 @@ Expected<SequenceCache> Model::window_replay_state(const SequenceCache&, std::sp
       config().source + " has none");
 }
 
+Expected<ExpertMoves> Model::set_expert_placements(std::vector<parallel::ExpertPlacement>) {
+  return failed_precondition("model " + config().source +
+                             " was loaded without expert parallelism: it holds every expert");
+}
+
 Expected<std::vector<float>> Model::mtp_draft(SequenceCache&, std::span<const float>,
                                               std::span<const int32_t>) {
   return failed_precondition("model " + config().source +

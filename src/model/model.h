@@ -112,6 +112,15 @@ class Model {
   // discarded (as after any error). A refused step (bad input) leaves every cache as it was.
   virtual Status forward(const StepInputs& in, StepOutputs& out) = 0;
 
+  // Expert parallelism, EPLB while serving (docs/parallel.md, "EPLB in the engine"): makes this
+  // rank hold exactly the routed experts `placements` give it (one per main layer, or one for
+  // all; the same on every rank of the group), binding the new ones from the checkpoint and
+  // dropping the others, and routes every later forward's exchange by them. Between forwards
+  // only, and every rank must switch before the next one. All or nothing: an error leaves the
+  // model as it was. FailedPrecondition for a model loaded without expert parallelism.
+  virtual Expected<ExpertMoves> set_expert_placements(
+      std::vector<parallel::ExpertPlacement> placements);
+
   // Single-sequence conveniences over forward(): the tokens continue the cache. Logits are
   // [rows, vocab] for the last row (kLast) or every row (kAll).
   // upper_skip: SequenceSpan::upper_skip (bounded replay, V4.1).

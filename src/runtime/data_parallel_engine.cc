@@ -120,6 +120,7 @@ Status validate_parallel_options(const EngineOptions& options) {
     return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
                             ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
   }
+  DI_TRY(validate_eplb_options(options, nullptr));  // the model's part in create()
   if (dp == 1) return Status::ok_status();
   DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
   if (backend == "cuda") {
@@ -143,7 +144,12 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   if (engine->expert_parallel_) {
     DI_ASSIGN_OR_RETURN(const io::ModelConfig config, io::load_model_config(options.model_dir));
     engine->experts_ = config.n_routed_experts;
-    placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+    if (options.enable_eplb) {
+      DI_ASSIGN_OR_RETURN(engine->rebalancer_, ExpertRebalancer::create(options, config));
+      placements = engine->rebalancer_->placements();
+    } else {
+      placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+    }
     engine->group_ = parallel::InProcessGroup::create(n);
     for (int r = 0; r < n; ++r) {
       engine->ranks_[static_cast<size_t>(r)]->comm = engine->group_->communicator(r);
@@ -159,6 +165,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     if (e->expert_parallel_) {
       ep.comm = rank.comm.get();
       ep.placements = placements;
+      if (e->rebalancer_) ep.load_counter = e->rebalancer_->counter();
     }
     auto core = EngineCore::create(per_rank, ep);
     if (!core.ok()) {
@@ -255,8 +262,57 @@ std::vector<RequestOutput> DataParallelEngine::step() {
       done.push_back(std::move(out));
     }
   }
+  // A step boundary: every rank is idle, no collective open (lockstep), so experts may move.
+  if (rebalancer_ && rebalancer_->end_step()) {
+    const Status s = rebalance_experts();
+    eplb_error_ = s.ok() ? std::string() : s.message();
+    // A failed one keeps the placement in use; the next try waits a whole period again.
+    if (!s.ok()) rebalancer_->adopt(rebalancer_->placements());
+  }
   update_stats();
   return done;
+}
+
+Status DataParallelEngine::rebalance_experts() {
+  if (!rebalancer_) return EngineDriver::rebalance_experts();
+  DI_ASSIGN_OR_RETURN(ExpertRebalancer::Plan plan, rebalancer_->plan());
+  const size_t n = ranks_.size();
+  std::vector<Status> failed(n);
+  std::vector<model::ExpertMoves> moves(n);
+  // Each rank rebinds its own model on its own thread; no forward runs meanwhile.
+  const std::vector<bool> all(n, true);
+  run_on_ranks(all, [&](int r) {
+    auto m = ranks_[static_cast<size_t>(r)]->core->set_expert_placements(plan.placements);
+    if (m.ok()) {
+      moves[static_cast<size_t>(r)] = *m;
+    } else {
+      failed[static_cast<size_t>(r)] = m.status();
+    }
+  });
+  for (size_t r = 0; r < n; ++r) {
+    if (failed[r].ok()) continue;
+    // The ranks must agree on the placement, or their next exchange mismatches: the ones that
+    // switched go back (they held those experts a moment ago, so binding them again succeeds).
+    for (size_t q = 0; q < n; ++q) {
+      if (!failed[q].ok()) continue;
+      const auto back = ranks_[q]->core->set_expert_placements(rebalancer_->placements());
+      if (!back.ok()) {
+        // Not expected; if it happens the ranks disagree: fail the group rather than exchange
+        // with mismatched placements (later steps end their requests with this error).
+        if (group_) group_->abort(back.status());
+        return back.status().with_context("EPLB: restoring the old placement on rank " +
+                                          std::to_string(q));
+      }
+    }
+    return failed[r].with_context("EPLB: rebalance on data-parallel rank " + std::to_string(r));
+  }
+  rebalancer_->adopt(std::move(plan.placements));
+  ++eplb_stats_.eplb_rebalances;
+  for (const model::ExpertMoves& m : moves) eplb_stats_.eplb_experts_bound += m.bound;
+  eplb_stats_.eplb_balance_before = plan.balance_before;
+  eplb_stats_.eplb_balance_after = plan.balance_after;
+  update_stats();
+  return Status::ok_status();
 }
 
 bool DataParallelEngine::has_unfinished() const {
@@ -283,12 +339,26 @@ int DataParallelEngine::rank_of(RequestHandle id) const {
 void DataParallelEngine::update_stats() {
   stats_ = {};
   for (const auto& rank : ranks_) add_stats(stats_, rank->core->stats());
+  stats_.eplb_rebalances = eplb_stats_.eplb_rebalances;
+  stats_.eplb_experts_bound = eplb_stats_.eplb_experts_bound;
+  stats_.eplb_balance_before = eplb_stats_.eplb_balance_before;
+  stats_.eplb_balance_after = eplb_stats_.eplb_balance_after;
 }
 
 std::string DataParallelEngine::describe() const {
   const int n = num_ranks();
   std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
-  if (expert_parallel_) {
+  if (rebalancer_) {
+    const int slots = experts_ + options_.num_redundant_experts;
+    ranks += "expert parallel: " + std::to_string(experts_) + " routed experts in " +
+             std::to_string(slots) + " slots placed by EPLB (rebalanced " +
+             (options_.eplb_step_interval > 0
+                  ? "every " + std::to_string(options_.eplb_step_interval) + " steps"
+                  : std::string("on command")) +
+             ", loads over the last " + std::to_string(options_.eplb_window_size) + " steps" +
+             (eplb_error_.empty() ? "" : "; last rebalance failed: " + eplb_error_) +
+             "), lockstep steps; ";
+  } else if (expert_parallel_) {
     ranks += "expert parallel: " + std::to_string(experts_) +
              " routed experts split contiguously, lockstep steps; ";
   } else {

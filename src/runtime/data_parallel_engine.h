@@ -30,6 +30,7 @@
 #include "parallel/in_process_communicator.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_driver.h"
+#include "runtime/expert_rebalancer.h"
 
 namespace deepinfer::runtime {
 
@@ -60,6 +61,10 @@ class DataParallelEngine final : public EngineDriver {
   std::vector<RequestOutput> step() override;
   bool has_unfinished() const override;
   Status reset_prefix_cache() override;
+  // EPLB (enable_eplb): a plan from the counted window, applied by every rank at once between
+  // steps (each binds the experts it gains and drops the ones it loses, then routes by the new
+  // placement); all ranks or none: a rank that fails puts the others back on the old placement.
+  Status rebalance_experts() override;
 
   // Every rank loads the same model and tokenizer: rank 0 answers for all.
   int64_t vocab_size() const override { return ranks_[0]->core->vocab_size(); }
@@ -78,6 +83,11 @@ class DataParallelEngine final : public EngineDriver {
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
   int rank_of(RequestHandle id) const;
   const EngineCore& rank(int r) const { return *ranks_[static_cast<size_t>(r)]->core; }
+  // EPLB: the placement in use (one per main layer); empty without EPLB.
+  const std::vector<parallel::ExpertPlacement>& expert_placements() const {
+    static const std::vector<parallel::ExpertPlacement> kNone;
+    return rebalancer_ ? rebalancer_->placements() : kNone;
+  }
 
  private:
   struct Rank {
@@ -100,6 +110,11 @@ class DataParallelEngine final : public EngineDriver {
   bool expert_parallel_ = false;
   int experts_ = 0;  // routed experts of the model (expert parallelism's placement)
   std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only
+  std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models
+  // EPLB: the EngineStats::eplb_* fields (the ranks' stats know nothing of them), and why the
+  // last periodic rebalance failed, if it did (the placement then stays; describe() says it).
+  EngineStats eplb_stats_;
+  std::string eplb_error_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::unordered_map<RequestHandle, Placed> live_;
   RequestHandle next_handle_ = 1;

@@ -56,6 +56,7 @@ Expected<RequestHandle> Engine::submit_text(std::string_view prompt, const Sampl
 Status Engine::abort(RequestHandle id) { return core_->abort(id); }
 std::vector<RequestOutput> Engine::step() { return core_->step(); }
 Status Engine::reset_prefix_cache() { return core_->reset_prefix_cache(); }
+Status Engine::rebalance_experts() { return core_->rebalance_experts(); }
 
 std::vector<RequestOutput> Engine::run_until_done() {
   std::vector<RequestOutput> all;

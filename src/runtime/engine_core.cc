@@ -604,6 +604,12 @@ void EngineCore::update_gauges() {
   stats_.kv_blocks_cached = kv.pool().num_cached();
 }
 
+Expected<model::ExpertMoves> EngineCore::set_expert_placements(
+    std::vector<parallel::ExpertPlacement> placements) {
+  DI_CHECK(in_flight_ == nullptr);
+  return model_->set_expert_placements(std::move(placements));
+}
+
 Status EngineCore::reset_prefix_cache() {
   if (!parents_.empty()) {
     return failed_precondition("reset_prefix_cache: " + std::to_string(parents_.size()) +

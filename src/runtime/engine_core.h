@@ -94,6 +94,11 @@ class EngineCore final : public EngineDriver {
   std::string describe() const override;
   // What the model bound from the checkpoint (with expert parallelism, this rank's experts).
   model::WeightStats weight_stats() const { return model_->weight_stats(); }
+  // EPLB (data_parallel_engine.h): this rank's model switches to new expert placements
+  // (Model::set_expert_placements). Between steps only: with expert parallelism scheduling is
+  // synchronous, so no step is in flight then.
+  Expected<model::ExpertMoves> set_expert_placements(
+      std::vector<parallel::ExpertPlacement> placements);
   // Expert parallelism: empty forwards this rank ran to serve its peers (Lockstep); 0 without.
   // The seed of unseeded requests' draws. Tensor-parallel ranks share rank 0's, so that every
   // rank draws the same tokens.

@@ -28,6 +28,13 @@ class EngineDriver {
   virtual std::vector<RequestOutput> step() = 0;
   virtual bool has_unfinished() const = 0;
   virtual Status reset_prefix_cache() = 0;
+  // Engine::rebalance_experts; only the data-parallel engine with EPLB has experts to move.
+  virtual Status rebalance_experts() {
+    return failed_precondition(
+        "rebalance_experts: EPLB is off; start the engine with enable_eplb (--enable-eplb), "
+        "enable_expert_parallel (--enable-expert-parallel) and data_parallel_size "
+        "(--data-parallel-size) > 1");
+  }
 
   virtual int64_t vocab_size() const = 0;
   virtual int64_t max_model_len() const = 0;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -92,6 +93,19 @@ class EngineLoopImpl {
     return Status::ok_status();
   }
 
+  // Engine::rebalance_experts on the loop's thread, between two of its steps; waits for it.
+  Status rebalance_experts() {
+    std::future<Status> done;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return failed_precondition("rebalance_experts: the engine is shutting down");
+      rebalances_.emplace_back();
+      done = rebalances_.back().get_future();
+      cv_.notify_all();
+    }
+    return done.get();
+  }
+
   void shutdown(bool drain) {
     std::unique_lock<std::mutex> lock(mu_);
     stopping_ = true;
@@ -155,17 +169,28 @@ class EngineLoopImpl {
     for (;;) {
       std::deque<Submission> inbox;
       std::vector<RequestHandle> aborts;
+      std::vector<std::promise<Status>> rebalances;
       {
         std::unique_lock<std::mutex> lock(mu_);
         cv_.wait(lock, [&] {
-          return !inbox_.empty() || !aborts_.empty() || engine_->has_unfinished() ||
-                 (exit_when_idle_ && pending_ == 0);
+          return !inbox_.empty() || !aborts_.empty() || !rebalances_.empty() ||
+                 engine_->has_unfinished() || (exit_when_idle_ && pending_ == 0);
         });
-        if (exit_when_idle_ && pending_ == 0 && inbox_.empty() && !engine_->has_unfinished()) {
+        if (exit_when_idle_ && pending_ == 0 && inbox_.empty() && rebalances_.empty() &&
+            !engine_->has_unfinished()) {
           return;
         }
         inbox.swap(inbox_);
         aborts.swap(aborts_);
+        rebalances.swap(rebalances_);
+      }
+      if (!rebalances.empty()) {  // a step boundary: the engine's last step() has returned
+        const Status st = engine_->rebalance_experts();
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stats_ = engine_->stats();
+        }
+        for (std::promise<Status>& p : rebalances) p.set_value(st);
       }
       for (Submission& s : inbox) {
         const bool aborted_early =
@@ -268,6 +293,7 @@ class EngineLoopImpl {
   std::condition_variable cv_, idle_cv_;
   std::deque<Submission> inbox_;
   std::vector<RequestHandle> aborts_;
+  std::vector<std::promise<Status>> rebalances_;  // rebalance_experts() callers waiting
   std::unordered_map<RequestHandle, int> live_;  // accepted, final event not yet sent
   RequestHandle next_handle_ = 1;
   int64_t pending_ = 0, running_ = 0;
@@ -365,6 +391,7 @@ Expected<std::unique_ptr<RequestStream>> EngineLoop::submit_stream(std::vector<i
 }
 
 Status EngineLoop::abort(RequestHandle id) { return impl_->abort(id); }
+Status EngineLoop::rebalance_experts() { return impl_->rebalance_experts(); }
 void EngineLoop::shutdown(bool drain) { impl_->shutdown(drain); }
 bool EngineLoop::wait_idle(std::chrono::milliseconds timeout) { return impl_->wait_idle(timeout); }
 EngineStats EngineLoop::stats() const { return impl_->stats(); }

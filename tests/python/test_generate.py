@@ -246,3 +246,16 @@ def test_data_parallel_options(cli, repo_dir, model_a):
         r = generate(cli, repo_dir, model_a, [5, 17, 42], *extra)
         assert r.returncode == 1, (r.stdout, r.stderr)
         assert needle in r.stderr, r.stderr
+    # --enable-eplb with its knobs rebalances while generating, the same tokens; without expert
+    # parallelism, or with slots that do not split over the ranks, it is refused by name.
+    r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
+                 "--data-parallel-size", 2, "--enable-expert-parallel", "--enable-eplb",
+                 "--num-redundant-experts", 2, "--eplb-step-interval", 1, "--eplb-window-size", 2)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
+    for extra, needle in ((("--data-parallel-size", 2, "--enable-eplb"), "--enable-expert-parallel"),
+                          (("--data-parallel-size", 2, "--enable-expert-parallel", "--enable-eplb",
+                            "--num-redundant-experts", 1), "--num-redundant-experts")):
+        r = generate(cli, repo_dir, model_a, [5, 17, 42], *extra)
+        assert r.returncode == 1, (r.stdout, r.stderr)
+        assert needle in r.stderr, r.stderr

@@ -314,6 +314,39 @@ def test_tensor_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     assert runs[0] == runs[1] == runs[2]
 
 
+def test_eplb_rebalances_keep_the_outputs(tiny_dir):
+    # LLM(enable_eplb=, num_redundant_experts=, eplb_step_interval=, eplb_window_size=) (vLLM's
+    # names): experts re-placed every step and by LLM.rebalance_experts(), the same tokens and
+    # logprobs as one rank; the stats count the rebalances.
+    params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
+                             ignore_eos=True) for s in range(len(PROMPTS))]
+
+    def run(llm):
+        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+        return [(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
+                for o in outs]
+
+    single = run(LLM(str(tiny_dir), num_threads=1))
+    llm = LLM(str(tiny_dir), num_threads=1, data_parallel_size=2, enable_expert_parallel=True,
+              enable_eplb=True, num_redundant_experts=2, eplb_step_interval=1,
+              eplb_window_size=2)
+    assert "placed by EPLB" in llm.describe(), llm.describe()
+    assert run(llm) == single
+    periodic = llm.stats()["eplb_rebalances"]
+    assert periodic > 0
+    assert llm.stats()["eplb_balance_after"] >= 1.0
+    llm.rebalance_experts()
+    assert llm.stats()["eplb_rebalances"] == periodic + 1
+    assert run(llm) == single
+    with pytest.raises(ValueError, match="enable-expert-parallel"):
+        LLM(str(tiny_dir), num_threads=1, data_parallel_size=2, enable_eplb=True)
+    with pytest.raises(ValueError, match="num-redundant-experts"):
+        LLM(str(tiny_dir), num_threads=1, data_parallel_size=2, enable_expert_parallel=True,
+            enable_eplb=True, num_redundant_experts=1)
+    with pytest.raises(ValueError, match="enable-eplb"):
+        LLM(str(tiny_dir), num_threads=1).rebalance_experts()
+
+
 @pytest.mark.parametrize("kwargs,needle", [
     ({"tensor_parallel_size": 2, "data_parallel_size": 2},
      "tensor and data parallelism together are not built yet"),

@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "deepinfer/params.h"
+
 namespace CLI {
 class App;
 }
@@ -31,11 +33,21 @@ struct ParallelArgs {
   int data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int tensor_parallel_size = 1;
+  // EPLB (EngineOptions::enable_eplb and the three after it; defaults as there).
+  bool enable_eplb = false;
+  int num_redundant_experts = 0;
+  int eplb_step_interval = 3000;
+  int eplb_window_size = 1000;
   bool any() const {
-    return data_parallel_size != 1 || enable_expert_parallel || tensor_parallel_size != 1;
+    return data_parallel_size != 1 || enable_expert_parallel || tensor_parallel_size != 1 ||
+           enable_eplb || num_redundant_experts != 0;
   }
+  // Copies every rank and EPLB option into `o`.
+  void apply(EngineOptions& o) const;
 };
-// --data-parallel-size, --enable-expert-parallel, --tensor-parallel-size: generate, serve.
+// --data-parallel-size, --enable-expert-parallel, --tensor-parallel-size and the EPLB flags
+// (--enable-eplb, --num-redundant-experts, --eplb-step-interval, --eplb-window-size): generate,
+// serve.
 void add_parallel_options(CLI::App& cmd, ParallelArgs& args);
 
 }  // namespace deepinfer::cli

@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/layers/attention.h"
+#include "model/layers/expert_rebind.h"
 #include "model/layers/moe.h"
 #include "model/layers/numerics.h"
 #include "model/recorded_steps.h"
@@ -82,6 +83,13 @@ class V4Model final : public model::Model {
   }
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
   WeightStats weight_stats() const override { return w.store.stats; }
+  Expected<ExpertMoves> set_expert_placements(
+      std::vector<parallel::ExpertPlacement> placements) override {
+    if (!exchange) return Model::set_expert_placements(std::move(placements));
+    std::vector<MoeWeights*> moe;
+    for (BlockWeights& b : w.layers) moe.push_back(&b.moe);
+    return rebind_routed_experts(ckpt, *ops, w.store, moe, *exchange, std::move(placements));
+  }
   Status forward(const StepInputs& in, StepOutputs& out) override;
   Expected<std::vector<float>> mtp_draft(SequenceCache& cache, std::span<const float> hidden,
                                          std::span<const int32_t> next_ids) override;

@@ -20,6 +20,7 @@
 #include "model/deepseek_v41/upper_rows.h"
 #include "model/deepseek_v41/weights.h"
 #include "model/layers/attention.h"
+#include "model/layers/expert_rebind.h"
 #include "model/layers/moe.h"
 #include "model/layers/numerics.h"
 #include "model/recorded_steps.h"
@@ -125,6 +126,13 @@ class V41Model final : public model::Model {
   }
   backend::PagePool::Stats cache_memory() const override { return pages->stats(); }
   WeightStats weight_stats() const override { return w.store.stats; }
+  Expected<ExpertMoves> set_expert_placements(
+      std::vector<parallel::ExpertPlacement> placements) override {
+    if (!exchange) return Model::set_expert_placements(std::move(placements));
+    std::vector<MoeWeights*> moe;
+    for (Block& b : w.layers) moe.push_back(&b.base.moe);
+    return rebind_routed_experts(ckpt, *ops, w.store, moe, *exchange, std::move(placements));
+  }
   std::vector<std::pair<std::string, double>> host_counters() const override {
     if (!engram_lookup) return {};
     const EngramLookup::Stats& e = engram_lookup->stats();

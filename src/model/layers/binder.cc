@@ -231,6 +231,16 @@ Expected<backend::ExpertWeights> Binder::expert(const std::string& prefix) {
   return e;
 }
 
+Expected<WeightStats> Binder::expert_footprint(const std::string& prefix) const {
+  WeightStats f;
+  for (const char* name : {"w1.weight", "w2.weight", "w3.weight"}) {
+    DI_ASSIGN_OR_RETURN(const io::Weight w, ckpt_.get(prefix + name));
+    ++f.tensors;
+    f.bytes += stored_bytes(w);
+  }
+  return f;
+}
+
 Expected<BlockWeights> Binder::block_common(const std::string& p, const io::LayerSpec& spec,
                                             int n_experts, int top_k,
                                             const ExpertSelection& selection,

@@ -67,6 +67,9 @@ class Binder {
   Expected<CompressorWeights> compressor(const std::string& prefix, int ratio, int d_c,
                                          bool overlap, bool has_ape);
   Expected<backend::ExpertWeights> expert(const std::string& prefix);
+  // What expert(prefix) counts in WeightStats (tensors and stored bytes), without binding it:
+  // what a rank gives back when it stops holding the expert (model/layers/expert_rebind.h).
+  Expected<WeightStats> expert_footprint(const std::string& prefix) const;
   // embed.weight (dense: an embedding table) and head.weight, or the embedding again when the
   // checkpoint ties them (no head.weight). With `tensor` split, lm_head is this rank's
   // vocabulary rows only (the embedding stays whole).

@@ -19,12 +19,25 @@ void throw_if_failed(const Status& s, size_t layer) {
 
 }  // namespace
 
-MoeExchange::MoeExchange(const ExpertParallel& ep, size_t layers, int64_t hidden) : ep_(ep) {
-  dispatchers_.reserve(layers);
-  for (size_t l = 0; l < layers; ++l) {
+MoeExchange::MoeExchange(const ExpertParallel& ep, size_t layers, int64_t hidden)
+    : ep_(ep), layers_(layers), hidden_(hidden) {
+  make_dispatchers();
+}
+
+void MoeExchange::make_dispatchers() {
+  dispatchers_.clear();
+  dispatchers_.reserve(layers_);
+  for (size_t l = 0; l < layers_; ++l) {
     dispatchers_.push_back(
-        std::make_unique<parallel::EpDispatcher>(*ep_.comm, ep_.placement(l), hidden));
+        std::make_unique<parallel::EpDispatcher>(*ep_.comm, ep_.placement(l), hidden_));
   }
+}
+
+void MoeExchange::set_placements(std::vector<parallel::ExpertPlacement> placements) {
+  // A dispatcher keeps only the plan of its last dispatch, which the next dispatch replaces:
+  // new ones lose nothing but their reusable buffers.
+  ep_.placements = std::move(placements);
+  make_dispatchers();
 }
 
 void MoeExchange::routed(backend::Ops& ops, size_t layer, backend::CMat v, const int32_t* ids,

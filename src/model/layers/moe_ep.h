@@ -50,6 +50,10 @@ class MoeExchange {
   MoeExchange(const ExpertParallel& ep, size_t layers, int64_t hidden);
 
   const ExpertParallel& context() const { return ep_; }
+  // Between steps only (EPLB, model/layers/expert_rebind.h): routes every later exchange by
+  // `placements` (already validated against the model), in one go for every layer. Every rank
+  // must switch before the next forward, or the ranks' pairs no longer meet.
+  void set_placements(std::vector<parallel::ExpertPlacement> placements);
 
   // out [M, D] = the routed experts' sum for this rank's M rows (M may be 0), through the ranks
   // holding the experts of main-model layer `layer`; local: this rank's experts of that layer
@@ -63,7 +67,11 @@ class MoeExchange {
   void count(size_t layer, const int32_t* ids, int64_t n);
 
  private:
+  void make_dispatchers();
+
   ExpertParallel ep_;
+  size_t layers_ = 0;
+  int64_t hidden_ = 0;
   std::vector<std::unique_ptr<parallel::EpDispatcher>> dispatchers_;  // per layer
   parallel::DispatchedRows rows_;                                     // reused across layers
   std::vector<int32_t> local_ids_;

@@ -94,9 +94,7 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
   options.speculative_method = a.speculative_method;
   options.num_speculative_tokens = a.num_speculative_tokens;
   options.speculative_acceptance = a.speculative_acceptance;
-  options.data_parallel_size = a.parallel.data_parallel_size;
-  options.enable_expert_parallel = a.parallel.enable_expert_parallel;
-  options.tensor_parallel_size = a.parallel.tensor_parallel_size;
+  a.parallel.apply(options);
   auto engine = Engine::create(options);
   if (!engine.ok()) return fail(1, engine.status().message());
   if (!prompts->empty() && !(*engine)->has_tokenizer()) {

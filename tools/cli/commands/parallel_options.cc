@@ -18,6 +18,26 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                "the ranks step in lockstep); outputs are unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
                  "only 1: tensor parallelism is not built yet (other values are refused)");
+  cmd.add_flag("--enable-eplb", args.enable_eplb,
+               "with --enable-expert-parallel: count each layer's expert loads and re-place the "
+               "experts by DeepSeek's EPLB policy while serving (outputs are unchanged)");
+  cmd.add_option("--num-redundant-experts", args.num_redundant_experts,
+                 "EPLB: extra replicas of the hottest experts (default 0); routed experts plus "
+                 "these must be a multiple of --data-parallel-size");
+  cmd.add_option("--eplb-step-interval", args.eplb_step_interval,
+                 "EPLB: engine steps between rebalances (default 3000; 0: never by itself)");
+  cmd.add_option("--eplb-window-size", args.eplb_window_size,
+                 "EPLB: engine steps of expert load a rebalance plans from (default 1000)");
+}
+
+void ParallelArgs::apply(EngineOptions& o) const {
+  o.data_parallel_size = data_parallel_size;
+  o.enable_expert_parallel = enable_expert_parallel;
+  o.tensor_parallel_size = tensor_parallel_size;
+  o.enable_eplb = enable_eplb;
+  o.num_redundant_experts = num_redundant_experts;
+  o.eplb_step_interval = eplb_step_interval;
+  o.eplb_window_size = eplb_window_size;
 }
 
 }  // namespace deepinfer::cli

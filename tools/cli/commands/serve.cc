@@ -102,9 +102,7 @@ void register_serve_command(CLI::App& app, CommandAction& action) {
     action = [args, backend, no_prefix, sync, parallel] {
       server::ServeArgs a = *args;
       a.engine.backend = *backend == "cpu" ? "opt" : *backend;
-      a.engine.data_parallel_size = parallel->data_parallel_size;
-      a.engine.enable_expert_parallel = parallel->enable_expert_parallel;
-      a.engine.tensor_parallel_size = parallel->tensor_parallel_size;
+      parallel->apply(a.engine);
       a.engine.enable_prefix_caching = !*no_prefix;
       a.engine.async_scheduling = !*sync;
       const auto& env = env_options();
