@@ -112,6 +112,13 @@ struct EngineOptions {
   int32_t data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int32_t tensor_parallel_size = 1;
+  // Context parallelism (docs/parallel.md, "Context parallelism"): N > 1 ranks in this process,
+  // one thread each, on the CPU backends, every rank with the whole model and the same requests
+  // and batches; in every forward each sequence's new rows are split zig-zag over the ranks
+  // (equal causal attention work, the point for long prefills) and the caches are gathered
+  // whole on every rank; outputs are the single engine's. DeepSeek-V4 only (V4.1 is refused);
+  // not with data, expert or tensor parallelism; not on CUDA. Values below 1 are refused.
+  int32_t context_parallel_size = 1;
   // EPLB while serving (vLLM's names; docs/parallel.md, "EPLB in the engine"), with
   // enable_expert_parallel over data_parallel_size > 1 ranks only (refused otherwise): the
   // routers count each layer's expert loads over the last eplb_window_size engine steps, and

@@ -23,15 +23,16 @@ const char* drafter_kind_name(DrafterKind k) {
 
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops,
                                             const io::LoadOptions& load, const ExpertParallel& ep,
-                                            const TensorParallel& tp) {
+                                            const TensorParallel& tp, const ContextParallel& cp) {
   // config.json alone decides the family; each family's loader opens the whole checkpoint.
   DI_ASSIGN_OR_RETURN(const io::ModelConfig c, io::load_model_config(model_dir));
   DI_TRY(ep.validate(c, ops));
   DI_TRY(tp.validate(c, ops, ep));
+  DI_TRY(cp.validate(c, ops, ep, tp));
   if (c.family == io::ModelFamily::kDeepseekV41) {
     return deepseek_v41::load(model_dir, ops, load, ep, tp);
   }
-  return deepseek_v4::load(model_dir, ops, load, ep, tp);
+  return deepseek_v4::load(model_dir, ops, load, ep, tp, cp);
 }
 
 Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& doing,

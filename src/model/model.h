@@ -28,6 +28,7 @@
 #include "io/checkpoint.h"
 #include "io/model_config.h"
 #include "model/cache.h"
+#include "model/context_parallel.h"
 #include "model/expert_parallel.h"
 #include "model/layers/weights.h"
 #include "model/step.h"
@@ -185,10 +186,14 @@ class Model {
 // the same placements and runs forward() in lockstep; a failed peer makes the step an error.
 // tp: tensor parallelism, this rank's part (tensor_parallel.h); off by default. With it every
 // rank loads its shards and makes every call (forward, drafting) with the same inputs.
+// cp: context parallelism, this rank's part (context_parallel.h); off by default, DeepSeek-V4
+// only. With it every rank loads the whole model and calls forward() with the same whole steps;
+// each computes its zig-zag share of the rows and all end with the whole cache and logits.
 Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backend::Ops& ops,
                                             const io::LoadOptions& load = {},
                                             const ExpertParallel& ep = {},
-                                            const TensorParallel& tp = {});
+                                            const TensorParallel& tp = {},
+                                            const ContextParallel& cp = {});
 
 // An op ran out of its backend's memory (backend::OutOfMemory): a ResourceExhausted status that
 // says what ran out, what the model was doing and what needs less memory.

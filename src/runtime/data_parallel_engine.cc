@@ -27,6 +27,7 @@ EngineOptions per_rank_options(const EngineOptions& options, int n, bool lockste
   EngineOptions o = options;
   o.data_parallel_size = 1;
   o.tensor_parallel_size = 1;
+  o.context_parallel_size = 1;
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   int threads = options.num_threads;
   if (threads < 0) {
@@ -80,7 +81,37 @@ void add_stats(EngineStats& t, const EngineStats& s) {
 
 }  // namespace
 
+namespace {
+
+// context_parallel_size: alone (every other rank option at its default), on the CPU.
+Status validate_context_parallel(const EngineOptions& options) {
+  const int32_t cp = options.context_parallel_size;
+  const std::string flag = "context_parallel_size (--context-parallel-size) " + std::to_string(cp);
+  if (cp < 1 || cp > kMaxDataParallelRanks) {
+    return invalid_argument(flag + ": give 1 (one rank) up to " +
+                            std::to_string(kMaxDataParallelRanks));
+  }
+  if (cp == 1) return Status::ok_status();
+  if (options.tensor_parallel_size > 1 || options.data_parallel_size > 1 ||
+      options.enable_expert_parallel) {
+    return unimplemented(flag +
+                         " with tensor, data or expert parallelism: context parallelism "
+                         "together with another kind is not built yet; give one of them");
+  }
+  DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
+  if (backend == "cuda") {
+    return unimplemented(flag +
+                         " with the CUDA backend: ranks on GPUs are not built yet; run the ranks "
+                         "on the CPU (backend opt), or one GPU with context_parallel_size 1");
+  }
+  return Status::ok_status();
+}
+
+}  // namespace
+
 Status validate_parallel_options(const EngineOptions& options) {
+  DI_TRY(validate_context_parallel(options));
+  if (options.context_parallel_size > 1) return Status::ok_status();
   const int32_t tp = options.tensor_parallel_size;
   const int32_t dp = options.data_parallel_size;
   if (tp < 1) {

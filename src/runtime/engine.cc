@@ -15,7 +15,7 @@ namespace deepinfer {
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   DI_TRY(runtime::validate_parallel_options(options));
   std::unique_ptr<runtime::EngineDriver> core;
-  if (options.tensor_parallel_size > 1) {
+  if (options.tensor_parallel_size > 1 || options.context_parallel_size > 1) {
     DI_ASSIGN_OR_RETURN(core, runtime::TensorParallelEngine::create(options));
   } else if (options.data_parallel_size > 1) {
     DI_ASSIGN_OR_RETURN(core, runtime::DataParallelEngine::create(options));

@@ -52,8 +52,9 @@ Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& optio
 
 Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options,
                                                          const model::ExpertParallel& ep,
-                                                         const model::TensorParallel& tp) {
-  if ((ep.enabled() || tp.enabled()) && options.async_scheduling) {
+                                                         const model::TensorParallel& tp,
+                                                         const model::ContextParallel& cp) {
+  if ((ep.enabled() || tp.enabled() || cp.enabled()) && options.async_scheduling) {
     // Lockstep runs each step's forwards and its serving of peers on the thread that steps the
     // rank (data_parallel_engine.cc); a step left in flight between step() calls would hold the
     // peers waiting in the middle of a collective.
@@ -94,7 +95,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
                       backend::make_ops(options.backend, threads, options.batch_invariant));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
-                      model::load_model(options.model_dir, *ops, {load_format, 0}, ep, tp));
+                      model::load_model(options.model_dir, *ops, {load_format, 0}, ep, tp, cp));
 
   std::optional<tokenizer::Tokenizer> tok;
   std::string tok_path = options.tokenizer_path;
@@ -158,9 +159,10 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
   if (ep.enabled()) core->lockstep_ = std::make_unique<Lockstep>(*ep.comm, *core->model_);
-  if (tp.enabled()) {
-    core->lockstep_ =
-        std::make_unique<Lockstep>(*tp.comm, *core->model_, Lockstep::Mode::kTensorParallel);
+  // Context parallelism, like tensor parallelism: every rank runs every forward.
+  if (tp.enabled() || cp.enabled()) {
+    core->lockstep_ = std::make_unique<Lockstep>(tp.enabled() ? *tp.comm : *cp.comm, *core->model_,
+                                                 Lockstep::Mode::kTensorParallel);
   }
   core->spec_tokens_ = spec_tokens;
   core->draft_depth_ = spec_tokens;

@@ -58,9 +58,12 @@ class EngineCore final : public EngineDriver {
   // must be created at the same time, on its own thread.
   // `tp`: this rank's part of tensor parallelism (tensor_parallel_engine.h): the model loads
   // its shards, and forwards go through a Lockstep that checks every rank runs each one.
+  // `cp`: this rank's part of context parallelism (the same engine, tensor_parallel_engine.h):
+  // the model splits each forward's rows with its peers; the same Lockstep as `tp`.
   static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options,
                                                       const model::ExpertParallel& ep = {},
-                                                      const model::TensorParallel& tp = {});
+                                                      const model::TensorParallel& tp = {},
+                                                      const model::ContextParallel& cp = {});
   ~EngineCore() override;
 
   Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,

@@ -11,9 +11,14 @@ namespace deepinfer::runtime {
 Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     const EngineOptions& options) {
   DI_TRY(validate_parallel_options(options));
-  const int n = options.tensor_parallel_size;
-  if (n < 2) return invalid_argument("TensorParallelEngine needs tensor_parallel_size >= 2");
+  const bool context = options.context_parallel_size > 1;
+  const int n = context ? options.context_parallel_size : options.tensor_parallel_size;
+  if (n < 2) {
+    return invalid_argument(
+        "TensorParallelEngine needs tensor_parallel_size or context_parallel_size >= 2");
+  }
   auto engine = std::unique_ptr<TensorParallelEngine>(new TensorParallelEngine());
+  engine->context_ = context;
   engine->group_ = parallel::InProcessGroup::create(n);
   for (int r = 0; r < n; ++r) {
     engine->ranks_.push_back(std::make_unique<Rank>());
@@ -26,8 +31,9 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
   run_on_ranks(std::vector<bool>(static_cast<size_t>(n), true), [&](int r) {
     Rank& rank = *e->ranks_[static_cast<size_t>(r)];
     model::TensorParallel tp;
-    tp.comm = rank.comm.get();
-    auto core = EngineCore::create(per_rank, {}, tp);
+    model::ContextParallel cp;
+    (context ? cp.comm : tp.comm) = rank.comm.get();
+    auto core = EngineCore::create(per_rank, {}, tp, cp);
     if (!core.ok()) {
       failed[static_cast<size_t>(r)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
@@ -38,7 +44,10 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
   });
   for (int r = 0; r < n; ++r) {
     const Status& st = failed[static_cast<size_t>(r)];
-    if (!st.ok()) return st.with_context("tensor-parallel rank " + std::to_string(r));
+    if (!st.ok()) {
+      return st.with_context((context ? "context-parallel rank " : "tensor-parallel rank ") +
+                             std::to_string(r));
+    }
   }
   // One seed: unseeded requests draw the same tokens on every rank.
   for (int r = 1; r < n; ++r) {
@@ -63,7 +72,8 @@ Expected<RequestHandle> TensorParallelEngine::submit(std::span<const int32_t> pr
   for (size_t r = 1; r < ranks_.size(); ++r) {
     const auto copy = ranks_[r]->core->submit_as(handle, prompt_ids, prompt_text, params, {});
     if (!copy.ok()) {
-      return internal_error("tensor-parallel rank " + std::to_string(r) +
+      return internal_error(std::string(context_ ? "context" : "tensor") + "-parallel rank " +
+                            std::to_string(r) +
                             " refused a request rank 0 took: " + copy.status().to_string());
     }
   }
@@ -101,6 +111,13 @@ Status TensorParallelEngine::reset_prefix_cache() {
 }
 
 std::string TensorParallelEngine::describe() const {
+  if (context_) {
+    return "context parallel: " + std::to_string(num_ranks()) +
+           " ranks (threads of this process), each forward's rows split zig-zag by causal "
+           "attention work, K=V and compressor rows gathered (whole caches on every rank), "
+           "lockstep steps; rank 0: " +
+           ranks_[0]->core->describe();
+  }
   return "tensor parallel: " + std::to_string(num_ranks()) +
          " ranks (threads of this process), attention groups, dense projections and LM head "
          "split, routed experts whole on every rank, lockstep steps; rank 0: " +

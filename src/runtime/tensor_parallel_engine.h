@@ -11,6 +11,10 @@
 // forward: ranks that would diverge get an error instead of waiting in a gather. Scheduling is
 // synchronous, so no collective is open between two step() calls.
 //
+// The same engine runs context parallelism (EngineOptions::context_parallel_size > 1): every
+// rank's model holds the whole weights and splits each forward's rows with its peers
+// (model/context_parallel.h); the same requests, batches, seed and lockstep pair the forwards.
+//
 // Rank 0 answers: its outputs, stream callbacks (on the calling thread, which steps rank 0) and
 // stats are the engine's; the other ranks' copies are dropped.
 #pragma once
@@ -27,7 +31,8 @@ namespace deepinfer::runtime {
 
 class TensorParallelEngine final : public EngineDriver {
  public:
-  // options.tensor_parallel_size ranks (> 1). Loads every rank's model at once, one thread each.
+  // options.tensor_parallel_size (or context_parallel_size) ranks (> 1). Loads every rank's model
+  // at once, one thread each.
   static Expected<std::unique_ptr<TensorParallelEngine>> create(const EngineOptions& options);
   ~TensorParallelEngine() override;
 
@@ -63,6 +68,7 @@ class TensorParallelEngine final : public EngineDriver {
   std::shared_ptr<parallel::InProcessGroup> group_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   RequestHandle next_handle_ = 1;
+  bool context_ = false;  // context parallelism rather than tensor parallelism
 };
 
 }  // namespace deepinfer::runtime

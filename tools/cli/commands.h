@@ -33,6 +33,7 @@ struct ParallelArgs {
   int data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int tensor_parallel_size = 1;
+  int context_parallel_size = 1;
   // EPLB (EngineOptions::enable_eplb and the three after it; defaults as there).
   bool enable_eplb = false;
   int num_redundant_experts = 0;
@@ -40,7 +41,7 @@ struct ParallelArgs {
   int eplb_window_size = 1000;
   bool any() const {
     return data_parallel_size != 1 || enable_expert_parallel || tensor_parallel_size != 1 ||
-           enable_eplb || num_redundant_experts != 0;
+           context_parallel_size != 1 || enable_eplb || num_redundant_experts != 0;
   }
   // Copies every rank and EPLB option into `o`.
   void apply(EngineOptions& o) const;

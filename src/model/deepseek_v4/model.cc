@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "io/checkpoint.h"
+#include "model/context_parallel.h"
 #include "model/deepseek_v4/weights.h"
 #include "model/layers/attention.h"
 #include "model/layers/expert_rebind.h"
@@ -53,6 +54,7 @@ class V4Model final : public model::Model {
  public:
   explicit V4Model(backend::Ops& o)
       : ops(&o),
+        cp_x(o),
         eager(o),
         recorded(o),
         head_in(o),
@@ -67,11 +69,9 @@ class V4Model final : public model::Model {
   V4Model(const V4Model&) = delete;
   V4Model& operator=(const V4Model&) = delete;
 
-  static Expected<std::unique_ptr<model::Model>> load_unguarded(const std::string& model_dir,
-                                                                backend::Ops& ops,
-                                                                const io::LoadOptions& load,
-                                                                const ExpertParallel& ep,
-                                                                const TensorParallel& tp);
+  static Expected<std::unique_ptr<model::Model>> load_unguarded(
+      const std::string& model_dir, backend::Ops& ops, const io::LoadOptions& load,
+      const ExpertParallel& ep, const TensorParallel& tp, const ContextParallel& cp);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -118,6 +118,12 @@ class V4Model final : public model::Model {
   RopeTables rope;
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
+  std::unique_ptr<ContextSplit> cp_split;           // context parallelism, or null
+  // Context parallelism: this rank's rows' ids and positions, their streams, and the whole
+  // step's gathered K=V, compressor and indexer-compressor rows (host memory: CPU backends).
+  std::vector<int32_t> cp_ids, cp_pos;
+  backend::Buffer cp_x;
+  std::vector<float> cp_kv, cp_ckv, cp_cg, cp_ikv, cp_ig;
   std::vector<int> ratios;  // every compressor ratio of the model (RowInputs::ape)
 
   CachePlan plan;
@@ -227,6 +233,48 @@ class V4Model final : public model::Model {
     for (size_t l = 0; l < w.layers.size(); ++l) block(w.layers[l], false, l, X, rows, in, eager);
   }
 
+  // The main layers over a step split over the context-parallel ranks (context_parallel.h):
+  // this rank's rows through the dense parts, every row into the caches, this rank's rows
+  // through selection and attention; X [M, n·D] gets every rank's final streams.
+  void layers_context_parallel(const StepInputs& in, Mat X) {
+    ContextSplit& cp = *cp_split;
+    cp.plan(in);
+    const std::vector<int64_t>& mine = cp.mine();
+    const int64_t m = static_cast<int64_t>(mine.size()), M = X.rows, nD = X.cols;
+    int32_t* ids = fit_n(cp_ids, m);
+    int32_t* pos = fit_n(cp_pos, m);
+    for (int64_t i = 0; i < m; ++i) {
+      ids[i] = in.token_ids[static_cast<size_t>(mine[static_cast<size_t>(i)])];
+      pos[i] = in.positions[static_cast<size_t>(mine[static_cast<size_t>(i)])];
+    }
+    const StepInputs mine_in{{ids, static_cast<size_t>(m)}, {pos, static_cast<size_t>(m)}, {}};
+    const RowInputs rows = host_rows(mine_in);
+    LayerEnv split_env = env();
+    split_env.query_of = cp.local_of().data();
+    split_env.query_count = m;
+    Mat Xl(fit(cp_x, m * nD), m, nD);
+    if (m > 0) embed_streams(rows.ids, Xl, eager);
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const BlockWeights& b = w.layers[l];
+      if (m > 0) attention_in(b, Xl, rows, eager);
+      AttentionRows r = attention_rows(env(), b.attn, m, eager.attn);
+      std::vector<CMat> local;
+      std::vector<Mat> full;
+      const std::pair<Mat*, std::vector<float>*> parts[] = {
+          {&r.kv, &cp_kv}, {&r.ckv, &cp_ckv}, {&r.cg, &cp_cg}, {&r.ikv, &cp_ikv}, {&r.ig, &cp_ig}};
+      for (const auto& [part, store] : parts) {
+        if (part->cols == 0) continue;  // the layer has no such rows (the same on every rank)
+        local.push_back(*part);
+        *part = Mat(fit_n(*store, M * part->cols), M, part->cols);
+        full.push_back(*part);
+      }
+      cp.gather_rows(local, full, "a layer's K=V and compressor rows");
+      attention_core(split_env, b.attn, b.spec, false, l, r, in, attn);
+      if (m > 0) attention_out_ffn(b, Xl, rows, eager);
+    }
+    cp.gather_rows({Xl}, {X}, "final residual streams");
+  }
+
   // The main layers over a step padded to Mb rows: the dense parts between two attention cores
   // (and before the first) are units that Ops::run_recorded may replay as CUDA graphs; the cores
   // run eagerly, on the real rows only.
@@ -329,9 +377,9 @@ CachePlan cache_plan(const io::ModelConfig& c) {
 
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
                                              const io::LoadOptions& load, const ExpertParallel& ep,
-                                             const TensorParallel& tp) {
+                                             const TensorParallel& tp, const ContextParallel& cp) {
   try {
-    return V4Model::load_unguarded(model_dir, ops, load, ep, tp);
+    return V4Model::load_unguarded(model_dir, ops, load, ep, tp, cp);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",
@@ -339,11 +387,9 @@ Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backe
   }
 }
 
-Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::string& model_dir,
-                                                                backend::Ops& ops,
-                                                                const io::LoadOptions& load,
-                                                                const ExpertParallel& ep,
-                                                                const TensorParallel& tp) {
+Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(
+    const std::string& model_dir, backend::Ops& ops, const io::LoadOptions& load,
+    const ExpertParallel& ep, const TensorParallel& tp, const ContextParallel& cp) {
   auto s = std::make_unique<V4Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
@@ -369,9 +415,11 @@ Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(const std::strin
   }
   DI_TRY(ep.validate(c, ops));
   DI_TRY(tp.validate(c, ops, ep));
+  DI_TRY(cp.validate(c, ops, ep, tp));
   DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep, tp));
   if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
   if (tp.enabled()) s->tp_gather = std::make_unique<TensorParallelGather>(*tp.comm);
+  if (cp.enabled()) s->cp_split = std::make_unique<ContextSplit>(*cp.comm);
   s->plan = cache_plan(c);
   s->num = Numerics::from_config(c);
   s->rope = RopeTables::from_config(c, ops);
@@ -427,6 +475,9 @@ Status V4Model::forward(const StepInputs& in, StepOutputs& out) {
   } catch (const TensorParallelFailure& e) {
     return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
                                    " tokens (its sequences' caches are now invalid: discard them)");
+  } catch (const ContextParallelFailure& e) {
+    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
+                                   " tokens (its sequences' caches are now invalid: discard them)");
   }
 }
 
@@ -453,9 +504,12 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
   // Expert and tensor parallelism run on host backends, which never record; eager keeps it
   // obvious.
-  const int64_t Mb = exchange || tp_gather ? 0 : s.recording.bucket(M);
+  const int64_t Mb = exchange || tp_gather || cp_split ? 0 : s.recording.bucket(M);
   Mat X;
-  if (Mb > 0) {
+  if (cp_split) {  // every rank joins every gather, with rows of its own or not
+    X = Mat(fit(s.eager.x, M * nD), M, nD);
+    s.layers_context_parallel(in, X);
+  } else if (Mb > 0) {
     X = Mat(fit(s.recorded.x, Mb * nD), Mb, nD);
     s.layers_recorded(in, X);
   } else {

@@ -133,7 +133,7 @@ void select_compressed(const LayerEnv& env, CMat iq, CMat iw, const StepInputs& 
                        const LayerOf& keys_of, const SelectOpts& opts, AttentionScratch& s) {
   backend::Ops& ops = env.ops;
   const io::ModelConfig& cfg = env.config;
-  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t M = env.queries(static_cast<int64_t>(in.token_ids.size()));
   const int64_t Hi = cfg.index_n_heads, di = cfg.index_head_dim;
   const int32_t* pos = in.positions.data();
   // Top-k of the visible index keys per query, over every sequence of the step in one
@@ -155,8 +155,10 @@ void select_compressed(const LayerEnv& env, CMat iq, CMat iw, const StepInputs& 
     const LayerCache& lc = keys_of(sq);
     if (lc.idx.rows.size() == 0) continue;
     for (int64_t i = 0; i < sq.count; ++i) {
-      vis[sq.begin + i] = static_cast<int32_t>((pos[sq.begin] + i + 1) / opts.ratio);
-      s.row_keys[static_cast<size_t>(sq.begin + i)] = lc.idx.rows.view();
+      const int64_t q = env.query(sq.begin + i);
+      if (q < 0) continue;
+      vis[q] = static_cast<int32_t>((pos[sq.begin] + i + 1) / opts.ratio);
+      s.row_keys[static_cast<size_t>(q)] = lc.idx.rows.view();
     }
   }
   auto* sel = static_cast<int32_t*>(s.sel.fit_bytes(static_cast<size_t>(M * K) * sizeof(int32_t)));
@@ -204,7 +206,7 @@ KeyColumns fill_key_table(const LayerEnv& env, const AttentionRows& r, const Ste
                           const LayerOf& window_of, const LayerOf& comp_of, int ratio,
                           bool all_visible, bool selected, AttentionScratch& s) {
   const io::ModelConfig& cfg = env.config;
-  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t M = env.queries(static_cast<int64_t>(in.token_ids.size()));
   const int64_t d = cfg.head_dim, W = cfg.sliding_window;
   const int32_t* pos = in.positions.data();
   const CMat kv = r.kv;
@@ -231,8 +233,10 @@ KeyColumns fill_key_table(const LayerEnv& env, const AttentionRows& r, const Ste
     // starts at the first row the layer computed (the replay's approximation).
     const int64_t first = lc.window.oldest();
     for (int64_t i = 0; i < c; ++i) {
+      const int64_t qi = env.query(b + i);
+      if (qi < 0) continue;  // a peer's query row (its keys are this step's kv rows all the same)
       const int64_t p = L + i;
-      const float** row = table.data() + (b + i) * width;
+      const float** row = table.data() + qi * width;
       int64_t j = 0;
       for (int64_t k = std::max<int64_t>(first, p - W + 1); k <= p; ++k) {
         row[j++] = k < L ? lc.window.row(k) : kv.row(b + k - L);
@@ -241,7 +245,7 @@ KeyColumns fill_key_table(const LayerEnv& env, const AttentionRows& r, const Ste
         const int64_t vis = (p + 1) / ratio;
         for (int64_t q = 0; q < vis; ++q) row[win_cols + q] = comp->row(q);
       }
-      if (selected && comp->size() > 0) s.row_comp[static_cast<size_t>(b + i)] = comp->view();
+      if (selected && comp->size() > 0) s.row_comp[static_cast<size_t>(qi)] = comp->view();
     }
   }
   return {win_cols, width};
@@ -269,7 +273,7 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
             bool all_visible, AttentionScratch& s) {
   backend::Ops& ops = env.ops;
   const io::ModelConfig& cfg = env.config;
-  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t M = env.queries(static_cast<int64_t>(in.token_ids.size()));
   const int64_t H = w.heads, d = cfg.head_dim;
   DI_CHECK(r.q.rows >= M);
   const bool selected = comp_of && !all_visible && s.sel_k > 0;
@@ -286,7 +290,7 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
   }
 
   const Mat o = r.o.rows_slice(0, M);
-  if (H > 0) {
+  if (H > 0 && M > 0) {  // a context-parallel rank may have no query rows in a step
     ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, cols.width, d, w.sink,
                               1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
     env.num.act(ops, o);
@@ -297,7 +301,7 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
 void attention_core(const LayerEnv& env, const AttentionWeights& w, const io::LayerSpec& spec,
                     bool mtp, size_t cache_index, const AttentionRows& rows, const StepInputs& in,
                     AttentionScratch& s) {
-  const int64_t M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t M = env.queries(static_cast<int64_t>(in.token_ids.size()));
   const int32_t* pos = in.positions.data();
   const std::span<const float> cfreqs = env.rope.compress;
   const bool has_comp = w.compressor.has_value();

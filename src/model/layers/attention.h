@@ -105,6 +105,15 @@ struct LayerEnv {
   // Tensor parallelism (model/tensor_parallel.h): the gathers of layers bound split
   // (AttentionWeights::tp, MoeWeights::tp); null without it.
   TensorParallelGather* tp = nullptr;
+  // Context parallelism (model/context_parallel.h): this rank's index of each step row among
+  // its query rows (-1: a peer's row), and how many it has. The caches still take every row
+  // (the step's kv, compressor and indexer rows are the gathered, whole-step ones); selection
+  // and attention run for this rank's rows only (iq, iw, q, o hold just those). Null: every
+  // row is a query row of this rank.
+  const int32_t* query_of = nullptr;
+  int64_t query_count = 0;
+  int64_t queries(int64_t step_rows) const { return query_of ? query_count : step_rows; }
+  int64_t query(int64_t row) const { return query_of ? query_of[row] : row; }
 };
 
 // The cache of a sequence a core piece reads: the layer's own (its window), or the source layer

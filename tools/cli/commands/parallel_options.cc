@@ -18,6 +18,9 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                "the ranks step in lockstep); outputs are unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
                  "only 1: tensor parallelism is not built yet (other values are refused)");
+  cmd.add_option("--context-parallel-size", args.context_parallel_size,
+                 "split each forward's rows over N ranks (threads) by causal attention work "
+                 "(zig-zag), for long prefills; DeepSeek-V4 on the CPU; outputs are unchanged");
   cmd.add_flag("--enable-eplb", args.enable_eplb,
                "with --enable-expert-parallel: count each layer's expert loads and re-place the "
                "experts by DeepSeek's EPLB policy while serving (outputs are unchanged)");
@@ -34,6 +37,7 @@ void ParallelArgs::apply(EngineOptions& o) const {
   o.data_parallel_size = data_parallel_size;
   o.enable_expert_parallel = enable_expert_parallel;
   o.tensor_parallel_size = tensor_parallel_size;
+  o.context_parallel_size = context_parallel_size;
   o.enable_eplb = enable_eplb;
   o.num_redundant_experts = num_redundant_experts;
   o.eplb_step_interval = eplb_step_interval;

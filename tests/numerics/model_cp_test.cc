@@ -1,0 +1,248 @@
+// Context parallelism inside the model (model/context_parallel.h) on in-process ranks: every
+// rank loads the whole model and runs the same steps (long prefills split zig-zag over the
+// ranks, a chunk continuing a cached prefix beside another prompt, decode steps after them);
+// every rank's logits of every row, and its final hidden rows, must be the single-rank model's,
+// bit for bit. DeepSeek-V4 (official FP8/FP4 and FP32 numerics; the ref and opt backends), 1, 2
+// and 4 ranks, prompt lengths not divisible by 2R, long enough that the window wraps and every
+// compressor emits rows (and the CSA top-k really selects). Also: the zig-zag split balances
+// causal attention work where equal token counts do not; a rank that fails mid-step makes the
+// others' steps errors, not a hang; V4.1 and CP beside TP or EP are refused by name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "model/context_parallel.h"
+#include "model/model.h"
+#include "model_test_util.h"
+#include "parallel/in_process_communicator.h"
+
+namespace deepinfer::model::testing {
+namespace {
+
+using parallel::Communicator;
+using parallel::run_ranks;
+
+struct Chunk {
+  int seq = 0;
+  std::vector<int32_t> tokens;
+};
+using Schedule = std::vector<std::vector<Chunk>>;
+
+std::vector<int32_t> tokens(int first, int n, int32_t vocab) {
+  std::vector<int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back(static_cast<int32_t>((37 * (first + i) + 5) % vocab));
+  return t;
+}
+
+// Sequence 0: a 301-token prompt (the 128-row window wraps twice; the ratio-4 compressors emit
+// 75 rows, more than index_topk 16; ratio 16 emits 18), decoded. Sequence 1, in the same run: a
+// 203-token prompt, then a 77-token chunk continuing its cache beside sequence 0's decode, then
+// decodes of both.
+Schedule schedule(int32_t vocab) {
+  Schedule s;
+  s.push_back({{0, tokens(0, 301, vocab)}});
+  s.push_back({{0, tokens(400, 1, vocab)}, {1, tokens(1000, 203, vocab)}});
+  s.push_back({{1, tokens(1300, 77, vocab)}, {0, tokens(401, 1, vocab)}});
+  for (int step = 0; step < 3; ++step) {
+    s.push_back({{0, tokens(500 + step, 1, vocab)}, {1, tokens(600 + step, 1, vocab)}});
+  }
+  return s;
+}
+
+// Every row's logits of every step, then every step's final hidden rows.
+Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float>>* outputs,
+                    int fail_at_step = -1) {
+  std::vector<SequenceCache> caches;
+  for (int q = 0; q < 2; ++q) caches.push_back(m.new_sequence());
+  outputs->clear();
+  std::vector<std::vector<float>> hidden;
+  for (size_t step = 0; step < sch.size(); ++step) {
+    if (static_cast<int>(step) == fail_at_step) throw std::runtime_error("rank failed mid-step");
+    std::vector<int32_t> ids, pos;
+    std::vector<SequenceSpan> spans;
+    for (const Chunk& c : sch[step]) {
+      SequenceCache& cache = caches[static_cast<size_t>(c.seq)];
+      spans.push_back({&cache, static_cast<int64_t>(ids.size()),
+                       static_cast<int64_t>(c.tokens.size()), LogitsWanted::kAll});
+      for (size_t i = 0; i < c.tokens.size(); ++i) {
+        ids.push_back(c.tokens[i]);
+        pos.push_back(static_cast<int32_t>(cache.length() + static_cast<int64_t>(i)));
+      }
+    }
+    StepInputs in{ids, pos, spans, /*keep_hidden=*/true};
+    StepOutputs out;
+    DI_TRY(m.forward(in, out));
+    outputs->push_back(out.logits);
+    hidden.push_back(out.hidden);
+  }
+  outputs->insert(outputs->end(), hidden.begin(), hidden.end());
+  return {};
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+std::vector<std::vector<std::vector<float>>> run_context_parallel(const std::string& dir, int ranks,
+                                                                  bool ref) {
+  std::vector<std::vector<std::vector<float>>> results(static_cast<size_t>(ranks));
+  const std::vector<Status> statuses = run_ranks(ranks, [&](Communicator& comm) -> Status {
+    auto ops = ref ? backend::cpu::make_ref_ops() : backend::cpu::make_opt_ops(1);
+    ContextParallel cp;
+    cp.comm = &comm;
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, {}, cp));
+    return run_schedule(*m, schedule(static_cast<int32_t>(m->vocab_size())),
+                        &results[static_cast<size_t>(comm.rank())]);
+  });
+  for (int r = 0; r < ranks; ++r) {
+    EXPECT_TRUE(statuses[static_cast<size_t>(r)].ok())
+        << "rank " << r << ": " << statuses[static_cast<size_t>(r)].to_string();
+  }
+  return results;
+}
+
+void check_model(const std::string& dir, bool ref = false) {
+  auto single_m = load_model(dir, ref ? ref_ops() : opt_ops());
+  ASSERT_TRUE(single_m.ok()) << single_m.status().to_string();
+  Model& single = **single_m;
+  std::vector<std::vector<float>> want;
+  const Status ran =
+      run_schedule(single, schedule(static_cast<int32_t>(single.vocab_size())), &want);
+  ASSERT_TRUE(ran.ok()) << ran.to_string();
+  for (int ranks : {1, 2, 4}) {
+    const auto got = run_context_parallel(dir, ranks, ref);
+    for (int rank = 0; rank < ranks; ++rank) {
+      const auto& r = got[static_cast<size_t>(rank)];
+      ASSERT_EQ(r.size(), want.size()) << dir << ": " << ranks << " ranks, rank " << rank;
+      for (size_t k = 0; k < want.size(); ++k) {
+        EXPECT_FALSE(want[k].empty());
+        EXPECT_TRUE(same_bits(r[k], want[k]))
+            << dir << ": " << ranks << " ranks, rank " << rank << ", output " << k;
+      }
+    }
+  }
+}
+
+TEST(ModelContextParallel, V4OfficialQuantSameBitsOn124Ranks) {
+  check_model(source_dir() + "/models/v4-small");
+}
+
+TEST(ModelContextParallel, V4Fp32SameBitsOn124Ranks) {
+  check_model(model_dir("v4_tiny_a", "hf_fp32"));
+  check_model(model_dir("v4_tiny_b", "official_quant"));
+}
+
+TEST(ModelContextParallel, ReferenceBackendSameBits) {
+  check_model(model_dir("v4_tiny_b", "official_quant"), /*ref=*/true);
+}
+
+// Each rank's rows of a sequence: chunks r and 2R-1-r, every row once, for lengths that 2R
+// does not divide too.
+TEST(ModelContextParallel, ZigzagSplitCoversEveryRowOnce) {
+  for (int ranks : {1, 2, 3, 4}) {
+    for (int64_t n : {0, 1, 5, 7, 64, 301}) {
+      std::vector<int64_t> all;
+      for (int r = 0; r < ranks; ++r) {
+        const std::vector<int64_t> rows = zigzag_rows(10, n, r, ranks);
+        EXPECT_TRUE(std::is_sorted(rows.begin(), rows.end()));
+        all.insert(all.end(), rows.begin(), rows.end());
+      }
+      std::sort(all.begin(), all.end());
+      std::vector<int64_t> want(static_cast<size_t>(n));
+      std::iota(want.begin(), want.end(), 10);
+      EXPECT_EQ(all, want) << ranks << " ranks, " << n << " rows";
+    }
+  }
+  EXPECT_EQ(zigzag_rows(0, 8, 0, 2), (std::vector<int64_t>{0, 1, 6, 7}));
+  EXPECT_EQ(zigzag_rows(0, 8, 1, 2), (std::vector<int64_t>{2, 3, 4, 5}));
+}
+
+// max / mean causal work per rank: the zig-zag split against equal contiguous token counts.
+double imbalance(int64_t n, int ranks, bool zigzag) {
+  std::vector<double> work;
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<int64_t> rows = zigzag ? zigzag_rows(0, n, r, ranks) : [&] {
+      std::vector<int64_t> v;
+      for (int64_t i = n * r / ranks; i < n * (r + 1) / ranks; ++i) v.push_back(i);
+      return v;
+    }();
+    work.push_back(static_cast<double>(causal_work(rows)));
+  }
+  const double mean = std::accumulate(work.begin(), work.end(), 0.0) / ranks;
+  return *std::max_element(work.begin(), work.end()) / mean;
+}
+
+TEST(ModelContextParallel, ZigzagBalancesCausalWork) {
+  for (int ranks : {2, 4, 8}) {
+    const int64_t n = 32768;
+    const double zig = imbalance(n, ranks, true), flat = imbalance(n, ranks, false);
+    std::printf(
+        "context parallelism, %d ranks, %lld tokens: max/mean causal work %.4f zig-zag, "
+        "%.4f equal tokens\n",
+        ranks, static_cast<long long>(n), zig, flat);
+    EXPECT_LT(zig, 1.001) << ranks << " ranks";
+    EXPECT_NEAR(flat, (2.0 * ranks - 1) / ranks, 0.01) << ranks << " ranks";
+  }
+  EXPECT_LT(imbalance(301, 4, true), 1.05);  // uneven chunks: within a few rows' work
+}
+
+TEST(ModelContextParallel, ARankThatFailsMidStepFailsTheOthersWithoutAHang) {
+  const std::string dir = source_dir() + "/models/v4-small";
+  parallel::InProcessOptions options;
+  options.timeout = std::chrono::seconds(60);
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Status> forward_errors(3);
+  const std::vector<Status> statuses = run_ranks(
+      3,
+      [&](Communicator& comm) -> Status {
+        auto ops = backend::cpu::make_opt_ops(1);
+        ContextParallel cp;
+        cp.comm = &comm;
+        DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, {}, cp));
+        std::vector<std::vector<float>> outputs;
+        const Status s = run_schedule(*m, schedule(static_cast<int32_t>(m->vocab_size())), &outputs,
+                                      comm.rank() == 1 ? 2 : -1);
+        forward_errors[static_cast<size_t>(comm.rank())] = s;
+        return s;
+      },
+      options);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 30.0) << "the failure was not propagated; the ranks waited for the timeout";
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(statuses[static_cast<size_t>(r)].ok());
+    EXPECT_NE(forward_errors[static_cast<size_t>(r)].message().find("context parallelism"),
+              std::string::npos)
+        << forward_errors[static_cast<size_t>(r)].to_string();
+  }
+  EXPECT_FALSE(statuses[1].ok());
+}
+
+TEST(ModelContextParallel, V41AndOtherParallelismBesideItAreRefusedByName) {
+  std::vector<Status> v41(2), with_tp(2);
+  run_ranks(2, [&](Communicator& comm) -> Status {
+    ContextParallel cp;
+    cp.comm = &comm;
+    const auto r = static_cast<size_t>(comm.rank());
+    v41[r] = load_model(source_dir() + "/models/default", opt_ops(), {}, {}, {}, cp).status();
+    TensorParallel tp;
+    tp.comm = &comm;
+    with_tp[r] = load_model(source_dir() + "/models/v4-small", opt_ops(), {}, {}, tp, cp).status();
+    return Status();
+  });
+  EXPECT_NE(v41[0].message().find("built for DeepSeek-V4 only"), std::string::npos)
+      << v41[0].to_string();
+  EXPECT_NE(with_tp[0].message().find("with tensor parallelism beside it is not built"),
+            std::string::npos)
+      << with_tp[0].to_string();
+}
+
+}  // namespace
+}  // namespace deepinfer::model::testing

@@ -1,0 +1,112 @@
+// The context-parallel engine (EngineOptions::context_parallel_size; the tensor-parallel
+// engine's lockstep ranks over models that split each forward's rows zig-zag,
+// model/context_parallel.h) against the single-rank engine: 2 and 4 ranks on models/v4-small and
+// the tiny FP32 V4. Per request: the same tokens, text, finish reasons and logprobs, bit for
+// bit. Requests: a 300-token prompt (window wrapped, every compressor emitting) beside short
+// ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
+// chunked ones. Also: V4.1, CP with another kind of parallelism and bad sizes refused by name.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "deepinfer/engine.h"
+#include "engine_run_util.h"
+
+namespace deepinfer {
+namespace {
+
+using engine_test::EngineRun;
+using engine_test::greedy;
+using engine_test::prompt;
+using engine_test::Req;
+using engine_test::seeded;
+
+std::vector<Req> requests() {
+  std::vector<Req> reqs;
+  const int lengths[] = {300, 5, 131, 1, 64};
+  const int max_tokens[] = {5, 7, 3, 6, 4};
+  for (int i = 0; i < 5; ++i) {
+    Req r;
+    r.ids = prompt(lengths[i], i + 1);
+    r.params = i % 2 == 0 ? greedy(max_tokens[i]) : seeded(200 + i, max_tokens[i]);
+    if (i == 3) r.params.n = 2;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens) {
+  EngineOptions o;
+  o.model_dir = dir;
+  o.num_threads = 1;
+  o.max_num_batched_tokens = batched_tokens;
+  o.context_parallel_size = ranks;
+  auto created = Engine::create(o);
+  EXPECT_TRUE(created.ok()) << created.status().message();
+  EngineRun got;
+  if (!created.ok()) return got;
+  Engine& e = **created;
+  for (const Req& r : requests()) {
+    auto h = e.submit(r.ids, r.params);
+    EXPECT_TRUE(h.ok()) << h.status().message();
+    got.handles.push_back(h.ok() ? *h : -2);
+  }
+  while (e.has_unfinished()) {
+    for (RequestOutput& out : e.step()) {
+      const RequestHandle h = out.id;
+      EXPECT_TRUE(got.outputs.emplace(h, std::move(out)).second) << "request " << h << " twice";
+    }
+  }
+  got.stats = e.stats();
+  got.describe = e.describe();
+  return got;
+}
+
+void check_model(const std::string& dir) {
+  for (int32_t batched : {512, 48}) {  // whole prefills together; chunks beside decodes
+    const EngineRun single = run(dir, 1, batched);
+    for (int ranks : {2, 4}) {
+      SCOPED_TRACE(dir + ": " + std::to_string(ranks) + " ranks, " + std::to_string(batched) +
+                   " batched tokens");
+      const EngineRun got = run(dir, ranks, batched);
+      engine_test::expect_same(single, got);
+      EXPECT_NE(got.describe.find("context parallel: " + std::to_string(ranks) + " ranks"),
+                std::string::npos)
+          << got.describe;
+    }
+  }
+}
+
+TEST(ContextParallelEngine, V4SmallSameOutputsAsOneRank) {
+  check_model(engine_test::source_dir() + "/models/v4-small");
+}
+
+TEST(ContextParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }
+
+TEST(ContextParallelEngine, RefusalsNameTheFlag) {
+  EngineOptions o;
+  o.model_dir = engine_test::source_dir() + "/models/default";  // V4.1
+  o.num_threads = 1;
+  o.context_parallel_size = 2;
+  auto v41 = Engine::create(o);
+  ASSERT_FALSE(v41.ok());
+  EXPECT_NE(v41.status().message().find("built for DeepSeek-V4 only"), std::string::npos)
+      << v41.status().message();
+  o.model_dir = engine_test::source_dir() + "/models/v4-small";
+  o.tensor_parallel_size = 2;
+  auto with_tp = Engine::create(o);
+  ASSERT_FALSE(with_tp.ok());
+  EXPECT_NE(with_tp.status().message().find("--context-parallel-size"), std::string::npos)
+      << with_tp.status().message();
+  o.tensor_parallel_size = 1;
+  o.context_parallel_size = 0;
+  auto zero = Engine::create(o);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("--context-parallel-size"), std::string::npos)
+      << zero.status().message();
+}
+
+}  // namespace
+}  // namespace deepinfer
