@@ -106,9 +106,10 @@ struct EngineOptions {
   // requests, which a front scheduler places by load; outputs are those of one rank.
   // enable_expert_parallel: the ranks split the routed experts (each loads its contiguous
   // share) and step in lockstep; off: every rank holds the whole model and steps on its own.
-  // With one rank it changes nothing. tensor_parallel_size: only 1 (tensor parallelism is not
-  // built; other values are refused). A CUDA backend with more than one rank is refused (one GPU
-  // per rank over NCCL is not built). Values below 1 are refused.
+  // With one rank it changes nothing. tensor_parallel_size N > 1 (docs/parallel.md, "Tensor
+  // parallelism"): N ranks holding shards of the dense weights run every step of one request
+  // stream together; not with data or expert parallelism. A CUDA backend with more than one
+  // rank is refused (one GPU per rank over NCCL is not built). Values below 1 are refused.
   int32_t data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int32_t tensor_parallel_size = 1;

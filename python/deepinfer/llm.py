@@ -206,6 +206,7 @@ class LLM:
         num_redundant_experts: int = 0,
         eplb_step_interval: int = 3000,
         eplb_window_size: int = 1000,
+        context_parallel_size: int = 1,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -235,13 +236,16 @@ class LLM:
         # data_parallel_size (vLLM's name): ranks in this process (threads, CPU backends), each
         # serving whole requests with its own scheduler and KV pages; the outputs are those of
         # one rank. enable_expert_parallel: the ranks split the routed experts and step in
-        # lockstep. tensor_parallel_size: only 1 (not built yet; other values raise, as do
-        # data_parallel_size < 1 and several ranks on the CUDA backend). docs/parallel.md.
+        # lockstep. tensor_parallel_size: ranks holding shards of the dense weights, stepping
+        # every batch together (not with data or expert parallelism); sizes < 1 and several
+        # ranks on the CUDA backend raise. docs/parallel.md.
         # enable_eplb (vLLM's names, with enable_expert_parallel and data_parallel_size > 1):
         # count each layer's expert loads over the last eplb_window_size steps and re-place the
         # experts by DeepSeek's EPLB policy every eplb_step_interval steps (0: only on
         # rebalance_experts()), with num_redundant_experts extra replicas of the hottest ones;
-        # outputs are unchanged.
+        # outputs are unchanged. context_parallel_size: ranks splitting every forward's rows by
+        # causal attention work (zig-zag), for long prefills; DeepSeek-V4 on the CPU backends,
+        # not with the other rank kinds; outputs are unchanged. docs/parallel.md.
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
@@ -269,7 +273,8 @@ class LLM:
             enable_eplb=bool(enable_eplb),
             num_redundant_experts=int(num_redundant_experts),
             eplb_step_interval=int(eplb_step_interval),
-            eplb_window_size=int(eplb_window_size))
+            eplb_window_size=int(eplb_window_size),
+            context_parallel_size=int(context_parallel_size))
 
     # -- information ------------------------------------------------------------------------
     @property

@@ -314,6 +314,24 @@ def test_tensor_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     assert runs[0] == runs[1] == runs[2]
 
 
+def test_context_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
+    # LLM(context_parallel_size=): ranks (threads) splitting every forward's rows zig-zag give
+    # the single rank's tokens and logprobs, bit for bit.
+    params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
+                             ignore_eos=True) for s in range(len(PROMPTS))]
+    runs = []
+    for cp in (1, 2):
+        llm = LLM(str(tiny_dir), num_threads=1, context_parallel_size=cp)
+        if cp > 1:
+            assert "context parallel" in llm.describe(), llm.describe()
+        outs = llm.generate(PROMPTS, params, use_tqdm=False)
+        runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
+                     for o in outs])
+    assert runs[0] == runs[1]
+    with pytest.raises(ValueError, match="context"):
+        LLM(str(tiny_dir), num_threads=1, context_parallel_size=0)
+
+
 def test_eplb_rebalances_keep_the_outputs(tiny_dir):
     # LLM(enable_eplb=, num_redundant_experts=, eplb_step_interval=, eplb_window_size=) (vLLM's
     # names): experts re-placed every step and by LLM.rebalance_experts(), the same tokens and

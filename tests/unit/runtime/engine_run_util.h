@@ -18,7 +18,7 @@ std::string source_dir();
 // tests/data/model/v4_tiny_a/hf_fp32 (no tokenizer), materialized from its derive.json once per
 // process (tests/support/derived_checkpoint.h)
 std::string tiny_dir();
-std::string default_dir();  // models/default
+std::string default_dir();  // models/v4-small (the trained V4 default of the engine tests)
 
 struct Req {
   std::vector<int32_t> ids;  // token prompt, or

@@ -113,8 +113,10 @@ TEST(TensorParallelEngine, V4SmallSameOutputsAsOneRank) {
   check_model(engine_test::source_dir() + "/models/v4-small");
 }
 
+TEST(TensorParallelEngine, V4SmallSameOutputsAsOneRank) { check_model(engine_test::default_dir()); }
+
 TEST(TensorParallelEngine, V41DefaultSameOutputsAsOneRank) {
-  check_model(engine_test::default_dir());
+  check_model(engine_test::source_dir() + "/models/default");
 }
 
 TEST(TensorParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }

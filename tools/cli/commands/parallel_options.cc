@@ -17,7 +17,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                "split the routed experts over the data-parallel ranks (each loads its share; "
                "the ranks step in lockstep); outputs are unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
-                 "only 1: tensor parallelism is not built yet (other values are refused)");
+                 "split the dense weights (attention groups, shared expert, head) over N ranks "
+                 "(threads, CPU backends) stepping every batch together; outputs are unchanged");
   cmd.add_option("--context-parallel-size", args.context_parallel_size,
                  "split each forward's rows over N ranks (threads) by causal attention work "
                  "(zig-zag), for long prefills; DeepSeek-V4 on the CPU; outputs are unchanged");
