@@ -113,8 +113,6 @@ TEST(TensorParallelEngine, V4SmallSameOutputsAsOneRank) {
   check_model(engine_test::source_dir() + "/models/v4-small");
 }
 
-TEST(TensorParallelEngine, V4SmallSameOutputsAsOneRank) { check_model(engine_test::default_dir()); }
-
 TEST(TensorParallelEngine, V41DefaultSameOutputsAsOneRank) {
   check_model(engine_test::source_dir() + "/models/default");
 }
