@@ -3,17 +3,18 @@
 // models/default (V4.1) and the tiny FP32 V4. Per request: the same tokens, text, finish reasons
 // and logprobs, bit for bit (the model's tensor parallelism gives every rank the single-rank
 // logits, docs/parallel.md). Requests: different prompt lengths and max_tokens, greedy and
-// seeded sampling with logprobs, n = 2, EOS allowed; submitted together and staggered; an
+// seeded sampling with logprobs, n = 2, EOS allowed, a stop id (engine_test::mixed_requests);
+// submitted together and staggered; an
 // unseeded request (the ranks share one engine seed, so they never diverge); a bad request.
 #include <gtest/gtest.h>
 
 #include <map>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "deepinfer/engine.h"
 #include "engine_run_util.h"
+#include "timed_run_util.h"
 
 namespace deepinfer {
 namespace {
@@ -21,68 +22,7 @@ namespace {
 using engine_test::EngineRun;
 using engine_test::greedy;
 using engine_test::prompt;
-using engine_test::Req;
 using engine_test::seeded;
-
-struct Timed {
-  Req req;
-  int at_step = 0;
-};
-
-std::vector<Timed> requests(bool staggered) {
-  std::vector<Timed> reqs;
-  const int lengths[] = {5, 23, 1, 40, 9, 17};
-  const int max_tokens[] = {6, 3, 9, 4, 7, 2};
-  for (int i = 0; i < 6; ++i) {
-    Timed t;
-    t.req.ids = prompt(lengths[i], i + 1);
-    t.req.params = i % 2 == 0 ? greedy(max_tokens[i]) : seeded(100 + i, max_tokens[i]);
-    if (i == 2) t.req.params.ignore_eos = false;
-    if (i == 5) t.req.params.n = 2;
-    t.at_step = staggered ? (i * 3) % 7 : 0;
-    reqs.push_back(t);
-  }
-  return reqs;
-}
-
-EngineRun run_timed(const EngineOptions& o, const std::vector<Timed>& reqs) {
-  auto created = Engine::create(o);
-  EXPECT_TRUE(created.ok()) << created.status().message();
-  EngineRun run;
-  if (!created.ok()) return run;
-  Engine& e = **created;
-  const std::thread::id caller = std::this_thread::get_id();
-  std::map<RequestHandle, std::map<int32_t, std::vector<int32_t>>> streamed;
-  run.handles.assign(reqs.size(), -1);
-  size_t submitted = 0;
-  for (int step = 0; step < 10000; ++step) {
-    for (size_t i = 0; i < reqs.size(); ++i) {
-      if (run.handles[i] != -1 || reqs[i].at_step > step) continue;
-      auto h = e.submit(reqs[i].req.ids, reqs[i].req.params, [&](const StreamDelta& d) {
-        EXPECT_EQ(std::this_thread::get_id(), caller) << "a callback ran on a rank's thread";
-        auto& toks = streamed[d.id][d.index];
-        toks.insert(toks.end(), d.token_ids.begin(), d.token_ids.end());
-      });
-      EXPECT_TRUE(h.ok()) << h.status().message();
-      run.handles[i] = h.ok() ? *h : -2;
-      ++submitted;
-    }
-    if (submitted == reqs.size() && !e.has_unfinished()) break;
-    for (RequestOutput& out : e.step()) {
-      const RequestHandle h = out.id;
-      EXPECT_TRUE(run.outputs.emplace(h, std::move(out)).second) << "request " << h << " twice";
-    }
-  }
-  EXPECT_FALSE(e.has_unfinished());
-  for (const auto& [h, out] : run.outputs) {
-    for (const CompletionOutput& c : out.outputs) {
-      EXPECT_EQ(streamed[h][c.index], c.token_ids) << "request " << h << " sample " << c.index;
-    }
-  }
-  run.stats = e.stats();
-  run.describe = e.describe();
-  return run;
-}
 
 EngineOptions options_for(const std::string& dir, int ranks) {
   EngineOptions o;
@@ -95,12 +35,12 @@ EngineOptions options_for(const std::string& dir, int ranks) {
 
 void check_model(const std::string& dir) {
   for (bool staggered : {false, true}) {
-    const std::vector<Timed> reqs = requests(staggered);
-    const EngineRun single = run_timed(options_for(dir, 1), reqs);
+    const std::vector<engine_test::Timed> reqs = engine_test::mixed_requests(staggered);
+    const EngineRun single = engine_test::run_timed(options_for(dir, 1), reqs);
     for (int ranks : {2, 4}) {
       SCOPED_TRACE(dir + ": " + std::to_string(ranks) + " ranks" +
                    (staggered ? ", staggered" : ", together"));
-      const EngineRun got = run_timed(options_for(dir, ranks), reqs);
+      const EngineRun got = engine_test::run_timed(options_for(dir, ranks), reqs);
       engine_test::expect_same(single, got);
       EXPECT_NE(got.describe.find("tensor parallel: " + std::to_string(ranks) + " ranks"),
                 std::string::npos)
