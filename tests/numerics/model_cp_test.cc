@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -84,10 +83,6 @@ Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float
   }
   outputs->insert(outputs->end(), hidden.begin(), hidden.end());
   return {};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 std::vector<std::vector<std::vector<float>>> run_context_parallel(const std::string& dir, int ranks,

@@ -9,7 +9,6 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -86,10 +85,6 @@ Status run_schedule(Model& m, const Schedule& schedule, std::vector<std::vector<
     logits->push_back(out.logits);
   }
   return {};
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 struct RankResult {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -134,6 +135,10 @@ std::vector<float> prefill_all(Model& m, std::span<const int32_t> ids) {
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   if (!out.ok()) return {};
   return std::move(out->logits);
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 }  // namespace deepinfer::model::testing

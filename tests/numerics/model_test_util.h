@@ -58,6 +58,8 @@ struct Diff {
 };
 // Row-wise comparison of two [rows, vocab] logit blocks.
 Diff compare_logits(std::span<const float> got, std::span<const float> want, int64_t vocab);
+// The same floats bit for bit (memcmp: -0 and NaN payloads count), as the rank tests require.
+bool same_bits(std::span<const float> a, std::span<const float> b);
 
 // Runs a whole prompt as one prefill and returns logits of every position [T, V].
 std::vector<float> prefill_all(Model& m, std::span<const int32_t> ids);
