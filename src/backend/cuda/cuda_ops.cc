@@ -353,7 +353,7 @@ void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
   float* dots = arena().alloc_n<float>(streams.rows * (n + 1));
   // Its n logits stay a block per (token, logit): at n = 4 the GEMM lost at 256 rows (0.122 vs
   // 0.059 ms, decode_bench --profile, bench/results/model_cuda_h200_2026-12-03_stop31*.log).
-  kc::launch_hc_head(md(streams), d, md(y), dots, /*dots_ready=*/false, stream_);
+  kc::launch_hc_head(md(streams), d, md(y), dots, stream_);
 }
 
 void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,

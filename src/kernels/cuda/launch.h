@@ -143,7 +143,7 @@ void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     bool round_out, cudaStream_t stream);
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool dots_ready,
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream);
 // V4.1 Engram gate (ops.h engram_gate), in place on streams [rows, n·D]; kv [rows, (n+1)·D],
 // w [n, D].

@@ -1,9 +1,9 @@
 // Manifold hyper-connections (mHC, spec §2.2): pre-mix with Sinkhorn, post-mix, head collapse.
 //
 // hc_pre / hc_head: the (2+n)n (or n) logits are dot products of the token's n·D stream values
-// with fn rows, one block per (token, row) (hc_dots_kernel, into scratch; the backend may make
-// them with a cuBLAS FP32 GEMM and launch_row_sumsq instead, dots_ready); then one block per
-// token: the tiny n x n Sinkhorn on one thread exactly in the reference's order (in registers
+// with fn rows, one block per (token, row) (hc_dots_kernel, into scratch; for hc_pre the backend
+// may make them with a cuBLAS FP32 GEMM and launch_row_sumsq instead, dots_ready); then one block
+// per token: the tiny n x n Sinkhorn on one thread exactly in the reference's order (in registers
 // for n = 4),
 // and y = Σ pre_i X_i. hc_post: one thread per (token, channel) holding the n stream values in
 // registers, so out may alias streams.
@@ -21,13 +21,10 @@ __device__ float sigmoid_d(float v) { return 1.0f / (1.0f + expf(-v)); }
 // enough blocks to keep the reads of fn in flight at decode sizes (a block per token alone was
 // latency-bound: 0.7 ms per call at M = 1, D = 4096). Four independent accumulators per thread,
 // a fixed-order block sum: each value is independent of M (batch-invariant).
-__global__ void __launch_bounds__(kThreads)
-    hc_dots_kernel(MatDesc streams, MatDesc fn, int rows, float* dots) {
-  __shared__ float red[32];
-  const int64_t m = blockIdx.x, len = streams.cols;
-  const int r = static_cast<int>(blockIdx.y);
-  const float* x = streams.data + m * streams.ld;
-  const float* f = r < rows ? fn.data + r * fn.ld : x;
+// f · x over len values by the whole block: four independent accumulators per thread, then a
+// fixed-order block sum (the same bits for the same inputs, whatever the grid).
+__device__ __forceinline__ float block_dot(const float* f, const float* x, int64_t len,
+                                           float* red) {
   float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
   int64_t c = threadIdx.x;
   for (; c + 3 * kThreads < len; c += 4 * kThreads) {
@@ -37,24 +34,25 @@ __global__ void __launch_bounds__(kThreads)
     a3 = fmaf(f[c + 3 * kThreads], x[c + 3 * kThreads], a3);
   }
   for (; c < len; c += kThreads) a0 = fmaf(f[c], x[c], a0);
-  const float d = block_sum((a0 + a1) + (a2 + a3), red);
+  return block_sum((a0 + a1) + (a2 + a3), red);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    hc_dots_kernel(MatDesc streams, MatDesc fn, int rows, float* dots) {
+  __shared__ float red[32];
+  const int64_t m = blockIdx.x;
+  const int r = static_cast<int>(blockIdx.y);
+  const float* x = streams.data + m * streams.ld;
+  const float d = block_dot(r < rows ? fn.data + r * fn.ld : x, x, streams.cols, red);
   if (threadIdx.x == 0) dots[m * (rows + 1) + r] = d;
 }
 
 // out[m * out_ld] = Σ x_m², one block per row (the dots' last column when cuBLAS made the others).
-__global__ void __launch_bounds__(kThreads) row_sumsq_kernel(MatDesc x, float* out, int64_t out_ld) {
+__global__ void __launch_bounds__(kThreads)
+    row_sumsq_kernel(MatDesc x, float* out, int64_t out_ld) {
   __shared__ float red[32];
   const float* r = x.data + static_cast<int64_t>(blockIdx.x) * x.ld;
-  float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-  int64_t c = threadIdx.x;
-  for (; c + 3 * kThreads < x.cols; c += 4 * kThreads) {
-    a0 = fmaf(r[c], r[c], a0);
-    a1 = fmaf(r[c + kThreads], r[c + kThreads], a1);
-    a2 = fmaf(r[c + 2 * kThreads], r[c + 2 * kThreads], a2);
-    a3 = fmaf(r[c + 3 * kThreads], r[c + 3 * kThreads], a3);
-  }
-  for (; c < x.cols; c += kThreads) a0 = fmaf(r[c], r[c], a0);
-  const float d = block_sum((a0 + a1) + (a2 + a3), red);
+  const float d = block_dot(r, r, x.cols, red);  // hc_dots_kernel's Σ x², the same bits
   if (threadIdx.x == 0) out[blockIdx.x * out_ld] = d;
 }
 
@@ -282,13 +280,11 @@ void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int 
   hc_post_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, o, post, comb, n, out,
                                                           round_out);
 }
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool dots_ready,
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
                     cudaStream_t stream) {
   if (streams.rows == 0) return;
-  if (!dots_ready) {
-    hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0, stream>>>(
-        streams, p.fn, p.n, scratch);
-  }
+  hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0, stream>>>(
+      streams, p.fn, p.n, scratch);
   hc_head_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(streams, p, scratch,
                                                                                y);
 }
