@@ -10,7 +10,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -21,6 +20,7 @@
 #include "model/model.h"
 #include "model_test_util.h"
 #include "parallel/in_process_communicator.h"
+#include "rank_failure_check.h"
 
 namespace deepinfer::model::testing {
 namespace {
@@ -190,34 +190,17 @@ TEST(ModelContextParallel, ZigzagBalancesCausalWork) {
 
 TEST(ModelContextParallel, ARankThatFailsMidStepFailsTheOthersWithoutAHang) {
   const std::string dir = source_dir() + "/models/v4-small";
-  parallel::InProcessOptions options;
-  options.timeout = std::chrono::seconds(60);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<Status> forward_errors(3);
-  const std::vector<Status> statuses = run_ranks(
-      3,
-      [&](Communicator& comm) -> Status {
+  expect_rank_failure_propagates(
+      [&](Communicator& comm, int fail_step) -> Status {
         auto ops = backend::cpu::make_opt_ops(1);
         ContextParallel cp;
         cp.comm = &comm;
         DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, {}, cp));
         std::vector<std::vector<float>> outputs;
-        const Status s = run_schedule(*m, schedule(static_cast<int32_t>(m->vocab_size())), &outputs,
-                                      comm.rank() == 1 ? 2 : -1);
-        forward_errors[static_cast<size_t>(comm.rank())] = s;
-        return s;
+        return run_schedule(*m, schedule(static_cast<int32_t>(m->vocab_size())), &outputs,
+                            fail_step);
       },
-      options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 30.0) << "the failure was not propagated; the ranks waited for the timeout";
-  for (int r : {0, 2}) {
-    EXPECT_FALSE(statuses[static_cast<size_t>(r)].ok());
-    EXPECT_NE(forward_errors[static_cast<size_t>(r)].message().find("context parallelism"),
-              std::string::npos)
-        << forward_errors[static_cast<size_t>(r)].to_string();
-  }
-  EXPECT_FALSE(statuses[1].ok());
+      "context parallelism");
 }
 
 TEST(ModelContextParallel, V41AndOtherParallelismBesideItAreRefusedByName) {

@@ -8,7 +8,6 @@
 // the others' steps errors, not a hang; tensor with expert parallelism is refused by name.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,6 +17,7 @@
 #include "model_test_util.h"
 #include "parallel/expert_placement.h"
 #include "parallel/in_process_communicator.h"
+#include "rank_failure_check.h"
 
 namespace deepinfer::model::testing {
 namespace {
@@ -172,33 +172,16 @@ TEST(ModelTensorParallel, ReferenceBackendSameBits) {
 
 TEST(ModelTensorParallel, ARankThatFailsMidStepFailsTheOthersWithoutAHang) {
   const std::string dir = source_dir() + "/models/v4-small";
-  parallel::InProcessOptions options;
-  options.timeout = std::chrono::seconds(60);
-  const auto start = std::chrono::steady_clock::now();
-  std::vector<Status> forward_errors(3);
-  const std::vector<Status> statuses = run_ranks(
-      3,
-      [&](Communicator& comm) -> Status {
+  expect_rank_failure_propagates(
+      [&](Communicator& comm, int fail_step) -> Status {
         auto ops = backend::cpu::make_opt_ops(1);
         TensorParallel tp;
         tp.comm = &comm;
         DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, tp));
         std::vector<std::vector<float>> logits;
-        const Status s = run_schedule(*m, schedule(256), &logits, false, comm.rank() == 1 ? 2 : -1);
-        forward_errors[static_cast<size_t>(comm.rank())] = s;
-        return s;
+        return run_schedule(*m, schedule(256), &logits, false, fail_step);
       },
-      options);
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, 30.0) << "the failure was not propagated; the ranks waited for the timeout";
-  for (int r : {0, 2}) {
-    EXPECT_FALSE(statuses[static_cast<size_t>(r)].ok());
-    EXPECT_NE(forward_errors[static_cast<size_t>(r)].message().find("tensor parallelism"),
-              std::string::npos)
-        << forward_errors[static_cast<size_t>(r)].to_string();
-  }
-  EXPECT_FALSE(statuses[1].ok());
+      "tensor parallelism");
 }
 
 TEST(ModelTensorParallel, WithExpertParallelismIsRefusedByName) {
