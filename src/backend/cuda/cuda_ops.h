@@ -80,7 +80,8 @@ class CudaOps : public Ops {
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
   // Tiles of 8 pairs per weight decode in the grouped tensor-core stages: 0 chooses by pairs
-  // per expert (4 from 16 on average), 1 or 4 force one (benchmark A/B; the bits are the same).
+  // per expert (4 from 16 on average, 8 = the wide form from 32), 1, 4 or 8 force one
+  // (benchmark A/B; the bits are the same).
   void set_moe_pair_tiles(int tiles) { moe_pair_tiles_ = tiles; }
   // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
   // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.

@@ -142,8 +142,11 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   Mat h(arena().alloc_n<float>(P * I), P, I);
   Mat y(arena().alloc_n<float>(P * D), P, D);
   if (mma) {
-    // Four tiles of 8 pairs per weight decode from 16 pairs per expert on average (same bits).
-    const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 4 : 1);
+    // Tiles of 8 pairs per weight decode (same bits every way): four from 16 pairs per expert
+    // on average, and from 32 the wide form (64 weight rows per block, inputs staged in shared
+    // memory; FP4 weights, else four).
+    const int pair_tiles =
+        moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 32 * E ? 8 : (P >= 16 * E ? 4 : 1));
     // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs:
     // act-quantized on the way (grouped_mma_supported: act_quant).
     uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);

@@ -284,7 +284,9 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
 // scales: K % 128 == 0, the stage's rows (inter, dim) % 16 == 0, ld % 8 == 0.
 // fp4: every expert's w1 and w3 (gate-up) or w2 (down) is FP4, else every one is FP8.
 // pair_tiles > 1: each weight decode serves 4 tiles of 8 pairs (many pairs per expert:
-// prefill); 1: one tile (fewer registers, twice the blocks per SM). The same bits either way.
+// prefill); 1: one tile (fewer registers, twice the blocks per SM); >= 8, FP4 weights and
+// rows % 64 == 0: 64 weight rows per block and 8 tiles per decode, the inputs staged in shared
+// memory (grouped_mma_wide.cu). The same bits every way.
 void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert* experts,
                             bool fp4, int64_t inter, MoeLayout l, int max_active,
                             const float* gates, int64_t gates_ld, int top_k, MoeEpilogue ep,

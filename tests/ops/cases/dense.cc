@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "../op_harness.h"
 #include "../sample_cases.h"
@@ -519,6 +521,42 @@ OP_CASE(moe_routing, kOnAll, Feature::kDenseF32, Feature::kMoeRouting) {
   }
 }
 
+// CUDA: row `row` of a batch computed alone (one tile of pairs per expert) gives the same bits as
+// inside the batch (more pairs per expert: other forms of the grouped stages), on the default
+// backend and on its batch-invariant mode. The per-expert fallback switches GEMV kernels with the
+// number of rows an expert gets, so it does not promise this (docs/cuda_backend.md).
+static void moe_row_alone_matches_batch(CaseContext& ctx, const std::string& t, const Buf& x,
+                                 const Buf& g, const std::vector<int32_t>& ids, const Buf& prev,
+                                 int top_k, std::span<const ExpertWeights> dx, const MoeOpts& o,
+                                 int64_t pad, int64_t row, double tol,
+                                 const std::vector<float>& want) {
+  const int64_t D = x.cols;
+  const DBuf dxm = dev_copy(ctx, x, pad), dg = dev_copy(ctx, g);
+  for (Ops* be : {ctx.ops, ctx.invariant_ops}) {
+    if (be == nullptr) continue;
+    const std::string mode = be == ctx.ops ? "" : " (batch-invariant mode)";
+    // Uploads are queued on ctx.ops's stream: finish them before another backend reads.
+    DBuf dall = dev_copy(ctx, prev, 1);
+    ctx.ops->synchronize();
+    be->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dall.mat());
+    const std::vector<float> all = dall.download();
+    close(ctx, t + mode + " batch", all, want, tol);
+    Buf x1(1, D), g1(1, top_k), prev1(1, D);
+    for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(row * D + c)];
+    for (int64_t c = 0; c < D; ++c) prev1.at(0, c) = prev.v[static_cast<size_t>(row * D + c)];
+    for (int j = 0; j < top_k; ++j) g1.at(0, j) = g.v[static_cast<size_t>(row * top_k + j)];
+    const std::vector<int32_t> ids1(ids.begin() + row * top_k, ids.begin() + (row + 1) * top_k);
+    const DBuf dx1 = dev_copy(ctx, x1, pad), dg1 = dev_copy(ctx, g1);
+    DBuf dout1 = dev_copy(ctx, prev1, 1);
+    ctx.ops->synchronize();
+    be->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
+    const std::vector<float> one = dout1.download();
+    const std::vector<float> in_batch(all.begin() + row * D, all.begin() + (row + 1) * D);
+    close(ctx, t + mode + " row " + std::to_string(row) + " alone == in batch", one, in_batch,
+          0.0);
+  }
+}
+
 OP_CASE(moe_experts, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights,
         Feature::kFp4Weights, Feature::kActQuantFp8, Feature::kMoeExperts) {
   const int64_t D = 256, I = 128;
@@ -565,38 +603,74 @@ OP_CASE(moe_experts, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights,
                                 " variant=" + std::to_string(variant);
           const std::vector<float> got = dout.download();
           close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-          // CUDA (pad 4): row 7 alone gives the same bits as inside the batch (at M = 40 and at
-          // M = 100, where experts hold 2 to 5 tiles of 8 pairs), on the default backend and on
-          // its batch-invariant mode. The per-expert fallback switches GEMV kernels with the
-          // number of rows an expert gets, so it does not promise this (docs/cuda_backend.md).
+          // CUDA (pad 4): row 7 alone == in the batch at M = 40 and M = 100 (experts hold 2 to
+          // 5 tiles of 8 pairs).
           if (ctx.on == kOnCuda && (M == 40 || M == 100) && pad == 4) {
-            for (Ops* be : {ctx.ops, ctx.invariant_ops}) {
-              if (be == nullptr) continue;
-              const std::string mode = be == ctx.ops ? "" : " (batch-invariant mode)";
-              // Uploads are queued on ctx.ops's stream: finish them before another backend reads.
-              DBuf dall = dev_copy(ctx, prev, 1);
-              ctx.ops->synchronize();
-              be->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dall.mat());
-              const std::vector<float> all = dall.download();
-              close(ctx, t + mode + " batch", all, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
-              Buf x1(1, D), g1(1, top_k), prev1(1, D);
-              for (int64_t c = 0; c < D; ++c) x1.at(0, c) = x.v[static_cast<size_t>(7 * D + c)];
-              for (int64_t c = 0; c < D; ++c)
-                prev1.at(0, c) = prev.v[static_cast<size_t>(7 * D + c)];
-              for (int j = 0; j < top_k; ++j)
-                g1.at(0, j) = g.v[static_cast<size_t>(7 * top_k + j)];
-              const std::vector<int32_t> ids1(ids.begin() + 7 * top_k, ids.begin() + 8 * top_k);
-              const DBuf dx1 = dev_copy(ctx, x1, pad), dg1 = dev_copy(ctx, g1);
-              DBuf dout1 = dev_copy(ctx, prev1, 1);
-              ctx.ops->synchronize();
-              be->moe_experts(dx1.cmat(), ids1.data(), dg1.cmat(), top_k, dx, o, dout1.mat());
-              const std::vector<float> one = dout1.download();
-              const std::vector<float> row7(all.begin() + 7 * D, all.begin() + 8 * D);
-              close(ctx, t + mode + " row alone == in batch", one, row7, 0.0);
-            }
+            moe_row_alone_matches_batch(ctx, t, x, g, ids, prev, top_k, dx, o, pad, 7,
+                                        o.bf16_rounding ? 2e-2 : 2e-5, want.v);
           }
         }
       }
+  }
+}
+
+// The grouped stages at more K passes than one chain per warp (D 1024: 8 passes of 128 in
+// gate-up, I 512: 4 in down) and more pairs per expert than one chunk of the wide form (~75 of
+// 64): CUDA takes the wide form for this batch (>= 32 pairs per expert, FP4) and one tile for a
+// row alone, which must agree bit for bit; both against the oracle.
+OP_CASE(moe_experts_many_pairs, kOnAll | kHeavy, Feature::kFp4Weights, Feature::kActQuantFp8,
+        Feature::kMoeExperts) {
+  const int64_t D = 1024, I = 512, M = 200;
+  const int E = 8, top_k = 3;
+  // mixed: every 16-row tile's row 3 gets E8M0 scales of 2^3 (e 130), the others keep ~2^-4, so
+  // the warps holding row 3 take the two-multiplication decode for all their rows (two_form).
+  for (bool mixed : {false, true}) {
+    std::vector<std::unique_ptr<TestWeight>> own;
+    std::vector<ExpertWeights> hx, dx;
+    for (int e = 0; e < 3 * E; ++e) {
+      const bool down = e % 3 == 2;
+      own.push_back(test_weight(ctx, WKind::kFp4, down ? D : I, down ? I : D, 0.1f, 128, 128));
+      TestWeight& w = *own.back();
+      if (mixed) {
+        const int64_t sk = w.ref.scale.shape[1];
+        for (int64_t r = 3; r < w.ref.scale.shape[0]; r += 16) {
+          std::fill_n(w.scale_bytes.begin() + r * sk, sk, uint8_t{130});
+        }
+        ctx.ops->upload(w.dev.scale.data(), w.scale_bytes.data(), w.scale_bytes.size());
+      }
+      if (down) {
+        const size_t b = own.size() - 3;
+        hx.push_back({own[b]->ref, own[b + 1]->ref, own[b + 2]->ref});
+        dx.push_back({own[b]->dev.ref, own[b + 1]->dev.ref, own[b + 2]->dev.ref});
+      }
+    }
+    const Buf x = random_buf(ctx.rng, M, D);
+    const Buf g = random_buf(ctx.rng, M, top_k, 0.1f, 0.6f);
+    std::vector<int32_t> ids;
+    for (int64_t m = 0; m < M; ++m) {
+      const int32_t base = static_cast<int32_t>(ctx.rng() % E);  // distinct experts per token
+      for (int j = 0; j < top_k; ++j) ids.push_back((base + j) % E);
+    }
+    const Buf prev = random_buf(ctx.rng, M, D);
+    for (bool bf16 : {false, true}) {
+      MoeOpts o;
+      o.act_quant = true;
+      o.bf16_rounding = bf16;
+      Buf want = prev;
+      ctx.ref->moe_experts(x.cmat(), ids.data(), g.cmat(), top_k, hx, o, want.mat());
+      const DBuf dxm = dev_copy(ctx, x, 4), dg = dev_copy(ctx, g);
+      DBuf dout = dev_copy(ctx, prev, 1);
+      ctx.ops->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, o, dout.mat());
+      const std::string t = std::string("moe_experts many pairs") + (mixed ? " mixed scales" : "") +
+                            " bf16_rounding=" + (bf16 ? "1" : "0");
+      const double tol = bf16 ? 2e-2 : 2e-5;
+      close(ctx, t, dout.download(), want.v, tol);
+      if (ctx.on == kOnCuda) {
+        for (int64_t row : {7, 150}) {
+          moe_row_alone_matches_batch(ctx, t, x, g, ids, prev, top_k, dx, o, 4, row, tol, want.v);
+        }
+      }
+    }
   }
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -279,13 +280,16 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     const double flops = 2.0 * 3 * M * top_k * I * D, bytes = n_used * expert_bytes + 8.0 * M * D;
     const int reps = M >= 1024 ? 5 : 20;
     report(p, "moe_experts fp4", shape, time_ms(*p.gpu, run, reps), flops, bytes);
-    // The grouped stages with the other number of pair tiles per weight decode, same run (the
-    // choice's evidence; the bits are the same).
+    // The grouped stages' other forms, same run (the choice's evidence; the bits are the same):
+    // one tile of 8 pairs per weight decode, four, and the wide form (8 tiles, 64 rows a block).
     if (M >= 128) {
-      const int other = M * top_k >= 16 * E ? 1 : 4;
-      p.gpu->set_moe_pair_tiles(other);
-      report(p, "moe_experts fp4", shape + (other == 1 ? " one tile" : " four tiles"),
-             time_ms(*p.gpu, run, reps), flops, bytes);
+      const int chosen = M * top_k >= 32 * E ? 8 : (M * top_k >= 16 * E ? 4 : 1);
+      for (const auto& [tiles, name] : {std::pair{1, " one tile"}, std::pair{4, " four tiles"},
+                                        std::pair{8, " wide"}}) {
+        if (tiles == chosen) continue;
+        p.gpu->set_moe_pair_tiles(tiles);
+        report(p, "moe_experts fp4", shape + name, time_ms(*p.gpu, run, reps), flops, bytes);
+      }
       p.gpu->set_moe_pair_tiles(0);
     }
   }

@@ -1,0 +1,285 @@
+// Grouped MoE stages on the tensor cores for many pairs per expert (prefill), FP4 weights: the
+// operands, mma steps and sums of grouped_mma.cu's kernels, so a pair's bits do not depend on
+// which kernel runs, in a shape that reuses each input row and each decoded weight operand more.
+//
+// Block = an active expert and 64 weight rows (warp w: rows 16w .. 16w + 15, one mma tile); the
+// expert's pairs in chunks of 64 (8 tiles of 8). Per 128-wide K pass the chunk's paired inputs
+// (64 rows x 256 bytes) are copied into shared memory (cp.async, two buffers: pass i + 1 in
+// flight while pass i is multiplied) and read there by all four warps; a warp decodes its rows'
+// weight codes once per pass for all 8 tiles and loads the next pass's codes before multiplying
+// this one's. grouped_mma_tiles_kernel instead gives each block 16 rows, decodes per 4 tiles and
+// reads every input from global memory per tile and weight-row block: 4x the input traffic of
+// this form, twice the decode work, and no sharing of an input load between warps.
+//
+// Bits: grouped_mma_kernel gives warp q the passes p = q, q + 4, ... (in increasing p, one mma
+// chain from 0) and adds the four partial sums in warp order. Here each warp runs every pass of
+// its rows in that order, q-major: the chain of q = 0, then a new chain from 0 for q = 1, and so
+// on; after each chain the running sum, ((s0 + s1) + s2), takes it (in shared memory: the
+// registers hold one chain), the last addition in registers before the epilogue. Each mma step
+// gets the same operand values (grouped_mma_common.cuh), so every accumulator is the same.
+#include "kernels/cuda/moe/grouped_mma_common.cuh"
+
+namespace deepinfer::kernels::cuda::grouped_mma {
+namespace {
+
+constexpr int kWideWarps = 4;
+constexpr int kWideRows = 16 * kWideWarps;        // weight rows per block
+constexpr int kWideTiles = 8;                     // tiles of 8 pairs per chunk
+constexpr int kWidePairs = kTile * kWideTiles;    // pairs per chunk
+constexpr int kRowChunks = kPass * 2 / 16;        // 16-byte chunks of a pass's input row
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
+
+// Where chunk c of staged row r sits in its row. The mma reads chunk 4t + u of rows 8j + g
+// (thread g, t; step pair u): a quarter warp (g in {2h, 2h + 1}, t = 0..3) then meets eight
+// distinct 16-byte bank groups. The XOR is an involution inside the row.
+__device__ __forceinline__ int swizzle(int r, int c) {
+  return c ^ (((c >> 3) & 1) | ((r & 1) << 1));
+}
+
+// The stage's weight codes of one pass for this thread: rows g and g + 8 of the warp's 16, of w1
+// / w2 (a) and, gate-up, of w3 (b).
+template <bool kGateUp>
+struct PassCodes {
+  RowCodes<true> alo, ahi, blo, bhi;
+};
+template <bool kGateUp>
+__device__ __forceinline__ PassCodes<kGateUp> load_pass_codes(const TileRows<true>& r,
+                                                              int64_t k0) {
+  PassCodes<kGateUp> c;
+  c.alo = load_row32<true>(r.alo, k0);
+  c.ahi = load_row32<true>(r.ahi, k0);
+  if constexpr (kGateUp) {
+    c.blo = load_row32<true>(r.blo, k0);
+    c.bhi = load_row32<true>(r.bhi, k0);
+  }
+  return c;
+}
+
+// Mma steps 2u and 2u + 1 of a pass for every active tile: operands 4u .. 4u + 3 of each row
+// (grouped_mma.cu's quad_tiles: the same registers), then per tile one 16-byte input load from
+// shared memory and two mma per weight.
+template <bool kGateUp, bool kOne, int kU>
+__device__ __forceinline__ void wide_quad(const PassCodes<kGateUp>& c, const uint4* xs, int g,
+                                          int t, int active, float (*acc_a)[4],
+                                          float (*acc_b)[4]) {
+  const uint32_t a0 = decode_pair<true, kOne, 4 * kU>(c.alo);
+  const uint32_t a1 = decode_pair<true, kOne, 4 * kU>(c.ahi);
+  const uint32_t a2 = decode_pair<true, kOne, 4 * kU + 1>(c.alo);
+  const uint32_t a3 = decode_pair<true, kOne, 4 * kU + 1>(c.ahi);
+  const uint32_t a4 = decode_pair<true, kOne, 4 * kU + 2>(c.alo);
+  const uint32_t a5 = decode_pair<true, kOne, 4 * kU + 2>(c.ahi);
+  const uint32_t a6 = decode_pair<true, kOne, 4 * kU + 3>(c.alo);
+  const uint32_t a7 = decode_pair<true, kOne, 4 * kU + 3>(c.ahi);
+  uint32_t b0 = 0, b1 = 0, b2 = 0, b3 = 0, b4 = 0, b5 = 0, b6 = 0, b7 = 0;
+  if constexpr (kGateUp) {
+    b0 = decode_pair<true, kOne, 4 * kU>(c.blo);
+    b1 = decode_pair<true, kOne, 4 * kU>(c.bhi);
+    b2 = decode_pair<true, kOne, 4 * kU + 1>(c.blo);
+    b3 = decode_pair<true, kOne, 4 * kU + 1>(c.bhi);
+    b4 = decode_pair<true, kOne, 4 * kU + 2>(c.blo);
+    b5 = decode_pair<true, kOne, 4 * kU + 2>(c.bhi);
+    b6 = decode_pair<true, kOne, 4 * kU + 3>(c.blo);
+    b7 = decode_pair<true, kOne, 4 * kU + 3>(c.bhi);
+  }
+#pragma unroll
+  for (int j = 0; j < kWideTiles; ++j) {
+    if (j < active) {  // block-uniform: whole warps take the mma
+      const int r = kTile * j + g;
+      const uint4 q = xs[r * kRowChunks + swizzle(r, 4 * t + kU)];
+      mma_16816(acc_a[j], a0, a1, a2, a3, q.x, q.y);
+      mma_16816(acc_a[j], a4, a5, a6, a7, q.z, q.w);
+      if constexpr (kGateUp) {
+        mma_16816(acc_b[j], b0, b1, b2, b3, q.x, q.y);
+        mma_16816(acc_b[j], b4, b5, b6, b7, q.z, q.w);
+      }
+    }
+  }
+}
+
+template <bool kGateUp, bool kOne>
+__device__ __forceinline__ void wide_pass_as(const PassCodes<kGateUp>& c, const uint4* xs, int g,
+                                             int t, int active, float (*acc_a)[4],
+                                             float (*acc_b)[4]) {
+  wide_quad<kGateUp, kOne, 0>(c, xs, g, t, active, acc_a, acc_b);
+  wide_quad<kGateUp, kOne, 1>(c, xs, g, t, active, acc_a, acc_b);
+  wide_quad<kGateUp, kOne, 2>(c, xs, g, t, active, acc_a, acc_b);
+  wide_quad<kGateUp, kOne, 3>(c, xs, g, t, active, acc_a, acc_b);
+}
+
+// The form is chosen per warp (a vote): both forms give the same exact operand values where the
+// one-multiplication form applies (two_form), so one vote over all the pass's rows is enough.
+template <bool kGateUp>
+__device__ __forceinline__ void wide_pass(const PassCodes<kGateUp>& c, const uint4* xs, int g,
+                                          int t, int active, float (*acc_a)[4],
+                                          float (*acc_b)[4]) {
+  bool one = c.alo.one && c.ahi.one;
+  if constexpr (kGateUp) one = one && c.blo.one && c.bhi.one;
+  if (__all_sync(0xffffffffu, one)) {
+    wide_pass_as<kGateUp, true>(c, xs, g, t, active, acc_a, acc_b);
+  } else {
+    PassCodes<kGateUp> c2 = c;
+    c2.alo = two_form(c.alo), c2.ahi = two_form(c.ahi);
+    if constexpr (kGateUp) c2.blo = two_form(c.blo), c2.bhi = two_form(c.bhi);
+    wide_pass_as<kGateUp, false>(c2, xs, g, t, active, acc_a, acc_b);
+  }
+}
+
+template <bool kGateUp>
+constexpr int kSums = kGateUp ? 2 : 1;
+// Dynamic shared memory: two pass buffers, the running sums, the chunk's input row pointers.
+template <bool kGateUp>
+constexpr size_t kWideSmem = 2 * kWidePairs * kRowChunks * sizeof(uint4) +
+                             size_t{kWideWarps} * kSums<kGateUp> * kWideTiles * 4 * 32 *
+                                 sizeof(float) +
+                             kWidePairs * sizeof(const uint16_t*);
+
+template <bool kGateUp>
+__global__ void __launch_bounds__(kWideWarps * 32, 2)
+    grouped_mma_wide_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+  const int e = stage_expert(st);
+  if (e < 0) return;
+  const GroupedExpert& ex = st.experts[e];
+  const WeightDesc& da = kGateUp ? ex.w1 : ex.w2;
+  const int n_pass = static_cast<int>(da.k / kPass);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t block_row0 = static_cast<int64_t>(blockIdx.y) * kWideRows;
+  if (block_row0 >= da.n) return;  // the whole block (n % 64 == 0, host check)
+  const int64_t row0 = block_row0 + 16 * warp;
+  const TileRows<true> rows = tile_rows<kGateUp, true>(ex, row0, g);
+
+  extern __shared__ uint4 smem[];
+  uint4* xs = smem;  // [2][kWidePairs][kRowChunks]
+  float* sums = reinterpret_cast<float*>(smem + 2 * kWidePairs * kRowChunks);
+  // [warp][sum][tile][i][lane]: each thread reads and writes only its own slots
+  const uint16_t** in_rows = reinterpret_cast<const uint16_t**>(
+      sums + kWideWarps * kSums<kGateUp> * kWideTiles * 4 * 32);
+  float* my_sums = sums + warp * kSums<kGateUp> * kWideTiles * 4 * 32 + lane;
+
+  const int32_t begin = st.layout.offsets[e], count = st.layout.counts[e];
+  const int chunk_col = threadIdx.x % kRowChunks;  // the 16-byte column this thread copies
+  for (int32_t p0 = 0; p0 < count; p0 += kWidePairs) {
+    const int n = min(kWidePairs, count - p0);
+    const int active = (n + kTile - 1) / kTile;
+    __syncthreads();  // the previous chunk's readers of in_rows and the buffers are done
+    if (threadIdx.x < kWidePairs) {
+      // Rows past n copy the chunk's first pair (valid memory; their columns are dropped).
+      const int32_t r = begin + p0 + (static_cast<int>(threadIdx.x) < n ? threadIdx.x : 0);
+      const int64_t in_row = kGateUp ? st.layout.row_pair[r] / st.top_k : r;
+      in_rows[threadIdx.x] = in + in_row * in_ld;
+    }
+    __syncthreads();
+    const auto stage_pass = [&](int p, int buf) {
+      uint4* dst = xs + buf * kWidePairs * kRowChunks;
+      for (int r = threadIdx.x / kRowChunks; r < active * kTile; r += kWideWarps * 32 / kRowChunks) {
+        cp_async16(dst + r * kRowChunks + swizzle(r, chunk_col),
+                   in_rows[r] + static_cast<int64_t>(p) * kPass + chunk_col * 8);
+      }
+      cp_async_commit();
+    };
+    stage_pass(0, 0);
+    PassCodes<kGateUp> codes = load_pass_codes<kGateUp>(rows, 32 * t);
+    int buf = 0;
+    float acc_a[kWideTiles][4], acc_b[kWideTiles][4];
+#pragma unroll 1
+    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+      for (int j = 0; j < kWideTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc_a[j][i] = 0.0f, acc_b[j][i] = 0.0f;
+      }
+#pragma unroll 1
+      for (int p = q; p < n_pass; p += 4) {
+        // The next pass in q-major order: p + 4, else the first pass of chain q + 1, if any.
+        const int next = p + 4 < n_pass ? p + 4 : (q + 1 < 4 && q + 1 < n_pass ? q + 1 : -1);
+        PassCodes<kGateUp> next_codes = codes;
+        if (next >= 0) {
+          stage_pass(next, buf ^ 1);
+          next_codes = load_pass_codes<kGateUp>(rows, static_cast<int64_t>(next) * kPass + 32 * t);
+          cp_async_wait<1>();
+        } else {
+          cp_async_wait<0>();
+        }
+        __syncthreads();  // pass p's inputs are in buffer buf for every warp
+        wide_pass<kGateUp>(codes, xs + buf * kWidePairs * kRowChunks, g, t, active, acc_a, acc_b);
+        __syncthreads();  // every warp is done with buffer buf before it is refilled
+        codes = next_codes;
+        buf ^= 1;
+      }
+      if (q == 3) break;  // the last chain is added in registers below
+      // Running sum of the chains: s0, then (s0 + s1), then ((s0 + s1) + s2).
+#pragma unroll
+      for (int j = 0; j < kWideTiles; ++j) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          float* sa = my_sums + (j * 4 + i) * 32;
+          *sa = q == 0 ? acc_a[j][i] : *sa + acc_a[j][i];
+          if constexpr (kGateUp) {
+            float* sb = sa + kWideTiles * 4 * 32;
+            *sb = q == 0 ? acc_b[j][i] : *sb + acc_b[j][i];
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kWideTiles; ++j) {
+      if (j >= active) continue;
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tk = 2 * t + (i & 1);
+        if (kTile * j + tk >= n) continue;
+        const float* sa = my_sums + (j * 4 + i) * 32;
+        const float a = *sa + acc_a[j][i];
+        float b = 0.0f;
+        if constexpr (kGateUp) b = sa[kWideTiles * 4 * 32] + acc_b[j][i];
+        const int64_t row = row0 + g + (i >= 2 ? 8 : 0);
+        const int32_t pair = begin + p0 + kTile * j + tk;
+        const int32_t pr = st.layout.row_pair[pair];
+        st.out[static_cast<int64_t>(pair) * st.out_ld + row] = moe_epilogue<kGateUp>(
+            a, b, st.ep, st.gates + pr / st.top_k * st.gates_ld + pr % st.top_k);
+      }
+    }
+  }
+}
+
+template <bool kGateUp>
+void launch_wide(const uint16_t* in, int64_t in_ld, const GroupedStageArgs& args, int max_active,
+                 int64_t rows, cudaStream_t stream) {
+  // Above the default 48 KiB of dynamic shared memory: raised once per kernel (not a stream
+  // operation, so also allowed while a stream is being captured).
+  static const bool raised = [] {
+    cudaFuncSetAttribute(grouped_mma_wide_kernel<kGateUp>,
+                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         static_cast<int>(kWideSmem<kGateUp>));
+    return true;
+  }();
+  (void)raised;
+  const dim3 grid(static_cast<unsigned>(max_active), static_cast<unsigned>(rows / kWideRows));
+  grouped_mma_wide_kernel<kGateUp>
+      <<<grid, kWideWarps * 32, kWideSmem<kGateUp>, stream>>>(in, in_ld, args);
+}
+
+}  // namespace
+
+bool wide_stage_fits(bool fp4, int64_t rows) { return fp4 && rows % kWideRows == 0; }
+
+void launch_wide_stage(bool gate_up, const uint16_t* in, int64_t in_ld,
+                       const GroupedStageArgs& args, int max_active, int64_t rows,
+                       cudaStream_t stream) {
+  if (gate_up) {
+    launch_wide<true>(in, in_ld, args, max_active, rows, stream);
+  } else {
+    launch_wide<false>(in, in_ld, args, max_active, rows, stream);
+  }
+}
+
+}  // namespace deepinfer::kernels::cuda::grouped_mma
