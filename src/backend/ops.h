@@ -251,7 +251,10 @@ class Ops {
   // value; idx [M, L] (row stride L) indexes kv rows, -1 = absent. For each query t and head h:
   // z_j = (q_h·k_j)·scale; den = Σ_j e^{z_j−M} + e^{sink_h−M}; o_h = Σ_j e^{z_j−M}/den · k_j.
   // M = max_j z_j; sink null = no sink term; no valid key = zero output. bf16_probs: the
-  // reference kernel's cast: o_h = Σ_j bf16(e^{z_j−M}) · k_j / den, den from the FP32 values.
+  // reference kernel's cast: o_h = Σ_j bf16(e^{z_j−M}) · k_j / den, den from the FP32 values;
+  // it also promises (the official semantics) that q and the key rows are BF16 numbers, so a
+  // backend may multiply them on BF16 tensor cores with exact products (CUDA does); other
+  // inputs are then rounded to BF16 first.
   virtual void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                                 const float* sink, float scale, bool bf16_probs, Mat o) = 0;
 

@@ -391,6 +391,13 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
                                         arena().alloc_n<float>(split), stream_)) {
     return;
   }
+  // Official semantics (BF16 probabilities; queries and keys BF16 numbers): the tensor-core
+  // kernel, outside batch-invariant mode (its sums are associated differently from the group
+  // kernel's, which batch-invariant mode keeps for every row count, decode included).
+  if (bf16_probs && sparse_mma_ && !batch_invariant_ &&
+      kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale, md(o), stream_)) {
+    return;
+  }
   kc::launch_sparse_attention(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o), stream_);
 }
 

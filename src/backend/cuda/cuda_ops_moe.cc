@@ -142,11 +142,12 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   Mat h(arena().alloc_n<float>(P * I), P, I);
   Mat y(arena().alloc_n<float>(P * D), P, D);
   if (mma) {
-    // Tiles of 8 pairs per weight decode (same bits every way): four from 16 pairs per expert
-    // on average, and from 32 the wide form (64 weight rows per block, inputs staged in shared
-    // memory; FP4 weights, else four).
-    const int pair_tiles =
-        moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 32 * E ? 8 : (P >= 16 * E ? 4 : 1));
+    // Tiles of 8 pairs per weight decode (same bits every way): from 16 pairs per expert on
+    // average the wide form (64 weight rows per block, inputs staged in shared memory; FP4
+    // weights, else four tiles). H200, top-6 of 256 experts: wide 3.83 ms against four tiles
+    // 4.50 at 24 pairs per expert, 9.01 against 20.39 at 96; one tile wins at 6 (1.55 against
+    // 2.76; cuda_moe_wide_perf_h200_2026-12-03_stop32.txt).
+    const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 8 : 1);
     // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs:
     // act-quantized on the way (grouped_mma_supported: act_quant).
     uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);

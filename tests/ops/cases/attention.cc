@@ -6,6 +6,7 @@
 
 #include "../op_harness.h"
 #include "../paged_rows.h"
+#include "base/numeric_types.h"
 
 namespace deepinfer::backend::testing {
 
@@ -15,21 +16,36 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
     int64_t H, d, R, L, M;
   };
   // Few rows (M · head groups well under the SM count) take the split-key path (shapes 2-4);
-  // the last shape has rows enough not to split and is long enough (16·L floats past the
-  // shared-memory limit) for the one-block-per-head fallback.
+  // the fifth has rows enough not to split and is long enough (16·L floats past the
+  // shared-memory limit) for the one-block-per-head fallback. The last two have rows enough
+  // not to split at head dim 512: CUDA's tensor-core kernel for BF16 probabilities (a full
+  // head group, and 20 heads: a group of 4).
   for (Shape s : {Shape{4, 64, 50, 37, 5}, Shape{3, 512, 300, 130, 3}, Shape{64, 512, 4096, 640, 2},
-                  Shape{20, 64, 4000, 3000, 2}, Shape{20, 64, 4000, 3000, 70}}) {
-    const Buf kv = random_buf(ctx.rng, s.R, s.d);
-    const Buf q = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
+                  Shape{20, 64, 4000, 3000, 2}, Shape{20, 64, 4000, 3000, 70},
+                  Shape{64, 512, 1000, 128, 70}, Shape{20, 512, 600, 100, 140}}) {
+    // BF16 probabilities come with the official semantics' promise: queries and keys are BF16
+    // numbers (ops.h), so those variants get rounded copies.
+    const Buf kv_f = random_buf(ctx.rng, s.R, s.d);
+    const Buf q_f = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
+    const auto rounded = [](Buf b) {
+      for (float& v : b.v) v = bf16_to_float(float_to_bf16(v));
+      return b;
+    };
+    const Buf kv_b = rounded(kv_f), q_b = rounded(q_f);
     const Buf sink = random_buf(ctx.rng, 1, s.H);
     std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
     for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
     for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
-    const DBuf dkv = dev_copy(ctx, kv, 1), dq = dev_copy(ctx, q, 2);
+    const DBuf dkv_f = dev_copy(ctx, kv_f, 1), dq_f = dev_copy(ctx, q_f, 2);
+    const DBuf dkv_b = dev_copy(ctx, kv_b, 1), dq_b = dev_copy(ctx, q_b, 2);
     const BackendMem dsink = dev_array(ctx, sink.v), didx = dev_array(ctx, idx);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
     for (int variant = 0; variant < 4; ++variant) {
       const bool with_sink = variant != 1, bf16p = variant == 2, dev_idx = variant == 3;
+      const Buf& kv = bf16p ? kv_b : kv_f;
+      const Buf& q = bf16p ? q_b : q_f;
+      const DBuf& dkv = bf16p ? dkv_b : dkv_f;
+      const DBuf& dq = bf16p ? dq_b : dq_f;
       Buf want(s.M, s.H * s.d);
       ctx.ref->sparse_attention(q.cmat(), s.H, kv.cmat(), idx.data(), s.L,
                                 with_sink ? sink.v.data() : nullptr, scale, bf16p, want.mat());
@@ -39,8 +55,8 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
                                 with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout.mat());
       const std::string t = "sparse_attention H=" + std::to_string(s.H) +
                             " d=" + std::to_string(s.d) + " L=" + std::to_string(s.L) +
-                            (with_sink ? " sink" : "") + (bf16p ? " bf16probs" : "") +
-                            (dev_idx ? " device idx" : "");
+                            " M=" + std::to_string(s.M) + (with_sink ? " sink" : "") +
+                            (bf16p ? " bf16probs" : "") + (dev_idx ? " device idx" : "");
       const std::vector<float> got = dout.download();
       close(ctx, t, got, want.v, bf16p ? 2e-3 : 2e-5);
       // The same keys by address (a host table staged, or a device one), absent entries moved

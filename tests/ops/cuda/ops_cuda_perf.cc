@@ -283,7 +283,7 @@ void perf_moe(Perf& p, std::mt19937& rng) {
     // The grouped stages' other forms, same run (the choice's evidence; the bits are the same):
     // one tile of 8 pairs per weight decode, four, and the wide form (8 tiles, 64 rows a block).
     if (M >= 128) {
-      const int chosen = M * top_k >= 32 * E ? 8 : (M * top_k >= 16 * E ? 4 : 1);
+      const int chosen = M * top_k >= 16 * E ? 8 : 1;
       for (const auto& [tiles, name] : {std::pair{1, " one tile"}, std::pair{4, " four tiles"},
                                         std::pair{8, " wide"}}) {
         if (tiles == chosen) continue;
@@ -316,7 +316,8 @@ void perf_moe(Perf& p, std::mt19937& rng) {
 }
 
 void perf_attention_side(Perf& p, std::mt19937& rng) {
-  for (int64_t M : {1, 16, 128}) {
+  // M = 4096: a prefill chunk (sparse attention: the tensor-core kernel against the group one).
+  for (int64_t M : {1, 16, 128, 4096}) {
     if (wanted(p, "sparse_attention")) {
       const int64_t H = 64, d = 512, R = 8192, L = 640;
       const DBuf kv = dev_random(p, rng, R, d), q = dev_random(p, rng, M, H * d, -0.1f, 0.1f);
@@ -325,8 +326,9 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
       for (auto& i : idx) i = static_cast<int32_t>(rng() % R);
       const BackendMem didx = dev_array(p.ctx, idx);
       DBuf o = dev_poisoned(p.ctx, M, H * d);
-      // The same call on a batch-invariant backend: the single-pass kernel (no key split), the
-      // same-run peer of the split path that small M takes.
+      // The same call on a batch-invariant backend: the single-pass SIMT kernel (no key split,
+      // no tensor cores), the same-run peer of the split path that small M takes and of the
+      // tensor-core kernel that M = 128 and 4096 take.
       static auto single = cuda::CudaOps::create(0, /*batch_invariant=*/true);
       for (cuda::CudaOps* ops : {p.gpu, single.ok() ? single->get() : nullptr}) {
         if (ops == nullptr) continue;
@@ -520,6 +522,18 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
       });
       report(p, "rope", "64 heads x 512, rope 64" + ms_, ms, 6.0 * M * 64 * 32,
              2.0 * 4.0 * M * 64 * 64);
+    }
+    if (wanted(p, "rope")) {  // rotation and the BF16 point over every channel (the queries)
+      DBuf qh = dev_random(p, rng, M, 64 * 512);
+      std::vector<int32_t> pos(static_cast<size_t>(M));
+      for (size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<int32_t>(1000 + i);
+      const BackendMem dpos = dev_array(p.ctx, pos);
+      const double ms = time_ms(*p.gpu, [&] {
+        p.gpu->rope_rounded(qh.mat(), 64, 512, dpos.as<int32_t>(),
+                            {dfreqs.as<float>(), freqs.size()}, false);
+      });
+      report(p, "rope_rounded", "64 heads x 512, rope 64" + ms_, ms, 6.0 * M * 64 * 32,
+             2.0 * 4.0 * M * 64 * 512);
     }
   }
 }

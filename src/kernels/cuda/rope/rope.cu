@@ -8,43 +8,56 @@
 namespace deepinfer::kernels::cuda {
 namespace {
 
-__global__ void rope_kernel(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
-                            const float* freqs, int64_t n_freqs, bool inverse) {
-  const int64_t per_row = n_heads * n_freqs;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= x.rows * per_row) return;
-  const int64_t row = i / per_row, rem = i % per_row;
-  const int64_t h = rem / n_freqs, j = rem % n_freqs;
-  float* r = x.data + row * x.ld + h * head_dim + (head_dim - 2 * n_freqs);
-  const float angle = static_cast<float>(positions[row]) * freqs[j];
-  const float c = cosf(angle);
-  const float s = inverse ? -sinf(angle) : sinf(angle);
-  const float a = r[2 * j], b = r[2 * j + 1];
-  r[2 * j] = a * c - b * s;
-  r[2 * j + 1] = a * s + b * c;
+// Grids: x over a row's work items, y over rows (looping past the grid's 65,535): the index
+// arithmetic stays in 32 bits. 64-bit divisions per thread made the rounded form compute-bound
+// (0.2 ms per call on a 4096-row prefill's queries).
+constexpr int kRopeThreads = 256;
+constexpr int64_t kMaxGridY = 65535;
+
+__global__ void rope_kernel(MatDesc x, int n_heads, int head_dim, const int32_t* positions,
+                            const float* freqs, int n_freqs, bool inverse) {
+  const int per_row = n_heads * n_freqs;
+  const int i = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= per_row) return;
+  const int h = i / n_freqs, j = i % n_freqs;
+  for (int64_t row = blockIdx.y; row < x.rows; row += gridDim.y) {
+    float* r = x.data + row * x.ld + h * head_dim + (head_dim - 2 * n_freqs);
+    const float angle = static_cast<float>(positions[row]) * freqs[j];
+    const float c = cosf(angle);
+    const float s = inverse ? -sinf(angle) : sinf(angle);
+    const float a = r[2 * j], b = r[2 * j + 1];
+    r[2 * j] = a * c - b * s;
+    r[2 * j + 1] = a * s + b * c;
+  }
 }
 
 // One thread per (row, head, channel pair) of the whole head: the last n_freqs pairs rotated,
 // every value rounded to BF16.
-__global__ void rope_rounded_kernel(MatDesc x, int64_t n_heads, int64_t head_dim,
-                                    const int32_t* positions, const float* freqs, int64_t n_freqs,
+__global__ void rope_rounded_kernel(MatDesc x, int n_heads, int head_dim,
+                                    const int32_t* positions, const float* freqs, int n_freqs,
                                     bool inverse) {
-  const int64_t pairs = head_dim / 2, per_row = n_heads * pairs;
-  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= x.rows * per_row) return;
-  const int64_t row = i / per_row, rem = i % per_row;
-  const int64_t h = rem / pairs, p = rem % pairs, j = p - (pairs - n_freqs);
-  float* r = x.data + row * x.ld + h * head_dim + 2 * p;
-  float a = r[0], b = r[1];
-  if (j >= 0) {
-    const float angle = static_cast<float>(positions[row]) * freqs[j];
-    const float c = cosf(angle);
-    const float s = inverse ? -sinf(angle) : sinf(angle);
-    const float ra = a * c - b * s, rb = a * s + b * c;
-    a = ra, b = rb;
+  const int pairs = head_dim / 2, per_row = n_heads * pairs;
+  const int i = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= per_row) return;
+  const int h = i / pairs, p = i % pairs, j = p - (pairs - n_freqs);
+  for (int64_t row = blockIdx.y; row < x.rows; row += gridDim.y) {
+    float* r = x.data + row * x.ld + h * head_dim + 2 * p;
+    float a = r[0], b = r[1];
+    if (j >= 0) {
+      const float angle = static_cast<float>(positions[row]) * freqs[j];
+      const float c = cosf(angle);
+      const float s = inverse ? -sinf(angle) : sinf(angle);
+      const float ra = a * c - b * s, rb = a * s + b * c;
+      a = ra, b = rb;
+    }
+    r[0] = bf16_round_d(a);
+    r[1] = bf16_round_d(b);
   }
-  r[0] = bf16_round_d(a);
-  r[1] = bf16_round_d(b);
+}
+
+dim3 rope_grid(int64_t per_row, int64_t rows) {
+  return dim3(static_cast<unsigned>((per_row + kRopeThreads - 1) / kRopeThreads),
+              static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY));
 }
 
 }  // namespace
@@ -52,22 +65,22 @@ __global__ void rope_rounded_kernel(MatDesc x, int64_t n_heads, int64_t head_dim
 void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                  const float* freqs, int64_t n_freqs, bool inverse, bool round_out,
                  cudaStream_t stream) {
+  if (x.rows == 0 || n_heads == 0) return;
+  const int nh = static_cast<int>(n_heads), hd = static_cast<int>(head_dim),
+            nf = static_cast<int>(n_freqs);
   if (round_out) {
     if (head_dim % 2 != 0) {  // no whole pairs: rotate, then round in a pass of its own
       launch_rope(x, n_heads, head_dim, positions, freqs, n_freqs, inverse, false, stream);
       launch_round_bf16(x, stream);
       return;
     }
-    const int64_t work = x.rows * n_heads * (head_dim / 2);
-    if (work == 0) return;
-    rope_rounded_kernel<<<grid_for(work, 256), 256, 0, stream>>>(x, n_heads, head_dim, positions,
-                                                                 freqs, n_freqs, inverse);
+    rope_rounded_kernel<<<rope_grid(n_heads * (head_dim / 2), x.rows), kRopeThreads, 0, stream>>>(
+        x, nh, hd, positions, freqs, nf, inverse);
     return;
   }
-  const int64_t work = x.rows * n_heads * n_freqs;
-  if (work == 0) return;
-  rope_kernel<<<grid_for(work, 256), 256, 0, stream>>>(x, n_heads, head_dim, positions, freqs,
-                                                       n_freqs, inverse);
+  if (n_freqs == 0) return;
+  rope_kernel<<<rope_grid(n_heads * n_freqs, x.rows), kRopeThreads, 0, stream>>>(
+      x, nh, hd, positions, freqs, nf, inverse);
 }
 
 }  // namespace deepinfer::kernels::cuda
