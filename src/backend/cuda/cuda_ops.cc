@@ -516,8 +516,40 @@ void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
   arena().reset();
   for (const PagedCMat& k : keys) DI_CHECK(k.rows <= scores.cols);
   const kc::PagedDesc* d = stage_paged(keys, di);
-  kc::launch_indexer_scores_multi(md(q), n_heads, md(weights), d, di, on_device(visible, q.rows),
-                                  bf16_rounding, md(scores), stream_);
+  const int32_t* dvis = on_device(visible, q.rows);
+  // Official semantics (BF16 rounding points; queries and keys BF16 numbers) with runs of rows
+  // that share a key matrix (prefill chunks), outside batch-invariant mode: the tensor-core
+  // kernel over tiles of each run, when runs hold 64 rows or more (decode rows are runs of one).
+  if (bf16_rounding && di == 128 && indexer_mma_ && !batch_invariant_) {
+    std::vector<kc::IndexerTile>& tiles = indexer_tiles_;
+    tiles.clear();
+    int64_t in_runs = 0;
+    for (int64_t t = 0; t < q.rows;) {
+      const PagedCMat& k = keys[static_cast<size_t>(t)];
+      int64_t u = t + 1;
+      while (u < q.rows && keys[static_cast<size_t>(u)].pages == k.pages &&
+             keys[static_cast<size_t>(u)].rows == k.rows &&
+             keys[static_cast<size_t>(u)].page_rows == k.page_rows) {
+        ++u;
+      }
+      for (int64_t r0 = t; k.rows > 0 && r0 < u; r0 += kIndexerTileRows) {
+        tiles.push_back({r0, static_cast<int>(std::min<int64_t>(kIndexerTileRows, u - r0))});
+      }
+      if (u - t > 1) in_runs += u - t;
+      t = u;
+    }
+    if (in_runs >= kIndexerTileRows) {
+      const auto* dt = static_cast<const kc::IndexerTile*>(
+          stage(tiles.data(), tiles.size() * sizeof(kc::IndexerTile)));
+      if (kc::launch_indexer_scores_mma(md(q), n_heads, md(weights), d, dt,
+                                        static_cast<int64_t>(tiles.size()), scores.cols, dvis,
+                                        md(scores), stream_)) {
+        return;
+      }
+    }
+  }
+  kc::launch_indexer_scores_multi(md(q), n_heads, md(weights), d, di, dvis, bf16_rounding,
+                                  md(scores), stream_);
 }
 
 void CudaOps::topk(CMat scores, const int32_t* visible, int64_t k, int32_t* out) {

@@ -80,8 +80,8 @@ class CudaOps : public Ops {
   // of cuBLAS on a dequantised BF16 copy (cuda_gemm.cc); large: never (benchmark A/B).
   void set_fp8_gemm_min_rows(int64_t rows) { fp8_gemm_min_rows_ = rows; }
   // Tiles of 8 pairs per weight decode in the grouped tensor-core stages: 0 chooses by pairs
-  // per expert (8 = the wide form from 16 on average, else 1), 1, 4 or 8 force one
-  // (benchmark A/B; the bits are the same).
+  // per expert (8 = the wide form from 16 on average, else 1), 1, 4 or 8 force one (benchmark
+  // A/B; the bits are the same).
   void set_moe_pair_tiles(int tiles) { moe_pair_tiles_ = tiles; }
   // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
   // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.
@@ -90,6 +90,9 @@ class CudaOps : public Ops {
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
   // benchmarks' A/B.
   void set_sparse_mma(bool on) { sparse_mma_ = on; }
+  // Off: indexer_scores_multi with the BF16 rounding points stays on the SIMT kernel instead of
+  // the tensor-core one for runs of rows sharing keys (kernels/cuda/indexer/indexer_mma.cu).
+  void set_indexer_mma(bool on) { indexer_mma_ = on; }
   // Rows from which mHC's logits are one cuBLAS FP32 GEMM per site (hc_dots_gemm) instead of a
   // block per (token, logit); large: never (benchmark A/B).
   void set_hc_gemm_min_rows(int64_t rows) { hc_gemm_min_rows_ = rows; }
@@ -297,6 +300,9 @@ class CudaOps : public Ops {
   int moe_pair_tiles_ = 0;
   bool stream_gemv_ = true;
   bool sparse_mma_ = true;
+  bool indexer_mma_ = true;
+  static constexpr int64_t kIndexerTileRows = 64;    // rows per tensor-core indexer tile
+  std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi
   int64_t hc_gemm_min_rows_ = 128;
   bool batch_invariant_ = false;
   struct ExpertTable {

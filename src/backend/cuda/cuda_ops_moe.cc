@@ -147,7 +147,11 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     // weights, else four tiles). H200, top-6 of 256 experts: wide 3.83 ms against four tiles
     // 4.50 at 24 pairs per expert, 9.01 against 20.39 at 96; one tile wins at 6 (1.55 against
     // 2.76; cuda_moe_wide_perf_h200_2026-12-03_stop32.txt).
-    const int pair_tiles = moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? 8 : 1);
+    // The wide form stages FP4 codes with their 1x32 scale blocks (else four tiles).
+    const bool k32 = experts[0].w1.block_k == 32 && experts[0].w3.block_k == 32 &&
+                     experts[0].w2.block_k == 32;
+    const int pair_tiles =
+        moe_pair_tiles_ > 0 ? moe_pair_tiles_ : (P >= 16 * E ? (k32 ? 8 : 4) : 1);
     // The tensor-core stages read BF16 copies of their (act-quantized, so exact) inputs:
     // act-quantized on the way (grouped_mma_supported: act_quant).
     uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);

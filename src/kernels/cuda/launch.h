@@ -215,6 +215,19 @@ void launch_indexer_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc 
 void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
                                  const PagedDesc* row_keys, int64_t di, const int32_t* visible,
                                  bool bf16_rounding, MatDesc scores, cudaStream_t stream);
+// indexer_scores_multi on the tensor cores (indexer/indexer_mma.cu), with the BF16 rounding
+// points and di = 128, over tiles of up to 64 consecutive rows that read one key matrix
+// (row_keys[row0], the staged per-row table): the queries and keys must be BF16 numbers (the
+// official semantics' promise), at most 64 heads. Only visible keys are written, as by the multi
+// form. Returns false, launching nothing, when the queries are not 16-byte aligned rows.
+struct IndexerTile {
+  int64_t row0 = 0;
+  int rows = 0;
+};
+bool launch_indexer_scores_mma(MatDesc q, int64_t n_heads, MatDesc weights,
+                               const PagedDesc* row_keys, const IndexerTile* tiles, int64_t n_tiles,
+                               int64_t key_cols, const int32_t* visible, MatDesc scores,
+                               cudaStream_t stream);
 // out[t·ld + k] = the address of row sel[t·K + k] of rows[t] (nullptr where sel < 0), for
 // t < M, k < K (Ops::paged_row_addresses). rows: a device table of M descriptors.
 void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const PagedDesc* rows,

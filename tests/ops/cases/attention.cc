@@ -2,7 +2,9 @@
 // absent keys, a token with no key, BF16 probabilities, V4-Flash decode shape; keys by index and by
 // address), compressor pooling with missing slots, indexer scores (FP32 and BF16 rounding points,
 // paged keys), the selected rows' addresses, top-k with ties and short rows.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "../op_harness.h"
 #include "../paged_rows.h"
@@ -79,6 +81,61 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
       close(ctx, t + " by address == by index", dout2.download(), got, 0.0);
     }
   }
+}
+
+// indexer_scores_multi over runs of rows that share their keys (prefill chunks of two sequences,
+// 150 and 70 rows, causal visible counts, pages of 256 rows) beside one decode row: CUDA takes
+// its tensor-core kernel here (BF16 rounding points, runs of 64 rows and more), whose inputs
+// are BF16 numbers by contract, so they are rounded first. Visible parts against the oracle.
+OP_CASE(indexer_multi_prefill_runs, kOnAll, Feature::kIndexer, Feature::kIndexerBf16) {
+  const int64_t H = 64, di = 128, page = 256;
+  struct Seq {
+    int64_t rows, keys;
+  };
+  const std::vector<Seq> seqs = {{150, 600}, {70, 300}, {1, 400}};
+  const auto rounded = [](Buf b) {
+    for (float& v : b.v) v = bf16_to_float(float_to_bf16(v));
+    return b;
+  };
+  std::vector<Buf> keys;
+  std::vector<DBuf> dkeys;
+  std::vector<std::vector<const float*>> tables;
+  int64_t M = 0, width = 0;
+  for (const Seq& sq : seqs) {
+    keys.push_back(rounded(random_buf(ctx.rng, sq.keys, di)));
+    dkeys.push_back(dev_copy(ctx, keys.back()));
+    tables.emplace_back();
+    for (int64_t r = 0; r < sq.keys; r += page) tables.back().push_back(dkeys.back().cmat().row(r));
+    M += sq.rows;
+    width = std::max(width, sq.keys);
+  }
+  const Buf q = rounded(random_buf(ctx.rng, M, H * di));
+  const Buf w = random_buf(ctx.rng, M, H, -0.5f, 1.0f);
+  const DBuf dq = dev_copy(ctx, q), dw = dev_copy(ctx, w, 1);
+  std::vector<PagedCMat> row_keys;
+  std::vector<int32_t> vis;
+  std::vector<size_t> seq_of;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    for (int64_t j = 0; j < seqs[i].rows; ++j) {
+      row_keys.push_back(PagedCMat{tables[i].data(), seqs[i].keys, di, page});
+      vis.push_back(static_cast<int32_t>(std::min(seqs[i].keys, 4 + 4 * j + (j == 0 ? 0 : 1))));
+      seq_of.push_back(i);
+    }
+  }
+  DBuf dout = dev_poisoned(ctx, M, width);
+  ctx.ops->indexer_scores_multi(dq.cmat(), H, dw.cmat(), row_keys, vis.data(), true, dout.mat());
+  const std::vector<float> got = dout.download();
+  std::vector<float> got_vis, want_vis;
+  for (int64_t t = 0; t < M; ++t) {
+    const size_t sq = seq_of[static_cast<size_t>(t)];
+    const int64_t v = vis[static_cast<size_t>(t)];
+    Buf want(1, seqs[sq].keys);
+    ctx.ref->indexer_scores(q.cmat().rows_slice(t, 1), H, w.cmat().rows_slice(t, 1),
+                            keys[sq].cmat(), &vis[static_cast<size_t>(t)], true, want.mat());
+    got_vis.insert(got_vis.end(), got.begin() + t * width, got.begin() + t * width + v);
+    want_vis.insert(want_vis.end(), want.v.begin(), want.v.begin() + v);
+  }
+  close(ctx, "indexer_scores_multi prefill runs bf16", got_vis, want_vis, 2e-2);
 }
 
 OP_CASE(softmax_pool, kOnAll, Feature::kCompressorPool) {

@@ -370,6 +370,30 @@ void perf_attention_side(Perf& p, std::mt19937& rng) {
         report(p, "topk", "R4096 k512 M=" + std::to_string(M), ms2, 0, 4.0 * M * (R + 512));
       }
     }
+    if (wanted(p, "indexer_scores_multi") && M == 4096) {
+      // A 4096-token prefill chunk: every row reads the sequence's 1024 index keys (ratio 4, pages
+      // of 256 rows) up to its causal count: the tensor-core kernel (runs of rows sharing keys,
+      // BF16 rounding points) against the SIMT one, same run; half the score matrix is visible.
+      const int64_t H = 64, di = 128, R = 1024, P = 256;
+      const DBuf q = dev_random(p, rng, M, H * di), w = dev_random(p, rng, M, H),
+                 k = dev_random(p, rng, R, di);
+      std::vector<const float*> pages;
+      for (int64_t r = 0; r < R; r += P) pages.push_back(k.cmat().row(r));
+      const std::vector<PagedCMat> row_keys(static_cast<size_t>(M), {pages.data(), R, di, P});
+      std::vector<int32_t> vis(static_cast<size_t>(M));
+      for (int64_t t = 0; t < M; ++t) vis[static_cast<size_t>(t)] = static_cast<int32_t>((t + 1) / 4);
+      DBuf s = dev_poisoned(p.ctx, M, R);
+      for (bool mma : {true, false}) {
+        p.gpu->set_indexer_mma(mma);
+        const double ms = time_ms(*p.gpu, [&] {
+          p.gpu->indexer_scores_multi(q.cmat(), H, w.cmat(), row_keys, vis.data(), true, s.mat());
+        });
+        report(p, mma ? "indexer_scores_multi" : "indexer_scores_multi SIMT",
+               "H64 di128 R1024 causal prefill M=" + std::to_string(M), ms, 1.0 * M * H * R * di,
+               4.0 * (R * di + M * H * di + M * R / 2));
+      }
+      p.gpu->set_indexer_mma(true);
+    }
     if (wanted(p, "indexer_scores_multi") && M > 1 && M <= 128) {
       // A decode step of M sequences, each with its own 1024 index keys (4096 tokens of context)
       // in the cache's pages of 256 rows: every row reads its own keys, so the bytes are M times

@@ -39,7 +39,7 @@ namespace {
 using namespace grouped_mma;  // NOLINT: this file is that namespace's main user
 
 constexpr int kManyTiles = 4;  // tiles per weight decode of grouped_mma_tiles_kernel
-constexpr int kWideTiles = 8;  // pair_tiles from which the wide form (grouped_mma_wide.cu) runs
+constexpr int kWideTiles = 8;  // pair_tiles of the wide form (grouped_mma_wide.cu)
 
 // This thread's paired inputs of a pass: 32 BF16 (64 bytes) of its pair's row.
 struct PassInputs {

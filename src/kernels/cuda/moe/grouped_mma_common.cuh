@@ -66,6 +66,17 @@ __device__ __forceinline__ Row weight_row(const WeightDesc& d, int64_t row) {
           static_cast<const uint8_t*>(d.scale) + srow * d.scale_ld, __ffs(d.block_k) - 1};
 }
 
+// The factor of E8M0 exponent e for the row's codes.
+template <bool kFp4>
+__device__ __forceinline__ void set_scale(RowCodes<kFp4>& r, uint32_t e) {
+  constexpr uint32_t kPlace = kFp4 ? 126 : 120;  // the placed code's power of two
+  r.one = e <= 254 - kPlace;
+  // One: 2^kPlace · 2^(e - 127) has BF16 exponent field e + kPlace. Two: the scale itself
+  // (e8m0_to_f's values: e 255 is NaN; e 0, 2^-127, takes the one-multiplication form).
+  const uint32_t b = r.one ? (e + kPlace) << 7 : (e == 255 ? 0x7fc0u : e << 7);
+  r.sc = b | (b << 16);
+}
+
 template <bool kFp4>
 __device__ __forceinline__ RowCodes<kFp4> load_row32(const Row& w, int64_t k0) {
   RowCodes<kFp4> r;
@@ -76,13 +87,7 @@ __device__ __forceinline__ RowCodes<kFp4> load_row32(const Row& w, int64_t k0) {
     const uint4 b1 = __ldg(p + 1);
     r.w[4] = b1.x, r.w[5] = b1.y, r.w[6] = b1.z, r.w[7] = b1.w;
   }
-  const uint32_t e = __ldg(w.scale + (k0 >> w.kshift));
-  constexpr uint32_t kPlace = kFp4 ? 126 : 120;  // the placed code's power of two
-  r.one = e <= 254 - kPlace;
-  // One: 2^kPlace · 2^(e - 127) has BF16 exponent field e + kPlace. Two: the scale itself
-  // (e8m0_to_f's values: e 255 is NaN; e 0, 2^-127, takes the one-multiplication form).
-  const uint32_t b = r.one ? (e + kPlace) << 7 : (e == 255 ? 0x7fc0u : e << 7);
-  r.sc = b | (b << 16);
+  set_scale(r, __ldg(w.scale + (k0 >> w.kshift)));
   return r;
 }
 
@@ -144,9 +149,9 @@ __device__ __forceinline__ TileRows<kFp4> tile_rows(const GroupedExpert& ex, int
   return r;
 }
 
-// The wide form (grouped_mma_wide.cu: 64 weight rows per block, 64 pairs per chunk, inputs
-// staged in shared memory): FP4 weights and rows % 64 == 0 only. The same bits as the kernels
-// of grouped_mma.cu.
+// The wide form (grouped_mma_wide.cu: 64 weight rows per block, 64 pairs per chunk, inputs,
+// codes and scales staged in shared memory): FP4 weights with 1x32 scale blocks (the caller
+// checks the blocks) and rows % 64 == 0 only. The same bits as the kernels of grouped_mma.cu.
 bool wide_stage_fits(bool fp4, int64_t rows);
 void launch_wide_stage(bool gate_up, const uint16_t* in, int64_t in_ld,
                        const GroupedStageArgs& args, int max_active, int64_t rows,
