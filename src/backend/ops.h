@@ -303,7 +303,10 @@ class Ops {
   // Lightning indexer (spec §2.5): scores[t, w] = Σ_h ω[t,h] · ReLU(q[t,h,:]·keys[w,:]) for
   // w < visible[t], -inf for w >= visible[t]. q [M, Hi·di], weights [M, Hi], keys [R, di],
   // scores [M, R]. bf16_rounding (the official reference's BF16 tensor arithmetic): the dot and
-  // ω·ReLU(dot) are rounded to BF16, the sum over heads accumulates in FP32 and is rounded once.
+  // ω·ReLU(dot) are rounded to BF16, the sum over heads accumulates in FP32 and is rounded once;
+  // it also promises (the official semantics) that q and the keys are BF16 numbers, so a backend
+  // may take the dots on BF16 tensor cores with exact products (CUDA does in
+  // indexer_scores_multi, for runs of rows sharing keys).
   virtual void indexer_scores(CMat q, int64_t n_heads, CMat weights, CMat keys,
                               const int32_t* visible, bool bf16_rounding, Mat scores) = 0;
 
