@@ -21,9 +21,8 @@
 //            P[16 heads, 16 keys] · V[16 keys, 8 channels]; o = D / den.
 // The SIMT group kernel does the same work at FP32 FMA rate (~31 TFLOP/s at a 4096-token
 // prefill, 45 ms over 4 layers: bench/results/model_cuda_h200_2026-12-03_stop32_call1.log).
-#include <cuda_bf16.h>
-
 #include "kernels/cuda/attention/sparse_common.cuh"
+#include "kernels/cuda/mma_common.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
@@ -42,20 +41,6 @@ constexpr int kTilesPerWarp = kChannelsPerWarp / 8;
 
 constexpr size_t kVtBytes = size_t{kD} * kVld * sizeof(uint32_t);
 constexpr size_t kQsBytes = size_t{kHeads} * kQld * sizeof(uint16_t);
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ void mma_bf16_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
-                                               uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));

@@ -13,10 +13,9 @@
 // s in both operands (the order inside a step is free), then folds ReLU · weight into its
 // per-(row, key) sums. Keys at or past a row's visible count are not written (the multi form's
 // contract), and a block past every row's visible keys leaves at once.
-#include <cuda_bf16.h>
-
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mma_common.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
@@ -28,30 +27,6 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kLd = kDi + 16;  // halves per staged row: 72 words, so a half warp's 8-byte reads
                                // (8g + 2t words) hit 32 distinct banks
 constexpr int kKeyTiles = kKeys / 8;
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-
-__device__ __forceinline__ void mma_bf16_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
-                                               uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
 
 constexpr int kQld = kDi + 16;  // floats per staged query row: the float4 reads of a quarter
                                 // warp (16g + 4t words) hit distinct bank groups

@@ -57,7 +57,7 @@ __device__ __forceinline__ void step(const RowCodes<kFp4>& lo, const RowCodes<kF
                                      const PassInputs& x, float* acc) {
   const uint4& q = x.v[kS / 2];
   const uint32_t b0 = kS % 2 ? q.z : q.x, b1 = kS % 2 ? q.w : q.y;
-  mma_16816(acc, decode_pair<kFp4, kOne, 2 * kS>(lo), decode_pair<kFp4, kOne, 2 * kS>(hi),
+  mma_bf16_16816(acc, decode_pair<kFp4, kOne, 2 * kS>(lo), decode_pair<kFp4, kOne, 2 * kS>(hi),
             decode_pair<kFp4, kOne, 2 * kS + 1>(lo), decode_pair<kFp4, kOne, 2 * kS + 1>(hi), b0,
             b1);
 }
@@ -193,8 +193,8 @@ __device__ __forceinline__ void quad_tiles(const RowCodes<kFp4>& lo, const RowCo
   for (int j = 0; j < kTiles; ++j) {
     if (j < active) {  // block-uniform: whole warps take the mma
       const uint4 q = __ldg(reinterpret_cast<const uint4*>(x[j] + kp) + kQ);
-      mma_16816(acc[j], a0, a1, a2, a3, q.x, q.y);
-      mma_16816(acc[j], c0, c1, c2, c3, q.z, q.w);
+      mma_bf16_16816(acc[j], a0, a1, a2, a3, q.x, q.y);
+      mma_bf16_16816(acc[j], c0, c1, c2, c3, q.z, q.w);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/mma_common.cuh"
 #include "kernels/cuda/moe/grouped_common.cuh"
 
 namespace deepinfer::kernels::cuda::grouped_mma {
@@ -120,15 +121,6 @@ __device__ __forceinline__ uint32_t decode_pair(const RowCodes<kFp4>& c) {
   if constexpr (kOne) return mul_bf16x2(placed, c.sc);
   constexpr uint32_t kUp = kFp4 ? 0x7e807e80u : 0x7b807b80u;  // 2^126 / 2^120 in both halves
   return mul_bf16x2(mul_bf16x2(placed, kUp), c.sc);
-}
-
-__device__ __forceinline__ void mma_16816(float* d, uint32_t a0, uint32_t a1, uint32_t a2,
-                                          uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // This thread's mma rows g and g + 8 of the block's 16 weight rows from row0: of w1 / w2 (a)

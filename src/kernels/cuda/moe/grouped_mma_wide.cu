@@ -29,16 +29,6 @@ constexpr int kWideTiles = 8;                     // tiles of 8 pairs per chunk
 constexpr int kWidePairs = kTile * kWideTiles;    // pairs per chunk
 constexpr int kRowChunks = kPass * 2 / 16;        // 16-byte chunks of a pass's input row
 
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-}
-
 // Where chunk c of staged row r sits in its row. The mma reads chunk 4t + u of rows 8j + g
 // (thread g, t; step pair u): a quarter warp (g in {2h, 2h + 1}, t = 0..3) then meets eight
 // distinct 16-byte bank groups. The XOR is an involution inside the row.
@@ -84,11 +74,11 @@ __device__ __forceinline__ void wide_quad(const PassCodes<kGateUp>& c, const uin
     if (j < active) {  // block-uniform: whole warps take the mma
       const int r = kTile * j + g;
       const uint4 q = xs[r * kRowChunks + swizzle(r, 4 * t + kU)];
-      mma_16816(acc_a[j], a0, a1, a2, a3, q.x, q.y);
-      mma_16816(acc_a[j], a4, a5, a6, a7, q.z, q.w);
+      mma_bf16_16816(acc_a[j], a0, a1, a2, a3, q.x, q.y);
+      mma_bf16_16816(acc_a[j], a4, a5, a6, a7, q.z, q.w);
       if constexpr (kGateUp) {
-        mma_16816(acc_b[j], b0, b1, b2, b3, q.x, q.y);
-        mma_16816(acc_b[j], b4, b5, b6, b7, q.z, q.w);
+        mma_bf16_16816(acc_b[j], b0, b1, b2, b3, q.x, q.y);
+        mma_bf16_16816(acc_b[j], b4, b5, b6, b7, q.z, q.w);
       }
     }
   }
@@ -170,11 +160,6 @@ constexpr size_t kStagedSmem = size_t{kStages} * kStageU4<kGateUp> * sizeof(uint
                                size_t{kWideWarps} * kSums<kGateUp> * kWideTiles * 4 * 32 *
                                    sizeof(float) +
                                kWidePairs * sizeof(const uint16_t*);
-
-__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
-}
 
 // Pass i of the q-major order (chains q = 0..3, each p = q, q + 4, ...).
 __device__ __forceinline__ int pass_at(int i, int n_pass) {
