@@ -100,7 +100,7 @@ void ContextSplit::gather_rows(std::vector<backend::CMat> local, std::vector<bac
   const Status s =
       comm_.all_gather({send_.data(), block, DType::kF32}, {recv_.data(), block * n, DType::kF32});
   if (!s.ok()) {
-    throw ContextParallelFailure(s.with_context(std::string("context parallelism, ") + what));
+    throw parallel::CollectiveFailure(s.with_context(std::string("context parallelism, ") + what));
   }
   for (int q = 0; q < n; ++q) {
     const std::vector<int64_t>& rows = rows_of_[static_cast<size_t>(q)];

@@ -21,7 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <vector>
 
 #include "backend/mat.h"
@@ -58,18 +57,6 @@ std::vector<int64_t> zigzag_rows(int64_t begin, int64_t count, int rank, int siz
 // up to a factor and a per-query constant, so what balances it balances them.
 int64_t causal_work(const std::vector<int64_t>& positions);
 
-// A collective of context parallelism failed (a peer failed, stalled or disagreed): the model
-// turns it into its step's error, like TensorParallelFailure.
-class ContextParallelFailure : public std::runtime_error {
- public:
-  explicit ContextParallelFailure(Status status)
-      : std::runtime_error(status.to_string()), status_(std::move(status)) {}
-  const Status& status() const { return status_; }
-
- private:
-  Status status_;
-};
-
 // One step's split and the gathers over it (host memory).
 class ContextSplit {
  public:
@@ -83,7 +70,7 @@ class ContextSplit {
   const std::vector<int32_t>& local_of() const { return local_of_; }
 
   // full [step_rows, cols]: every rank's local rows [mine().size(), cols] put at their step
-  // rows. Throws ContextParallelFailure naming `what`.
+  // rows. Throws parallel::CollectiveFailure naming `what`.
   void gather_rows(std::vector<backend::CMat> local, std::vector<backend::Mat> full,
                    const char* what);
 

@@ -57,7 +57,7 @@ void TensorParallelGather::gather_cols(backend::CMat local, int64_t units, int64
   const Status s =
       comm_.all_gather({send_.data(), block, DType::kF32}, {recv_.data(), block * n, DType::kF32});
   if (!s.ok()) {
-    throw TensorParallelFailure(s.with_context(std::string("tensor parallelism, ") + what));
+    throw parallel::CollectiveFailure(s.with_context(std::string("tensor parallelism, ") + what));
   }
   for (int q = 0; q < n; ++q) {
     const Shard sh = shard_of(units, q, n);

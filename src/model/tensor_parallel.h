@@ -21,7 +21,6 @@
 #pragma once
 
 #include <cstdint>
-#include <stdexcept>
 #include <vector>
 
 #include "backend/mat.h"
@@ -57,18 +56,6 @@ struct Shard {
 };
 Shard shard_of(int64_t units, int rank, int size);
 
-// A collective of tensor parallelism failed (a peer failed, stalled or disagreed): the model
-// turns it into its step's error at its API boundary, like backend::OutOfMemory.
-class TensorParallelFailure : public std::runtime_error {
- public:
-  explicit TensorParallelFailure(Status status)
-      : std::runtime_error(status.to_string()), status_(std::move(status)) {}
-  const Status& status() const { return status_; }
-
- private:
-  Status status_;
-};
-
 // The model's gathers over its communicator (host memory), with their scratch.
 class TensorParallelGather {
  public:
@@ -80,7 +67,7 @@ class TensorParallelGather {
 
   // full [M, units·unit] = every rank's local [M, shard(units).count·unit] side by side in rank
   // order (each rank's columns start at its shard's begin). local may be a view of full.
-  // Throws TensorParallelFailure naming `what`.
+  // Throws parallel::CollectiveFailure naming `what`.
   void gather_cols(backend::CMat local, int64_t units, int64_t unit, backend::Mat full,
                    const char* what);
   // y [M, N] = x · Wᵀ with this rank holding W's rows shard(N) (w_shard): the local product,

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <span>
+#include <stdexcept>
+#include <utility>
 
 #include "base/status.h"
 #include "tensor/dtype.h"
@@ -130,5 +132,18 @@ Status check_broadcast_args(int size, MutableBuffer buffer, int root);
 
 // Byte size of a buffer's elements.
 inline int64_t byte_size(int64_t count, DType dtype) { return count * dtype_size(dtype); }
+
+// A collective of the model's ranks failed (a peer failed, stalled or disagreed), thrown from deep
+// inside a forward (expert, tensor or context parallelism: the status names which) and turned
+// into the step's error at the model's API boundary, like backend::OutOfMemory.
+class CollectiveFailure : public std::runtime_error {
+ public:
+  explicit CollectiveFailure(Status status)
+      : std::runtime_error(status.to_string()), status_(std::move(status)) {}
+  const Status& status() const { return status_; }
+
+ private:
+  Status status_;
+};
 
 }  // namespace deepinfer::parallel

@@ -19,6 +19,11 @@ Buf random_buf(std::mt19937& rng, int64_t r, int64_t c, float lo, float hi) {
   return b;
 }
 
+Buf bf16_rounded(Buf b) {
+  for (float& v : b.v) v = bf16_round(v);
+  return b;
+}
+
 const char* wkind_name(WKind k) {
   switch (k) {
     case WKind::kBf16:

@@ -46,6 +46,9 @@ struct Buf {
   void poison();
 };
 Buf random_buf(std::mt19937& rng, int64_t r, int64_t c, float lo = -1.0f, float hi = 1.0f);
+// b with every value rounded to BF16 (backend/quant.h's bf16_round): inputs of the ops whose BF16
+// flags promise BF16 numbers.
+Buf bf16_rounded(Buf b);
 
 // ---- host weights ----------------------------------------------------------------------------
 enum class WKind { kBf16, kF16, kF32, kFp8E8m0, kFp8F32, kFp8Bf16, kFp4 };

@@ -532,13 +532,13 @@ void CudaOps::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,
              keys[static_cast<size_t>(u)].page_rows == k.page_rows) {
         ++u;
       }
-      for (int64_t r0 = t; k.rows > 0 && r0 < u; r0 += kIndexerTileRows) {
-        tiles.push_back({r0, static_cast<int>(std::min<int64_t>(kIndexerTileRows, u - r0))});
+      for (int64_t r0 = t; k.rows > 0 && r0 < u; r0 += kc::kIndexerMmaTileRows) {
+        tiles.push_back({r0, static_cast<int>(std::min<int64_t>(kc::kIndexerMmaTileRows, u - r0))});
       }
       if (u - t > 1) in_runs += u - t;
       t = u;
     }
-    if (in_runs >= kIndexerTileRows) {
+    if (in_runs >= kc::kIndexerMmaTileRows) {
       const auto* dt = static_cast<const kc::IndexerTile*>(
           stage(tiles.data(), tiles.size() * sizeof(kc::IndexerTile)));
       if (kc::launch_indexer_scores_mma(md(q), n_heads, md(weights), d, dt,

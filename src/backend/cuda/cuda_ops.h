@@ -301,7 +301,6 @@ class CudaOps : public Ops {
   bool stream_gemv_ = true;
   bool sparse_mma_ = true;
   bool indexer_mma_ = true;
-  static constexpr int64_t kIndexerTileRows = 64;    // rows per tensor-core indexer tile
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi
   int64_t hc_gemm_min_rows_ = 128;
   bool batch_invariant_ = false;

@@ -220,6 +220,7 @@ void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
 // (row_keys[row0], the staged per-row table): the queries and keys must be BF16 numbers (the
 // official semantics' promise), at most 64 heads. Only visible keys are written, as by the multi
 // form. Returns false, launching nothing, when the queries are not 16-byte aligned rows.
+inline constexpr int kIndexerMmaTileRows = 64;  // rows of a tile, at most
 struct IndexerTile {
   int64_t row0 = 0;
   int rows = 0;

@@ -469,13 +469,7 @@ Status V4Model::forward(const StepInputs& in, StepOutputs& out) {
             std::to_string(in.sequences.size()) +
             " sequences (their caches are now invalid: discard them)",
         "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less memory.");
-  } catch (const ExpertParallelFailure& e) {
-    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
-                                   " tokens (its sequences' caches are now invalid: discard them)");
-  } catch (const TensorParallelFailure& e) {
-    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
-                                   " tokens (its sequences' caches are now invalid: discard them)");
-  } catch (const ContextParallelFailure& e) {
+  } catch (const parallel::CollectiveFailure& e) {
     return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
                                    " tokens (its sequences' caches are now invalid: discard them)");
   }
@@ -560,7 +554,7 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",
                                 "Fewer draft rows per call need less memory.");
-  } catch (const TensorParallelFailure& e) {
+  } catch (const parallel::CollectiveFailure& e) {
     return e.status().with_context("drafting MTP rows");
   }
 }
@@ -597,7 +591,7 @@ Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahea
     return out_of_memory_status(
         e, "drafting MTP rows of " + std::to_string(rows.size()) + " sequences",
         "Fewer concurrent sequences need less memory.");
-  } catch (const TensorParallelFailure& e) {
+  } catch (const parallel::CollectiveFailure& e) {
     return e.status().with_context("drafting MTP rows");
   }
 }

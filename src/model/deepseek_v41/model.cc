@@ -152,11 +152,7 @@ class V41Model final : public model::Model {
               " sequences (their caches are now invalid: discard them)",
           "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less "
           "memory.");
-    } catch (const ExpertParallelFailure& e) {
-      return e.status().with_context(
-          "step of " + std::to_string(in.token_ids.size()) +
-          " tokens (its sequences' caches are now invalid: discard them)");
-    } catch (const TensorParallelFailure& e) {
+    } catch (const parallel::CollectiveFailure& e) {
       return e.status().with_context(
           "step of " + std::to_string(in.token_ids.size()) +
           " tokens (its sequences' caches are now invalid: discard them)");
@@ -183,7 +179,7 @@ class V41Model final : public model::Model {
                                   "drafting " + std::to_string(k) + " DSpark tokens for " +
                                       std::to_string(jobs.size()) + " sequences",
                                   "Shorter draft blocks or fewer sequences need less memory.");
-    } catch (const TensorParallelFailure& e) {
+    } catch (const parallel::CollectiveFailure& e) {
       return e.status().with_context("drafting DSpark tokens");
     }
   }

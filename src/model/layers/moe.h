@@ -52,8 +52,8 @@ struct MoeScratch {
 // out [M, D] = MoE(v). token_ids [M] feed hash routing (host or backend memory). ep: the
 // model's expert exchange, or null; used for layers bound for it (MoeWeights::ep_layer >= 0),
 // and then M may be 0 (the rank only serves its experts to the others). Throws
-// ExpertParallelFailure when the exchange fails. tp: the gathers of tensor parallelism, for
-// layers whose shared expert is bound split (MoeWeights::tp); throws TensorParallelFailure.
+// parallel::CollectiveFailure when the exchange fails. tp: the gathers of tensor parallelism, for
+// layers whose shared expert is bound split (MoeWeights::tp); throws parallel::CollectiveFailure.
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
                  MoeScratch& s, MoeExchange* ep = nullptr, TensorParallelGather* tp = nullptr);

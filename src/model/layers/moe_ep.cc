@@ -12,7 +12,7 @@ namespace {
 
 void throw_if_failed(const Status& s, size_t layer) {
   if (!s.ok()) {
-    throw ExpertParallelFailure(
+    throw parallel::CollectiveFailure(
         s.with_context("expert parallelism, MoE layer " + std::to_string(layer)));
   }
 }

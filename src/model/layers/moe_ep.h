@@ -16,33 +16,23 @@
 //      (EpDispatcher::combine_in_expert_order): Ops::moe_experts' own order and arithmetic.
 // The shared expert, accumulated afterwards, and the activation rounding then run unchanged.
 //
-// A failed exchange (a peer failed, stalled or disagreed) throws ExpertParallelFailure, which
-// the model turns into its step's error at its API boundary, like backend::OutOfMemory.
+// A failed exchange (a peer failed, stalled or disagreed) throws parallel::CollectiveFailure,
+// which the model turns into its step's error at its API boundary, like backend::OutOfMemory.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <stdexcept>
 #include <vector>
 
 #include "backend/mat.h"
 #include "backend/ops.h"
 #include "base/status.h"
 #include "model/expert_parallel.h"
+#include "parallel/communicator.h"
 #include "parallel/ep_dispatch.h"
 
 namespace deepinfer::model {
-
-class ExpertParallelFailure : public std::runtime_error {
- public:
-  explicit ExpertParallelFailure(Status status)
-      : std::runtime_error(status.to_string()), status_(std::move(status)) {}
-  const Status& status() const { return status_; }
-
- private:
-  Status status_;
-};
 
 class MoeExchange {
  public:
@@ -58,7 +48,7 @@ class MoeExchange {
   // out [M, D] = the routed experts' sum for this rank's M rows (M may be 0), through the ranks
   // holding the experts of main-model layer `layer`; local: this rank's experts of that layer
   // (the placement's experts_of(rank), ascending). ids, g: the router's [M, top_k] in host
-  // memory. opts.accumulate must be false. Throws ExpertParallelFailure.
+  // memory. opts.accumulate must be false. Throws parallel::CollectiveFailure.
   void routed(backend::Ops& ops, size_t layer, backend::CMat v, const int32_t* ids, backend::CMat g,
               int top_k, std::span<const backend::ExpertWeights> local,
               const backend::MoeOpts& opts, backend::Mat out);

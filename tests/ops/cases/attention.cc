@@ -8,7 +8,6 @@
 
 #include "../op_harness.h"
 #include "../paged_rows.h"
-#include "base/numeric_types.h"
 
 namespace deepinfer::backend::testing {
 
@@ -29,11 +28,7 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
     // numbers (ops.h), so those variants get rounded copies.
     const Buf kv_f = random_buf(ctx.rng, s.R, s.d);
     const Buf q_f = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
-    const auto rounded = [](Buf b) {
-      for (float& v : b.v) v = bf16_to_float(float_to_bf16(v));
-      return b;
-    };
-    const Buf kv_b = rounded(kv_f), q_b = rounded(q_f);
+    const Buf kv_b = bf16_rounded(kv_f), q_b = bf16_rounded(q_f);
     const Buf sink = random_buf(ctx.rng, 1, s.H);
     std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
     for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
@@ -93,23 +88,19 @@ OP_CASE(indexer_multi_prefill_runs, kOnAll, Feature::kIndexer, Feature::kIndexer
     int64_t rows, keys;
   };
   const std::vector<Seq> seqs = {{150, 600}, {70, 300}, {1, 400}};
-  const auto rounded = [](Buf b) {
-    for (float& v : b.v) v = bf16_to_float(float_to_bf16(v));
-    return b;
-  };
   std::vector<Buf> keys;
   std::vector<DBuf> dkeys;
   std::vector<std::vector<const float*>> tables;
   int64_t M = 0, width = 0;
   for (const Seq& sq : seqs) {
-    keys.push_back(rounded(random_buf(ctx.rng, sq.keys, di)));
+    keys.push_back(bf16_rounded(random_buf(ctx.rng, sq.keys, di)));
     dkeys.push_back(dev_copy(ctx, keys.back()));
     tables.emplace_back();
     for (int64_t r = 0; r < sq.keys; r += page) tables.back().push_back(dkeys.back().cmat().row(r));
     M += sq.rows;
     width = std::max(width, sq.keys);
   }
-  const Buf q = rounded(random_buf(ctx.rng, M, H * di));
+  const Buf q = bf16_rounded(random_buf(ctx.rng, M, H * di));
   const Buf w = random_buf(ctx.rng, M, H, -0.5f, 1.0f);
   const DBuf dq = dev_copy(ctx, q), dw = dev_copy(ctx, w, 1);
   std::vector<PagedCMat> row_keys;

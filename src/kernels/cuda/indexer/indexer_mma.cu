@@ -21,7 +21,7 @@ namespace deepinfer::kernels::cuda {
 namespace {
 
 constexpr int kDi = 128;
-constexpr int kRows = 64, kKeys = 64;
+constexpr int kRows = kIndexerMmaTileRows, kKeys = 64;
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kLd = kDi + 16;  // halves per staged row: 72 words, so a half warp's 8-byte reads

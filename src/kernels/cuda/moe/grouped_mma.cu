@@ -39,7 +39,7 @@ namespace {
 using namespace grouped_mma;  // NOLINT: this file is that namespace's main user
 
 constexpr int kManyTiles = 4;  // tiles per weight decode of grouped_mma_tiles_kernel
-constexpr int kWideTiles = 8;  // pair_tiles of the wide form (grouped_mma_wide.cu)
+constexpr int kWidePairTiles = 8;  // pair_tiles that asks for the wide form (grouped_mma_wide.cu)
 
 // This thread's paired inputs of a pass: 32 BF16 (64 bytes) of its pair's row.
 struct PassInputs {
@@ -308,7 +308,7 @@ void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, h, h_ld};
   const dim3 grid = mma_grid(max_active, inter);
-  if (pair_tiles >= kWideTiles && wide_stage_fits(fp4, inter)) {
+  if (pair_tiles >= kWidePairTiles && wide_stage_fits(fp4, inter)) {
     launch_wide_stage(true, x, x_ld, args, max_active, inter, stream);
   } else if (pair_tiles > 1) {
     if (fp4) {
@@ -331,7 +331,7 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
   if (max_active <= 0) return;
   const GroupedStageArgs args{experts, l, gates, gates_ld, top_k, ep, y, y_ld};
   const dim3 grid = mma_grid(max_active, dim);
-  if (pair_tiles >= kWideTiles && wide_stage_fits(fp4, dim)) {
+  if (pair_tiles >= kWidePairTiles && wide_stage_fits(fp4, dim)) {
     launch_wide_stage(false, h, h_ld, args, max_active, dim, stream);
   } else if (pair_tiles > 1) {
     if (fp4) {
