@@ -21,18 +21,13 @@
 #include "model_test_util.h"
 #include "parallel/in_process_communicator.h"
 #include "rank_failure_check.h"
+#include "rank_schedule.h"
 
 namespace deepinfer::model::testing {
 namespace {
 
 using parallel::Communicator;
 using parallel::run_ranks;
-
-struct Chunk {
-  int seq = 0;
-  std::vector<int32_t> tokens;
-};
-using Schedule = std::vector<std::vector<Chunk>>;
 
 std::vector<int32_t> tokens(int first, int n, int32_t vocab) {
   std::vector<int32_t> t;
@@ -64,20 +59,8 @@ Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float
   std::vector<std::vector<float>> hidden;
   for (size_t step = 0; step < sch.size(); ++step) {
     if (static_cast<int>(step) == fail_at_step) throw std::runtime_error("rank failed mid-step");
-    std::vector<int32_t> ids, pos;
-    std::vector<SequenceSpan> spans;
-    for (const Chunk& c : sch[step]) {
-      SequenceCache& cache = caches[static_cast<size_t>(c.seq)];
-      spans.push_back({&cache, static_cast<int64_t>(ids.size()),
-                       static_cast<int64_t>(c.tokens.size()), LogitsWanted::kAll});
-      for (size_t i = 0; i < c.tokens.size(); ++i) {
-        ids.push_back(c.tokens[i]);
-        pos.push_back(static_cast<int32_t>(cache.length() + static_cast<int64_t>(i)));
-      }
-    }
-    StepInputs in{ids, pos, spans, /*keep_hidden=*/true};
     StepOutputs out;
-    DI_TRY(m.forward(in, out));
+    DI_TRY(run_scheduled_step(m, caches, sch[step], /*keep_hidden=*/true, out));
     outputs->push_back(out.logits);
     hidden.push_back(out.hidden);
   }

@@ -19,6 +19,7 @@
 #include "parallel/eplb.h"
 #include "parallel/in_process_communicator.h"
 #include "rank_failure_check.h"
+#include "rank_schedule.h"
 
 namespace deepinfer::model::testing {
 namespace {
@@ -26,14 +27,6 @@ namespace {
 using parallel::Communicator;
 using parallel::ExpertPlacement;
 using parallel::run_ranks;
-
-// One sequence's rows in a step.
-struct Chunk {
-  int seq = 0;
-  std::vector<int32_t> tokens;
-};
-using Step = std::vector<Chunk>;  // may be empty: the rank only serves its experts
-using Schedule = std::vector<Step>;
 
 constexpr int kSteps = 5;
 
@@ -68,20 +61,8 @@ Status run_schedule(Model& m, const Schedule& schedule, std::vector<std::vector<
   logits->clear();
   for (size_t step = 0; step < schedule.size(); ++step) {
     if (static_cast<int>(step) == fail_at_step) throw std::runtime_error("rank failed mid-step");
-    std::vector<int32_t> ids, pos;
-    std::vector<SequenceSpan> spans;
-    for (const Chunk& c : schedule[step]) {
-      SequenceCache& cache = caches[static_cast<size_t>(c.seq)];
-      spans.push_back({&cache, static_cast<int64_t>(ids.size()),
-                       static_cast<int64_t>(c.tokens.size()), LogitsWanted::kAll});
-      for (size_t i = 0; i < c.tokens.size(); ++i) {
-        ids.push_back(c.tokens[i]);
-        pos.push_back(static_cast<int32_t>(cache.length() + static_cast<int64_t>(i)));
-      }
-    }
-    StepInputs in{ids, pos, spans, false};
     StepOutputs out;
-    DI_TRY(m.forward(in, out));
+    DI_TRY(run_scheduled_step(m, caches, schedule[step], false, out));
     logits->push_back(out.logits);
   }
   return {};
