@@ -1,26 +1,30 @@
-// DeepSeek-V4.1's DSpark drafter on the CUDA backend: what one batched draft
-// (Model::dspark_draft_all, the engine's DSpark drafter) costs against the decode step it rides
-// on, at several batch sizes (not a test; never fails on time).
+// Speculative decoding's step costs on the CUDA backend: what one batched DSpark draft
+// (Model::dspark_draft_all, the engine's DSpark drafter) and one verify step cost against the
+// decode step they replace, at several batch sizes (not a test; never fails on time).
 //
 //   draft_bench --model DIR [--batches 1,16,64] [--k 5] [--context 64] [--reps 20]
 //               [--out results.json] [--profile]
 //
 // Per batch N (N sequences of --context random prompt tokens each):
 //   * draft ms: one dspark_draft_all of N blocks of k positions (tokens and confidences only,
-//     as the engine asks), wall-clock, mean of --reps;
-//   * decode ms: one plain decode step of N rows (one token per sequence, logits of the last row
-//     drawn on the GPU: the engine's plain step), the peer: drafting pays when the accepted
-//     tokens per verify step exceed (decode + verify + draft) / decode;
-//   * verify ms: one step of N·(k + 1) rows (every row's logits), the fixed-k verify step;
+//     as the engine asks), wall-clock, mean of --reps; 0 for a model without a DSpark drafter
+//     (V4's MTP: its drafting runs inside the engine, which reports it per step);
+//   * decode ms: one plain decode step of N rows (one token per sequence, the last row drawn on
+//     the GPU: the engine's plain step), the peer: drafting pays when the accepted tokens per
+//     verify step exceed (verify + draft) / decode;
+//   * verify ms: one step of N·(k + 1) rows, every row drawn on the GPU (the engine's fixed-k
+//     verify step);
 //   * break-even acceptance = (verify + draft) / decode, the tokens per step a drafter must
 //     average to match plain decoding at this batch (what the varlen controller weighs).
-// --profile: one more draft through backend::ProfilingOps (every op synchronised and timed);
-// the gap between its op sum and the wall time is host work and copies.
+// --profile: one more draft, decode step and verify step each through backend::ProfilingOps
+// (every op synchronised and timed, so nothing is recorded as a CUDA graph); the gap between
+// an op sum and its wall time is host work and copies.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -52,9 +56,9 @@ std::vector<int> parse_list(const std::string& s) {
 }
 
 // One step of `per` rows per sequence (tokens from `rng`), rolled back afterwards so every rep
-// starts from the same caches. Greedy specs on the backend when `sampled` (the last row only).
-double timed_step(Model& m, std::vector<SequenceCache>& seqs, int64_t per, bool sampled,
-                  std::mt19937& rng) {
+// starts from the same caches. Every logits row (the last of a decode span, all of a verify
+// span) is drawn greedily on the backend, as the engine's steps are: no logits leave the GPU.
+double timed_step(Model& m, std::vector<SequenceCache>& seqs, int64_t per, std::mt19937& rng) {
   const int64_t V = m.vocab_size();
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(V - 1));
   std::vector<int32_t> ids, pos;
@@ -71,7 +75,7 @@ double timed_step(Model& m, std::vector<SequenceCache>& seqs, int64_t per, bool 
     }
     spans.push_back(sp);
   }
-  const std::vector<deepinfer::sample::SampleSpec> specs(sampled ? seqs.size() : 0);
+  const std::vector<deepinfer::sample::SampleSpec> specs(per > 1 ? ids.size() : seqs.size());
   deepinfer::model::StepInputs in;
   in.token_ids = ids;
   in.positions = pos;
@@ -130,11 +134,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   Model& m = **loaded;
-  if (m.drafter() != deepinfer::model::DrafterKind::kDSpark) {
-    std::fprintf(stderr, "%s has no DSpark drafter\n", model_dir.c_str());
-    return 1;
-  }
-  k = std::min(k, static_cast<int>(m.config().dspark.block_size));
+  const bool dspark = m.drafter() == deepinfer::model::DrafterKind::kDSpark;
+  if (dspark) k = std::min(k, static_cast<int>(m.config().dspark.block_size));
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.vocab_size() - 1));
   std::ostringstream json;
@@ -155,15 +156,18 @@ int main(int argc, char** argv) {
     for (SequenceCache& s : seqs) jobs.push_back({&s, tok(rng), {}, {}});
     double draft = 0, decode = 0, verify = 0;
     for (int r = -2; r < reps; ++r) {  // two warm-up reps (graph capture, buffer growth)
-      const auto t0 = Clock::now();
-      auto d = m.dspark_draft_all(jobs, k, /*logits=*/false);
-      const double ms = ms_since(t0);
-      if (!d.ok()) {
-        std::fprintf(stderr, "draft: %s\n", d.status().message().c_str());
-        return 1;
+      double ms = 0;
+      if (dspark) {
+        const auto t0 = Clock::now();
+        auto d = m.dspark_draft_all(jobs, k, /*logits=*/false);
+        ms = ms_since(t0);
+        if (!d.ok()) {
+          std::fprintf(stderr, "draft: %s\n", d.status().message().c_str());
+          return 1;
+        }
       }
-      const double dec = timed_step(m, seqs, 1, true, rng);
-      const double ver = timed_step(m, seqs, k + 1, false, rng);
+      const double dec = timed_step(m, seqs, 1, rng);
+      const double ver = timed_step(m, seqs, k + 1, rng);
       if (r >= 0) {
         draft += ms / reps;
         decode += dec / reps;
@@ -179,15 +183,25 @@ int main(int argc, char** argv) {
          << "}";
     first = false;
     if (profile) {
-      prof.reset();
-      prof.set_enabled(true);
-      const auto t0 = Clock::now();
-      if (!m.dspark_draft_all(jobs, k, false).ok()) return 1;
-      const double wall = ms_since(t0);
-      prof.set_enabled(false);
-      profiles.push_back("batch " + std::to_string(N) + ": profiled draft, wall " +
-                         std::to_string(wall) + " ms");
-      for (const auto& line : prof.report()) profiles.push_back("  " + line);
+      const auto profiled = [&](const std::string& what, const std::function<void()>& run) {
+        prof.reset();
+        prof.set_enabled(true);
+        const auto t0 = Clock::now();
+        run();
+        const double wall = ms_since(t0);
+        prof.set_enabled(false);
+        profiles.push_back("batch " + std::to_string(N) + ": profiled " + what + ", wall " +
+                           std::to_string(wall) + " ms");
+        for (const auto& line : prof.report()) profiles.push_back("  " + line);
+      };
+      if (dspark) {
+        profiled("draft", [&] {
+          if (!m.dspark_draft_all(jobs, k, false).ok()) std::exit(1);
+        });
+      }
+      profiled("decode step", [&] { timed_step(m, seqs, 1, rng); });
+      profiled("verify step (" + std::to_string(k + 1) + " rows per sequence)",
+               [&] { timed_step(m, seqs, k + 1, rng); });
     }
   }
   json << "]}";

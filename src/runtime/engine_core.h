@@ -42,6 +42,7 @@
 #include "sample/stop_checker.h"
 #include "sample/token_counts.h"
 #include "sched/scheduler.h"
+#include "sched/speculation_gain.h"
 #include "sched/verify_budget.h"
 #include "structured/compiler.h"
 #include "structured/matcher.h"
@@ -425,47 +426,14 @@ class EngineCore final : public EngineDriver {
   // is nothing. Running sequences lose their draft state; sequences started after the pause
   // draft again.
   std::atomic<bool> drafter_asleep_{false};
-  // Whether drafting pays depends mostly on the step's batch (drafting and verification are
-  // nearly free at one sequence on a GPU, not at 64 on a CPU): one controller per decode count
-  // bucket (its bit width), each probing and pausing on its own.
-  struct SpeculationGain {
-    struct Bucket {
-      // Sums over the steps measured since drafting (re)started in this bucket: tokens emitted,
-      // executor seconds spent (forward + sampling + drafting), and the estimate of the same
-      // decodes without speculation (the curve's forward + plain sampling).
-      double tokens = 0, spent = 0, plain = 0, decodes = 0;
-      int probe_steps = 0;
-      int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
-      int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
-      int failed = 0;             // failed probes in a row
-      // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
-      // rows' sampling beyond a plain step's), an EMA over the steps that drafted; 0: not
-      // measured yet. The budget charges it to every step that verifies drafts, so once it is
-      // known a batch where drafting cannot pay is paused without probing it again.
-      double draft_cost = 0;
-      int draft_cost_steps = 0;  // drafting steps seen (the first, which warms up, is skipped)
-      // A probe found (or the draft-cost model predicts) a loss: pause from `step` on, the next
-      // pause 4x longer; the probe's sums start over.
-      void fail_probe(int64_t step) {
-        paused_until = step + pause;
-        pause = std::min<int64_t>(pause * 4, 1024);
-        ++failed;
-        end_probe();
-      }
-      void end_probe() {
-        tokens = spent = plain = decodes = 0;
-        probe_steps = 0;
-      }
-    };
-    std::array<Bucket, 24> by_size;
-    int64_t step = 0;              // the latest plan step processed (update_gain)
-    int64_t plans = 0;             // plans that asked for draft slots
-    double sample_per_decode = 0;  // plain steps' sampling seconds per decode (EMA)
-  } gain_;
-  SpeculationGain::Bucket& gain_bucket(int64_t decodes);
+  // Whether drafting pays, per decode-count bucket (sched/speculation_gain.h): live probes
+  // against the step-cost curve, calibrated by the plain steps.
+  sched::SpeculationGain gain_;
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
   std::vector<double> depth_accept_rate_;
+  // Drafters without confidences: each running request's own acceptance rate per draft depth.
+  std::unordered_map<sched::RequestId, std::vector<double>> request_accept_rate_;
   // Varlen: seeds step_cost_ with forwards of 1, 2, 4, .. tokens on a scratch sequence.
   void profile_step_cost();
   // The DraftBudget installed on the scheduler when varlen is on.

@@ -10,7 +10,6 @@
 // one-token proposal this is rejection sampling with q = one-hot: accept with p(d)). The
 // rows after the first mismatch are discarded: the cache rolls back to the accepted tokens.
 #include <algorithm>
-#include <bit>
 #include <chrono>
 
 #include "base/clock.h"
@@ -199,61 +198,27 @@ void EngineCore::draft_all() {
 
 // Confidence-scheduled verification, the engine thread's half (sched/verify_budget.h decides).
 
-EngineCore::SpeculationGain::Bucket& EngineCore::gain_bucket(int64_t decodes) {
-  const auto b =
-      static_cast<size_t>(std::bit_width(static_cast<uint64_t>(std::max<int64_t>(1, decodes))));
-  return gain_.by_size[std::min(b, gain_.by_size.size() - 1)];
-}
-
 void EngineCore::update_gain(const StepJob& job) {
   const sched::StepPlan& plan = job.plan;
-  gain_.step = std::max(gain_.step, plan.step);
   // Decode-only steps: tokens per executor second (forward, sampling and drafting: what
-  // speculation adds on the executor) against the curve's estimate of the same decodes without
-  // speculation (forward + plain sampling). Every step that drafted counts, also those whose
-  // drafts the budget did not admit (drafting then costs without any gain).
-  if (plan.num_decodes == 0 || plan.num_decodes != static_cast<int32_t>(plan.requests.size()))
-    return;
-  int64_t tokens = 0, drafts = 0, proposed = 0;
-  for (const Sampled& sm : job.sampled) {
-    tokens += static_cast<int64_t>(sm.tokens.size());
-    drafts += sm.drafts_verified;
-    proposed += sm.drafts_proposed;
+  // speculation adds on the executor) against the same decodes without speculation.
+  const bool decode_only =
+      plan.num_decodes > 0 && plan.num_decodes == static_cast<int32_t>(plan.requests.size());
+  sched::SpeculationGain::Step s;
+  s.plan_step = plan.step;
+  if (decode_only) {
+    s.decodes = plan.num_decodes;
+    for (const Sampled& sm : job.sampled) {
+      s.tokens += static_cast<int64_t>(sm.tokens.size());
+      s.drafts_verified += sm.drafts_verified;
+      s.drafts_proposed += sm.drafts_proposed;
+    }
+    s.forward_seconds = job.forward_seconds;
+    s.sample_seconds = job.sample_seconds;
+    s.draft_seconds = job.draft_seconds;
+    s.curve_seconds = step_cost_.seconds(plan.num_decodes);
   }
-  const auto B = static_cast<double>(plan.num_decodes);
-  if (drafts == 0 && proposed == 0) {  // a plain step: what sampling costs without drafts
-    const double per = job.sample_seconds / B;
-    gain_.sample_per_decode = gain_.sample_per_decode == 0
-                                  ? per
-                                  : gain_.sample_per_decode + 0.2 * (per - gain_.sample_per_decode);
-  }
-  SpeculationGain::Bucket& g = gain_bucket(plan.num_decodes);
-  if (proposed > 0 && g.draft_cost_steps++ > 0) {  // this step drafted: its cost beyond plain
-    const double cost =
-        job.draft_seconds + std::max(0.0, job.sample_seconds - gain_.sample_per_decode * B);
-    g.draft_cost = g.draft_cost == 0 ? cost : g.draft_cost + 0.2 * (cost - g.draft_cost);
-  }
-  if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
-  if (drafts == 0 && proposed == 0 && g.probe_steps == 0) return;  // not drafting yet
-  const double plain = step_cost_.seconds(plan.num_decodes) + gain_.sample_per_decode * B;
-  const double spent = job.forward_seconds + job.sample_seconds + job.draft_seconds;
-  if (tokens == 0 || plain <= 0 || spent <= 0) return;
-  g.tokens += static_cast<double>(tokens);
-  g.spent += spent;
-  g.plain += plain;
-  g.decodes += B;
-  ++g.probe_steps;
-  const double ratio = (g.tokens / g.spent) / (g.decodes / g.plain);
-  // Far below parity, three steps decide (the first of a probe only drafts); near it, eight.
-  const bool clear_loss = g.probe_steps >= 3 && ratio < 0.75;
-  if (!clear_loss && g.probe_steps < 8) return;
-  if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
-    g.fail_probe(plan.step);
-    return;
-  }
-  g.pause = 16;
-  g.failed = 0;
-  g.end_probe();
+  gain_.observe(s);
 }
 
 void EngineCore::profile_step_cost() {
@@ -280,8 +245,8 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // This batch's controller (update_gain): paused, drafting stops (depth 0: the executor drafts
   // nothing; from the second failed probe in a row a hidden-reading drafter also sleeps);
   // when its pause is over, drafting resumes at full depth and it probes again.
-  SpeculationGain::Bucket& g = gain_bucket(static_cast<int64_t>(cands.size()));
-  if (g.paused_until >= 0 && gain_.step < g.paused_until) {
+  sched::SpeculationGain::Bucket& g = gain_.bucket(static_cast<int64_t>(cands.size()));
+  if (g.paused_until >= 0 && gain_.step() < g.paused_until) {
     std::fill(slots.begin(), slots.end(), 0);
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
@@ -297,21 +262,28 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // batched decode steps on a GPU, where those are graph replays; a profile point above the live
   // decode step makes plain decoding look slow and drafting look like a gain: the likely reason
   // DSpark varlen drafted through a whole 64-request run on the H200 at 0.80x, 2026-12-03).
-  const int64_t plan_index = gain_.plans++;
+  const int64_t plan_index = gain_.next_plan();
   if (plan_index < 2 || plan_index % 16 == 0) {  // the first two: a count's first step is not taken
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }
+  // c_{r,j}: the drafter's own confidence where it gives one (DSpark, MTP); else the request's
+  // own acceptance rate at depth j (n-gram: how well a request's text repeats itself decides it,
+  // so one request's rate says little about another's), else the rate over all requests; a depth
+  // nobody has reached yet takes the depth before it.
   std::vector<std::vector<float>> survival(cands.size());
   for (size_t r = 0; r < cands.size(); ++r) {
-    const auto it = draft_confidence_.find(cands[r].id);
-    float a = 1.0f;
+    const auto conf = draft_confidence_.find(cands[r].id);
+    const auto own = request_accept_rate_.find(cands[r].id);
+    float a = 1.0f, c = 0.5f;  // 0.5: no estimate yet
     for (int32_t j = 0; j < cands[r].max_slots; ++j) {
-      float c = 0.5f;  // no estimate yet
-      if (it != draft_confidence_.end() && j < static_cast<int32_t>(it->second.size())) {
-        c = it->second[static_cast<size_t>(j)];
-      } else if (j < static_cast<int32_t>(depth_accept_rate_.size())) {
-        c = static_cast<float>(depth_accept_rate_[static_cast<size_t>(j)]);
+      const auto js = static_cast<size_t>(j);
+      if (conf != draft_confidence_.end() && js < conf->second.size()) {
+        c = conf->second[js];
+      } else if (own != request_accept_rate_.end() && js < own->second.size()) {
+        c = static_cast<float>(own->second[js]);
+      } else if (js < depth_accept_rate_.size()) {
+        c = static_cast<float>(depth_accept_rate_[js]);
       }
       a *= std::clamp(c, 0.0f, 1.0f);
       survival[r].push_back(a);
@@ -329,7 +301,7 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   constexpr double kClearPredictedLoss = 0.85;
   if (g.draft_cost > 0 && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
-    g.fail_probe(gain_.step);
+    g.fail_probe(gain_.step());
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;
@@ -346,15 +318,23 @@ void EngineCore::note_spec_results(const StepJob& job) {
   if (job.forwards == 1 && job.fed_tokens > 0)
     step_cost_.observe(job.fed_tokens, job.forward_seconds);
   update_gain(job);
-  constexpr double kEma = 0.05;
+  // The rate over all requests moves slowly; a request's own follows its text (from the
+  // overall rate at its first verification).
+  constexpr double kEma = 0.05, kOwnEma = 0.25;
   for (const Sampled& sm : job.sampled) {
     if (!sm.error.empty() || sm.tokens.empty()) continue;
     // Depth j was reached when the j - 1 drafts before it were accepted; accepted when it was.
     const auto accepted = static_cast<int32_t>(sm.tokens.size()) - 1;
+    std::vector<double>* own = nullptr;
+    if (sm.drafts_verified > 0) own = &request_accept_rate_[sm.id];
     for (int32_t j = 0; j < sm.drafts_verified && j <= accepted; ++j) {
-      if (depth_accept_rate_.size() <= static_cast<size_t>(j)) depth_accept_rate_.push_back(0.5);
-      double& rate = depth_accept_rate_[static_cast<size_t>(j)];
-      rate += kEma * ((j < accepted ? 1.0 : 0.0) - rate);
+      const auto js = static_cast<size_t>(j);
+      const double hit = j < accepted ? 1.0 : 0.0;
+      if (depth_accept_rate_.size() <= js) depth_accept_rate_.push_back(0.5);
+      double& rate = depth_accept_rate_[js];
+      rate += kEma * (hit - rate);
+      if (own->size() <= js) own->push_back(rate);
+      (*own)[js] += kOwnEma * (hit - (*own)[js]);
     }
     if (!sm.next_confidence.empty()) {
       draft_confidence_[sm.id] = sm.next_confidence;

@@ -35,7 +35,8 @@
 #          the trained V4.1) at SPEC_CONCURRENCY (default "1 4 16 64") requests, SPEC_CONFIGS (default
 #          off vs DSpark / n-gram, fixed k (SPEC_K, default 5) and varlen; for the V4 path:
 #          SPEC_MODEL=models/v4-small SPEC_CONFIGS="off mtp ngram mtp_varlen ngram_varlen");
-#          batch-invariant bitwise checks on models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
+#          SPEC_TEMPERATURE (default 0.7; 0 = greedy); batch-invariant bitwise checks on
+#          models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
 #          spec.csv
 #   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched DSpark draft vs the decode and
 #          verify steps it rides on, at DRAFT_BATCHES (default 1,16,64), with an op profile
@@ -277,7 +278,7 @@ PY
       k=$K; [ "$method" = off ] && k=0
       DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model "${SPEC_MODEL:-models/default}" \
         --prompts-file "$OUT/spec_prompts_$n.txt" --max-tokens "${SPEC_TOKENS:-128}" \
-        --temperature 0.7 --seed 1 --ignore-eos --json --stats --backend cuda --warmup \
+        --temperature "${SPEC_TEMPERATURE:-0.7}" --seed 1 --ignore-eos --json --stats --backend cuda --warmup \
         --speculative-method "$method" --num-speculative-tokens "$k" \
         --speculative-acceptance "$acceptance" \
         > "$OUT/spec_${n}_$cfg.json" 2> "$OUT/spec_${n}_$cfg.log"
