@@ -17,8 +17,9 @@
 //   * break-even acceptance = (verify + draft) / decode, the tokens per step a drafter must
 //     average to match plain decoding at this batch (what the varlen controller weighs).
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
-// (every op synchronised and timed, so nothing is recorded as a CUDA graph); the gap between
-// an op sum and its wall time is host work and copies.
+// (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
+// after an untimed eager run); the gap between an op sum and its wall time is host work and
+// copies.
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -184,8 +185,11 @@ int main(int argc, char** argv) {
     first = false;
     if (profile) {
       const auto profiled = [&](const std::string& what, const std::function<void()>& run) {
-        prof.reset();
+        // Profiled ops run eagerly: the first eager run of a shape pays its one-time setup
+        // (cuBLAS plans, buffer growth), so it runs once before the one reported.
         prof.set_enabled(true);
+        run();
+        prof.reset();
         const auto t0 = Clock::now();
         run();
         const double wall = ms_since(t0);
