@@ -217,8 +217,12 @@ void EngineCore::update_gain(const StepJob& job) {
     s.sample_seconds = job.sample_seconds;
     s.draft_seconds = job.draft_seconds;
     s.curve_seconds = step_cost_.seconds(plan.num_decodes);
+    // note_spec_results observed this step already: its third step at this row count or later.
+    s.settled = job.forwards == 1 && step_cost_.seen(job.fed_tokens) >= 3;
   }
   gain_.observe(s);
+  stats_.spec_varlen_probes_passed = gain_.counts().probes_passed;
+  stats_.spec_varlen_probes_failed = gain_.counts().probes_failed;
 }
 
 void EngineCore::profile_step_cost() {
@@ -278,6 +282,7 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // when its pause is over, drafting resumes at full depth and it probes again.
   sched::SpeculationGain::Bucket& g = gain_.bucket(static_cast<int64_t>(cands.size()));
   if (g.paused_until >= 0 && gain_.step() < g.paused_until) {
+    ++stats_.spec_varlen_paused_plans;
     std::fill(slots.begin(), slots.end(), 0);
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
@@ -325,6 +330,7 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   std::vector<int32_t> chosen = sched::choose_verify_lengths(
       survival, base, base + spare, step_cost_, g.draft_cost, &best_ratio);
   const bool explored = explore_step_cost(cands, spare, plan_index, chosen);
+  if (explored) ++stats_.spec_varlen_explored_plans;
   std::copy(chosen.begin(), chosen.end(), slots.begin());
   // The model says no verify length comes near paying for the drafting it needs (measured, with
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
@@ -338,7 +344,8 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   if (!explored && step_cost_.confirmed(one_draft_each) && g.draft_cost > 0 && best_ratio > 0 &&
       best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
-    g.fail_probe(gain_.step());
+    gain_.predicted_loss(g);
+    stats_.spec_varlen_probes_failed = gain_.counts().probes_failed;
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;

@@ -50,7 +50,7 @@ void SpeculationGain::observe(const Step& s) {
     sample_per_decode_ =
         sample_per_decode_ == 0 ? per : sample_per_decode_ + 0.2 * (per - sample_per_decode_);
     const double estimate = s.curve_seconds + sample_per_decode_ * B;
-    if (s.curve_seconds > 0 && estimate > 0) {
+    if (s.settled && s.curve_seconds > 0 && estimate > 0) {
       g.plain_over_curve[static_cast<size_t>(g.plain_seen % Bucket::kPlainSamples)] =
           (s.forward_seconds + s.sample_seconds) / estimate;
       ++g.plain_seen;
@@ -62,6 +62,7 @@ void SpeculationGain::observe(const Step& s) {
     g.draft_cost = g.draft_cost == 0 ? cost : g.draft_cost + 0.2 * (cost - g.draft_cost);
   }
   if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
+  if (!s.settled) return;
   // Every step that drafted counts, also those whose drafts the budget did not admit (drafting
   // then costs without any gain).
   const double plain = (s.curve_seconds + sample_per_decode_ * B) * g.plain_bias();
@@ -78,8 +79,10 @@ void SpeculationGain::observe(const Step& s) {
   if (!clear_loss && g.probe_steps < 8) return;
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
+    ++counts_.probes_failed;
     return;
   }
+  ++counts_.probes_passed;
   g.pause = 16;
   g.failed = 0;
   g.end_probe();

@@ -17,7 +17,8 @@
 // steps the engine still runs (the first plans, every 16th plan, pauses) calibrate it: the
 // estimate is scaled by the median of their measured time over the curve's value, clamped to
 // [1, 1.5] (the least-of filter only errs low; the cap bounds what a few slow early steps can
-// do). Plain steps themselves never count in a probe: they say nothing about drafting.
+// do). Plain steps themselves never count in a probe: they say nothing about drafting; nor do
+// the first two steps at a row count (one-time costs: on a GPU a CUDA graph captured).
 #pragma once
 
 #include <array>
@@ -37,6 +38,14 @@ class SpeculationGain {
     double forward_seconds = 0, sample_seconds = 0, draft_seconds = 0;
     // The step-cost curve's forward seconds for `decodes` tokens (0: not known yet).
     double curve_seconds = 0;
+    // Whether steps of this one's row count had run twice before: the first runs of a count
+    // pay one-time costs (on a GPU the second captures CUDA graphs, several times a replay),
+    // which would read as drafting's loss, or inflate the plain calibration.
+    bool settled = true;
+  };
+  // What the controller did, cumulative (EngineStats' spec_varlen_* counters).
+  struct Counts {
+    int64_t probes_passed = 0, probes_failed = 0;
   };
 
   struct Bucket {
@@ -74,12 +83,19 @@ class SpeculationGain {
 
   int64_t step() const { return step_; }  // the latest plan step observed
   int64_t next_plan() { return plans_++; }  // counts the plans that asked for draft slots
+  const Counts& counts() const { return counts_; }
+  // A loss the budget predicted (the engine's draft-cost model) pauses `g` like a failed probe.
+  void predicted_loss(Bucket& g) {
+    g.fail_probe(step_);
+    ++counts_.probes_failed;
+  }
 
  private:
   std::array<Bucket, 24> by_size_;
   int64_t step_ = 0;
   int64_t plans_ = 0;
   double sample_per_decode_ = 0;  // plain steps' sampling seconds per decode (EMA)
+  Counts counts_;
 };
 
 }  // namespace deepinfer::sched

@@ -65,6 +65,10 @@ EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
   d.spec_draft_tokens -= before.spec_draft_tokens;
   d.spec_accepted_tokens -= before.spec_accepted_tokens;
   d.spec_grammar_cut_tokens -= before.spec_grammar_cut_tokens;
+  d.spec_varlen_probes_passed -= before.spec_varlen_probes_passed;
+  d.spec_varlen_probes_failed -= before.spec_varlen_probes_failed;
+  d.spec_varlen_paused_plans -= before.spec_varlen_paused_plans;
+  d.spec_varlen_explored_plans -= before.spec_varlen_explored_plans;
   d.prefix_hit_tokens -= before.prefix_hit_tokens;
   return d;
 }
@@ -204,6 +208,14 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    1.0 + static_cast<double>(st.spec_accepted_tokens) /
                              static_cast<double>(st.spec_verify_steps),
                    1e3 * st.draft_seconds / n);
+    }
+    if ((*engine)->describe().find(" varlen") != std::string::npos) {
+      std::fprintf(stderr,
+                   "varlen: %lld probes passed, %lld failed; %lld plans paused, %lld explored\n",
+                   static_cast<long long>(st.spec_varlen_probes_passed),
+                   static_cast<long long>(st.spec_varlen_probes_failed),
+                   static_cast<long long>(st.spec_varlen_paused_plans),
+                   static_cast<long long>(st.spec_varlen_explored_plans));
     }
     if (st.replay_skipped_rows > 0 || st.prefix_window_replays > 0 ||
         (*engine)->describe().find("bounded replay compact") != std::string::npos) {
