@@ -336,12 +336,9 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
   // near parity the estimates (confidences, the curve, the drafting cost) are too rough to
   // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
-  // And only once live steps confirmed the curve where drafting starts (one draft per
-  // candidate): a guess from the start-up profile is not evidence.
+  // (Not on an exploring plan, which verifies drafts to measure the curve.)
   constexpr double kClearPredictedLoss = 0.85;
-  int64_t one_draft_each = base;
-  for (const sched::DraftCandidate& c : cands) one_draft_each += c.max_slots > 0 ? 1 : 0;
-  if (!explored && step_cost_.confirmed(one_draft_each) && g.draft_cost > 0 && best_ratio > 0 &&
+  if (!explored && g.draft_cost > 0 && best_ratio > 0 &&
       best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g);
