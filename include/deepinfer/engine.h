@@ -67,12 +67,10 @@ struct EngineStats {
   double draft_seconds = 0;
   // Confidence-scheduled verification (speculative_varlen): probes of whether drafting pays
   // that passed and failed (a failure, measured or predicted, pauses drafting at that batch
-  // size), plans made while paused, and plans that verified drafts only to measure a step size
-  // (docs/speculative.md, "When varlen drafts").
+  // size), and the plans made while paused (docs/speculative.md).
   int64_t spec_varlen_probes_passed = 0;
   int64_t spec_varlen_probes_failed = 0;
   int64_t spec_varlen_paused_plans = 0;
-  int64_t spec_varlen_explored_plans = 0;
   // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
   // have taken from the backend (kept and recycled, never returned while the engine lives), and
   // the most that sequences and prefix snapshots held at once, sampled after every step.

@@ -227,7 +227,6 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["spec_varlen_probes_passed"] = s.spec_varlen_probes_passed;
   d["spec_varlen_probes_failed"] = s.spec_varlen_probes_failed;
   d["spec_varlen_paused_plans"] = s.spec_varlen_paused_plans;
-  d["spec_varlen_explored_plans"] = s.spec_varlen_explored_plans;
   d["draft_seconds"] = s.draft_seconds;
   d["kv_bytes_reserved"] = s.kv_bytes_reserved;
   d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;

@@ -399,7 +399,6 @@ void EngineCore::end_seq(const sched::FinishedRequest& f, std::vector<RequestOut
   emit(p, s, std::move(tail), {}, true);
   p.out.outputs[static_cast<size_t>(s.index)] = std::move(s.out);
   draft_confidence_.erase(f.id);
-  request_accept_rate_.erase(f.id);
   const RequestHandle handle = s.parent;  // read before the erase below frees `s`
   seqs_.erase(sit);                       // a job still holding its SeqExec keeps that alive
   if (++p.num_ended < static_cast<int32_t>(p.seqs.size())) return;

@@ -432,14 +432,8 @@ class EngineCore final : public EngineDriver {
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
   std::vector<double> depth_accept_rate_;
-  // Drafters without confidences: each running request's own acceptance rate per draft depth.
-  std::unordered_map<sched::RequestId, std::vector<double>> request_accept_rate_;
   // Varlen: seeds step_cost_ with forwards of 1, 2, 4, .. tokens on a scratch sequence.
   void profile_step_cost();
-  // Varlen: admits drafts on some plans the budget left without any, to measure step counts
-  // no live step has confirmed (engine_spec.cc); true when it did.
-  bool explore_step_cost(std::span<const sched::DraftCandidate> cands, int64_t spare,
-                         int64_t plan_index, std::vector<int32_t>& chosen) const;
   // The DraftBudget installed on the scheduler when varlen is on.
   void choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                           std::span<int32_t> slots);

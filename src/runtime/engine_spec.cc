@@ -201,7 +201,8 @@ void EngineCore::draft_all() {
 void EngineCore::update_gain(const StepJob& job) {
   const sched::StepPlan& plan = job.plan;
   // Decode-only steps: tokens per executor second (forward, sampling and drafting: what
-  // speculation adds on the executor) against the same decodes without speculation.
+  // speculation adds on the executor) against the curve's estimate of the same decodes without
+  // speculation (sched/speculation_gain.h).
   const bool decode_only =
       plan.num_decodes > 0 && plan.num_decodes == static_cast<int32_t>(plan.requests.size());
   sched::SpeculationGain::Step s;
@@ -217,8 +218,6 @@ void EngineCore::update_gain(const StepJob& job) {
     s.sample_seconds = job.sample_seconds;
     s.draft_seconds = job.draft_seconds;
     s.curve_seconds = step_cost_.seconds(plan.num_decodes);
-    // note_spec_results observed this step already: its third step at this row count or later.
-    s.settled = job.forwards == 1 && step_cost_.seen(job.fed_tokens) >= 3;
   }
   gain_.observe(s);
   stats_.spec_varlen_probes_passed = gain_.counts().probes_passed;
@@ -231,48 +230,17 @@ void EngineCore::profile_step_cost() {
   const int64_t most = std::min<int64_t>(sched_->config().max_num_batched_tokens, 512);
   for (int64_t b = 1; b <= most; b *= 2) {
     std::vector<int32_t> ids(static_cast<size_t>(b), 0);
-    // The first run of a size pays one-time setup, and on a recording backend the second
-    // captures its CUDA graphs (several times a replay: seeds from it kept drafting off on the
-    // H200, 2026-12-03); the least of the runs after the first.
-    double least = 0;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 2; ++rep) {  // the first run of a size pays one-time setup
       try {
         model::SequenceCache seq = model_->new_sequence();
         const auto t0 = SteadyClock::now();
         if (!extend_model(seq, ids, model::LogitsWanted::kLast).ok()) return;
-        const double t = seconds_since(t0);
-        if (rep > 0) least = rep == 1 ? t : std::min(least, t);
+        if (rep == 1) step_cost_.seed(b, seconds_since(t0));
       } catch (const backend::OutOfMemory&) {
         return;  // the live steps measure the rest
       }
     }
-    step_cost_.seed(b, least);
   }
-}
-
-bool EngineCore::explore_step_cost(std::span<const sched::DraftCandidate> cands, int64_t spare,
-                                   int64_t plan_index, std::vector<int32_t>& chosen) const {
-  // The budget judges counts it has not seen a live step of by the start-up profile's guesses
-  // (a one-sequence prefill) and, when those are too high, never admits them: no live step then
-  // corrects them, and drafting stays off (or shallow) where it pays. So on the plans halfway
-  // between the plain ones, the step verifies j drafts of every candidate that has them, for the
-  // least j beyond the budget's choice whose step count no live step has confirmed: each count
-  // the drafters could reach is measured twice (the first is not taken), then never again.
-  if (plan_index % 16 != 8) return false;
-  const auto B = static_cast<int64_t>(cands.size());
-  int64_t admitted = 0;
-  for (const int32_t c : chosen) admitted += c;
-  int32_t deepest = 0;
-  for (const sched::DraftCandidate& c : cands) deepest = std::max(deepest, c.max_slots);
-  for (int32_t j = 1; j <= deepest; ++j) {
-    int64_t extra = 0;
-    for (const sched::DraftCandidate& c : cands) extra += std::min(j, c.max_slots);
-    if (extra > spare) return false;  // past the step's token budget
-    if (extra <= admitted || step_cost_.confirmed(B + extra)) continue;
-    for (size_t r = 0; r < cands.size(); ++r) chosen[r] = std::min(j, cands[r].max_slots);
-    return true;
-  }
-  return false;
 }
 
 void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
@@ -303,23 +271,16 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }
-  // c_{r,j}: the drafter's own confidence where it gives one (DSpark, MTP); else the request's
-  // own acceptance rate at depth j (n-gram: how well a request's text repeats itself decides it,
-  // so one request's rate says little about another's), else the rate over all requests; a depth
-  // nobody has reached yet takes the depth before it.
   std::vector<std::vector<float>> survival(cands.size());
   for (size_t r = 0; r < cands.size(); ++r) {
-    const auto conf = draft_confidence_.find(cands[r].id);
-    const auto own = request_accept_rate_.find(cands[r].id);
-    float a = 1.0f, c = 0.5f;  // 0.5: no estimate yet
+    const auto it = draft_confidence_.find(cands[r].id);
+    float a = 1.0f;
     for (int32_t j = 0; j < cands[r].max_slots; ++j) {
-      const auto js = static_cast<size_t>(j);
-      if (conf != draft_confidence_.end() && js < conf->second.size()) {
-        c = conf->second[js];
-      } else if (own != request_accept_rate_.end() && js < own->second.size()) {
-        c = static_cast<float>(own->second[js]);
-      } else if (js < depth_accept_rate_.size()) {
-        c = static_cast<float>(depth_accept_rate_[js]);
+      float c = 0.5f;  // no estimate yet
+      if (it != draft_confidence_.end() && j < static_cast<int32_t>(it->second.size())) {
+        c = it->second[static_cast<size_t>(j)];
+      } else if (j < static_cast<int32_t>(depth_accept_rate_.size())) {
+        c = static_cast<float>(depth_accept_rate_[static_cast<size_t>(j)]);
       }
       a *= std::clamp(c, 0.0f, 1.0f);
       survival[r].push_back(a);
@@ -327,19 +288,15 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   }
   const int64_t base = static_cast<int64_t>(cands.size());
   double best_ratio = 0;
-  std::vector<int32_t> chosen = sched::choose_verify_lengths(
+  const std::vector<int32_t> chosen = sched::choose_verify_lengths(
       survival, base, base + spare, step_cost_, g.draft_cost, &best_ratio);
-  const bool explored = explore_step_cost(cands, spare, plan_index, chosen);
-  if (explored) ++stats_.spec_varlen_explored_plans;
   std::copy(chosen.begin(), chosen.end(), slots.begin());
   // The model says no verify length comes near paying for the drafting it needs (measured, with
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
   // near parity the estimates (confidences, the curve, the drafting cost) are too rough to
   // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
-  // (Not on an exploring plan, which verifies drafts to measure the curve.)
   constexpr double kClearPredictedLoss = 0.85;
-  if (!explored && g.draft_cost > 0 && best_ratio > 0 &&
-      best_ratio < kClearPredictedLoss) {
+  if (g.draft_cost > 0 && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g);
     stats_.spec_varlen_probes_failed = gain_.counts().probes_failed;
@@ -359,23 +316,15 @@ void EngineCore::note_spec_results(const StepJob& job) {
   if (job.forwards == 1 && job.fed_tokens > 0)
     step_cost_.observe(job.fed_tokens, job.forward_seconds);
   update_gain(job);
-  // The rate over all requests moves slowly; a request's own follows its text (from the
-  // overall rate at its first verification).
-  constexpr double kEma = 0.05, kOwnEma = 0.25;
+  constexpr double kEma = 0.05;
   for (const Sampled& sm : job.sampled) {
     if (!sm.error.empty() || sm.tokens.empty()) continue;
     // Depth j was reached when the j - 1 drafts before it were accepted; accepted when it was.
     const auto accepted = static_cast<int32_t>(sm.tokens.size()) - 1;
-    std::vector<double>* own = nullptr;
-    if (sm.drafts_verified > 0) own = &request_accept_rate_[sm.id];
     for (int32_t j = 0; j < sm.drafts_verified && j <= accepted; ++j) {
-      const auto js = static_cast<size_t>(j);
-      const double hit = j < accepted ? 1.0 : 0.0;
-      if (depth_accept_rate_.size() <= js) depth_accept_rate_.push_back(0.5);
-      double& rate = depth_accept_rate_[js];
-      rate += kEma * (hit - rate);
-      if (own->size() <= js) own->push_back(rate);
-      (*own)[js] += kOwnEma * (hit - (*own)[js]);
+      if (depth_accept_rate_.size() <= static_cast<size_t>(j)) depth_accept_rate_.push_back(0.5);
+      double& rate = depth_accept_rate_[static_cast<size_t>(j)];
+      rate += kEma * ((j < accepted ? 1.0 : 0.0) - rate);
     }
     if (!sm.next_confidence.empty()) {
       draft_confidence_[sm.id] = sm.next_confidence;

@@ -4,20 +4,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <vector>
 
 namespace deepinfer::sched {
-
-double SpeculationGain::Bucket::plain_bias() const {
-  const int n = std::min(plain_seen, kPlainSamples);
-  if (n == 0) return 1.0;
-  std::vector<double> v(plain_over_curve.begin(), plain_over_curve.begin() + n);
-  std::sort(v.begin(), v.end());
-  const double median = n % 2 == 1 ? v[static_cast<size_t>(n / 2)]
-                                   : 0.5 * (v[static_cast<size_t>(n / 2 - 1)] +
-                                            v[static_cast<size_t>(n / 2)]);
-  return std::clamp(median, 1.0, 1.5);
-}
 
 void SpeculationGain::Bucket::fail_probe(int64_t step) {
   paused_until = step + pause;
@@ -37,35 +25,29 @@ SpeculationGain::Bucket& SpeculationGain::bucket(int64_t decodes) {
   return by_size_[std::min(b, by_size_.size() - 1)];
 }
 
+void SpeculationGain::predicted_loss(Bucket& g) {
+  g.fail_probe(step_);
+  ++counts_.probes_failed;
+}
+
 void SpeculationGain::observe(const Step& s) {
   step_ = std::max(step_, s.plan_step);
   if (s.decodes <= 0) return;
   const auto B = static_cast<double>(s.decodes);
-  Bucket& g = bucket(s.decodes);
-  if (s.drafts_verified == 0 && s.drafts_proposed == 0) {
-    // A plain step: what sampling costs without drafts, and how the curve's estimate compares
-    // with a measured step (its forward and sampling; a hidden-reading drafter's catch-up is
-    // drafting's cost, not plain decoding's).
+  const bool plain_step = s.drafts_verified == 0 && s.drafts_proposed == 0;
+  if (plain_step) {  // what sampling costs without drafts
     const double per = s.sample_seconds / B;
     sample_per_decode_ =
         sample_per_decode_ == 0 ? per : sample_per_decode_ + 0.2 * (per - sample_per_decode_);
-    const double estimate = s.curve_seconds + sample_per_decode_ * B;
-    if (s.settled && s.curve_seconds > 0 && estimate > 0) {
-      g.plain_over_curve[static_cast<size_t>(g.plain_seen % Bucket::kPlainSamples)] =
-          (s.forward_seconds + s.sample_seconds) / estimate;
-      ++g.plain_seen;
-    }
-    return;
   }
+  Bucket& g = bucket(s.decodes);
   if (s.drafts_proposed > 0 && g.draft_cost_steps++ > 0) {  // its cost beyond a plain step
     const double cost = s.draft_seconds + std::max(0.0, s.sample_seconds - sample_per_decode_ * B);
     g.draft_cost = g.draft_cost == 0 ? cost : g.draft_cost + 0.2 * (cost - g.draft_cost);
   }
   if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
-  if (!s.settled) return;
-  // Every step that drafted counts, also those whose drafts the budget did not admit (drafting
-  // then costs without any gain).
-  const double plain = (s.curve_seconds + sample_per_decode_ * B) * g.plain_bias();
+  if (plain_step && g.probe_steps == 0) return;  // not drafting yet
+  const double plain = s.curve_seconds + sample_per_decode_ * B;
   const double spent = s.forward_seconds + s.sample_seconds + s.draft_seconds;
   if (s.tokens == 0 || plain <= 0 || spent <= 0) return;
   g.tokens += static_cast<double>(s.tokens);

@@ -4,21 +4,19 @@
 //
 // Drafting and verification are nearly free at one sequence on a GPU and a loss at 64 on a CPU,
 // so there is one controller per decode-count bucket (its bit width), each probing and pausing
-// on its own. A probe sums, over the decode steps that drafted, the tokens emitted and the
-// executor seconds spent (forward, sampling, drafting), and compares tokens per second with the
-// same decodes' rate without drafting. Clearly slower (below 0.75 after three steps) or slower
-// after eight: drafting pauses at that batch, each failed probe in a row pausing 4x longer.
+// on its own. A probe sums, over the decode steps since drafting (re)started in the bucket, the
+// tokens emitted and the executor seconds spent (forward, sampling, drafting), against the
+// step-cost curve's estimate of the same decodes without drafting (forward + the sampling time
+// per decode of plain steps). Every step that drafted counts, also one whose drafts the budget
+// did not admit (drafting then costs without any gain). Clearly slower (below 0.75 after three
+// steps) or slower after eight: drafting pauses at that batch for 16, 64, 256, 1024 steps (x4
+// per failed probe in a row; a probe that pays resets it to 16).
 //
-// The rate without drafting comes from the step-cost curve (StepCostCurve), which keeps the
-// least of a count's recent steps so that one slow step cannot make plain decoding look slow.
-// That makes the curve an underestimate of a typical plain step: compared with the mean of the
-// drafting steps, a drafter at parity read about 0.85 on the CPU, and the probes paused
-// n-gram drafting that ran 1.85x faster with a fixed k on the H200 (2026-12-03). So the plain
-// steps the engine still runs (the first plans, every 16th plan, pauses) calibrate it: the
-// estimate is scaled by the median of their measured time over the curve's value, clamped to
-// [1, 1.5] (the least-of filter only errs low; the cap bounds what a few slow early steps can
-// do). Plain steps themselves never count in a probe: they say nothing about drafting; nor do
-// the first two steps at a row count (one-time costs: on a GPU a CUDA graph captured).
+// Known bias, measured and left as it is (docs/speculative.md, "Varlen on the H200, stop 33"):
+// the curve keeps the least of a count's recent steps, so the estimate reads below a typical
+// plain step and a drafter at parity reads below 1. Calibrating it by measured plain steps
+// (with exploration of unmeasured step sizes) made varlen draft where it loses on the H200
+// (DSpark at 64 requests 0.46x), so it was not kept.
 #pragma once
 
 #include <array>
@@ -28,7 +26,8 @@ namespace deepinfer::sched {
 
 class SpeculationGain {
  public:
-  // One finished decode-only step (every request of the plan a decode).
+  // One finished step; decodes = 0 for a step that was not decode-only (only its plan step
+  // counts).
   struct Step {
     int64_t plan_step = 0;
     int64_t decodes = 0;
@@ -38,19 +37,15 @@ class SpeculationGain {
     double forward_seconds = 0, sample_seconds = 0, draft_seconds = 0;
     // The step-cost curve's forward seconds for `decodes` tokens (0: not known yet).
     double curve_seconds = 0;
-    // Whether steps of this one's row count had run twice before: the first runs of a count
-    // pay one-time costs (on a GPU the second captures CUDA graphs, several times a replay),
-    // which would read as drafting's loss, or inflate the plain calibration.
-    bool settled = true;
   };
-  // What the controller did, cumulative (EngineStats' spec_varlen_* counters).
+  // What the controller decided, cumulative (EngineStats' spec_varlen_* counters).
   struct Counts {
     int64_t probes_passed = 0, probes_failed = 0;
   };
 
   struct Bucket {
-    // Sums over the drafting steps measured since drafting (re)started in this bucket: tokens
-    // emitted, executor seconds spent, and the estimate of the same decodes without drafting.
+    // Sums over the steps measured since drafting (re)started in this bucket: tokens emitted,
+    // executor seconds spent, and the estimate of the same decodes without drafting.
     double tokens = 0, spent = 0, plain = 0, decodes = 0;
     int probe_steps = 0;
     int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
@@ -62,14 +57,6 @@ class SpeculationGain {
     // where drafting cannot pay is paused without probing it again.
     double draft_cost = 0;
     int draft_cost_steps = 0;  // drafting steps seen (the first, which warms up, is skipped)
-    // Plain steps' measured seconds over the curve's estimate, the latest kPlainSamples.
-    static constexpr int kPlainSamples = 8;
-    std::array<double, kPlainSamples> plain_over_curve{};
-    int plain_seen = 0;
-
-    // What the curve's estimate is multiplied by: the median of plain_over_curve, in [1, 1.5];
-    // 1 before any plain step.
-    double plain_bias() const;
     // A probe found (or the draft-cost model predicts) a loss: pause from `step` on, the next
     // pause 4x longer; the probe's sums start over.
     void fail_probe(int64_t step);
@@ -78,17 +65,14 @@ class SpeculationGain {
 
   // The bucket of steps with `decodes` decodes.
   Bucket& bucket(int64_t decodes);
-  // Learns from a finished decode-only step: plain steps calibrate, drafting steps probe.
+  // Learns from a finished step.
   void observe(const Step& s);
+  // A loss the budget predicted (the engine's draft-cost model) pauses `g` like a failed probe.
+  void predicted_loss(Bucket& g);
 
-  int64_t step() const { return step_; }  // the latest plan step observed
+  int64_t step() const { return step_; }    // the latest plan step observed
   int64_t next_plan() { return plans_++; }  // counts the plans that asked for draft slots
   const Counts& counts() const { return counts_; }
-  // A loss the budget predicted (the engine's draft-cost model) pauses `g` like a failed probe.
-  void predicted_loss(Bucket& g) {
-    g.fail_probe(step_);
-    ++counts_.probes_failed;
-  }
 
  private:
   std::array<Bucket, 24> by_size_;

@@ -23,16 +23,6 @@ void StepCostCurve::observe(int64_t tokens, double seconds) {
   floor_dirty_ = true;
 }
 
-bool StepCostCurve::confirmed(int64_t tokens) const {
-  const auto it = live_.find(tokens);
-  return it != live_.end() && it->second.seen >= 2;
-}
-
-int64_t StepCostCurve::seen(int64_t tokens) const {
-  const auto it = live_.find(tokens);
-  return it == live_.end() ? 0 : it->second.seen;
-}
-
 void StepCostCurve::seed(int64_t tokens, double seconds) {
   if (tokens <= 0 || !(seconds > 0) || live_.count(tokens) != 0) return;
   points_[tokens] = seconds;

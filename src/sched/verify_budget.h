@@ -39,10 +39,6 @@ class StepCostCurve {
   // tokens); 0 before any observation.
   double seconds(int64_t tokens) const;
   bool empty() const { return points_.empty(); }
-  // Whether live steps confirmed the value at `tokens` (two or more: the first is not taken).
-  bool confirmed(int64_t tokens) const;
-  // Live steps observed at `tokens`.
-  int64_t seen(int64_t tokens) const;
   const std::map<int64_t, double>& points() const { return points_; }
 
  private:

@@ -1,7 +1,7 @@
 // SpeculationGain (sched/speculation_gain.h): the varlen pause controller judges drafting by
-// tokens per executor second against the same decodes without drafting. Plain steps calibrate
-// the step-cost curve's estimate (which keeps the least of recent steps, so it reads low), plain
-// steps never count in a probe, and a clear loss pauses drafting.
+// tokens per executor second against the step-cost curve's estimate of the same decodes without
+// drafting: a clear loss pauses after three steps, a narrow one after eight, pauses grow 4x per
+// failed probe in a row, a probe that pays resets them, and each batch-size bucket is its own.
 #include "sched/speculation_gain.h"
 
 #include <gtest/gtest.h>
@@ -13,10 +13,10 @@ constexpr double kMs = 1e-3;
 
 // One decode-only step of one request: `seconds` of forward (sampling and drafting free).
 SpeculationGain::Step step(int64_t at, int64_t tokens, int64_t verified, int64_t proposed,
-                           double seconds, double curve) {
+                           double seconds, double curve, int64_t decodes = 1) {
   SpeculationGain::Step s;
   s.plan_step = at;
-  s.decodes = 1;
+  s.decodes = decodes;
   s.tokens = tokens;
   s.drafts_verified = verified;
   s.drafts_proposed = proposed;
@@ -25,62 +25,70 @@ SpeculationGain::Step step(int64_t at, int64_t tokens, int64_t verified, int64_t
   return s;
 }
 
-// The curve says a plain step costs 1.0 ms (its least recent step); plain steps really take
-// 1.1-1.3 ms. Drafting emits 9 tokens per 8 steps of 1.25 ms: 1.08x of plain decoding's 1.2 ms.
-// Judged against the raw curve it would read 0.90 and pause; calibrated it keeps drafting.
-TEST(SpeculationGain, PlainStepsCalibrateTheCurvesLowEstimate) {
-  SpeculationGain gain;
-  int64_t at = 0;
-  for (const double ms : {1.1, 1.3, 1.2, 1.1, 1.3}) gain.observe(step(at++, 1, 0, 0, ms * kMs, kMs));
-  const SpeculationGain::Bucket& g = gain.bucket(1);
-  EXPECT_NEAR(g.plain_bias(), 1.2, 1e-9);
-  for (int i = 0; i < 40; ++i) gain.observe(step(at++, i % 8 == 0 ? 2 : 1, 1, 1, 1.25 * kMs, kMs));
-  EXPECT_EQ(g.paused_until, -1);
-  EXPECT_EQ(g.failed, 0);
-}
-
-// A drafter that costs twice the step for 1.1 tokens: three steps show the clear loss and
-// drafting pauses at that batch; the next pause is four times longer.
+// A drafter that costs twice the step for 4 tokens in 3 steps (0.67x): three steps show the
+// clear loss and drafting pauses at that batch; the next pause is four times longer. Plain steps
+// before any drafting are not a probe.
 TEST(SpeculationGain, AClearLossPausesAfterThreeSteps) {
   SpeculationGain gain;
   int64_t at = 0;
   for (int i = 0; i < 4; ++i) gain.observe(step(at++, 1, 0, 0, kMs, kMs));
-  for (int i = 0; i < 3; ++i) gain.observe(step(at++, i == 0 ? 2 : 1, 1, 1, 2 * kMs, kMs));
   const SpeculationGain::Bucket& g = gain.bucket(1);
+  EXPECT_EQ(g.probe_steps, 0);
+  for (int i = 0; i < 3; ++i) gain.observe(step(at++, i == 0 ? 2 : 1, 1, 1, 2 * kMs, kMs));
   EXPECT_EQ(g.failed, 1);
   EXPECT_EQ(g.paused_until, at - 1 + 16);
   EXPECT_EQ(g.pause, 64);
   EXPECT_EQ(g.probe_steps, 0);
+  EXPECT_EQ(gain.counts().probes_failed, 1);
   // Other batch sizes are judged on their own.
   EXPECT_EQ(gain.bucket(16).paused_until, -1);
+  EXPECT_EQ(gain.bucket(16).failed, 0);
 }
 
-// Plain steps (nothing verified, nothing proposed) inside a probe are not part of it: they would
-// only pull the ratio towards parity (or below it, against a low estimate).
-TEST(SpeculationGain, PlainStepsDoNotCountInAProbe) {
+// Near parity eight steps decide: 4 decodes' tokens in 1.15x the plain step's time (0.87x)
+// pause at the eighth step, not before. The next probe, after the pause, pays (5 tokens per
+// step, 1.25x): it passes, and the pause and the failure count are reset.
+TEST(SpeculationGain, ANarrowLossWaitsForEightStepsAndAGainResetsThePause) {
   SpeculationGain gain;
-  gain.observe(step(0, 3, 2, 2, kMs, kMs));
-  const SpeculationGain::Bucket& g = gain.bucket(1);
-  EXPECT_EQ(g.probe_steps, 1);
-  for (int i = 1; i < 20; ++i) gain.observe(step(i, 1, 0, 0, 1.4 * kMs, kMs));
-  EXPECT_EQ(g.probe_steps, 1);
-  EXPECT_EQ(g.paused_until, -1);
+  const SpeculationGain::Bucket& g = gain.bucket(4);
+  int64_t at = 0;
+  for (int i = 0; i < 8; ++i) {
+    gain.observe(step(at++, 4, 4, 4, 1.15 * kMs, kMs, 4));
+    if (i < 7) {
+      EXPECT_EQ(g.paused_until, -1) << "step " << i;
+    }
+  }
+  EXPECT_EQ(g.failed, 1);
+  EXPECT_EQ(g.pause, 64);
+  EXPECT_EQ(g.paused_until, 7 + 16);
+  at = g.paused_until;
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 5, 4, 4, kMs, kMs, 4));
+  EXPECT_EQ(gain.counts().probes_passed, 0) << "the pause's own steps are not a probe";
+  gain.bucket(4).paused_until = -1;  // the engine resumes drafting at the pause's end
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 5, 4, 4, kMs, kMs, 4));
+  EXPECT_EQ(gain.counts().probes_passed, 1);
+  EXPECT_EQ(g.failed, 0);
+  EXPECT_EQ(g.pause, 16);
+  EXPECT_EQ(g.probe_steps, 0);
 }
 
-// The calibration is a median, clamped to [1, 1.5]: one very slow plain step (a graph captured,
-// a pool grown) moves it little, and plain steps faster than the curve never scale it below 1.
-TEST(SpeculationGain, CalibrationIsARobustClampedMedian) {
-  SpeculationGain fast, slow, outlier;
-  for (int i = 0; i < 6; ++i) {
-    fast.observe(step(i, 1, 0, 0, 0.8 * kMs, kMs));
-    slow.observe(step(i, 1, 0, 0, 3.0 * kMs, kMs));
-    outlier.observe(step(i, 1, 0, 0, (i == 2 ? 40.0 : 1.1) * kMs, kMs));
-  }
-  EXPECT_DOUBLE_EQ(fast.bucket(1).plain_bias(), 1.0);
-  EXPECT_DOUBLE_EQ(slow.bucket(1).plain_bias(), 1.5);
-  EXPECT_NEAR(outlier.bucket(1).plain_bias(), 1.1, 1e-9);
-  // Before any plain step there is nothing to calibrate with.
-  EXPECT_DOUBLE_EQ(SpeculationGain().bucket(1).plain_bias(), 1.0);
+// The bucket is the decode count's bit width: 32..63 decodes share one, 64 starts the next.
+TEST(SpeculationGain, BucketsAreBitWidths) {
+  SpeculationGain gain;
+  EXPECT_EQ(&gain.bucket(32), &gain.bucket(63));
+  EXPECT_NE(&gain.bucket(63), &gain.bucket(64));
+  EXPECT_EQ(&gain.bucket(0), &gain.bucket(1));
+}
+
+// A loss the budget predicts pauses like a failed probe, from the latest observed plan step.
+TEST(SpeculationGain, APredictedLossPausesFromTheLatestStep) {
+  SpeculationGain gain;
+  gain.observe(step(41, 1, 0, 0, kMs, kMs));
+  SpeculationGain::Bucket& g = gain.bucket(1);
+  gain.predicted_loss(g);
+  EXPECT_EQ(g.paused_until, 41 + 16);
+  EXPECT_EQ(g.failed, 1);
+  EXPECT_EQ(gain.counts().probes_failed, 1);
 }
 
 }  // namespace

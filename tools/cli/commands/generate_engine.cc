@@ -68,7 +68,6 @@ EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
   d.spec_varlen_probes_passed -= before.spec_varlen_probes_passed;
   d.spec_varlen_probes_failed -= before.spec_varlen_probes_failed;
   d.spec_varlen_paused_plans -= before.spec_varlen_paused_plans;
-  d.spec_varlen_explored_plans -= before.spec_varlen_explored_plans;
   d.prefix_hit_tokens -= before.prefix_hit_tokens;
   return d;
 }
@@ -211,11 +210,10 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
     }
     if ((*engine)->describe().find(" varlen") != std::string::npos) {
       std::fprintf(stderr,
-                   "varlen: %lld probes passed, %lld failed; %lld plans paused, %lld explored\n",
+                   "varlen: %lld probes passed, %lld failed; %lld plans paused\n",
                    static_cast<long long>(st.spec_varlen_probes_passed),
                    static_cast<long long>(st.spec_varlen_probes_failed),
-                   static_cast<long long>(st.spec_varlen_paused_plans),
-                   static_cast<long long>(st.spec_varlen_explored_plans));
+                   static_cast<long long>(st.spec_varlen_paused_plans));
     }
     if (st.replay_skipped_rows > 0 || st.prefix_window_replays > 0 ||
         (*engine)->describe().find("bounded replay compact") != std::string::npos) {
