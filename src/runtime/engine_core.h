@@ -427,7 +427,7 @@ class EngineCore final : public EngineDriver {
   // draft again.
   std::atomic<bool> drafter_asleep_{false};
   // Whether drafting pays, per decode-count bucket (sched/speculation_gain.h): live probes
-  // against the step-cost curve, calibrated by the plain steps.
+  // against the step-cost curve.
   sched::SpeculationGain gain_;
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
