@@ -592,6 +592,10 @@ void EngineCore::note_cached_tokens(const sched::ScheduledRequest& sr) {
 }
 
 void EngineCore::update_gauges() {
+  const sched::SpeculationGain::Counts& varlen = gain_.counts();
+  stats_.spec_varlen_probes_passed = varlen.probes_passed;
+  stats_.spec_varlen_probes_failed = varlen.probes_failed;
+  stats_.spec_varlen_paused_plans = varlen.paused_plans;
   const kv::KvCoordinator& kv = sched_->kv();
   stats_.num_running = static_cast<int64_t>(sched_->num_running());
   stats_.num_waiting = static_cast<int64_t>(sched_->num_waiting());

@@ -239,7 +239,8 @@ class EngineCore final : public EngineDriver {
   // A scheduler request ended: finalize its sample, and its parent when every sample ended.
   void end_seq(const sched::FinishedRequest& f, std::vector<RequestOutput>& done);
   void emit(Parent& p, Seq& s, std::string text, std::vector<int32_t> tokens, bool finished);
-  // Front-end bookkeeping: a request's cached prompt tokens, the EngineStats gauges.
+  // Front-end bookkeeping: a request's cached prompt tokens, the EngineStats gauges (and the
+  // varlen controller's counters, which it keeps itself).
   void note_cached_tokens(const sched::ScheduledRequest& sr);
   void update_gauges();
 

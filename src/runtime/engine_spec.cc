@@ -220,8 +220,6 @@ void EngineCore::update_gain(const StepJob& job) {
     s.curve_seconds = step_cost_.seconds(plan.num_decodes);
   }
   gain_.observe(s);
-  stats_.spec_varlen_probes_passed = gain_.counts().probes_passed;
-  stats_.spec_varlen_probes_failed = gain_.counts().probes_failed;
 }
 
 void EngineCore::profile_step_cost() {
@@ -249,15 +247,15 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // nothing; from the second failed probe in a row a hidden-reading drafter also sleeps);
   // when its pause is over, drafting resumes at full depth and it probes again.
   sched::SpeculationGain::Bucket& g = gain_.bucket(static_cast<int64_t>(cands.size()));
-  if (g.paused_until >= 0 && gain_.step() < g.paused_until) {
-    ++stats_.spec_varlen_paused_plans;
+  const sched::SpeculationGain::Pause pause = gain_.pause_state(g);
+  if (pause == sched::SpeculationGain::Pause::kActive) {
     std::fill(slots.begin(), slots.end(), 0);
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;
   }
-  if (g.paused_until >= 0 || draft_depth_.load(std::memory_order_relaxed) == 0) {
-    g.paused_until = -1;
+  if (pause == sched::SpeculationGain::Pause::kEnded ||
+      draft_depth_.load(std::memory_order_relaxed) == 0) {
     draft_depth_ = spec_tokens_;
     drafter_asleep_ = false;
   }
@@ -299,7 +297,6 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   if (g.draft_cost > 0 && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g);
-    stats_.spec_varlen_probes_failed = gain_.counts().probes_failed;
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;

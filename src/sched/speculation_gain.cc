@@ -30,6 +30,16 @@ void SpeculationGain::predicted_loss(Bucket& g) {
   ++counts_.probes_failed;
 }
 
+SpeculationGain::Pause SpeculationGain::pause_state(Bucket& g) {
+  if (g.paused_until < 0) return Pause::kNone;
+  if (step_ < g.paused_until) {
+    ++counts_.paused_plans;
+    return Pause::kActive;
+  }
+  g.paused_until = -1;
+  return Pause::kEnded;
+}
+
 void SpeculationGain::observe(const Step& s) {
   step_ = std::max(step_, s.plan_step);
   if (s.decodes <= 0) return;

@@ -41,6 +41,7 @@ class SpeculationGain {
   // What the controller decided, cumulative (EngineStats' spec_varlen_* counters).
   struct Counts {
     int64_t probes_passed = 0, probes_failed = 0;
+    int64_t paused_plans = 0;  // pause_state calls that found a pause in force
   };
 
   struct Bucket {
@@ -69,6 +70,10 @@ class SpeculationGain {
   void observe(const Step& s);
   // A loss the budget predicted (the engine's draft-cost model) pauses `g` like a failed probe.
   void predicted_loss(Bucket& g);
+  // At plan time: whether `g` is paused (kActive), was and its pause is over as of the latest
+  // observed plan step (kEnded: cleared here, drafting resumes and probes again), or was not.
+  enum class Pause : uint8_t { kNone, kActive, kEnded };
+  Pause pause_state(Bucket& g);
 
   int64_t step() const { return step_; }    // the latest plan step observed
   int64_t next_plan() { return plans_++; }  // counts the plans that asked for draft slots

@@ -61,10 +61,17 @@ TEST(SpeculationGain, ANarrowLossWaitsForEightStepsAndAGainResetsThePause) {
   EXPECT_EQ(g.failed, 1);
   EXPECT_EQ(g.pause, 64);
   EXPECT_EQ(g.paused_until, 7 + 16);
-  at = g.paused_until;
+  SpeculationGain::Bucket& b = gain.bucket(4);
+  EXPECT_EQ(gain.pause_state(b), SpeculationGain::Pause::kActive);
+  // Steps planned before the pause still land during it: they are not a probe.
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 5, 4, 4, kMs, kMs, 4));
-  EXPECT_EQ(gain.counts().probes_passed, 0) << "the pause's own steps are not a probe";
-  gain.bucket(4).paused_until = -1;  // the engine resumes drafting at the pause's end
+  EXPECT_EQ(gain.counts().probes_passed, 0);
+  EXPECT_EQ(gain.pause_state(b), SpeculationGain::Pause::kActive);
+  at = g.paused_until;
+  gain.observe(step(at, 0, 0, 0, 0, 0, 0));  // a plan step (a step with a prefill) reaches its end
+  EXPECT_EQ(gain.pause_state(b), SpeculationGain::Pause::kEnded);
+  EXPECT_EQ(gain.pause_state(b), SpeculationGain::Pause::kNone);
+  EXPECT_EQ(gain.counts().paused_plans, 2);
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 5, 4, 4, kMs, kMs, 4));
   EXPECT_EQ(gain.counts().probes_passed, 1);
   EXPECT_EQ(g.failed, 0);
