@@ -1,14 +1,20 @@
-// Speculative decoding's step costs on the CUDA backend: what one batched DSpark draft
-// (Model::dspark_draft_all, the engine's DSpark drafter) and one verify step cost against the
-// decode step they replace, at several batch sizes (not a test; never fails on time).
+// Speculative decoding's step costs on the CUDA backend: what one batched draft (DSpark:
+// Model::dspark_draft_all; MTP: the engine's chain of Model::mtp_step) and one verify step cost
+// against the decode step they replace, at several batch sizes (not a test; never fails on time).
 //
 //   draft_bench --model DIR [--batches 1,16,64] [--k 5] [--context 64] [--reps 20]
 //               [--out results.json] [--profile]
 //
 // Per batch N (N sequences of --context random prompt tokens each):
-//   * draft ms: one dspark_draft_all of N blocks of k positions (tokens and confidences only,
-//     as the engine asks), wall-clock, mean of --reps; 0 for a model without a DSpark drafter
-//     (V4's MTP: its drafting runs inside the engine, which reports it per step);
+//   * draft ms: one batched draft of k tokens for all N sequences, wall-clock, mean of --reps.
+//     DSpark: one dspark_draft_all of N blocks of k positions (tokens and confidences only, as
+//     the engine asks). MTP (DeepSeek-V4): what the engine's MtpDrafter runs per step, k block
+//     steps over the N sequences: the catch-up step (here one row per sequence: the verify step
+//     before accepted nothing) whose argmax is the first draft, then k - 1 chained steps on
+//     the block's own streams, argmax on the GPU, ids and streams to the host after each; then
+//     the MTP state cut back. "-" for a model without a drafter;
+//   * draft eager ms: the same draft with CUDA-graph replay off (CudaOps::set_replay(false):
+//     every op launched from the host, the padded step form unchanged): the graphs' A/B;
 //   * decode ms: one plain decode step of N rows (one token per sequence, the last row drawn on
 //     the GPU: the engine's plain step), the peer: drafting pays when the accepted tokens per
 //     verify step exceed (verify + draft) / decode;
@@ -27,6 +33,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -96,6 +103,38 @@ double timed_step(Model& m, std::vector<SequenceCache>& seqs, int64_t per, std::
   return ms;
 }
 
+// The MTP chain of the engine's MtpDrafter over every sequence (see the header): k block
+// steps, then the MTP state back to one behind the sequence. `last`: each sequence's final
+// streams of its last position; `next`: the token after it (the verify step's bonus token).
+void mtp_chain(Model& m, std::vector<SequenceCache>& seqs, const std::vector<std::vector<float>>& last,
+               const std::vector<int32_t>& next, int k) {
+  using deepinfer::model::MtpOutputs;
+  using deepinfer::model::MtpRows;
+  const size_t N = seqs.size();
+  std::vector<MtpRows> rows;
+  for (size_t i = 0; i < N; ++i) rows.push_back({&seqs[i], last[i], {&next[i], 1}});
+  auto step = m.mtp_step(rows, /*run_ahead=*/false, MtpOutputs::kTokens);
+  std::vector<std::vector<float>> from(N);
+  std::vector<int32_t> prev(N);
+  const size_t S = step.ok() ? step->streams.size() / N : 0;
+  for (int d = 1; d < k && step.ok(); ++d) {
+    for (size_t i = 0; i < N; ++i) {
+      from[i].assign(step->streams.begin() + static_cast<std::ptrdiff_t>(i * S),
+                     step->streams.begin() + static_cast<std::ptrdiff_t>((i + 1) * S));
+      prev[i] = step->tokens[i];
+      rows[i] = {&seqs[i], from[i], {&prev[i], 1}};
+    }
+    step = m.mtp_step(rows, /*run_ahead=*/true, MtpOutputs::kTokens);
+  }
+  if (!step.ok()) {
+    std::fprintf(stderr, "mtp draft: %s\n", step.status().message().c_str());
+    std::exit(1);
+  }
+  for (SequenceCache& s : seqs) {
+    if (!s.truncate_draft(s.length() - 1).ok()) std::exit(1);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -136,54 +175,80 @@ int main(int argc, char** argv) {
   }
   Model& m = **loaded;
   const bool dspark = m.drafter() == deepinfer::model::DrafterKind::kDSpark;
+  const bool mtp = m.drafter() == deepinfer::model::DrafterKind::kMtp;
+  const bool drafts = dspark || mtp;
   if (dspark) k = std::min(k, static_cast<int>(m.config().dspark.block_size));
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(m.vocab_size() - 1));
   std::ostringstream json;
   json << "{\"model\": \"" << model_dir << "\", \"k\": " << k << ", \"batches\": [";
-  std::printf("%-6s %10s %10s %10s %14s %14s\n", "batch", "draft ms", "decode ms", "verify ms",
-              "draft/decode", "break-even τ");
+  std::printf("%-6s %10s %15s %10s %10s %14s %14s\n", "batch", "draft ms", "draft eager ms",
+              "decode ms", "verify ms", "draft/decode", "break-even τ");
   std::vector<std::string> profiles;
   bool first = true;
   for (const int N : parse_list(batches_s)) {
     std::vector<SequenceCache> seqs;
+    // MTP: each sequence's last final streams and the token after them; the block one
+    // position behind the sequence, as in the engine.
+    std::vector<std::vector<float>> last(static_cast<size_t>(N));
+    std::vector<int32_t> next(static_cast<size_t>(N));
     for (int s = 0; s < N; ++s) {
       seqs.push_back(m.new_sequence());
       std::vector<int32_t> ids(static_cast<size_t>(context));
       for (int32_t& t : ids) t = tok(rng);
-      if (!m.extend(seqs.back(), ids, LogitsWanted::kNone).ok()) return 1;
+      auto o = m.extend(seqs.back(), ids, LogitsWanted::kNone, /*keep_hidden=*/mtp);
+      if (!o.ok()) return 1;
+      if (mtp) {
+        const size_t S = o->hidden.size() / static_cast<size_t>(context);
+        last[static_cast<size_t>(s)].assign(o->hidden.end() - static_cast<std::ptrdiff_t>(S),
+                                            o->hidden.end());
+        next[static_cast<size_t>(s)] = tok(rng);
+        const std::span<const float> rows(o->hidden.data(), S * static_cast<size_t>(context - 1));
+        if (!m.mtp_draft(seqs.back(), rows, std::span<const int32_t>(ids).subspan(1)).ok()) return 1;
+      }
     }
     std::vector<DSparkJob> jobs;
     for (SequenceCache& s : seqs) jobs.push_back({&s, tok(rng), {}, {}});
-    double draft = 0, decode = 0, verify = 0;
-    for (int r = -2; r < reps; ++r) {  // two warm-up reps (graph capture, buffer growth)
-      double ms = 0;
+    const auto draft_once = [&] {
       if (dspark) {
-        const auto t0 = Clock::now();
         auto d = m.dspark_draft_all(jobs, k, /*logits=*/false);
-        ms = ms_since(t0);
         if (!d.ok()) {
           std::fprintf(stderr, "draft: %s\n", d.status().message().c_str());
-          return 1;
+          std::exit(1);
         }
+      } else if (mtp) {
+        mtp_chain(m, seqs, last, next, k);
       }
+    };
+    double draft = 0, draft_eager = 0, decode = 0, verify = 0;
+    for (int r = -2; r < reps; ++r) {  // two warm-up reps (graph capture, buffer growth)
+      auto t0 = Clock::now();
+      draft_once();
+      const double ms = ms_since(t0);
+      (*gpu)->set_replay(false);
+      t0 = Clock::now();
+      draft_once();
+      const double eager_ms = ms_since(t0);
+      (*gpu)->set_replay(true);
       const double dec = timed_step(m, seqs, 1, rng);
       const double ver = timed_step(m, seqs, k + 1, rng);
       if (r >= 0) {
         draft += ms / reps;
+        draft_eager += eager_ms / reps;
         decode += dec / reps;
         verify += ver / reps;
       }
     }
     const double even = (verify + draft) / decode;
-    if (dspark) {
-      std::printf("%-6d %10.3f %10.3f %10.3f %14.2f %14.2f\n", N, draft, decode, verify,
-                  draft / decode, even);
+    if (drafts) {
+      std::printf("%-6d %10.3f %15.3f %10.3f %10.3f %14.2f %14.2f\n", N, draft, draft_eager,
+                  decode, verify, draft / decode, even);
     } else {  // no draft timed: the break-even leaves drafting out (a lower bound)
-      std::printf("%-6d %10s %10.3f %10.3f %14s %13.2f*\n", N, "-", decode, verify, "-", even);
+      std::printf("%-6d %10s %15s %10.3f %10.3f %14s %13.2f*\n", N, "-", "-", decode, verify, "-",
+                  even);
     }
     json << (first ? "" : ", ") << "{\"batch\": " << N << ", \"draft_ms\": " << draft
-         << ", \"decode_ms\": " << decode << ", \"verify_ms\": " << verify
+         << ", \"draft_eager_ms\": " << draft_eager << ", \"decode_ms\": " << decode << ", \"verify_ms\": " << verify
          << ", \"draft_over_decode\": " << draft / decode << ", \"break_even_tokens\": " << even
          << "}";
     first = false;
@@ -202,18 +267,14 @@ int main(int argc, char** argv) {
                            std::to_string(wall) + " ms");
         for (const auto& line : prof.report()) profiles.push_back("  " + line);
       };
-      if (dspark) {
-        profiled("draft", [&] {
-          if (!m.dspark_draft_all(jobs, k, false).ok()) std::exit(1);
-        });
-      }
+      if (drafts) profiled("draft", draft_once);
       profiled("decode step", [&] { timed_step(m, seqs, 1, rng); });
       profiled("verify step (" + std::to_string(k + 1) + " rows per sequence)",
                [&] { timed_step(m, seqs, k + 1, rng); });
     }
   }
   json << "]}";
-  if (!dspark) std::printf("* verify / decode only: this model's drafting is not timed here\n");
+  if (!drafts) std::printf("* verify / decode only: this model has no drafter\n");
   for (const auto& l : profiles) std::printf("%s\n", l.c_str());
   if (!out_path.empty()) std::ofstream(out_path) << json.str() << "\n";
   return 0;

@@ -184,6 +184,90 @@ TEST(ModelRecorded, V41PaddedUnitsEqualEagerSteps) {
   }
 }
 
+// DeepSeek-V4's MTP block drafting on a recording backend (mtp_run's recorded form): catch-up
+// rows, chained run-ahead rows and several sequences at once give the eager model's logits and
+// output streams bit for bit, the MTP state cuts back to the same next draft, and its units keep
+// the replay contract (the same calls every run, no host array inside a unit), interleaved with
+// main steps (one fingerprint covers both sets of buffers).
+TEST(ModelRecorded, MtpDraftingEqualsEagerDrafting) {
+  for (const char* variant : {"official_quant", "official_fp32"}) {
+    SCOPED_TRACE(variant);
+    RecordingOps rec(opt_ops(), 64);
+    auto eager = load_test_model("v4_tiny_a", variant, opt_ops());
+    auto recorded = load_test_model("v4_tiny_a", variant, rec);
+    ASSERT_TRUE(eager && recorded);
+    ASSERT_EQ(recorded->drafter(), DrafterKind::kMtp);
+    const int64_t S = static_cast<int64_t>(eager->config().hc_mult) * eager->config().hidden_size;
+    std::vector<int32_t> ids = Goldens("v4_tiny_a").prompt("len300");
+    ids.resize(60);
+    const int64_t V = eager->vocab_size();
+    // One model's drafting transcript: every logit and stream it returns, in order.
+    auto transcript = [&](Model& m) {
+      std::vector<float> all;
+      auto keep = [&](const std::vector<float>& v) { all.insert(all.end(), v.begin(), v.end()); };
+      SequenceCache a = m.new_sequence(), b = m.new_sequence();
+      std::vector<float> ha, hb;
+      for (auto [seq, h, T] : {std::tuple{&a, &ha, int64_t{41}}, std::tuple{&b, &hb, int64_t{23}}}) {
+        auto o = m.extend(*seq, std::span<const int32_t>(ids).first(static_cast<size_t>(T)),
+                          LogitsWanted::kNone, true);
+        EXPECT_TRUE(o.ok());
+        if (!o.ok()) return all;
+        // Catch-up rows 0..T-2 (one behind), the last row's streams kept for the chain.
+        auto d = m.mtp_draft(*seq, std::span<const float>(o->hidden).first((T - 1) * S),
+                             std::span<const int32_t>(ids).subspan(1, static_cast<size_t>(T - 1)));
+        EXPECT_TRUE(d.ok());
+        if (!d.ok()) return all;
+        keep(*d);
+        *h = std::vector<float>(o->hidden.end() - S, o->hidden.end());
+      }
+      // Both sequences' last rows together, then three chained steps on the block's streams.
+      const int32_t na = ids[41], nb = ids[23];
+      const MtpRows both[2] = {{&a, ha, {&na, 1}}, {&b, hb, {&nb, 1}}};
+      auto step = m.mtp_step(both);
+      EXPECT_TRUE(step.ok());
+      if (!step.ok()) return all;
+      keep(step->logits);
+      keep(step->streams);
+      for (int j = 0; j < 3; ++j) {
+        const std::vector<float> from = step->streams;
+        const int32_t t[2] = {static_cast<int32_t>((j * 7 + 3) % V),
+                              static_cast<int32_t>((j * 5 + 1) % V)};
+        const MtpRows chained[2] = {{&a, std::span<const float>(from).first(static_cast<size_t>(S)),
+                                     {&t[0], 1}},
+                                    {&b, std::span<const float>(from).subspan(static_cast<size_t>(S)),
+                                     {&t[1], 1}}};
+        step = m.mtp_step(chained, /*run_ahead=*/true, j == 2 ? MtpOutputs::kTokens
+                                                              : MtpOutputs::kLogits);
+        EXPECT_TRUE(step.ok()) << step.status().to_string();
+        if (!step.ok()) return all;
+        keep(step->logits);
+        keep(step->streams);
+        for (const int32_t tok : step->tokens) all.push_back(static_cast<float>(tok));
+        // A main decode step between drafts: the two kinds of recorded units interleave.
+        if (j == 0) {
+          EXPECT_TRUE(m.extend(b, {&nb, 1}, LogitsWanted::kNone, false).ok());
+        }
+      }
+      // Cut back to the accepted state: the next draft equals the one before the chain.
+      EXPECT_TRUE(a.truncate_draft(a.length() - 1).ok());
+      auto again = m.mtp_draft(a, ha, {&na, 1});
+      EXPECT_TRUE(again.ok());
+      if (again.ok()) keep(*again);
+      return all;
+    };
+    const std::vector<float> want = transcript(*eager);
+    const std::vector<float> got = transcript(*recorded);
+    ASSERT_FALSE(want.empty());
+    ASSERT_EQ(got.size(), want.size());
+    size_t diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+    EXPECT_EQ(diff, 0u) << "of " << got.size() << " values";
+    EXPECT_GT(rec.runs(), 0);
+    EXPECT_EQ(rec.trace_changes(), 0);
+    EXPECT_EQ(rec.host_arrays(), 0);
+  }
+}
+
 // Models come and go on one backend: a model's recordings replay its weights and buffers, so
 // they must go with it (a CUDA graph of a destroyed model, found again under a key a later
 // model uses, replays freed memory: an illegal address on the H200 before this was mended).

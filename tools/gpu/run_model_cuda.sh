@@ -38,8 +38,9 @@
 #          SPEC_TEMPERATURE (default 0.7; 0 = greedy); batch-invariant bitwise checks on
 #          models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
 #          spec.csv
-#   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched DSpark draft vs the decode and
-#          verify steps it rides on, at DRAFT_BATCHES (default 1,16,64), with an op profile
+#   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched draft (DSpark, or V4's MTP
+#          chain; CUDA graphs on and off) vs the decode and verify steps it rides on, at
+#          DRAFT_BATCHES (default 1,16,64), with an op profile
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),

@@ -63,6 +63,7 @@ class V4Model final : public model::Model {
         mtp_e(o),
         mtp_h(o),
         mtp_hidden(o),
+        mtp_recorded(o),
         attn(o),
         pages(std::make_shared<backend::PagePools>(o)),
         recording(o) {}
@@ -109,7 +110,9 @@ class V4Model final : public model::Model {
   }
   // The MTP block over every entry's rows (one step; entries continue their caches' MTP
   // state): leaves the block's output streams in mtp_x.
-  Status mtp_run(std::span<const MtpRows> rows, bool run_ahead);
+  // `head`: also the head over every row when the step is recorded (mtp_logits; otherwise
+  // mtp_logits is empty and the caller runs the head).
+  Status mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head = false);
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -130,10 +133,19 @@ class V4Model final : public model::Model {
   // Step scratch (grow-only), in the backend's memory.
   DenseBuffers eager, recorded;
   backend::Buffer head_in, head_y, logits_buf;
-  backend::Buffer mtp_e, mtp_h, mtp_hidden;
+  backend::Buffer mtp_e, mtp_h, mtp_hidden;  // eager MTP steps' inputs
+  // Recorded MTP steps (drafting on a recording backend): the block's dense parts and inputs,
+  // apart from the main steps' set so that neither moves the other's buffers.
+  struct MtpRecorded {
+    explicit MtpRecorded(backend::Ops& o) : dense(o), e(o), h(o), hidden(o), y(o), logits(o) {}
+    DenseBuffers dense;
+    backend::Buffer e, h, hidden;
+    backend::Buffer y, logits;  // the head, when it runs in the unit (one row per sequence)
+  } mtp_recorded;
   std::vector<int32_t> mtp_pos, head_row_ids, row_host, mtp_ids;
   std::vector<float> mtp_hidden_host;
-  Mat mtp_x;              // the last mtp_run's output streams (in eager.x)
+  Mat mtp_x;  // the last mtp_run's output streams (eager.x, or the recorded set's x)
+  Mat mtp_logits;  // the head over every row of mtp_x when the recorded step ran it, else empty
   AttentionScratch attn;  // the attention cores' scratch (eager in every step)
   // Every sequence's KV pages (cache.h); shared so snapshots may outlive nothing but the ops.
   std::shared_ptr<backend::PagePools> pages;
@@ -297,14 +309,81 @@ class V4Model final : public model::Model {
     }
     // A unit's first (eager) run may have grown a buffer: units recorded before then point to
     // freed memory, so every recording goes (they are made again, two steps later).
-    recording.buffers_after_step(d.fingerprint());
+    recording.buffers_after_step(recorded_fingerprint());
+  }
+
+  // Every buffer a recorded unit of this model reads or writes (main steps and MTP steps): one
+  // fingerprint, so that a step of either kind sees the other's buffers move too.
+  RecordedSteps::Fingerprint recorded_fingerprint() const {
+    RecordedSteps::Fingerprint out = recorded.fingerprint();
+    const RecordedSteps::Fingerprint mtp = mtp_recorded.dense.fingerprint();
+    out.insert(out.end(), mtp.begin(), mtp.end());
+    for (const backend::Buffer* b : {&mtp_recorded.e, &mtp_recorded.h, &mtp_recorded.hidden,
+                                     &mtp_recorded.y, &mtp_recorded.logits}) {
+      out.emplace_back(b->data(), b->bytes());
+    }
+    return out;
+  }
+
+  // The MTP block's input (spec §2.8) into X [M, n·D]: e = enorm(embed(ids)),
+  // Hs = hnorm(hidden) per stream, X = h_proj(Hs) + e_proj(e) in every stream.
+  void mtp_input(const MtpWeights& mw, const int32_t* ids, CMat hidden, Mat e, Mat hs, Mat pe,
+                 Mat X) {
+    backend::Ops& o = *ops;
+    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
+    o.embed(ids, M, w.embed, e);
+    num.act(o, e);
+    num.rms_norm_act(o, e, &mw.enorm, 0, e);
+    num.rms_norm_act(o, hidden, &mw.hnorm, 0, hs);
+    Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
+    o.linear(hs, mw.h_proj, Xs, num.gemm_rounded());
+    o.linear(e, mw.e_proj, pe, num.gemm_rounded());
+    for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
+    num.act(o, X);
+  }
+
+  // The MTP block over a step padded to Mb rows, as two recorded units around its attention
+  // core (the main layers' form, layers_recorded): drafting chains one block step per draft
+  // position, and eagerly each is ~50 launches. The hidden rows past the real ones are zero
+  // (their norm is then finite: padding rows are computed and never read). `with_head`: the
+  // head over every row too, in the second unit (into mtp_logits), for steps whose every row
+  // is a sequence's last (chained drafts), instead of five eager launches after it.
+  void mtp_recorded_step(const MtpWeights& mw, const StepInputs& in, std::vector<float>& hid_host,
+                         Mat X, bool with_head) {
+    const int64_t M = static_cast<int64_t>(in.token_ids.size()), Mb = X.rows;
+    const int64_t D = cfg().hidden_size, n = cfg().hc_mult;
+    MtpRecorded& r = mtp_recorded;
+    DenseBuffers& d = r.dense;
+    const RowInputs rows = recorded_rows(in, Mb, d);
+    hid_host.resize(static_cast<size_t>(Mb * n * D), 0.0f);
+    std::fill(hid_host.begin() + M * n * D, hid_host.end(), 0.0f);
+    float* hid = fit(r.hidden, Mb * n * D);
+    ops->upload(hid, hid_host.data(), hid_host.size() * sizeof(float));
+    const size_t unit = w.layers.size() + 1;  // after the main layers' units 0..L
+    recording.run(unit, Mb, [&] {
+      mtp_input(mw, rows.ids, CMat(hid, Mb * n, D), Mat(fit(r.e, Mb * D), Mb, D),
+                Mat(fit(r.h, Mb * n * D), Mb * n, D), Mat(fit(d.sub, Mb * D), Mb, D), X);
+      attention_in(mw.block, X, rows, d);
+    });
+    attention_core(env(), mw.block.attn, mw.block.spec, true, 0,
+                   attention_rows(env(), mw.block.attn, Mb, d.attn), in, attn);
+    const int64_t V = cfg().vocab_size;
+    Mat lg(with_head ? fit(r.logits, Mb * V) : nullptr, Mb, V);
+    recording.run(unit + (with_head ? 2 : 1), Mb, [&] {
+      attention_out_ffn(mw.block, X, rows, d);
+      if (with_head) head(mw.head, X, lg, r.y);
+    });
+    if (with_head) mtp_logits = lg.rows_slice(0, M);
+    recording.buffers_after_step(recorded_fingerprint());
   }
 
   // logits [R, V] = head(norm(hc_head(X))) (spec §2.1, §2.2 final collapse).
-  void head(const HeadWeights& h, CMat X, Mat logits) {
+  void head(const HeadWeights& h, CMat X, Mat logits) { head(h, X, logits, head_y); }
+  // The same with its norm's rows in y_buf (a recorded unit's own buffer).
+  void head(const HeadWeights& h, CMat X, Mat logits, backend::Buffer& y_buf) {
     backend::Ops& o = *ops;
     const int64_t R = X.rows, D = cfg().hidden_size;
-    Mat y(fit(head_y, R * D), R, D);
+    Mat y(fit(y_buf, R * D), R, D);
     o.hc_head(X, hc_params(h.hc), y);
     num.act(o, y);
     num.rms_norm_act(o, y, &h.norm, 0, y);
@@ -562,7 +641,11 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
 Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahead,
                                     MtpOutputs outputs) {
   try {
-    DI_TRY(mtp_run(rows, run_ahead));
+    // Every entry one row (chained drafts): every row is a last row, and a recorded step
+    // runs the head in its unit.
+    const bool one_each = std::all_of(rows.begin(), rows.end(),
+                                      [](const MtpRows& r) { return r.next_ids.size() == 1; });
+    DI_TRY(mtp_run(rows, run_ahead, one_each && outputs != MtpOutputs::kNone));
     if (outputs == MtpOutputs::kNone) return MtpStep{};
     // Only each entry's last row: its logits and streams (what drafting continues from).
     std::vector<int32_t> last;
@@ -574,10 +657,13 @@ Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahea
     MtpStep out;
     const auto R = static_cast<int64_t>(last.size());
     if (R == 0) return out;
-    Mat Xs(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
-    ops->copy_rows(mtp_x, last.data(), Xs);
-    Mat lg(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
-    head(w.mtp[0].head, Xs, lg);
+    Mat Xs = mtp_x, lg = mtp_logits;
+    if (lg.data == nullptr) {
+      Xs = Mat(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
+      ops->copy_rows(mtp_x, last.data(), Xs);
+      lg = Mat(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
+      head(w.mtp[0].head, Xs, lg);
+    }
     if (outputs == MtpOutputs::kTokens) {  // argmax on the backend: ids, not rows, come back
       const std::vector<sample::SampleSpec> greedy(static_cast<size_t>(R));
       out.tokens.resize(static_cast<size_t>(R));
@@ -596,7 +682,7 @@ Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahea
   }
 }
 
-Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead) {
+Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head) {
   V4Model& s = *this;
   if (s.w.mtp.empty()) {
     return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");
@@ -638,29 +724,25 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead) {
   StepInputs in{ids, {pos, static_cast<size_t>(M)}, spans, false};
   DI_TRY(check_step(in, cfg().vocab_size, true));
   s.mtp_x = Mat();
+  s.mtp_logits = Mat();
   if (M == 0) return {};
 
   const MtpWeights& mw = s.w.mtp[0];
-  backend::Ops& o = *s.ops;
-  // e = enorm(embed(next)); Hs = hnorm(X_main) per stream; X = e_proj(e) + h_proj(Hs).
-  Mat e(fit(s.mtp_e, M * D), M, D);
-  o.embed(ids.data(), M, s.w.embed, e);
-  num.act(o, e);
-  num.rms_norm_act(o, e, &mw.enorm, 0, e);
-  float* hid = fit(s.mtp_hidden, M * n * D);
-  o.upload(hid, hid_host.data(), hid_host.size() * sizeof(float));
-  Mat hs(fit(s.mtp_h, M * n * D), M * n, D);
-  num.rms_norm_act(o, CMat(hid, M * n, D), &mw.hnorm, 0, hs);
-  Mat X(fit(s.eager.x, M * n * D), M, n * D);
-  Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
-  o.linear(hs, mw.h_proj, Xs, num.gemm_rounded());
-  Mat pe(fit(s.eager.sub, M * D), M, D);
-  o.linear(e, mw.e_proj, pe, num.gemm_rounded());
-  for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
-  num.act(o, X);
-  s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
+  const int64_t Mb = exchange || tp_gather || cp_split ? 0 : s.recording.bucket(M);
+  Mat X;
+  if (Mb > 0) {
+    X = Mat(fit(s.mtp_recorded.dense.x, Mb * n * D), Mb, n * D);
+    s.mtp_recorded_step(mw, in, hid_host, X, head);
+  } else {
+    float* hid = fit(s.mtp_hidden, M * n * D);
+    s.ops->upload(hid, hid_host.data(), static_cast<size_t>(M * n * D) * sizeof(float));
+    X = Mat(fit(s.eager.x, M * n * D), M, n * D);
+    s.mtp_input(mw, ids.data(), CMat(hid, M * n, D), Mat(fit(s.mtp_e, M * D), M, D),
+                Mat(fit(s.mtp_h, M * n * D), M * n, D), Mat(fit(s.eager.sub, M * D), M, D), X);
+    s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
+  }
   for (const MtpRows& r : rows) r.cache->advance_draft(static_cast<int64_t>(r.next_ids.size()));
-  s.mtp_x = X;
+  s.mtp_x = X.rows_slice(0, M);
   return {};
 }
 

@@ -291,6 +291,24 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
       check(dg.ok() && dc.ok(), tag + "mtp draft runs");
       if (dg.ok() && dc.ok())
         check_close(tag + "mtp draft gpu vs cpu", compare(*dg, *dc, V), bound, 7);
+      // Chained drafts (one row per step on the block's own streams, run ahead): on the GPU
+      // each step is recorded with its head inside the unit; eight steps take the unit through
+      // its eager, captured and replayed runs. Both chain on the CPU's streams (each step's
+      // error is then its own, not eight steps' quantizer flips).
+      const int64_t S = static_cast<int64_t>(mg->config().hc_mult) * mg->config().hidden_size;
+      std::vector<float> from(oc->hidden.end() - S, oc->hidden.end());
+      for (int j = 0; j < 8 && dg.ok() && dc.ok(); ++j) {
+        const int32_t t = p[static_cast<size_t>(j)];
+        const deepinfer::model::MtpRows rg[1] = {{&sg, from, {&t, 1}}};
+        const deepinfer::model::MtpRows rc[1] = {{&sc, from, {&t, 1}}};
+        auto g = mg->mtp_step(rg, /*run_ahead=*/true);
+        auto c = mc->mtp_step(rc, /*run_ahead=*/true);
+        check(g.ok() && c.ok(), tag + "chained mtp step runs");
+        if (!g.ok() || !c.ok()) break;
+        check_close(tag + "chained mtp step " + std::to_string(j) + " gpu vs cpu",
+                    compare(g->logits, c->logits, V), bound, 7);
+        from = c->streams;
+      }
     } else {
       check(false, tag + "mtp extend");
     }
