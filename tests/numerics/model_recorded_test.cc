@@ -268,6 +268,65 @@ TEST(ModelRecorded, MtpDraftingEqualsEagerDrafting) {
   }
 }
 
+// DeepSeek-V4.1's DSpark drafts on a recording backend (the drafter's stages and base logits as
+// recorded units, draft_stages_recorded): batched drafts of several sequences give the eager
+// model's tokens, confidences and draft logits bit for bit, before and after main steps that
+// use the same recordings' fingerprint, and the units keep the replay contract.
+TEST(ModelRecorded, DSparkDraftsEqualEagerDrafts) {
+  for (const char* variant : {"official_bf16", "official_quant"}) {
+    SCOPED_TRACE(variant);
+    RecordingOps rec(opt_ops(), 64);
+    auto eager = load_test_model("v41_tiny_a", variant, opt_ops());
+    auto recorded = load_test_model("v41_tiny_a", variant, rec);
+    ASSERT_TRUE(eager && recorded);
+    ASSERT_EQ(recorded->drafter(), DrafterKind::kDSpark);
+    const int64_t V = eager->vocab_size();
+    const int k = eager->config().dspark.block_size;
+    std::vector<int32_t> ids(80);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      ids[i] = static_cast<int32_t>((i * 7919 + 13) % static_cast<size_t>(V));
+    }
+    // Every draft's tokens, confidences and logits, in order, over three rounds of drafting
+    // three sequences (contexts of different lengths) with a main step of each between rounds.
+    auto transcript = [&](Model& m) {
+      std::vector<float> all;
+      std::vector<SequenceCache> seqs;
+      for (const size_t len : {size_t{9}, size_t{33}, size_t{70}}) {
+        seqs.push_back(m.new_sequence());
+        EXPECT_TRUE(m.extend(seqs.back(), std::span<const int32_t>(ids).first(len)).ok());
+      }
+      for (int round = 0; round < 3; ++round) {
+        std::vector<DSparkJob> jobs;
+        for (size_t e = 0; e < seqs.size(); ++e) {
+          jobs.push_back({&seqs[e], ids[static_cast<size_t>(seqs[e].length()) % ids.size()], {}, {}});
+        }
+        auto blocks = m.dspark_draft_all(jobs, k, /*logits=*/true);
+        EXPECT_TRUE(blocks.ok()) << blocks.status().to_string();
+        if (!blocks.ok()) return all;
+        for (const DraftBlock& b : *blocks) {
+          for (const int32_t t : b.tokens) all.push_back(static_cast<float>(t));
+          all.insert(all.end(), b.confidence.begin(), b.confidence.end());
+          all.insert(all.end(), b.logits.begin(), b.logits.end());
+        }
+        for (size_t e = 0; e < seqs.size(); ++e) {
+          EXPECT_TRUE(m.extend(seqs[e], {&jobs[e].anchor, 1}).ok());
+        }
+      }
+      return all;
+    };
+    const std::vector<float> want = transcript(*eager);
+    const std::vector<float> got = transcript(*recorded);
+    ASSERT_FALSE(want.empty());
+    ASSERT_EQ(got.size(), want.size());
+    size_t diff = 0;
+    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+    EXPECT_EQ(diff, 0u) << "of " << got.size() << " values";
+    EXPECT_GT(rec.runs(), 0);
+    EXPECT_EQ(rec.trace_changes(), 0);
+    EXPECT_EQ(rec.host_arrays(), 0);
+  }
+}
+
 // Models come and go on one backend: a model's recordings replay its weights and buffers, so
 // they must go with it (a CUDA graph of a destroyed model, found again under a key a later
 // model uses, replays freed memory: an illegal address on the H200 before this was mended).

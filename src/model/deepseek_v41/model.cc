@@ -91,6 +91,7 @@ class V41Model final : public model::Model {
         step(o),
         recorded(o),
         draft(o),
+        draft_recorded(o),
         head_in(o),
         head_pre(o),
         head_y(o),
@@ -105,6 +106,7 @@ class V41Model final : public model::Model {
         cs(o),
         rec_onehot(o),
         rec_quarter(o),
+        rec_draft_logits(o),
         pages(std::make_shared<backend::PagePools>(o)),
         recording(o) {}
   V41Model(const V41Model&) = delete;
@@ -432,12 +434,62 @@ class V41Model final : public model::Model {
     }
     // A unit's first (eager) run may have grown a buffer: units recorded before then point to
     // freed memory, so every recording goes (they are made again, two steps later).
+    recording.buffers_after_step(recorded_fingerprint());
+  }
+
+  // Every buffer a recorded unit of this model reads or writes (main steps and drafts): one
+  // fingerprint, so that a step of either kind sees the other's buffers move too.
+  RecordedSteps::Fingerprint recorded_fingerprint() const {
     RecordedSteps::Fingerprint print;
-    d.fingerprint(print);
-    for (const backend::Buffer* b : {&rec_onehot, &rec_quarter}) {
+    recorded.fingerprint(print);
+    draft_recorded.fingerprint(print);
+    for (const backend::Buffer* b : {&rec_onehot, &rec_quarter, &rec_draft_logits}) {
       print.emplace_back(b->data(), b->bytes());
     }
-    recording.buffers_after_step(std::move(print));
+    return print;
+  }
+
+  // The drafter's stages and base logits over a draft of M = ids.size() rows padded to Mb, as
+  // recorded units around the stages' attention cores (`core(s, rows)`, eager: their key tables
+  // follow the caches), the main layers' form (layers_recorded): eagerly each stage is ~50
+  // launches. nj and lg: views of the M real rows of the normed collapse and the base logits.
+  template <typename Core>
+  void draft_stages_recorded(std::span<const int32_t> ids, std::span<const int32_t> pos,
+                             int64_t Mb, const Core& core, Mat& nj, Mat& lg) {
+    const DSparkWeights& dw = *w.dspark;
+    const io::ModelConfig& c = cfg();
+    const int64_t M = static_cast<int64_t>(ids.size()), D = c.hidden_size, n = c.hc_mult;
+    const int64_t V = c.vocab_size;
+    DenseBuffers& d = draft_recorded;
+    const StepInputs in{ids, pos, {}, false};
+    const RowInputs rows = recorded_rows(in, Mb, d);
+    const CMat first = constant_rows(rec_onehot, Mb, false);  // sized before the units
+    Mat X(fit(d.x, Mb * n * D), Mb, n * D), pre_prev(fit(d.pre_prev, Mb * n), Mb, n);
+    Mat y(fit(d.y, Mb * D), Mb, D), logits(fit(rec_draft_logits, Mb * V), Mb, V);
+    const std::vector<BlockWeights>& stages = dw.stages;
+    const size_t unit = w.layers.size() + 1;  // after the main layers' units 0..L
+    recording.run(unit, Mb, [&] {
+      embed_streams(rows.ids, X, d);
+      ops->copy_rows(first, nullptr, pre_prev);
+      attention_in(stages[0], X, pre_prev, rows, d);
+    });
+    for (size_t s = 0; s < stages.size(); ++s) {
+      core(s, attention_rows(env(), stages[s].attn, Mb, d.attn));
+      recording.run(unit + 1 + s, Mb, [&] {
+        attention_out_ffn(stages[s], X, pre_prev, rows, d);
+        if (s + 1 < stages.size()) {
+          attention_in(stages[s + 1], X, pre_prev, rows, d);
+          return;
+        }
+        ops->hc_collapse(X, pre_prev, static_cast<int>(n), y);  // into d.y: the blocks are done
+        num.act(*ops, y);
+        num.rms_norm_act(*ops, y, &dw.norm, 0, y);
+        lm_head(y, logits);
+      });
+    }
+    recording.buffers_after_step(recorded_fingerprint());
+    nj = y.rows_slice(0, M);
+    lg = logits.rows_slice(0, M);
   }
 
   // Expert parallelism: this rank's part of the exchange of the main layers from `first` on,
@@ -574,6 +626,7 @@ class V41Model final : public model::Model {
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
   DenseBuffers step, recorded, draft;
+  DenseBuffers draft_recorded;  // recorded drafts' stages (apart: neither moves the other)
   backend::Buffer head_in, head_pre, head_y, logits_buf, onehot, quarter;
   backend::Buffer draft_cat, draft_conf, markov, markov_sum;
   backend::WeightRef confidence;  // [1, D + r] dense F32 over w.dspark->confidence
@@ -582,6 +635,7 @@ class V41Model final : public model::Model {
   UpperRows upper;         // this step's kept rows under bounded replay (upper_rows.h)
   size_t first_upper = 0;  // the first layer above the last KV source
   backend::Buffer rec_onehot, rec_quarter;  // recorded steps' constant rows (never move in a unit)
+  backend::Buffer rec_draft_logits;         // a recorded draft's base logits
   std::vector<int32_t> row_host;            // recorded steps: the row inputs before their upload
   std::shared_ptr<backend::PagePools> pages;
   // Declared last: its destructor drops this model's recordings before the buffers they use go.
@@ -645,49 +699,58 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     ctx_n[static_cast<size_t>(e)] = a - first;
     widest = std::max(widest, a - first);
   }
-  DenseBuffers& d = draft;
-  Mat X(fit(d.x, M * n * D), M, n * D);
-  Mat pre_prev(fit(d.pre_prev, M * n), M, n);
-  embed_streams(ids.data(), X, d);
-  o.copy_rows(constant_rows(onehot, M, false), nullptr, pre_prev);
-  RowInputs rows;
-  rows.ids = ids.data();
-  rows.positions = pos.data();
-  for (size_t s = 0; s < dw.stages.size(); ++s) {
+  // Stage s's attention core (spec §6.7 item 10): every slot sees its stage's context rows
+  // [a - W, a) and every slot of its own block; shorter contexts than the widest leave absent
+  // (nullptr) keys at the end of their rows, which the attention skips (the same value as
+  // without them). Only the M real rows of `ar` (a recorded draft pads them).
+  const auto core = [&](size_t s, const AttentionRows& ar) {
     const BlockWeights& b = dw.stages[s];
-    block(b, X, pre_prev, rows, d, [&](const AttentionRows& ar) {
-      // Every slot sees its stage's context rows [a - W, a) and every slot of its own block;
-      // shorter contexts than the widest leave absent (nullptr) keys at the end of their rows,
-      // which the attention skips (the same value as without them).
-      const int64_t width = widest + K;
-      std::vector<const float*>& table = attn.key_rows;
-      table.assign(static_cast<size_t>(M * width), nullptr);
-      for (int64_t e = 0; e < N; ++e) {
-        const LayerCache& ring = jobs[static_cast<size_t>(e)].cache->draft_layer(s);
-        const int64_t first = ctx_first[static_cast<size_t>(e)], cn = ctx_n[static_cast<size_t>(e)];
-        for (int64_t j = 0; j < K; ++j) {
-          const float** row = table.data() + (e * K + j) * width;
-          for (int64_t p = 0; p < cn; ++p) row[p] = ring.window.row(first + p);
-          for (int64_t q = 0; q < K; ++q) row[cn + q] = ar.kv.row(e * K + q);
-        }
+    const int64_t width = widest + K;
+    std::vector<const float*>& table = attn.key_rows;
+    table.assign(static_cast<size_t>(M * width), nullptr);
+    for (int64_t e = 0; e < N; ++e) {
+      const LayerCache& ring = jobs[static_cast<size_t>(e)].cache->draft_layer(s);
+      const int64_t first = ctx_first[static_cast<size_t>(e)], cn = ctx_n[static_cast<size_t>(e)];
+      for (int64_t j = 0; j < K; ++j) {
+        const float** row = table.data() + (e * K + j) * width;
+        for (int64_t p = 0; p < cn; ++p) row[p] = ring.window.row(first + p);
+        for (int64_t q = 0; q < K; ++q) row[cn + q] = ar.kv.row(e * K + q);
       }
-      const size_t bytes = table.size() * sizeof(const float*);
-      auto* key_rows =
-          static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
-      o.upload(key_rows, table.data(), bytes);
-      const Mat ob = ar.o.rows_slice(0, M);
-      o.sparse_attention_rows(ar.q.rows_slice(0, M), H, key_rows, width, hd, b.attn.sink,
-                              1.0f / std::sqrt(static_cast<float>(hd)), num.official, ob);
-      num.act(o, ob);
-    });
-  }
+    }
+    const size_t bytes = table.size() * sizeof(const float*);
+    auto* key_rows =
+        static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
+    o.upload(key_rows, table.data(), bytes);
+    const Mat ob = ar.o.rows_slice(0, M);
+    o.sparse_attention_rows(ar.q.rows_slice(0, M), H, key_rows, width, hd, b.attn.sink,
+                            1.0f / std::sqrt(static_cast<float>(hd)), num.official, ob);
+    num.act(o, ob);
+  };
   // n_j = norm(collapse(streams)), base logits = lm_head(n_j) (FP32).
-  Mat nj(fit(d.y, M * D), M, D);
-  o.hc_collapse(X, pre_prev, static_cast<int>(n), nj);
-  num.act(o, nj);
-  num.rms_norm_act(o, nj, &dw.norm, 0, nj);
-  Mat lg(fit(logits_buf, M * V), M, V);
-  lm_head(nj, lg);
+  Mat nj, lg;
+  const int64_t Mb = exchange || tp_gather || dw.stages.empty() ? 0 : recording.bucket(M);
+  if (Mb > 0) {
+    draft_stages_recorded(ids, pos, Mb, core, nj, lg);
+  } else {
+    DenseBuffers& d = draft;
+    Mat X(fit(d.x, M * n * D), M, n * D);
+    Mat pre_prev(fit(d.pre_prev, M * n), M, n);
+    embed_streams(ids.data(), X, d);
+    o.copy_rows(constant_rows(onehot, M, false), nullptr, pre_prev);
+    RowInputs rows;
+    rows.ids = ids.data();
+    rows.positions = pos.data();
+    for (size_t s = 0; s < dw.stages.size(); ++s) {
+      block(dw.stages[s], X, pre_prev, rows, d,
+            [&](const AttentionRows& ar) { core(s, ar); });
+    }
+    nj = Mat(fit(d.y, M * D), M, D);
+    o.hc_collapse(X, pre_prev, static_cast<int>(n), nj);
+    num.act(o, nj);
+    num.rms_norm_act(o, nj, &dw.norm, 0, nj);
+    lg = Mat(fit(logits_buf, M * V), M, V);
+    lm_head(nj, lg);
+  }
 
   // The Markov and confidence heads read the previous token, chosen left to right: slot j's
   // logits add T_j = head · embed[x_{j-1}] (x_{-1} = the anchor), its confidence is
