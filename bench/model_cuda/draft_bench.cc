@@ -8,11 +8,13 @@
 // Per batch N (N sequences of --context random prompt tokens each):
 //   * draft ms: one batched draft of k tokens for all N sequences, wall-clock, mean of --reps.
 //     DSpark: one dspark_draft_all of N blocks of k positions (tokens and confidences only, as
-//     the engine asks). MTP (DeepSeek-V4): what the engine's MtpDrafter runs per step, k block
-//     steps over the N sequences: the catch-up step (here one row per sequence: the verify step
-//     before accepted nothing) whose argmax is the first draft, then k - 1 chained steps on
-//     the block's own streams, argmax on the GPU, ids and streams to the host after each; then
-//     the MTP state cut back. "-" for a model without a drafter;
+//     the engine asks). MTP (DeepSeek-V4): what the engine's MtpDrafter runs per step, one
+//     Model::mtp_chain of k block steps over the N sequences: the catch-up step (here one row
+//     per sequence: the verify step before accepted nothing) whose argmax is the first draft,
+//     then k - 1 chained steps on the block's own streams, the drafts drawn and fed on the GPU;
+//     then the MTP state cut back. "-" for a model without a drafter;
+//   * MTP also prints the same chain made step by step (Model::mtp_step: ids and streams to the
+//     host and back after every step; the engine's drafter before mtp_chain), in its own table;
 //   * draft eager ms: the same draft with CUDA-graph replay off (CudaOps::set_replay(false):
 //     every op launched from the host, the padded step form unchanged): the graphs' A/B;
 //   * decode ms: one plain decode step of N rows (one token per sequence, the last row drawn on
@@ -103,16 +105,28 @@ double timed_step(Model& m, std::vector<SequenceCache>& seqs, int64_t per, std::
   return ms;
 }
 
-// The MTP chain of the engine's MtpDrafter over every sequence (see the header): k block
-// steps, then the MTP state back to one behind the sequence. `last`: each sequence's final
-// streams of its last position; `next`: the token after it (the verify step's bonus token).
+// The MTP drafts of every sequence (see the header): k block steps, then the MTP state back
+// to one behind the sequence. `last`: each sequence's final streams of its last position;
+// `next`: the token after it (the verify step's bonus token). `stepwise`: step by step through
+// mtp_step instead of the engine's one mtp_chain.
 void mtp_chain(Model& m, std::vector<SequenceCache>& seqs, const std::vector<std::vector<float>>& last,
-               const std::vector<int32_t>& next, int k) {
+               const std::vector<int32_t>& next, int k, bool stepwise) {
   using deepinfer::model::MtpOutputs;
   using deepinfer::model::MtpRows;
   const size_t N = seqs.size();
   std::vector<MtpRows> rows;
   for (size_t i = 0; i < N; ++i) rows.push_back({&seqs[i], last[i], {&next[i], 1}});
+  if (!stepwise) {
+    auto chain = m.mtp_chain(rows, k, /*run_ahead=*/false, /*probs=*/false);
+    if (!chain.ok()) {
+      std::fprintf(stderr, "mtp chain: %s\n", chain.status().message().c_str());
+      std::exit(1);
+    }
+    for (SequenceCache& s : seqs) {
+      if (!s.truncate_draft(s.length() - 1).ok()) std::exit(1);
+    }
+    return;
+  }
   auto step = m.mtp_step(rows, /*run_ahead=*/false, MtpOutputs::kTokens);
   std::vector<std::vector<float>> from(N);
   std::vector<int32_t> prev(N);
@@ -184,7 +198,7 @@ int main(int argc, char** argv) {
   json << "{\"model\": \"" << model_dir << "\", \"k\": " << k << ", \"batches\": [";
   std::printf("%-6s %10s %15s %10s %10s %14s %14s\n", "batch", "draft ms", "draft eager ms",
               "decode ms", "verify ms", "draft/decode", "break-even τ");
-  std::vector<std::string> profiles;
+  std::vector<std::string> profiles, stepwise_lines;
   bool first = true;
   for (const int N : parse_list(batches_s)) {
     std::vector<SequenceCache> seqs;
@@ -217,10 +231,10 @@ int main(int argc, char** argv) {
           std::exit(1);
         }
       } else if (mtp) {
-        mtp_chain(m, seqs, last, next, k);
+        mtp_chain(m, seqs, last, next, k, /*stepwise=*/false);
       }
     };
-    double draft = 0, draft_eager = 0, decode = 0, verify = 0;
+    double draft = 0, draft_eager = 0, decode = 0, verify = 0, stepwise = 0;
     for (int r = -2; r < reps; ++r) {  // two warm-up reps (graph capture, buffer growth)
       auto t0 = Clock::now();
       draft_once();
@@ -230,11 +244,18 @@ int main(int argc, char** argv) {
       draft_once();
       const double eager_ms = ms_since(t0);
       (*gpu)->set_replay(true);
+      double step_ms = 0;
+      if (mtp) {
+        t0 = Clock::now();
+        mtp_chain(m, seqs, last, next, k, /*stepwise=*/true);
+        step_ms = ms_since(t0);
+      }
       const double dec = timed_step(m, seqs, 1, rng);
       const double ver = timed_step(m, seqs, k + 1, rng);
       if (r >= 0) {
         draft += ms / reps;
         draft_eager += eager_ms / reps;
+        stepwise += step_ms / reps;
         decode += dec / reps;
         verify += ver / reps;
       }
@@ -248,10 +269,16 @@ int main(int argc, char** argv) {
                   even);
     }
     json << (first ? "" : ", ") << "{\"batch\": " << N << ", \"draft_ms\": " << draft
-         << ", \"draft_eager_ms\": " << draft_eager << ", \"decode_ms\": " << decode << ", \"verify_ms\": " << verify
+         << ", \"draft_eager_ms\": " << draft_eager << ", \"draft_stepwise_ms\": " << stepwise
+         << ", \"decode_ms\": " << decode << ", \"verify_ms\": " << verify
          << ", \"draft_over_decode\": " << draft / decode << ", \"break_even_tokens\": " << even
          << "}";
     first = false;
+    if (mtp) {
+      stepwise_lines.push_back("batch " + std::to_string(N) + ": MTP chain step by step (mtp_step, " +
+                               "host round trip per draft) " + std::to_string(stepwise) +
+                               " ms against mtp_chain " + std::to_string(draft) + " ms");
+    }
     if (profile) {
       const auto profiled = [&](const std::string& what, const std::function<void()>& run) {
         // Profiled ops run eagerly: the first eager run of a shape pays its one-time setup
@@ -275,6 +302,7 @@ int main(int argc, char** argv) {
   }
   json << "]}";
   if (!drafts) std::printf("* verify / decode only: this model has no drafter\n");
+  for (const auto& l : stepwise_lines) std::printf("%s\n", l.c_str());
   for (const auto& l : profiles) std::printf("%s\n", l.c_str());
   if (!out_path.empty()) std::ofstream(out_path) << json.str() << "\n";
   return 0;

@@ -12,6 +12,7 @@
 
 #include "backend/quant.h"
 #include "base/check.h"
+#include "sample/processors.h"
 #include "sample/sampler.h"
 
 namespace deepinfer::backend {
@@ -183,6 +184,45 @@ void Ops::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens
     tokens[r] = finite ? sample::draw_filtered(row, specs[static_cast<size_t>(r)], scratch)
                        : kSampleNonFinite;
   }
+}
+
+void Ops::argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) {
+  const int64_t R = logits.rows;
+  const size_t V = static_cast<size_t>(logits.cols);
+  std::vector<float> row(V);
+  std::vector<int32_t> tok(static_cast<size_t>(R)), id(static_cast<size_t>(R));
+  std::vector<float> prob(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) {
+    const float* src = logits.data + r * logits.ld;
+    if (host_memory()) {
+      std::copy(src, src + V, row.begin());
+    } else {
+      download(row.data(), src, V * sizeof(float));
+    }
+    bool finite = true;
+    for (float x : row) finite &= x < std::numeric_limits<float>::infinity();  // NaN fails too
+    const int32_t t = finite ? sample::argmax_lowest_id(row) : kSampleNonFinite;
+    float p = 0.0f;
+    if (t >= 0) {  // the drafter's own formula (runtime/spec/model_drafters.cc before this op)
+      const float top = row[static_cast<size_t>(t)];
+      float z = 0.0f;
+      for (const float x : row) z += std::exp(x - top);
+      p = 1.0f / z;
+    }
+    tok[static_cast<size_t>(r)] = t;
+    id[static_cast<size_t>(r)] = std::max(t, 0);
+    prob[static_cast<size_t>(r)] = p;
+  }
+  const size_t bytes = static_cast<size_t>(R) * sizeof(int32_t);
+  if (host_memory()) {
+    std::copy(tok.begin(), tok.end(), tokens);
+    if (ids != nullptr) std::copy(id.begin(), id.end(), ids);
+    if (probs != nullptr) std::copy(prob.begin(), prob.end(), probs);
+    return;
+  }
+  upload(tokens, tok.data(), bytes);
+  if (ids != nullptr) upload(ids, id.data(), bytes);
+  if (probs != nullptr) upload(probs, prob.data(), static_cast<size_t>(R) * sizeof(float));
 }
 
 void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,

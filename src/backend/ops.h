@@ -385,6 +385,15 @@ class Ops {
   // (the default runs the host processors, downloading the rows from a device backend first).
   // tokens is a host array.
   virtual void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens);
+  // Greedy drafts that stay on the backend (MTP drafting chains its steps without waiting for
+  // the host): tokens[r] = the token sample() draws from row r under a greedy spec (the lowest
+  // id of the row's maximum; kSampleNonFinite / kSampleNoToken as there); ids[r] (optional) =
+  // tokens[r] where it is a token, else 0 (an id an embedding may read); probs[r] (optional) =
+  // the row's softmax probability of its maximum, 1 / sum_i exp(x_i - max) (0 where there is no
+  // token; a device backend may sum in another order, so it is not bitwise the host's). All
+  // three arrays are in this backend's memory. The default works on host memory, or downloads
+  // the rows and uploads the results.
+  virtual void argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs);
 
   // indexer_scores over rows that read different key matrices (the sequences of one step, so
   // one call scores every CSA query of the step): row t scores keys[t], a paged matrix (the

@@ -174,6 +174,9 @@ void ProfilingOps::rms_norm_bf16(Mat x, int64_t g, float eps) {
 void ProfilingOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {
   timed("sample", [&] { inner_.sample(logits, specs, tokens); });
 }
+void ProfilingOps::argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) {
+  timed("argmax_rows", [&] { inner_.argmax_rows(logits, tokens, ids, probs); });
+}
 void ProfilingOps::scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                                 int64_t cols) {
   timed("scatter_rows", [&] { inner_.scatter_rows(src, dst, cols); });

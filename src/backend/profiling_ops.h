@@ -90,6 +90,7 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
                           int64_t n_blocks, int64_t block_size) override;
   void engram_gate(Mat streams, CMat kv, CMat w, int n, float eps) override;
   void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) override;
+  void argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) override;
   void scatter_rows(std::span<const float* const> src, std::span<float* const> dst,
                     int64_t cols) override;
 

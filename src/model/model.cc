@@ -80,6 +80,11 @@ Expected<MtpStep> Model::mtp_step(std::span<const MtpRows>, bool, MtpOutputs) {
                              " has no MTP block (drafter: " + drafter_kind_name(drafter()) + ")");
 }
 
+Expected<MtpChain> Model::mtp_chain(std::span<const MtpRows>, int, bool, bool) {
+  return failed_precondition("model " + config().source +
+                             " has no MTP block (drafter: " + drafter_kind_name(drafter()) + ")");
+}
+
 Expected<DraftBlock> Model::dspark_draft(SequenceCache&, int32_t, int, std::span<const int32_t>) {
   return failed_precondition("model " + config().source + " has no DSpark drafter (drafter: " +
                              drafter_kind_name(drafter()) + ")");

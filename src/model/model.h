@@ -82,6 +82,13 @@ struct MtpStep {
   std::vector<float> logits;
   std::vector<float> streams;
 };
+// What Model::mtp_chain returns: tokens [entries, steps], entry-major (the draft of step d for
+// entry e at e·steps + d, or kSampleNonFinite / kSampleNoToken where that row had none), and,
+// when asked, the block's probability of each (the same layout; 0 where there is no token).
+struct MtpChain {
+  std::vector<int32_t> tokens;
+  std::vector<float> probs;
+};
 
 class Model {
  public:
@@ -158,6 +165,19 @@ class Model {
   // advances the MTP state (no head): a drafter that keeps up while it is not drafting.
   virtual Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
                                      MtpOutputs outputs = MtpOutputs::kLogits);
+  // MTP drafting chained on the backend (the engine's MTP drafter, one call per engine step):
+  // the block step over every entry's rows, as mtp_step(rows, run_ahead), whose greedy token
+  // after an entry's last row is its first draft, then `steps` - 1 chained steps over every
+  // entry (run ahead), each on the block's output streams of the entry's previous row with its
+  // previous draft as the token. Drafts are drawn and fed on the backend (Ops::argmax_rows), so
+  // no step waits for the host: only the drafts (and, with `probs`, their probabilities) come
+  // back, once, at the end. Equals mtp_step(kTokens) chained step by step on the same inputs
+  // (its streams fed back, its tokens as the next ids), except that an entry whose row had no
+  // token (kSampleNonFinite) keeps being run with id 0: its later slots are meaningless, and
+  // the caller ends the entry's drafts at the code. The MTP state is left run ahead by steps - 1
+  // past the rows: the caller cuts it back (SequenceCache::truncate_draft).
+  virtual Expected<MtpChain> mtp_chain(std::span<const MtpRows> rows, int steps, bool run_ahead,
+                                       bool probs);
 
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
   // cache.length() (not yet processed by the model; the drafter reads the context features of

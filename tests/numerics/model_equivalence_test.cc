@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "model_test_util.h"
@@ -470,6 +471,98 @@ TEST(ModelEquivalence, MtpChainTruncatesBackExactlyAndBatchesPerSequence) {
                                          before->begin());
   EXPECT_EQ(ids_only->tokens, (std::vector<int32_t>{best, best}));
   EXPECT_TRUE(ids_only->logits.empty());
+}
+
+// Model::mtp_chain (the engine's MTP drafting: drafts drawn and fed on the backend) equals the
+// same chain made step by step with mtp_step (its tokens as the next ids, its streams fed back),
+// token for token and in the block's probability of each token, for several sequences whose
+// catch-up steps have different row counts, and leaves the MTP state run ahead by steps - 1.
+TEST(ModelEquivalence, MtpChainEqualsStepByStepDrafting) {
+  for (const char* variant : {"official_fp32", "official_quant"}) {
+    SCOPED_TRACE(variant);
+    auto m = load_test_model("v4_tiny_a", variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    const int64_t V = m->vocab_size(),
+                  S = static_cast<int64_t>(m->config().hc_mult) * m->config().hidden_size;
+    const std::vector<int32_t> ids = prompt_ids("v4_tiny_a", "len40");
+    const int steps = 5;
+    // Sequence e holds T_e tokens with its block caught up to T_e - 1 - c_e: its catch-up rows
+    // are the last c_e + 1 positions (hidden rows and the tokens after them).
+    struct Seq {
+      SequenceCache cache;
+      std::vector<float> hidden;  // the catch-up rows' streams
+      std::vector<int32_t> next;  // the tokens after them
+    };
+    auto prepared = [&](int64_t T, int64_t c) {
+      Seq q{m->new_sequence(), {}, {}};
+      auto o = m->extend(q.cache, std::span<const int32_t>(ids).first(static_cast<size_t>(T)),
+                         LogitsWanted::kNone, true);
+      EXPECT_TRUE(o.ok());
+      const int64_t done = T - 1 - c;
+      if (done > 0) {
+        EXPECT_TRUE(m->mtp_draft(q.cache, std::span<const float>(o->hidden).first(done * S),
+                                 std::span<const int32_t>(ids).subspan(1, static_cast<size_t>(done)))
+                        .ok());
+      }
+      q.hidden.assign(o->hidden.begin() + done * S, o->hidden.end());
+      q.next.assign(ids.begin() + done + 1, ids.begin() + T + 1);
+      return q;
+    };
+    const std::pair<int64_t, int64_t> shapes[] = {{20, 0}, {31, 3}, {12, 5}};
+    std::vector<Seq> a, b;
+    for (const auto& [T, c] : shapes) {
+      a.push_back(prepared(T, c));
+      b.push_back(prepared(T, c));
+    }
+    auto rows_of = [](std::vector<Seq>& seqs) {
+      std::vector<MtpRows> rows;
+      for (Seq& q : seqs) rows.push_back({&q.cache, q.hidden, q.next});
+      return rows;
+    };
+    // Step by step: mtp_step's tokens (and, from its logits, the drafter's probability).
+    std::vector<int32_t> want_tok(3 * steps);
+    std::vector<float> want_p(3 * steps);
+    std::vector<MtpRows> rows = rows_of(a);
+    std::vector<std::vector<float>> from(3);
+    std::vector<int32_t> prev(3);
+    for (int d = 0; d < steps; ++d) {
+      auto st = m->mtp_step(rows, /*run_ahead=*/d > 0, MtpOutputs::kLogits);
+      ASSERT_TRUE(st.ok()) << st.status().to_string();
+      for (size_t e = 0; e < 3; ++e) {
+        const std::span<const float> lg =
+            std::span<const float>(st->logits).subspan(e * static_cast<size_t>(V), static_cast<size_t>(V));
+        const auto best = std::max_element(lg.begin(), lg.end());
+        float z = 0;
+        for (const float l : lg) z += std::exp(l - *best);
+        want_tok[e * steps + static_cast<size_t>(d)] = static_cast<int32_t>(best - lg.begin());
+        want_p[e * steps + static_cast<size_t>(d)] = 1.0f / z;
+        from[e].assign(st->streams.begin() + static_cast<int64_t>(e) * S,
+                       st->streams.begin() + static_cast<int64_t>(e + 1) * S);
+        prev[e] = want_tok[e * steps + static_cast<size_t>(d)];
+        rows[e] = {&a[e].cache, from[e], {&prev[e], 1}};
+      }
+    }
+    std::vector<MtpRows> chain_rows = rows_of(b);
+    auto chain = m->mtp_chain(chain_rows, steps, false, true);
+    ASSERT_TRUE(chain.ok()) << chain.status().to_string();
+    EXPECT_EQ(chain->tokens, want_tok);
+    EXPECT_EQ(chain->probs, want_p);
+    for (size_t e = 0; e < 3; ++e) {
+      EXPECT_EQ(b[e].cache.draft_length(), b[e].cache.length() + steps - 1) << "entry " << e;
+      EXPECT_EQ(b[e].cache.draft_length(), a[e].cache.draft_length()) << "entry " << e;
+    }
+    // Without probabilities: the same tokens, none of them.
+    for (size_t e = 0; e < 3; ++e) ASSERT_TRUE(b[e].cache.truncate_draft(b[e].cache.length()).ok());
+    for (size_t e = 0; e < 3; ++e) {
+      const int64_t c = shapes[e].second;
+      ASSERT_TRUE(b[e].cache.truncate_draft(b[e].cache.length() - 1 - c).ok());
+    }
+    auto tokens_only = m->mtp_chain(chain_rows, steps, false, false);
+    ASSERT_TRUE(tokens_only.ok());
+    EXPECT_EQ(tokens_only->tokens, want_tok);
+    EXPECT_TRUE(tokens_only->probs.empty());
+    EXPECT_FALSE(m->mtp_chain(chain_rows, 0, false, false).ok());
+  }
 }
 
 }  // namespace

@@ -253,6 +253,44 @@ TEST(ModelRecorded, MtpDraftingEqualsEagerDrafting) {
       auto again = m.mtp_draft(a, ha, {&na, 1});
       EXPECT_TRUE(again.ok());
       if (again.ok()) keep(*again);
+      // mtp_chain (chained steps with their ids and streams on the backend: the units of its
+      // own keys), two sequences with 1 and 3 catch-up rows, three times over.
+      SequenceCache c = m.new_sequence(), e = m.new_sequence();
+      std::vector<float> hc, he;
+      for (auto [seq, h, T, rows] : {std::tuple{&c, &hc, int64_t{30}, int64_t{1}},
+                                     std::tuple{&e, &he, int64_t{17}, int64_t{3}}}) {
+        auto o = m.extend(*seq, std::span<const int32_t>(ids).first(static_cast<size_t>(T)),
+                          LogitsWanted::kNone, true);
+        EXPECT_TRUE(o.ok());
+        if (!o.ok()) return all;
+        const int64_t done = T - rows;
+        EXPECT_TRUE(m.mtp_draft(*seq, std::span<const float>(o->hidden).first(done * S),
+                                std::span<const int32_t>(ids).subspan(1, static_cast<size_t>(done)))
+                        .ok());
+        h->assign(o->hidden.begin() + done * S, o->hidden.end());
+      }
+      const MtpRows catch_up[2] = {{&c, hc, std::span<const int32_t>(ids).subspan(30, 1)},
+                                   {&e, he, std::span<const int32_t>(ids).subspan(15, 3)}};
+      for (int round = 0; round < 3; ++round) {
+        auto chain = m.mtp_chain(catch_up, 4, false, true);
+        EXPECT_TRUE(chain.ok()) << chain.status().to_string();
+        if (!chain.ok()) return all;
+        for (const int32_t t : chain->tokens) all.push_back(static_cast<float>(t));
+        all.insert(all.end(), chain->probs.begin(), chain->probs.end());
+        EXPECT_TRUE(c.truncate_draft(29).ok());
+        EXPECT_TRUE(e.truncate_draft(14).ok());
+        // A plain step of the same size between rounds (one row each, its head in the unit):
+        // its units must not be the chained steps' (their ids live in another buffer).
+        SequenceCache c2 = c.clone();
+        const MtpRows plain[2] = {{&c, hc, std::span<const int32_t>(ids).subspan(30, 1)},
+                                  {&c2, hc, std::span<const int32_t>(ids).subspan(30, 1)}};
+        auto one_each = m.mtp_step(plain, false, MtpOutputs::kTokens);
+        EXPECT_TRUE(one_each.ok());
+        if (one_each.ok()) {
+          for (const int32_t t : one_each->tokens) all.push_back(static_cast<float>(t));
+        }
+        EXPECT_TRUE(c.truncate_draft(29).ok());
+      }
       return all;
     };
     const std::vector<float> want = transcript(*eager);

@@ -626,6 +626,11 @@ void CudaOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* to
   }
 }
 
+void CudaOps::argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) {
+  if (logits.rows == 0) return;
+  kc::launch_argmax_rows(md(logits), tokens, ids, probs, stream_);
+}
+
 void CudaOps::swiglu(CMat a, CMat b, float limit, Mat out) {
   DI_CHECK(a.rows == b.rows && a.cols == b.cols && out.rows == a.rows && out.cols == a.cols);
   kc::launch_swiglu(md(a), md(b), limit, md(out), stream_);

@@ -170,6 +170,7 @@ class CudaOps : public Ops {
   // On the GPU (kernels/cuda/sample/sample.cu); a row whose top_p candidates do not fit the
   // kernel's shared memory is downloaded and drawn on the host (Ops::sample).
   void sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) override;
+  void argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) override;
 
   // Memory: device memory (cudaMalloc, zero-filled). upload/download are cudaMemcpy on the
   // legacy stream, which the blocking op stream orders with; copy is async on the op stream.

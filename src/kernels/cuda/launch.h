@@ -168,6 +168,10 @@ int64_t sample_scratch_bytes(int64_t rows, int64_t vocab);
 void launch_sample(MatDesc logits, const SampleSpecDev* specs, void* scratch, int32_t* tokens,
                    cudaStream_t stream);
 
+// Ops::argmax_rows: tokens / ids / probs device [rows] (ids, probs may be null).
+void launch_argmax_rows(MatDesc logits, int32_t* tokens, int32_t* ids, float* probs,
+                        cudaStream_t stream);
+
 // ---- attention/ ---------------------------------------------------------------------------
 // Shared memory holds one query's L scores and key addresses; L up to kMaxSparseKeys.
 inline constexpr int64_t kMaxSparseKeys = 8192;

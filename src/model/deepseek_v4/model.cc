@@ -96,6 +96,8 @@ class V4Model final : public model::Model {
                                          std::span<const int32_t> next_ids) override;
   Expected<MtpStep> mtp_step(std::span<const MtpRows> rows, bool run_ahead = false,
                              MtpOutputs outputs = MtpOutputs::kLogits) override;
+  Expected<MtpChain> mtp_chain(std::span<const MtpRows> rows, int steps, bool run_ahead,
+                               bool probs) override;
 
  private:
   Status forward_unguarded(const StepInputs& in, StepOutputs& out);
@@ -112,7 +114,21 @@ class V4Model final : public model::Model {
   // state): leaves the block's output streams in mtp_x.
   // `head`: also the head over every row when the step is recorded (mtp_logits; otherwise
   // mtp_logits is empty and the caller runs the head).
-  Status mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head = false);
+  // `chained`: a chained step of mtp_chain, whose token ids and hidden rows are already in
+  // backend memory (ids: mtp_recorded.ids; hidden: chain_hidden(M)); the rows' next_ids are
+  // then placeholders (their count only) and their hidden spans empty.
+  Status mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head = false,
+                 bool chained = false);
+  Status mtp_chain_unguarded(std::span<const MtpRows> rows, int steps, bool run_ahead,
+                             bool probs, MtpChain& out);
+  // The buffer a chained MTP step of M rows reads its hidden rows from: the recorded set's
+  // input, padded to the step's bucket, when such a step is recorded, else the eager one's.
+  Mat chain_hidden(int64_t M) {
+    const int64_t nD = static_cast<int64_t>(cfg().hc_mult) * cfg().hidden_size;
+    const int64_t Mb = exchange || tp_gather || cp_split ? 0 : recording.bucket(M);
+    return Mb > 0 ? Mat(fit(mtp_recorded.hidden, Mb * nD), Mb, nD)
+                  : Mat(fit(mtp_hidden, M * nD), M, nD);
+  }
 
   backend::Ops* ops = nullptr;
   io::Checkpoint ckpt;
@@ -137,10 +153,14 @@ class V4Model final : public model::Model {
   // Recorded MTP steps (drafting on a recording backend): the block's dense parts and inputs,
   // apart from the main steps' set so that neither moves the other's buffers.
   struct MtpRecorded {
-    explicit MtpRecorded(backend::Ops& o) : dense(o), e(o), h(o), hidden(o), y(o), logits(o) {}
+    explicit MtpRecorded(backend::Ops& o)
+        : dense(o), e(o), h(o), hidden(o), y(o), logits(o), ids(o), tokens(o), probs(o) {}
     DenseBuffers dense;
     backend::Buffer e, h, hidden;
     backend::Buffer y, logits;  // the head, when it runs in the unit (one row per sequence)
+    // mtp_chain: the drafts fed to the next chained step (read by its units: fingerprinted),
+    // and every step's tokens and probabilities (written between units, step-major).
+    backend::Buffer ids, tokens, probs;
   } mtp_recorded;
   std::vector<int32_t> mtp_pos, head_row_ids, row_host, mtp_ids;
   std::vector<float> mtp_hidden_host;
@@ -319,7 +339,7 @@ class V4Model final : public model::Model {
     const RecordedSteps::Fingerprint mtp = mtp_recorded.dense.fingerprint();
     out.insert(out.end(), mtp.begin(), mtp.end());
     for (const backend::Buffer* b : {&mtp_recorded.e, &mtp_recorded.h, &mtp_recorded.hidden,
-                                     &mtp_recorded.y, &mtp_recorded.logits}) {
+                                     &mtp_recorded.y, &mtp_recorded.logits, &mtp_recorded.ids}) {
       out.emplace_back(b->data(), b->bytes());
     }
     return out;
@@ -348,18 +368,25 @@ class V4Model final : public model::Model {
   // (their norm is then finite: padding rows are computed and never read). `with_head`: the
   // head over every row too, in the second unit (into mtp_logits), for steps whose every row
   // is a sequence's last (chained drafts), instead of five eager launches after it.
+  // `chained`: the ids and hidden rows are already in r.ids and r.hidden (mtp_chain).
   void mtp_recorded_step(const MtpWeights& mw, const StepInputs& in, std::vector<float>& hid_host,
-                         Mat X, bool with_head) {
+                         Mat X, bool with_head, bool chained) {
     const int64_t M = static_cast<int64_t>(in.token_ids.size()), Mb = X.rows;
     const int64_t D = cfg().hidden_size, n = cfg().hc_mult;
     MtpRecorded& r = mtp_recorded;
     DenseBuffers& d = r.dense;
-    const RowInputs rows = recorded_rows(in, Mb, d);
-    hid_host.resize(static_cast<size_t>(Mb * n * D), 0.0f);
-    std::fill(hid_host.begin() + M * n * D, hid_host.end(), 0.0f);
+    RowInputs rows = recorded_rows(in, Mb, d);
     float* hid = fit(r.hidden, Mb * n * D);
-    ops->upload(hid, hid_host.data(), hid_host.size() * sizeof(float));
-    const size_t unit = w.layers.size() + 1;  // after the main layers' units 0..L
+    if (chained) {
+      rows.ids = static_cast<const int32_t*>(r.ids.data());
+    } else {
+      hid_host.resize(static_cast<size_t>(Mb * n * D), 0.0f);
+      std::fill(hid_host.begin() + M * n * D, hid_host.end(), 0.0f);
+      ops->upload(hid, hid_host.data(), hid_host.size() * sizeof(float));
+    }
+    // Units after the main layers' 0..L: input, output, output with the head; a chained step's
+    // own three (its ids come from another buffer: the same key would replay the other's).
+    const size_t unit = w.layers.size() + 1 + (chained ? 3 : 0);
     recording.run(unit, Mb, [&] {
       mtp_input(mw, rows.ids, CMat(hid, Mb * n, D), Mat(fit(r.e, Mb * D), Mb, D),
                 Mat(fit(r.h, Mb * n * D), Mb * n, D), Mat(fit(d.sub, Mb * D), Mb, D), X);
@@ -682,7 +709,104 @@ Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahea
   }
 }
 
-Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head) {
+Expected<MtpChain> V4Model::mtp_chain(std::span<const MtpRows> rows, int steps, bool run_ahead,
+                                      bool probs) {
+  try {
+    MtpChain out;
+    DI_TRY(mtp_chain_unguarded(rows, steps, run_ahead, probs, out));
+    return out;
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory_status(
+        e, "drafting " + std::to_string(steps) + " MTP tokens for " + std::to_string(rows.size()) +
+               " sequences",
+        "Fewer concurrent sequences or fewer draft tokens need less memory.");
+  } catch (const parallel::CollectiveFailure& e) {
+    return e.status().with_context("drafting MTP tokens");
+  }
+}
+
+Status V4Model::mtp_chain_unguarded(std::span<const MtpRows> rows, int steps, bool run_ahead,
+                                    bool probs, MtpChain& out) {
+  if (steps < 1) {
+    return invalid_argument("mtp_chain: " + std::to_string(steps) + " steps (at least 1)");
+  }
+  const auto R = static_cast<int64_t>(rows.size());
+  if (R == 0) return {};
+  backend::Ops& o = *ops;
+  const int64_t V = cfg().vocab_size, S = static_cast<int64_t>(steps);
+  MtpRecorded& r = mtp_recorded;
+  // Every step's drafts and probabilities, step-major, and the ids the next step embeds (zero
+  // past the R real rows: a recorded step reads its padding rows' ids too).
+  auto* tokens = static_cast<int32_t*>(r.tokens.fit_bytes(static_cast<size_t>(S * R) * 4));
+  float* prob = probs ? fit(r.probs, S * R) : nullptr;
+  const int64_t n_ids = std::max(R, recording.bucket(R));
+  auto* ids = static_cast<int32_t*>(r.ids.fit_bytes(static_cast<size_t>(n_ids) * 4));
+  const std::vector<int32_t> zeros(static_cast<size_t>(n_ids), 0);
+  o.upload(ids, zeros.data(), zeros.size() * sizeof(int32_t));
+
+  // Step 0: every entry's rows; its drafts are the heads of each entry's last row.
+  const bool one_each = std::all_of(rows.begin(), rows.end(),
+                                    [](const MtpRows& m) { return m.next_ids.size() == 1; });
+  DI_TRY(mtp_run(rows, run_ahead, one_each));
+  Mat last = mtp_x, lg = mtp_logits;
+  if (lg.data == nullptr) {
+    std::vector<int32_t> at;
+    int64_t row = 0;
+    for (const MtpRows& m : rows) {
+      row += static_cast<int64_t>(m.next_ids.size());
+      at.push_back(static_cast<int32_t>(row - 1));
+    }
+    last = Mat(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
+    o.copy_rows(mtp_x, at.data(), last);
+    lg = Mat(fit(logits_buf, R * V), R, V);
+    head(w.mtp[0].head, last, lg);
+  }
+  o.argmax_rows(lg, tokens, ids, prob);
+  // A recorded chained step computes its padding rows too: their hidden rows must be finite
+  // (the buffer may have just grown, or held another step's rows).
+  const Mat hidden = chain_hidden(R);
+  if (S > 1 && hidden.rows > R) {
+    const std::vector<float> pad(static_cast<size_t>((hidden.rows - R) * hidden.cols), 0.0f);
+    o.upload(hidden.data + R * hidden.cols, pad.data(), pad.size() * sizeof(float));
+  }
+
+  // Chained steps: one row per entry, its previous row's output streams and draft, both
+  // already in backend memory; the host only queues work until the download at the end.
+  std::vector<int32_t> placeholder(static_cast<size_t>(R), 0);
+  std::vector<MtpRows> chained(static_cast<size_t>(R));
+  for (int64_t e = 0; e < R; ++e) {
+    chained[static_cast<size_t>(e)] = {rows[static_cast<size_t>(e)].cache, {},
+                                       {&placeholder[static_cast<size_t>(e)], 1}};
+  }
+  for (int64_t d = 1; d < S; ++d) {
+    o.copy_rows(last, nullptr, hidden.rows_slice(0, R));
+    DI_TRY(mtp_run(chained, /*run_ahead=*/true, /*head=*/true, /*chained=*/true));
+    last = mtp_x;
+    lg = mtp_logits;
+    if (lg.data == nullptr) {  // eager (unrecorded) step: every row is a last row
+      lg = Mat(fit(logits_buf, R * V), R, V);
+      head(w.mtp[0].head, mtp_x, lg);
+    }
+    o.argmax_rows(lg, tokens + d * R, ids, prob != nullptr ? prob + d * R : nullptr);
+  }
+
+  // The one wait for the device: every draft (and probability), entry-major for the caller.
+  std::vector<int32_t> t(static_cast<size_t>(S * R));
+  o.download(t.data(), tokens, t.size() * sizeof(int32_t));
+  std::vector<float> p(prob != nullptr ? t.size() : 0);
+  if (prob != nullptr) o.download(p.data(), prob, p.size() * sizeof(float));
+  out.tokens.resize(t.size());
+  out.probs.resize(p.size());
+  for (int64_t e = 0; e < R; ++e) {
+    for (int64_t d = 0; d < S; ++d) {
+      out.tokens[static_cast<size_t>(e * S + d)] = t[static_cast<size_t>(d * R + e)];
+      if (prob != nullptr) out.probs[static_cast<size_t>(e * S + d)] = p[static_cast<size_t>(d * R + e)];
+    }
+  }
+  return {};
+}
+
+Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head, bool chained) {
   V4Model& s = *this;
   if (s.w.mtp.empty()) {
     return failed_precondition("checkpoint " + s.ckpt.model_dir() + " has no mtp.* tensors");
@@ -693,7 +817,7 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head
   int64_t M = 0;
   for (const MtpRows& r : rows) {
     const auto m = static_cast<int64_t>(r.next_ids.size());
-    if (m == 0 || static_cast<int64_t>(r.hidden.size()) != m * n * D) {
+    if (m == 0 || (!chained && static_cast<int64_t>(r.hidden.size()) != m * n * D)) {
       return invalid_argument("mtp_draft: hidden has " + std::to_string(r.hidden.size()) +
                               " values, expected " + std::to_string(m) + " rows x " +
                               std::to_string(n * D) + " (and at least one row)");
@@ -732,14 +856,18 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head
   Mat X;
   if (Mb > 0) {
     X = Mat(fit(s.mtp_recorded.dense.x, Mb * n * D), Mb, n * D);
-    s.mtp_recorded_step(mw, in, hid_host, X, head);
+    s.mtp_recorded_step(mw, in, hid_host, X, head, chained);
   } else {
     float* hid = fit(s.mtp_hidden, M * n * D);
-    s.ops->upload(hid, hid_host.data(), static_cast<size_t>(M * n * D) * sizeof(float));
+    if (!chained) {
+      s.ops->upload(hid, hid_host.data(), static_cast<size_t>(M * n * D) * sizeof(float));
+    }
+    RowInputs row_in = s.host_rows(in);
+    if (chained) row_in.ids = static_cast<const int32_t*>(s.mtp_recorded.ids.data());
     X = Mat(fit(s.eager.x, M * n * D), M, n * D);
-    s.mtp_input(mw, ids.data(), CMat(hid, M * n, D), Mat(fit(s.mtp_e, M * D), M, D),
+    s.mtp_input(mw, row_in.ids, CMat(hid, M * n, D), Mat(fit(s.mtp_e, M * D), M, D),
                 Mat(fit(s.mtp_h, M * n * D), M * n, D), Mat(fit(s.eager.sub, M * D), M, D), X);
-    s.block(mw.block, true, 0, X, s.host_rows(in), in, s.eager);
+    s.block(mw.block, true, 0, X, row_in, in, s.eager);
   }
   for (const MtpRows& r : rows) r.cache->advance_draft(static_cast<int64_t>(r.next_ids.size()));
   s.mtp_x = X.rows_slice(0, M);

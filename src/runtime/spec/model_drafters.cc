@@ -112,80 +112,59 @@ class MtpDrafter final : public Drafter {
     return {};
   }
 
-  // One block step for every job's catch-up rows, then k - 1 chained steps, each over every
-  // sequence still drafting.
+  // Every job's catch-up rows in one block step; the jobs whose block thereby reaches their
+  // last position draft k tokens in one Model::mtp_chain (the catch-up, then k - 1 chained
+  // steps, drafts fed on the backend: one wait for the device per engine step, not one per
+  // draft), the others only keep up (no head).
   void propose_all(std::span<const Job> jobs, int k) override {
-    std::vector<model::MtpRows> rows;
-    std::vector<size_t> who;
+    std::vector<model::MtpRows> keep_up, drafting;
+    std::vector<size_t> keep_up_who, drafting_who;
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& j = jobs[i];
       j.state->proposal.clear();
       j.state->next_token = -1;
       const model::MtpRows r = stash(*j.cache, j.context, j.first, j.hidden, *j.state);
       if (r.cache == nullptr) continue;
-      rows.push_back(r);
-      who.push_back(i);
-    }
-    if (!rows.empty()) {
-      // Not drafting (k = 0: paused): only keep up, without the head.
-      auto out = model_.mtp_step(rows, false, k > 0 ? outputs() : model::MtpOutputs::kNone);
-      if (!out.ok()) {
-        for (const size_t i : who) jobs[i].state->lost = true;
-        return;
-      }
-      for (size_t e = 0; e < who.size(); ++e) {
-        took(*jobs[who[e]].cache, *jobs[who[e]].state, k > 0 ? &*out : nullptr, e);
-      }
-    }
-    // The first draft of every sequence whose block caught up with it.
-    std::vector<size_t> live;
-    for (size_t i = 0; i < jobs.size(); ++i) {
-      const Job& j = jobs[i];
-      DraftState& st = *j.state;
       const int64_t L = j.cache->length();
-      if (st.lost || k <= 0 || st.next_token < 0 || j.cache->draft_length() != L ||
-          static_cast<int64_t>(j.context.size()) != L + 1) {
-        continue;
+      const bool reaches_end =
+          j.cache->draft_length() + static_cast<int64_t>(r.next_ids.size()) == L;
+      if (k > 0 && reaches_end && static_cast<int64_t>(j.context.size()) == L + 1) {
+        drafting.push_back(r);
+        drafting_who.push_back(i);
+      } else {
+        keep_up.push_back(r);
+        keep_up_who.push_back(i);
       }
-      st.proposal.tokens.push_back(st.next_token);
-      st.proposal.confidence.push_back(st.next_confidence);
-      live.push_back(i);
     }
-    // Chained drafts: the block on its own output streams, one row per sequence per step.
-    std::vector<std::vector<float>> from(jobs.size());
-    for (const size_t i : live) from[i] = jobs[i].state->next_streams;
-    std::vector<int32_t> prev(jobs.size());
-    for (int d = 1; d < k && !live.empty(); ++d) {
-      rows.clear();
-      for (const size_t i : live) {
-        prev[i] = jobs[i].state->proposal.tokens.back();
-        rows.push_back({jobs[i].cache, from[i], {&prev[i], 1}});
-      }
-      auto out = model_.mtp_step(rows, /*run_ahead=*/true, outputs());
-      if (!out.ok()) break;
-      std::vector<size_t> still;
-      for (size_t e = 0; e < live.size(); ++e) {
-        DraftProposal& p = jobs[live[e]].state->proposal;
-        int32_t t = 0;
-        float pr = 0;
-        pick(*out, e, t, pr);
-        if (t < 0) continue;  // a non-finite row: this sequence's proposal ends here
-        p.tokens.push_back(t);
-        p.confidence.push_back(pr);
-        from[live[e]].assign(out->streams.begin() + static_cast<int64_t>(e) * width_,
-                             out->streams.begin() + static_cast<int64_t>(e + 1) * width_);
-        still.push_back(live[e]);
-      }
-      for (const size_t i : live) {  // the ended ones leave the chain with their state cut back
-        if (std::find(still.begin(), still.end(), i) == still.end() &&
-            !jobs[i].cache->truncate_draft(jobs[i].cache->length()).ok()) {
+    if (!keep_up.empty()) {
+      const bool ok = model_.mtp_step(keep_up, false, model::MtpOutputs::kNone).ok();
+      for (const size_t i : keep_up_who) {
+        if (ok) {
+          took(*jobs[i].cache, *jobs[i].state, nullptr, 0);
+        } else {
           jobs[i].state->lost = true;
         }
       }
-      live = std::move(still);
     }
-    for (const size_t i : live) {  // back to the accepted state
-      if (!jobs[i].cache->truncate_draft(jobs[i].cache->length()).ok()) jobs[i].state->lost = true;
+    if (drafting.empty()) return;
+    auto chain = model_.mtp_chain(drafting, k, /*run_ahead=*/false, want_confidence_);
+    const auto K = static_cast<size_t>(k);
+    for (size_t e = 0; e < drafting_who.size(); ++e) {
+      const Job& j = jobs[drafting_who[e]];
+      DraftState& st = *j.state;
+      // Back to the accepted state: the block is then past exactly the caught-up rows.
+      if (!chain.ok() || !j.cache->truncate_draft(j.cache->length()).ok()) {
+        st.lost = true;
+        continue;
+      }
+      took(*j.cache, st, nullptr, 0);
+      DraftProposal& p = st.proposal;
+      for (size_t d = 0; d < K; ++d) {
+        const int32_t t = chain->tokens[e * K + d];
+        if (t < 0) break;  // a non-finite row: this sequence's proposal ends here
+        p.tokens.push_back(t);
+        p.confidence.push_back(want_confidence_ ? chain->probs[e * K + d] : 0.5f);
+      }
     }
   }
 

@@ -309,6 +309,46 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
                     compare(g->logits, c->logits, V), bound, 7);
         from = c->streams;
       }
+      // mtp_chain (drafts drawn and fed on the GPU, chained units of their own) == the same chain
+      // made step by step on the GPU (mtp_step: tokens to the host, streams back), token for
+      // token, and its probabilities those of the step-by-step logits.
+      if (dg.ok() && sg.truncate_draft(19).ok()) {
+        const int steps = 5;
+        const std::vector<float> last(og->hidden.end() - S, og->hidden.end());
+        std::vector<int32_t> want;
+        std::vector<float> want_p;
+        std::vector<float> streams = last;
+        int32_t tok = next[19];
+        bool ok = true;
+        for (int d = 0; d < steps && ok; ++d) {
+          const deepinfer::model::MtpRows r[1] = {{&sg, streams, {&tok, 1}}};
+          auto st = mg->mtp_step(r, /*run_ahead=*/d > 0);
+          ok = st.ok();
+          if (!ok) break;
+          const auto best = std::max_element(st->logits.begin(), st->logits.end());
+          double z = 0;
+          for (const float l : st->logits) z += std::exp(static_cast<double>(l - *best));
+          tok = static_cast<int32_t>(best - st->logits.begin());
+          want.push_back(tok);
+          want_p.push_back(static_cast<float>(1.0 / z));
+          streams = st->streams;
+        }
+        const deepinfer::model::MtpRows r0[1] = {{&sg, last, {&next[19], 1}}};
+        auto chain = ok && sg.truncate_draft(19).ok()
+                         ? mg->mtp_chain(r0, steps, false, true)
+                         : deepinfer::Expected<deepinfer::model::MtpChain>(
+                               deepinfer::internal_error("step by step failed"));
+        check(chain.ok(), tag + "mtp chain runs");
+        if (chain.ok()) {
+          check(chain->tokens == want, tag + "mtp chain == step by step (tokens)");
+          float worst = 0;
+          for (size_t i = 0; i < want_p.size(); ++i) {
+            worst = std::max(worst, std::fabs(chain->probs[i] - want_p[i]) / want_p[i]);
+          }
+          std::printf("  %-44s rel %.2e\n", (tag + "mtp chain probabilities").c_str(), worst);
+          check(worst <= 1e-4f, tag + "mtp chain probabilities");
+        }
+      }
     } else {
       check(false, tag + "mtp extend");
     }

@@ -690,6 +690,36 @@ OP_CASE(sample, kOnAll) {
   }
 }
 
+// Ops::argmax_rows (MTP drafting on the backend): the greedy tokens sample() draws (the oracle's
+// default is the host argmax), ids that clamp the codes of the all -inf and the NaN rows to 0,
+// and the probability of each maximum within float rounding of another summation order.
+OP_CASE(argmax_rows, kOnAll) {
+  for (int64_t vocab : {1000, 129280}) {
+    const int64_t rows = vocab > 100000 ? 12 : 47;
+    const std::vector<float> logits = testing::sample_rows(ctx.rng, rows, vocab);
+    const auto R = static_cast<size_t>(rows);
+    std::vector<int32_t> want_tok(R), want_ids(R), greedy(R);
+    std::vector<float> want_p(R);
+    const CMat host{logits.data(), rows, vocab};
+    ctx.ref->argmax_rows(host, want_tok.data(), want_ids.data(), want_p.data());
+    ctx.ref->sample(host, std::vector<SampleSpec>(R), greedy.data());
+    const std::string v = " vocab=" + std::to_string(vocab);
+    equal_ints(ctx, "argmax_rows tokens == greedy sample" + v, want_tok, greedy);
+    const BackendMem dl = dev_array(ctx, logits);
+    const BackendMem tok = dev_array(ctx, std::vector<int32_t>(R, -7));
+    const BackendMem ids = dev_array(ctx, std::vector<int32_t>(R, -7));
+    const BackendMem prob = dev_array(ctx, std::vector<float>(R, -1.0f));
+    ctx.ops->argmax_rows(CMat{dl.as<float>(), rows, vocab}, static_cast<int32_t*>(tok.data()),
+                         static_cast<int32_t*>(ids.data()), static_cast<float*>(prob.data()));
+    equal_ints(ctx, "argmax_rows tokens" + v, download_ints(ctx, tok, R), want_tok);
+    equal_ints(ctx, "argmax_rows ids" + v, download_ints(ctx, ids, R), want_ids);
+    close(ctx, "argmax_rows probs" + v, download_array<float>(ctx, prob, R), want_p, 1e-5);
+    check(ctx, "argmax_rows clamps the code rows" + v,
+          want_tok[R - 1] == kSampleNonFinite && want_tok[R - 2] == kSampleNoToken &&
+              want_ids[R - 1] == 0 && want_ids[R - 2] == 0);
+  }
+}
+
 // The shared expert's call (MoeOpts::single_expert: one expert, top_k 1, every id 0): CUDA does
 // not read the ids back, on the grouped stages (few rows) and on the per-expert GEMMs (>= 128
 // rows of an act-quantized FP4/FP8 expert); the reference reads them, so both must agree.
