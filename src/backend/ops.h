@@ -389,8 +389,9 @@ class Ops {
   // the host): tokens[r] = the token sample() draws from row r under a greedy spec (the lowest
   // id of the row's maximum; kSampleNonFinite / kSampleNoToken as there); ids[r] (optional) =
   // tokens[r] where it is a token, else 0 (an id an embedding may read); probs[r] (optional) =
-  // the row's softmax probability of its maximum, 1 / sum_i exp(x_i - max) (0 where there is no
-  // token; a device backend may sum in another order, so it is not bitwise the host's). All
+  // the row's softmax probability of its maximum, 1 / sum_i exp(x_i - max) summed in double (0
+  // where there is no token; a device backend may sum in another order, so it is not bitwise
+  // the host's). All
   // three arrays are in this backend's memory. The default works on host memory, or downloads
   // the rows and uploads the results.
   virtual void argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs);

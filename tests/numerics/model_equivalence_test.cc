@@ -532,10 +532,10 @@ TEST(ModelEquivalence, MtpChainEqualsStepByStepDrafting) {
         const std::span<const float> lg =
             std::span<const float>(st->logits).subspan(e * static_cast<size_t>(V), static_cast<size_t>(V));
         const auto best = std::max_element(lg.begin(), lg.end());
-        float z = 0;
+        double z = 0;
         for (const float l : lg) z += std::exp(l - *best);
         want_tok[e * steps + static_cast<size_t>(d)] = static_cast<int32_t>(best - lg.begin());
-        want_p[e * steps + static_cast<size_t>(d)] = 1.0f / z;
+        want_p[e * steps + static_cast<size_t>(d)] = static_cast<float>(1.0 / z);
         from[e].assign(st->streams.begin() + static_cast<int64_t>(e) * S,
                        st->streams.begin() + static_cast<int64_t>(e + 1) * S);
         prev[e] = want_tok[e * steps + static_cast<size_t>(d)];

@@ -23,7 +23,7 @@ __global__ void argmax_rows_kernel(MatDesc logits, int32_t* tokens, int32_t* ids
   __shared__ float s_val[kWarps];
   __shared__ int32_t s_id[kWarps];
   __shared__ int s_bad[kWarps];
-  __shared__ float s_sum[kWarps];
+  __shared__ double s_sum[kWarps];
   const int64_t r = blockIdx.x;
   const float* row = logits.data + r * logits.ld;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -69,16 +69,16 @@ __global__ void argmax_rows_kernel(MatDesc logits, int32_t* tokens, int32_t* ids
   const int32_t token = bad ? kSampleNonFiniteDev : best_id == INT32_MAX ? kSampleNoTokenDev : best_id;
 
   float p = 0.0f;
-  if (probs != nullptr && token >= 0) {
-    float z = 0.0f;
+  if (probs != nullptr && token >= 0) {  // summed in double, as the host default
+    double z = 0.0;
     for (int64_t c = threadIdx.x; c < logits.cols; c += kThreads) z += expf(row[c] - best);
     for (int o = 16; o > 0; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
     __syncthreads();  // s_sum is written after every thread read s_val above
     if (lane == 0) s_sum[warp] = z;
     __syncthreads();
-    z = 0.0f;
+    z = 0.0;
     for (int w = 0; w < kWarps; ++w) z += s_sum[w];
-    p = 1.0f / z;
+    p = static_cast<float>(1.0 / z);
   }
   if (threadIdx.x == 0) {
     tokens[r] = token;
