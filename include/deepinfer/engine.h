@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "deepinfer/params.h"
@@ -71,6 +72,10 @@ struct EngineStats {
   int64_t spec_varlen_probes_passed = 0;
   int64_t spec_varlen_probes_failed = 0;
   int64_t spec_varlen_paused_plans = 0;
+  // The step-cost curve varlen decides from, as of the last step: (tokens, seconds) at 1, 2, 4,
+  // .., 64 tokens per step (start-up seeds until live steps of that size replace them); empty
+  // without varlen. What a verify size costs against the decode step it replaces.
+  std::vector<std::pair<int64_t, double>> spec_step_cost_seconds;
   // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
   // have taken from the backend (kept and recycled, never returned while the engine lives), and
   // the most that sequences and prefix snapshots held at once, sampled after every step.

@@ -227,6 +227,11 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["spec_varlen_probes_passed"] = s.spec_varlen_probes_passed;
   d["spec_varlen_probes_failed"] = s.spec_varlen_probes_failed;
   d["spec_varlen_paused_plans"] = s.spec_varlen_paused_plans;
+  nb::list curve;
+  for (const auto& [tokens, seconds] : s.spec_step_cost_seconds) {
+    curve.append(nb::make_tuple(tokens, seconds));
+  }
+  d["spec_step_cost_seconds"] = curve;
   d["draft_seconds"] = s.draft_seconds;
   d["kv_bytes_reserved"] = s.kv_bytes_reserved;
   d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;

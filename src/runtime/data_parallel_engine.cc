@@ -66,6 +66,7 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_varlen_probes_passed += s.spec_varlen_probes_passed;
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;
+  if (t.spec_step_cost_seconds.empty()) t.spec_step_cost_seconds = s.spec_step_cost_seconds;
   t.kv_bytes_reserved += s.kv_bytes_reserved;
   t.kv_bytes_in_use_peak += s.kv_bytes_in_use_peak;
   t.num_running += s.num_running;

@@ -596,6 +596,12 @@ void EngineCore::update_gauges() {
   stats_.spec_varlen_probes_passed = varlen.probes_passed;
   stats_.spec_varlen_probes_failed = varlen.probes_failed;
   stats_.spec_varlen_paused_plans = varlen.paused_plans;
+  if (spec_varlen_ && !step_cost_.empty()) {
+    stats_.spec_step_cost_seconds.clear();
+    for (int64_t t = 1; t <= 64; t *= 2) {
+      stats_.spec_step_cost_seconds.emplace_back(t, step_cost_.seconds(t));
+    }
+  }
   const kv::KvCoordinator& kv = sched_->kv();
   stats_.num_running = static_cast<int64_t>(sched_->num_running());
   stats_.num_waiting = static_cast<int64_t>(sched_->num_waiting());

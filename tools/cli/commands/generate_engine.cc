@@ -209,11 +209,17 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    1e3 * st.draft_seconds / n);
     }
     if ((*engine)->describe().find(" varlen") != std::string::npos) {
+      std::string curve;
+      for (const auto& [tokens, cost] : st.spec_step_cost_seconds) {
+        curve += (curve.empty() ? "" : ", ") + std::to_string(tokens) + ": " +
+                 std::to_string(1e3 * cost).substr(0, 5);
+      }
       std::fprintf(stderr,
-                   "varlen: %lld probes passed, %lld failed; %lld plans paused\n",
+                   "varlen: %lld probes passed, %lld failed; %lld plans paused; step cost ms by "
+                   "tokens {%s}\n",
                    static_cast<long long>(st.spec_varlen_probes_passed),
                    static_cast<long long>(st.spec_varlen_probes_failed),
-                   static_cast<long long>(st.spec_varlen_paused_plans));
+                   static_cast<long long>(st.spec_varlen_paused_plans), curve.c_str());
     }
     if (st.replay_skipped_rows > 0 || st.prefix_window_replays > 0 ||
         (*engine)->describe().find("bounded replay compact") != std::string::npos) {
