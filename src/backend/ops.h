@@ -456,6 +456,10 @@ class Ops {
   }
   // Forgets every recording (the caller's buffers that they use are about to move or moved).
   virtual void drop_recordings() {}
+  // How many times a recorded unit has run its one-time setup (a first run, or the capture of
+  // its graph) instead of a replay: a step during which this grew paid costs that later steps of
+  // its shape do not, so timings that stand for steady state leave it out. 0: never records.
+  virtual int64_t recording_setups() const { return 0; }
 };
 
 // OK if `ops` supports every feature, else an Unimplemented status naming the backend and each

@@ -114,6 +114,7 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void synchronize() override { inner_.synchronize(); }
   // Recording passes through only when timing is off: a replayed unit has no ops to time.
   int64_t record_max_rows() const override { return enabled_ ? 0 : inner_.record_max_rows(); }
+  int64_t recording_setups() const override { return inner_.recording_setups(); }
   void run_recorded(uint64_t key, const std::function<void()>& body) override {
     if (enabled_) {
       body();

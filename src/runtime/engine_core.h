@@ -204,6 +204,9 @@ class EngineCore final : public EngineDriver {
     double draft_seconds = 0;
     int64_t fed_tokens = 0;  // rows the forwards ran (draft slots left unused excluded)
     int forwards = 0;
+    // A recorded unit ran its one-time setup during the step (Ops::recording_setups: a first
+    // run or a CUDA graph capture): its times do not stand for later steps of its shape.
+    bool recording_setup = false;
     int64_t prefix_restores = 0, prefix_recomputes = 0;  // prefix hits served this step
     int64_t replay_skipped_rows = 0;  // bounded replay: rows the upper layers skipped
     int64_t prefix_window_replays = 0, prefix_window_replay_tokens = 0;

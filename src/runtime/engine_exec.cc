@@ -343,6 +343,7 @@ void EngineCore::execute(StepJob& job) {
 
 void EngineCore::execute_unguarded(StepJob& job) {
   job.started = Clock::now();
+  const int64_t setups = ops_->recording_setups();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;
   std::vector<Piece> left = start_pieces(job);
@@ -382,6 +383,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
     left = std::move(next);
   }
   hand_over_prompt_logprobs(job);
+  job.recording_setup = ops_->recording_setups() != setups;
   job.finished = Clock::now();
 }
 

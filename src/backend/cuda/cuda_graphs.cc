@@ -61,6 +61,7 @@ void CudaOps::run_recorded(uint64_t key, const std::function<void()>& body) {
     return;
   }
   active_arena_ = &graph_arena_;
+  ++record_stats_.setups;  // a first run or a capture, not a replay
   if (r.eager_runs == 0) {
     ++r.eager_runs;
     ++record_stats_.eager;

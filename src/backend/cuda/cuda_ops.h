@@ -103,9 +103,11 @@ class CudaOps : public Ops {
   }
   struct RecordStats {
     int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
+    int64_t setups = 0;  // first runs and captures (recording_setups)
     std::string last_refusal;  // why the last refused capture was refused
   };
   const RecordStats& record_stats() const { return record_stats_; }
+  int64_t recording_setups() const override { return record_stats_.setups; }
 
   const char* name() const override { return "cuda"; }
   bool supports(Feature f) const override;
