@@ -41,6 +41,7 @@
 #include "sample/sampler.h"
 #include "sample/stop_checker.h"
 #include "sample/token_counts.h"
+#include "sched/depth_calibration.h"
 #include "sched/scheduler.h"
 #include "sched/speculation_gain.h"
 #include "sched/verify_budget.h"
@@ -435,7 +436,7 @@ class EngineCore final : public EngineDriver {
   sched::SpeculationGain gain_;
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
-  std::vector<double> depth_accept_rate_;
+  sched::DepthCalibration depth_calibration_;  // observed survival per draft depth
   // Varlen: seeds step_cost_ with forwards of 1, 2, 4, .. tokens on a scratch sequence.
   void profile_step_cost();
   // The DraftBudget installed on the scheduler when varlen is on.

@@ -287,8 +287,9 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
       float c = 0.5f;  // no estimate yet
       if (it != draft_confidence_.end() && j < static_cast<int32_t>(it->second.size())) {
         c = it->second[static_cast<size_t>(j)];
-      } else if (j < static_cast<int32_t>(depth_accept_rate_.size())) {
-        c = static_cast<float>(depth_accept_rate_[static_cast<size_t>(j)]);
+        if (!drafter_->confidence_is_survival()) c = depth_calibration_.calibrated(j, c);
+      } else if (depth_calibration_.observed(j)) {
+        c = static_cast<float>(depth_calibration_.survival(j));
       }
       a *= std::clamp(c, 0.0f, 1.0f);
       survival[r].push_back(a);
@@ -326,15 +327,19 @@ void EngineCore::note_spec_results(const StepJob& job) {
   if (job.forwards == 1 && job.fed_tokens > 0 && !job.recording_setup)
     step_cost_.observe(job.fed_tokens, job.forward_seconds);
   update_gain(job);
-  constexpr double kEma = 0.05;
   for (const Sampled& sm : job.sampled) {
     if (!sm.error.empty() || sm.tokens.empty()) continue;
     // Depth j was reached when the j - 1 drafts before it were accepted; accepted when it was.
+    // The verified drafts' confidences are still the request's (replaced below by the next
+    // proposal's).
     const auto accepted = static_cast<int32_t>(sm.tokens.size()) - 1;
+    const auto conf = draft_confidence_.find(sm.id);
     for (int32_t j = 0; j < sm.drafts_verified && j <= accepted; ++j) {
-      if (depth_accept_rate_.size() <= static_cast<size_t>(j)) depth_accept_rate_.push_back(0.5);
-      double& rate = depth_accept_rate_[static_cast<size_t>(j)];
-      rate += kEma * ((j < accepted ? 1.0 : 0.0) - rate);
+      const float c = conf != draft_confidence_.end() &&
+                              j < static_cast<int32_t>(conf->second.size())
+                          ? conf->second[static_cast<size_t>(j)]
+                          : -1.0f;
+      depth_calibration_.observe(j, j < accepted, c);
     }
     if (!sm.next_confidence.empty()) {
       draft_confidence_[sm.id] = sm.next_confidence;

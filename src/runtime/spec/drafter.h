@@ -71,6 +71,10 @@ class Drafter {
   // Drafters that can draw their tokens from a full distribution (Job::draws) and report it
   // (DraftProposal::q), which residual acceptance needs (DSpark).
   virtual bool proposes_distributions() const { return false; }
+  // Whether a proposal's confidences estimate each draft's survival (DSpark's trained confidence
+  // head). MTP's are its own probability of its token, which a greedy target's acceptance does
+  // not follow: varlen calibrates those per depth (sched/depth_calibration.h).
+  virtual bool confidence_is_survival() const { return true; }
   // The target's forward processed positions [first, first + rows) of the sequence (hidden:
   // rows x hc_mult·hidden floats, rejected drafts already cut off); `context` holds every known
   // token (prompt and accepted outputs).

@@ -102,6 +102,7 @@ class MtpDrafter final : public Drafter {
       : model_(m), width_(static_cast<int64_t>(m.config().hc_mult) * m.config().hidden_size) {}
   std::string name() const override { return "mtp"; }
   bool wants_hidden() const override { return true; }
+  bool confidence_is_survival() const override { return false; }
 
   Status observe(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
                  std::span<const float> hidden, DraftState& st) override {
