@@ -44,14 +44,9 @@ struct DraftProposal {
 struct DraftState {
   DraftProposal proposal;
   // Drafters that read the target's hidden streams (MTP): the rows of positions
-  // [pending_first, pending_first + rows) not given to the draft layers yet, and what the draft
-  // layers predicted after the last position they processed (its token, the probability they
-  // gave it, their output streams there, from which chained drafts continue).
+  // [pending_first, pending_first + rows) not given to the draft layers yet.
   std::vector<float> pending;
   int64_t pending_first = 0;
-  int32_t next_token = -1;
-  float next_confidence = 0;
-  std::vector<float> next_streams;
   // The draft layers fell behind the sequence without the hidden rows to catch up (a prefix
   // restore from a snapshot taken before they processed its last position): this sequence
   // gets no more proposals from them. Outputs are unaffected; only speed.

@@ -106,10 +106,11 @@ class MtpDrafter final : public Drafter {
 
   Status observe(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
                  std::span<const float> hidden, DraftState& st) override {
+    // Keeping up only (no head): drafts start from propose_all's catch-up, never from here.
     const model::MtpRows rows = stash(cache, ctx, first, hidden, st);
     if (rows.cache == nullptr) return {};
-    DI_ASSIGN_OR_RETURN(model::MtpStep out, model_.mtp_step({&rows, 1}, false, outputs()));
-    took(cache, st, &out, 0);
+    DI_TRY(model_.mtp_step({&rows, 1}, false, model::MtpOutputs::kNone).status());
+    took(cache, st);
     return {};
   }
 
@@ -123,7 +124,6 @@ class MtpDrafter final : public Drafter {
     for (size_t i = 0; i < jobs.size(); ++i) {
       const Job& j = jobs[i];
       j.state->proposal.clear();
-      j.state->next_token = -1;
       const model::MtpRows r = stash(*j.cache, j.context, j.first, j.hidden, *j.state);
       if (r.cache == nullptr) continue;
       const int64_t L = j.cache->length();
@@ -141,7 +141,7 @@ class MtpDrafter final : public Drafter {
       const bool ok = model_.mtp_step(keep_up, false, model::MtpOutputs::kNone).ok();
       for (const size_t i : keep_up_who) {
         if (ok) {
-          took(*jobs[i].cache, *jobs[i].state, nullptr, 0);
+          took(*jobs[i].cache, *jobs[i].state);
         } else {
           jobs[i].state->lost = true;
         }
@@ -158,7 +158,7 @@ class MtpDrafter final : public Drafter {
         st.lost = true;
         continue;
       }
-      took(*j.cache, st, nullptr, 0);
+      took(*j.cache, st);
       DraftProposal& p = st.proposal;
       for (size_t d = 0; d < K; ++d) {
         const int32_t t = chain->tokens[e * K + d];
@@ -210,42 +210,12 @@ class MtpDrafter final : public Drafter {
             ctx.subspan(static_cast<size_t>(t0 + 1), static_cast<size_t>(n))};
   }
 
-  // After the block ran an entry's rows (entry e of `out`): drop them from the pending rows,
-  // and when it reached the sequence's last position, keep its prediction (the first draft).
-  void took(const model::SequenceCache& cache, DraftState& st, const model::MtpStep* out,
-            size_t e) const {
+  // After the block ran a sequence's pending rows up to its draft length: drop them.
+  void took(const model::SequenceCache& cache, DraftState& st) const {
     const int64_t t_end = cache.draft_length();
     st.pending.erase(st.pending.begin(),
                      st.pending.begin() + (t_end - st.pending_first) * width_);
     st.pending_first = t_end;
-    st.next_token = -1;
-    if (t_end == cache.length() && out != nullptr) {
-      pick(*out, e, st.next_token, st.next_confidence);  // < 0 (non-finite): no draft
-      st.next_streams.assign(out->streams.begin() + static_cast<int64_t>(e) * width_,
-                             out->streams.begin() + static_cast<int64_t>(e + 1) * width_);
-    }
-  }
-
-  // Without confidences the backend draws the argmax and only ids come back; with them the
-  // logits do, for the softmax.
-  model::MtpOutputs outputs() const {
-    return want_confidence_ ? model::MtpOutputs::kLogits : model::MtpOutputs::kTokens;
-  }
-  // Entry e's draft token and, when confidences are wanted, the probability the block gives it.
-  void pick(const model::MtpStep& out, size_t e, int32_t& token, float& prob) const {
-    prob = 0.5f;
-    if (!out.tokens.empty()) {
-      token = out.tokens[e];
-      return;
-    }
-    const auto V = static_cast<size_t>(model_.vocab_size());
-    const std::span<const float> row = std::span<const float>(out.logits).subspan(e * V, V);
-    const auto best = std::max_element(row.begin(), row.end());
-    token = static_cast<int32_t>(best - row.begin());
-    const float top = *best;
-    float z = 0;
-    for (const float l : row) z += std::exp(l - top);
-    prob = 1.0f / z;
   }
 
   model::Model& model_;
