@@ -167,62 +167,51 @@ void Ops::scatter_rows(std::span<const float* const> src, std::span<float* const
   }
 }
 
+namespace {
+
+// Row r of `logits` in host memory (download is a copy on a host backend); whether every
+// value is finite or -inf (a NaN or +inf makes sampling report kSampleNonFinite).
+bool host_row(Ops& ops, CMat logits, int64_t r, std::vector<float>& row) {
+  row.resize(static_cast<size_t>(logits.cols));
+  ops.download(row.data(), logits.data + r * logits.ld, row.size() * sizeof(float));
+  bool finite = true;
+  for (float x : row) finite &= x < std::numeric_limits<float>::infinity();  // NaN fails too
+  return finite;
+}
+
+}  // namespace
+
 void Ops::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* tokens) {
   DI_CHECK(static_cast<int64_t>(specs.size()) == logits.rows);
-  const size_t V = static_cast<size_t>(logits.cols);
-  std::vector<float> row(V);
+  std::vector<float> row;
   sample::DrawScratch scratch;
   for (int64_t r = 0; r < logits.rows; ++r) {
-    const float* src = logits.data + r * logits.ld;
-    if (host_memory()) {
-      std::copy(src, src + V, row.begin());
-    } else {
-      download(row.data(), src, V * sizeof(float));
-    }
-    bool finite = true;
-    for (float x : row) finite &= x < std::numeric_limits<float>::infinity();  // NaN fails too
-    tokens[r] = finite ? sample::draw_filtered(row, specs[static_cast<size_t>(r)], scratch)
-                       : kSampleNonFinite;
+    tokens[r] = host_row(*this, logits, r, row)
+                    ? sample::draw_filtered(row, specs[static_cast<size_t>(r)], scratch)
+                    : kSampleNonFinite;
   }
 }
 
 void Ops::argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) {
-  const int64_t R = logits.rows;
-  const size_t V = static_cast<size_t>(logits.cols);
-  std::vector<float> row(V);
-  std::vector<int32_t> tok(static_cast<size_t>(R)), id(static_cast<size_t>(R));
-  std::vector<float> prob(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) {
-    const float* src = logits.data + r * logits.ld;
-    if (host_memory()) {
-      std::copy(src, src + V, row.begin());
-    } else {
-      download(row.data(), src, V * sizeof(float));
-    }
-    bool finite = true;
-    for (float x : row) finite &= x < std::numeric_limits<float>::infinity();  // NaN fails too
+  const auto R = static_cast<size_t>(logits.rows);
+  std::vector<float> row, prob(R);
+  std::vector<int32_t> tok(R), id(R);
+  for (size_t r = 0; r < R; ++r) {
+    const bool finite = host_row(*this, logits, static_cast<int64_t>(r), row);
     const int32_t t = finite ? sample::argmax_lowest_id(row) : kSampleNonFinite;
-    float p = 0.0f;
     if (t >= 0) {  // summed in double: a float running sum of 129k terms drifts by ~1e-4
       const float top = row[static_cast<size_t>(t)];
       double z = 0.0;
       for (const float x : row) z += std::exp(x - top);
-      p = static_cast<float>(1.0 / z);
+      prob[r] = static_cast<float>(1.0 / z);
     }
-    tok[static_cast<size_t>(r)] = t;
-    id[static_cast<size_t>(r)] = std::max(t, 0);
-    prob[static_cast<size_t>(r)] = p;
+    tok[r] = t;
+    id[r] = std::max(t, 0);
   }
-  const size_t bytes = static_cast<size_t>(R) * sizeof(int32_t);
-  if (host_memory()) {
-    std::copy(tok.begin(), tok.end(), tokens);
-    if (ids != nullptr) std::copy(id.begin(), id.end(), ids);
-    if (probs != nullptr) std::copy(prob.begin(), prob.end(), probs);
-    return;
-  }
-  upload(tokens, tok.data(), bytes);
-  if (ids != nullptr) upload(ids, id.data(), bytes);
-  if (probs != nullptr) upload(probs, prob.data(), static_cast<size_t>(R) * sizeof(float));
+  // Into backend memory (upload is a copy on a host backend).
+  upload(tokens, tok.data(), R * sizeof(int32_t));
+  if (ids != nullptr) upload(ids, id.data(), R * sizeof(int32_t));
+  if (probs != nullptr) upload(probs, prob.data(), R * sizeof(float));
 }
 
 void Ops::indexer_scores_multi(CMat q, int64_t n_heads, CMat weights,

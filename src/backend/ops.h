@@ -391,9 +391,8 @@ class Ops {
   // tokens[r] where it is a token, else 0 (an id an embedding may read); probs[r] (optional) =
   // the row's softmax probability of its maximum, 1 / sum_i exp(x_i - max) summed in double (0
   // where there is no token; a device backend may sum in another order, so it is not bitwise
-  // the host's). All
-  // three arrays are in this backend's memory. The default works on host memory, or downloads
-  // the rows and uploads the results.
+  // the host's). All three arrays are in this backend's memory. The default works on host
+  // memory, or downloads the rows and uploads the results.
   virtual void argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs);
 
   // indexer_scores over rows that read different key matrices (the sequences of one step, so

@@ -224,30 +224,32 @@ void EngineCore::update_gain(const StepJob& job) {
 
 void EngineCore::profile_step_cost() {
   // One scratch sequence per size: a forward of B tokens stands in for a step of B rows (the
-  // dense parts, which dominate, are the same work); live steps refine the curve.
-  // The seed is the least of the runs after the first, which pays one-time setup. A recording
-  // backend runs each size twice more: there a size's first run grows the buffers (every
-  // recording is dropped), the second is eager again and the third captures its CUDA graphs
-  // (CudaOps), so only the fourth is the replay a live step is; a second-run seed made the
-  // verify sizes look several times dearer than the steps they stand for, and the budget never
-  // admitted them (docs/speculative.md, stop 34).
+  // dense parts, which dominate, are the same work); live steps refine the curve. The seed is
+  // the first forward after the first (which pays one-time setup) that ran no recorded unit's
+  // setup either (Ops::recording_setups). On the GPU a size's second and third forwards are
+  // still setups (the first one's buffer growth drops every recording, then a capture), and a
+  // seed taken there priced verify sizes several times their replayed cost, so the budget never
+  // admitted them (docs/speculative.md, stop 34). On a backend that never records, the second.
+  constexpr int kMostRuns = 6;  // a size whose setups outlast this is seeded by its last run
   const int64_t most = std::min<int64_t>(sched_->config().max_num_batched_tokens, 512);
-  const int runs = ops_->record_max_rows() > 0 ? 4 : 2;
   for (int64_t b = 1; b <= most; b *= 2) {
     std::vector<int32_t> ids(static_cast<size_t>(b), 0);
-    double least = 0;
-    for (int rep = 0; rep < runs; ++rep) {
+    for (int rep = 0; rep < kMostRuns; ++rep) {
       try {
         model::SequenceCache seq = model_->new_sequence();
+        const int64_t setups = ops_->recording_setups();
         const auto t0 = SteadyClock::now();
         if (!extend_model(seq, ids, model::LogitsWanted::kLast).ok()) return;
         const double s = seconds_since(t0);
-        if (rep == 1 || (rep > 1 && s < least)) least = s;
+        const bool steady = rep > 0 && ops_->recording_setups() == setups;
+        if (steady || rep + 1 == kMostRuns) {
+          step_cost_.seed(b, s);
+          break;
+        }
       } catch (const backend::OutOfMemory&) {
         return;  // the live steps measure the rest
       }
     }
-    step_cost_.seed(b, least);
   }
 }
 

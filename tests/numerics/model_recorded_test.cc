@@ -184,6 +184,20 @@ TEST(ModelRecorded, V41PaddedUnitsEqualEagerSteps) {
   }
 }
 
+// A drafting transcript (every value a model returned, in order) through the recording
+// decorator `rec` equals the eager model's bit for bit, and the units kept the replay contract.
+void expect_same_drafting(const std::vector<float>& want, const std::vector<float>& got,
+                          const RecordingOps& rec) {
+  ASSERT_FALSE(want.empty());
+  ASSERT_EQ(got.size(), want.size());
+  size_t diff = 0;
+  for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
+  EXPECT_EQ(diff, 0u) << "of " << got.size() << " values";
+  EXPECT_GT(rec.runs(), 0);
+  EXPECT_EQ(rec.trace_changes(), 0);
+  EXPECT_EQ(rec.host_arrays(), 0);
+}
+
 // DeepSeek-V4's MTP block drafting on a recording backend (mtp_run's recorded form): catch-up
 // rows, chained run-ahead rows and several sequences at once give the eager model's logits and
 // output streams bit for bit, the MTP state cuts back to the same next draft, and its units keep
@@ -293,16 +307,7 @@ TEST(ModelRecorded, MtpDraftingEqualsEagerDrafting) {
       }
       return all;
     };
-    const std::vector<float> want = transcript(*eager);
-    const std::vector<float> got = transcript(*recorded);
-    ASSERT_FALSE(want.empty());
-    ASSERT_EQ(got.size(), want.size());
-    size_t diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-    EXPECT_EQ(diff, 0u) << "of " << got.size() << " values";
-    EXPECT_GT(rec.runs(), 0);
-    EXPECT_EQ(rec.trace_changes(), 0);
-    EXPECT_EQ(rec.host_arrays(), 0);
+    expect_same_drafting(transcript(*eager), transcript(*recorded), rec);
   }
 }
 
@@ -352,16 +357,7 @@ TEST(ModelRecorded, DSparkDraftsEqualEagerDrafts) {
       }
       return all;
     };
-    const std::vector<float> want = transcript(*eager);
-    const std::vector<float> got = transcript(*recorded);
-    ASSERT_FALSE(want.empty());
-    ASSERT_EQ(got.size(), want.size());
-    size_t diff = 0;
-    for (size_t i = 0; i < got.size(); ++i) diff += got[i] != want[i];
-    EXPECT_EQ(diff, 0u) << "of " << got.size() << " values";
-    EXPECT_GT(rec.runs(), 0);
-    EXPECT_EQ(rec.trace_changes(), 0);
-    EXPECT_EQ(rec.host_arrays(), 0);
+    expect_same_drafting(transcript(*eager), transcript(*recorded), rec);
   }
 }
 

@@ -112,8 +112,9 @@ class V4Model final : public model::Model {
   }
   // The MTP block over every entry's rows (one step; entries continue their caches' MTP
   // state): leaves the block's output streams in mtp_x.
-  // `head`: also the head over every row when the step is recorded (mtp_logits; otherwise
-  // mtp_logits is empty and the caller runs the head).
+  // `head`: the caller wants the head at each entry's last row; a recorded step whose entries
+  // have one row each (every row a last row) runs it in its unit (mtp_logits; otherwise
+  // mtp_logits is empty and mtp_last_rows runs it).
   // `chained`: a chained step of mtp_chain, whose token ids and hidden rows are already in
   // backend memory (ids: mtp_recorded.ids; hidden: chain_hidden(M)); the rows' next_ids are
   // then placeholders (their count only) and their hidden spans empty.
@@ -121,11 +122,40 @@ class V4Model final : public model::Model {
                  bool chained = false);
   Status mtp_chain_unguarded(std::span<const MtpRows> rows, int steps, bool run_ahead,
                              bool probs, MtpChain& out);
+  // The rows a step of M rows runs with as recorded units (RecordedSteps::bucket), or 0 when
+  // it runs eagerly: always under expert, tensor or context parallelism, whose host backends
+  // never record (eager keeps it obvious).
+  int64_t recorded_bucket(int64_t M) const {
+    return exchange || tp_gather || cp_split ? 0 : recording.bucket(M);
+  }
+
+  // After mtp_run(rows, .., head): each entry's last row's output streams (`last`, one row per
+  // entry) and the MTP head's logits there (`lg`): the recorded step's when it ran the head in
+  // its unit, else the head over those rows now.
+  void mtp_last_rows(std::span<const MtpRows> rows, Mat& last, Mat& lg) {
+    const auto R = static_cast<int64_t>(rows.size());
+    last = mtp_x;
+    lg = mtp_logits;
+    if (lg.data != nullptr) return;
+    if (mtp_x.rows != R) {  // several rows per entry: gather the last ones
+      std::vector<int32_t> at;
+      int64_t row = 0;
+      for (const MtpRows& m : rows) {
+        row += static_cast<int64_t>(m.next_ids.size());
+        at.push_back(static_cast<int32_t>(row - 1));
+      }
+      last = Mat(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
+      ops->copy_rows(mtp_x, at.data(), last);
+    }
+    lg = Mat(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
+    head(w.mtp[0].head, last, lg);
+  }
+
   // The buffer a chained MTP step of M rows reads its hidden rows from: the recorded set's
   // input, padded to the step's bucket, when such a step is recorded, else the eager one's.
   Mat chain_hidden(int64_t M) {
     const int64_t nD = static_cast<int64_t>(cfg().hc_mult) * cfg().hidden_size;
-    const int64_t Mb = exchange || tp_gather || cp_split ? 0 : recording.bucket(M);
+    const int64_t Mb = recorded_bucket(M);
     return Mb > 0 ? Mat(fit(mtp_recorded.hidden, Mb * nD), Mb, nD)
                   : Mat(fit(mtp_hidden, M * nD), M, nD);
   }
@@ -602,9 +632,7 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   }
   const int64_t M = static_cast<int64_t>(in.token_ids.size());
   const int64_t nD = static_cast<int64_t>(s.cfg().hc_mult) * s.cfg().hidden_size;
-  // Expert and tensor parallelism run on host backends, which never record; eager keeps it
-  // obvious.
-  const int64_t Mb = exchange || tp_gather || cp_split ? 0 : s.recording.bucket(M);
+  const int64_t Mb = s.recorded_bucket(M);
   Mat X;
   if (cp_split) {  // every rank joins every gather, with rows of its own or not
     X = Mat(fit(s.eager.x, M * nD), M, nD);
@@ -668,29 +696,14 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
 Expected<MtpStep> V4Model::mtp_step(std::span<const MtpRows> rows, bool run_ahead,
                                     MtpOutputs outputs) {
   try {
-    // Every entry one row (chained drafts): every row is a last row, and a recorded step
-    // runs the head in its unit.
-    const bool one_each = std::all_of(rows.begin(), rows.end(),
-                                      [](const MtpRows& r) { return r.next_ids.size() == 1; });
-    DI_TRY(mtp_run(rows, run_ahead, one_each && outputs != MtpOutputs::kNone));
+    DI_TRY(mtp_run(rows, run_ahead, /*head=*/outputs != MtpOutputs::kNone));
     if (outputs == MtpOutputs::kNone) return MtpStep{};
-    // Only each entry's last row: its logits and streams (what drafting continues from).
-    std::vector<int32_t> last;
-    int64_t at = 0;
-    for (const MtpRows& r : rows) {
-      at += static_cast<int64_t>(r.next_ids.size());
-      last.push_back(static_cast<int32_t>(at - 1));
-    }
     MtpStep out;
-    const auto R = static_cast<int64_t>(last.size());
+    const auto R = static_cast<int64_t>(rows.size());
     if (R == 0) return out;
-    Mat Xs = mtp_x, lg = mtp_logits;
-    if (lg.data == nullptr) {
-      Xs = Mat(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
-      ops->copy_rows(mtp_x, last.data(), Xs);
-      lg = Mat(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
-      head(w.mtp[0].head, Xs, lg);
-    }
+    // Only each entry's last row: its logits and streams (what drafting continues from).
+    Mat Xs, lg;
+    mtp_last_rows(rows, Xs, lg);
     if (outputs == MtpOutputs::kTokens) {  // argmax on the backend: ids, not rows, come back
       const std::vector<sample::SampleSpec> greedy(static_cast<size_t>(R));
       out.tokens.resize(static_cast<size_t>(R));
@@ -733,34 +746,21 @@ Status V4Model::mtp_chain_unguarded(std::span<const MtpRows> rows, int steps, bo
   const auto R = static_cast<int64_t>(rows.size());
   if (R == 0) return {};
   backend::Ops& o = *ops;
-  const int64_t V = cfg().vocab_size, S = static_cast<int64_t>(steps);
+  const auto S = static_cast<int64_t>(steps);
   MtpRecorded& r = mtp_recorded;
   // Every step's drafts and probabilities, step-major, and the ids the next step embeds (zero
   // past the R real rows: a recorded step reads its padding rows' ids too).
   auto* tokens = static_cast<int32_t*>(r.tokens.fit_bytes(static_cast<size_t>(S * R) * 4));
   float* prob = probs ? fit(r.probs, S * R) : nullptr;
-  const int64_t n_ids = std::max(R, recording.bucket(R));
+  const int64_t n_ids = std::max(R, recorded_bucket(R));
   auto* ids = static_cast<int32_t*>(r.ids.fit_bytes(static_cast<size_t>(n_ids) * 4));
   const std::vector<int32_t> zeros(static_cast<size_t>(n_ids), 0);
   o.upload(ids, zeros.data(), zeros.size() * sizeof(int32_t));
 
   // Step 0: every entry's rows; its drafts are the heads of each entry's last row.
-  const bool one_each = std::all_of(rows.begin(), rows.end(),
-                                    [](const MtpRows& m) { return m.next_ids.size() == 1; });
-  DI_TRY(mtp_run(rows, run_ahead, one_each));
-  Mat last = mtp_x, lg = mtp_logits;
-  if (lg.data == nullptr) {
-    std::vector<int32_t> at;
-    int64_t row = 0;
-    for (const MtpRows& m : rows) {
-      row += static_cast<int64_t>(m.next_ids.size());
-      at.push_back(static_cast<int32_t>(row - 1));
-    }
-    last = Mat(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
-    o.copy_rows(mtp_x, at.data(), last);
-    lg = Mat(fit(logits_buf, R * V), R, V);
-    head(w.mtp[0].head, last, lg);
-  }
+  DI_TRY(mtp_run(rows, run_ahead, /*head=*/true));
+  Mat last, lg;
+  mtp_last_rows(rows, last, lg);
   o.argmax_rows(lg, tokens, ids, prob);
   // A recorded chained step computes its padding rows too: their hidden rows must be finite
   // (the buffer may have just grown, or held another step's rows).
@@ -781,12 +781,7 @@ Status V4Model::mtp_chain_unguarded(std::span<const MtpRows> rows, int steps, bo
   for (int64_t d = 1; d < S; ++d) {
     o.copy_rows(last, nullptr, hidden.rows_slice(0, R));
     DI_TRY(mtp_run(chained, /*run_ahead=*/true, /*head=*/true, /*chained=*/true));
-    last = mtp_x;
-    lg = mtp_logits;
-    if (lg.data == nullptr) {  // eager (unrecorded) step: every row is a last row
-      lg = Mat(fit(logits_buf, R * V), R, V);
-      head(w.mtp[0].head, mtp_x, lg);
-    }
+    mtp_last_rows(chained, last, lg);
     o.argmax_rows(lg, tokens + d * R, ids, prob != nullptr ? prob + d * R : nullptr);
   }
 
@@ -852,11 +847,12 @@ Status V4Model::mtp_run(std::span<const MtpRows> rows, bool run_ahead, bool head
   if (M == 0) return {};
 
   const MtpWeights& mw = s.w.mtp[0];
-  const int64_t Mb = exchange || tp_gather || cp_split ? 0 : s.recording.bucket(M);
+  const int64_t Mb = s.recorded_bucket(M);
   Mat X;
   if (Mb > 0) {
     X = Mat(fit(s.mtp_recorded.dense.x, Mb * n * D), Mb, n * D);
-    s.mtp_recorded_step(mw, in, hid_host, X, head, chained);
+    s.mtp_recorded_step(mw, in, hid_host, X, head && M == static_cast<int64_t>(rows.size()),
+                        chained);
   } else {
     float* hid = fit(s.mtp_hidden, M * n * D);
     if (!chained) {
