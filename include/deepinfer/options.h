@@ -37,6 +37,9 @@ struct EnvOptions {
   // DEEPINFER_CUDA_GRAPH_MAX_ROWS: CUDA backend steps of at most this many tokens run their dense
   // parts as CUDA graphs (padded to a bucket); 0 = every step eager.
   int cuda_graph_max_rows = 256;
+  // DEEPINFER_CUDA_PDL: CUDA kernels launched with programmatic dependent launch (sm_90+): each
+  // kernel's launch overlaps the end of the one before it. 0 = plain stream order.
+  bool cuda_pdl = true;
   // DEEPINFER_API_KEY: the key `deepinfer serve` requires when --api-key is not given.
   std::optional<std::string> api_key;
 };

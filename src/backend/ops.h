@@ -174,6 +174,18 @@ class Ops {
 
   // out[i, :] = table[ids[i], :] as FP32. table: dense [V, D]; out [n, D].
   virtual void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) = 0;
+  // The same rows in each of X's `streams` column blocks of D channels (X [n, streams·D]: the
+  // mHC streams' input), rounded to BF16 when `round` (the official rounding point after the
+  // embedding). Default: embed into the first block, round it, copy it into the others; a
+  // device backend does it in one pass.
+  virtual void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
+                             bool round, Mat X) {
+    const int64_t D = table.k;
+    const Mat first = X.cols_slice(0, D);
+    embed(ids, n, table, first);
+    if (round) round_bf16(first);
+    for (int64_t s = 1; s < streams; ++s) copy_rows(first, nullptr, X.cols_slice(s * D, D));
+  }
 
   // y[M, N] = x[M, K] · Wᵀ, W [N, K] in any WeightFormat, FP32 accumulation (spec §2.0).
   // With opts.act_quant and a quantized W: x is first replaced by act_quant_fp8(x, act_block).
@@ -212,6 +224,16 @@ class Ops {
   virtual void add(CMat a, CMat b, Mat out) = 0;
   virtual void scale(Mat x, float s) = 0;
   virtual void copy_rows(CMat src, const int32_t* rows, Mat dst) = 0;
+  // X_s += b in each of X's `streams` column blocks of b.cols channels (b [M, D], X [M,
+  // streams·D]), then X rounded to BF16 when `round`. Default: the adds and the rounding.
+  virtual void add_streams(CMat b, int64_t streams, bool round, Mat X) {
+    const int64_t D = b.cols;
+    for (int64_t s = 0; s < streams; ++s) {
+      const Mat xs = X.cols_slice(s * D, D);
+      add(xs, b, xs);
+    }
+    if (round) round_bf16(X.cols_slice(0, streams * D));
+  }
 
   // Interleaved RoPE on the LAST rope_dim = 2·freqs.size() channels of each of the n_heads
   // head_dim-wide heads of row i (spec §2.6): (x_2j + i x_2j+1) *= e^{±i·pos_i·f_j},
@@ -246,6 +268,11 @@ class Ops {
 
   // Head collapse: pre_i = sigmoid(μ_i·scale[0] + base_i) + hc_eps, y = Σ pre_i X_i (spec §2.2).
   virtual void hc_head(CMat streams, const HcParams& p, Mat y) = 0;
+  // hc_head, then y rounded to BF16 (the official rounding point before the head's norm).
+  virtual void hc_head_rounded(CMat streams, const HcParams& p, Mat y) {
+    hc_head(streams, p, y);
+    round_bf16(y);
+  }
 
   // Sparse MQA with sink (spec §2.3 "Attention kernel"). q [M, H·d]; kv [R, d] is both key and
   // value; idx [M, L] (row stride L) indexes kv rows, -1 = absent. For each query t and head h:

@@ -51,6 +51,10 @@ std::string linear_tag(const WeightRef& w, int64_t m) {
 void ProfilingOps::embed(const int32_t* ids, int64_t n, const WeightRef& t, Mat out) {
   timed("embed", [&] { inner_.embed(ids, n, t, out); });
 }
+void ProfilingOps::embed_streams(const int32_t* ids, int64_t n, const WeightRef& t, int64_t s,
+                                 bool round, Mat X) {
+  timed("embed", [&] { inner_.embed_streams(ids, n, t, s, round, X); });
+}
 void ProfilingOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& o) {
   timed(linear_tag(w, x.rows), [&] { inner_.linear(x, w, y, o); });
 }
@@ -62,6 +66,9 @@ void ProfilingOps::round_bf16(Mat x) {
 }
 void ProfilingOps::add(CMat a, CMat b, Mat out) {
   timed("add", [&] { inner_.add(a, b, out); });
+}
+void ProfilingOps::add_streams(CMat b, int64_t s, bool round, Mat X) {
+  timed("add", [&] { inner_.add_streams(b, s, round, X); });
 }
 void ProfilingOps::scale(Mat x, float s) {
   timed("scale", [&] { inner_.scale(x, s); });
@@ -112,6 +119,9 @@ void ProfilingOps::hc_pre_rounded(CMat s, const HcParams& p, CMat c, Mat y, Mat 
 }
 void ProfilingOps::hc_head(CMat s, const HcParams& p, Mat y) {
   timed("hc_head", [&] { inner_.hc_head(s, p, y); });
+}
+void ProfilingOps::hc_head_rounded(CMat s, const HcParams& p, Mat y) {
+  timed("hc_head", [&] { inner_.hc_head_rounded(s, p, y); });
 }
 void ProfilingOps::sparse_attention(CMat q, int64_t h, CMat kv, const int32_t* idx, int64_t L,
                                     const float* sink, float sc, bool bf, Mat o) {

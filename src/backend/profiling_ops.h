@@ -36,10 +36,13 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   const char* name() const override { return inner_.name(); }
   bool supports(Feature f) const override { return inner_.supports(f); }
   void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) override;
+  void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
+                     bool round, Mat X) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
   void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void round_bf16(Mat x) override;
   void add(CMat a, CMat b, Mat out) override;
+  void add_streams(CMat b, int64_t streams, bool round, Mat X) override;
   void scale(Mat x, float s) override;
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
@@ -55,6 +58,7 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                       Mat comb) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
+  void hc_head_rounded(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                         const float* sink, float scale, bool bf16_probs, Mat o) override;
   void softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) override;

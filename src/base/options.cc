@@ -77,6 +77,9 @@ Expected<EnvOptions> parse_env_options(EnvLookup lookup, void* ctx) {
     DI_ASSIGN_OR_RETURN(o.cuda_graph_max_rows,
                         parse_int("DEEPINFER_CUDA_GRAPH_MAX_ROWS", *v, 0, 8192));
   }
+  if (auto v = lookup("DEEPINFER_CUDA_PDL", ctx); v && !v->empty()) {
+    DI_ASSIGN_OR_RETURN(o.cuda_pdl, parse_bool("DEEPINFER_CUDA_PDL", *v));
+  }
   if (auto v = lookup("DEEPINFER_API_KEY", ctx); v && !v->empty()) o.api_key = *v;
   return o;
 }
@@ -107,6 +110,8 @@ std::vector<std::string> describe_env_options(const EnvOptions& o) {
                   mark(o.num_threads == d.num_threads));
   lines.push_back("DEEPINFER_CUDA_GRAPH_MAX_ROWS=" + std::to_string(o.cuda_graph_max_rows) +
                   mark(o.cuda_graph_max_rows == d.cuda_graph_max_rows));
+  lines.push_back(std::string("DEEPINFER_CUDA_PDL=") + (o.cuda_pdl ? "1" : "0") +
+                  mark(o.cuda_pdl == d.cuda_pdl));
   lines.push_back(std::string("DEEPINFER_API_KEY=") + (o.api_key ? "(set, hidden)" : "") +
                   mark(!o.api_key));
   return lines;

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/cuda_ops_internal.h"
 #include "base/check.h"
+#include "base/options.h"
 #include "kernels/cuda/launch.h"
 
 namespace deepinfer::backend::cuda {
@@ -80,6 +81,12 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
   DI_ASSIGN_OR_RETURN(ops->linear_mma_layouts_, linear_mma_layout_table());
   ops->batch_invariant_ = batch_invariant;
   ops->graph_max_rows_ = std::max<int64_t>(0, graph_max_rows);
+  // Programmatic dependent launch (DEEPINFER_CUDA_PDL, kernels/cuda/launch.h): process-wide,
+  // from sm_90 on.
+  int major = 0;
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  const auto& env = env_options();
+  kernels::cuda::set_programmatic_launch(major >= 9 && (!env.ok() || env->cuda_pdl));
   return ops;
 }
 
@@ -209,7 +216,13 @@ void CudaOps::store_ints(const int32_t* src, int32_t* dst, int64_t n) {
 void CudaOps::embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) {
   DI_CHECK(!table.quantized() && out.rows == n && out.cols == table.k);
   arena().reset();
-  kc::launch_embed(on_device(ids, n), wd(table), md(out), stream_);
+  kc::launch_embed(on_device(ids, n), wd(table), md(out), 1, false, stream_);
+}
+void CudaOps::embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
+                            bool round, Mat X) {
+  DI_CHECK(!table.quantized() && X.rows == n && streams >= 1 && X.cols == streams * table.k);
+  arena().reset();
+  kc::launch_embed(on_device(ids, n), wd(table), md(X), streams, round, stream_);
 }
 
 void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int act_block,
@@ -261,6 +274,10 @@ void CudaOps::add(CMat a, CMat b, Mat out) {
   DI_CHECK(b.cols == a.cols && (b.rows == a.rows || b.rows == 1) && out.rows == a.rows &&
            out.cols == a.cols);
   kc::launch_add(md(a), md(b), md(out), stream_);
+}
+void CudaOps::add_streams(CMat b, int64_t streams, bool round, Mat X) {
+  DI_CHECK(streams >= 1 && X.rows == b.rows && X.cols == streams * b.cols);
+  kc::launch_add_streams(md(b), streams, round, md(X), stream_);
 }
 
 void CudaOps::scale(Mat x, float s) { kc::launch_scale(md(x), s, stream_); }
@@ -344,6 +361,12 @@ void CudaOps::hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Ma
 }
 
 void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
+  hc_head_impl(streams, p, y, false);
+}
+void CudaOps::hc_head_rounded(CMat streams, const HcParams& p, Mat y) {
+  hc_head_impl(streams, p, y, true);
+}
+void CudaOps::hc_head_impl(CMat streams, const HcParams& p, Mat y, bool round_y) {
   const int n = p.n;
   DI_CHECK(n >= 1 && n <= kc::kMaxHcStreams);
   const int64_t D = streams.cols / n;
@@ -353,7 +376,7 @@ void CudaOps::hc_head(CMat streams, const HcParams& p, Mat y) {
   float* dots = arena().alloc_n<float>(streams.rows * (n + 1));
   // Its n logits stay a block per (token, logit): at n = 4 the GEMM lost at 256 rows (0.122 vs
   // 0.059 ms, decode_bench --profile, bench/results/model_cuda_h200_2026-12-03_stop31*.log).
-  kc::launch_hc_head(md(streams), d, md(y), dots, stream_);
+  kc::launch_hc_head(md(streams), d, md(y), dots, round_y, stream_);
 }
 
 void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,

@@ -114,11 +114,14 @@ class CudaOps : public Ops {
   cudaStream_t stream() const { return stream_; }
 
   void embed(const int32_t* ids, int64_t n, const WeightRef& table, Mat out) override;
+  void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
+                     bool round, Mat X) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
   void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void round_bf16(Mat x) override;
   void add(CMat a, CMat b, Mat out) override;
+  void add_streams(CMat b, int64_t streams, bool round, Mat X) override;
   void scale(Mat x, float s) override;
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
   void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
@@ -132,6 +135,7 @@ class CudaOps : public Ops {
   void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                       Mat comb) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;
+  void hc_head_rounded(CMat streams, const HcParams& p, Mat y) override;
   void sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* idx, int64_t L,
                         const float* sink, float scale, bool bf16_probs, Mat o) override;
   void softmax_pool(std::span<const PoolSlot> slots, int64_t slots_per_row, Mat out) override;
@@ -221,6 +225,7 @@ class CudaOps : public Ops {
                    bool round_out = false, bool x_bf16 = false);
   // rms_norm / hc_post, their output rounded to BF16 in the store when round_out.
   void rms_norm_impl(CMat x, const WeightRef* w, float eps, int64_t group, Mat y, bool round_out);
+  void hc_head_impl(CMat streams, const HcParams& p, Mat y, bool round_y);
   void hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out, bool round_out);
   void rope_impl(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                  std::span<const float> freqs, bool inverse, bool round_out);

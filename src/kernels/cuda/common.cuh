@@ -8,10 +8,43 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "kernels/cuda/launch.h"
 
 namespace deepinfer::kernels::cuda {
+
+// The first statement of every kernel of this library (tests/ops/cuda/pdl_lint_test checks it):
+// with programmatic dependent launch (launch.h) a kernel may start before the previous kernel
+// of its stream has finished; griddepcontrol.wait holds it until that kernel has completed and
+// its writes are visible (and, as that kernel waited for its own predecessor, every earlier
+// one). launch_dependents then lets the next kernel start launching while this one runs: its
+// blocks are scheduled only once all of this grid's have started, so it never takes an SM this
+// grid still needs. Both are no-ops in a plain launch.
+__device__ __forceinline__ void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when
+// programmatic_launch() is on. Only for kernels that begin with grid_dependency_sync().
+template <typename... Params, typename... Args>
+inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = programmatic_launch() ? 1 : 0;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 inline constexpr float kFp8MaxD = 448.0f;
 inline constexpr float kFp4MaxD = 6.0f;

@@ -45,6 +45,16 @@ struct PagedDesc {
 // can run (cudaErrorNoKernelImageForDevice otherwise). Used by backend::cuda::cuda_available.
 cudaError_t launch_probe();
 
+// Programmatic dependent launch (PDL, sm_90+; DEEPINFER_CUDA_PDL): every kernel of this library
+// is launched with programmatic stream serialization and starts by waiting for the previous
+// kernel of its stream (grid_dependency_sync, common.cuh), so the next kernel's launch overlaps
+// the tail of the one before it instead of following its completion: in the decode step's long
+// chain of small kernels that launch gap is a large part of each kernel's time. Off: plain
+// stream order. Process-wide, set before the first launch (CudaOps does, from the knob); a CUDA
+// graph keeps the form it was captured with.
+void set_programmatic_launch(bool on);
+bool programmatic_launch();
+
 // ---- gemm/ -------------------------------------------------------------------------------
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
 // decode in registers). Larger M: tiled FP32 GEMM decoding W into shared memory.
@@ -83,8 +93,12 @@ void launch_copy_rows(MatDesc src, const int32_t* rows, MatDesc dst, cudaStream_
 // dst[i][0, cols) <- src[i][0, cols) for i < n (device tables of row pointers).
 void launch_scatter_rows(const float* const* src, float* const* dst, int64_t n, int64_t cols,
                          cudaStream_t stream);
-// out[i] = table[ids[i]] (dense table); ids device array.
-void launch_embed(const int32_t* ids, const WeightDesc& table, MatDesc out, cudaStream_t stream);
+// out[i] = table[ids[i]] (dense table; ids a device array) in each of out's `streams` column
+// blocks of table.k channels, rounded to BF16 when round_out.
+void launch_embed(const int32_t* ids, const WeightDesc& table, MatDesc out, int64_t streams,
+                  bool round_out, cudaStream_t stream);
+// x[:, s·b.cols + c] += b[:, c] for s < streams, then rounded to BF16 when round_out.
+void launch_add_streams(MatDesc b, int64_t streams, bool round_out, MatDesc x, cudaStream_t stream);
 void launch_swiglu(MatDesc a, MatDesc b, float limit, MatDesc out, cudaStream_t stream);
 // x[r] *= s[r * s_ld + s_col] — per-row scale read from a device matrix (MoE gate weights);
 // rows[r] picks the row of s (null = r).
@@ -143,7 +157,7 @@ void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream);
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     bool round_out, cudaStream_t stream);
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool round_y,
                     cudaStream_t stream);
 // V4.1 Engram gate (ops.h engram_gate), in place on streams [rows, n·D]; kv [rows, (n+1)·D],
 // w [n, D].

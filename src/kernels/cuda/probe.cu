@@ -1,11 +1,19 @@
 // The availability probe: an empty kernel whose launch fails when the build has no machine code
-// for the device (e.g. an sm_90a-only build on another architecture).
+// for the device (e.g. an sm_90a-only build on another architecture); and the process-wide
+// programmatic-launch switch (launch.h).
 #include "kernels/cuda/common.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
 __global__ void probe_kernel() {}
 }  // namespace
+
+namespace {
+bool g_programmatic_launch = false;
+}  // namespace
+
+void set_programmatic_launch(bool on) { g_programmatic_launch = on; }
+bool programmatic_launch() { return g_programmatic_launch; }
 
 cudaError_t launch_probe() {
   probe_kernel<<<1, 32>>>();

@@ -291,7 +291,7 @@ class V4Model final : public model::Model {
   // The main layers over a step, eagerly.
   void layers_eager(const StepInputs& in, Mat X) {
     const RowInputs rows = host_rows(in);
-    embed_streams(rows.ids, X, eager);
+    embed_streams(rows.ids, X);
     for (size_t l = 0; l < w.layers.size(); ++l) block(w.layers[l], false, l, X, rows, in, eager);
   }
 
@@ -315,7 +315,7 @@ class V4Model final : public model::Model {
     split_env.query_of = cp.local_of().data();
     split_env.query_count = m;
     Mat Xl(fit(cp_x, m * nD), m, nD);
-    if (m > 0) embed_streams(rows.ids, Xl, eager);
+    if (m > 0) embed_streams(rows.ids, Xl);
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const BlockWeights& b = w.layers[l];
       if (m > 0) attention_in(b, Xl, rows, eager);
@@ -346,7 +346,7 @@ class V4Model final : public model::Model {
     const RowInputs rows = recorded_rows(in, Mb, d);
     const auto& layers = w.layers;
     recording.run(0, Mb, [&] {
-      embed_streams(rows.ids, X, d);
+      embed_streams(rows.ids, X);
       if (!layers.empty()) attention_in(layers[0], X, rows, d);
     });
     for (size_t l = 0; l < layers.size(); ++l) {
@@ -381,15 +381,13 @@ class V4Model final : public model::Model {
                  Mat X) {
     backend::Ops& o = *ops;
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
-    o.embed(ids, M, w.embed, e);
-    num.act(o, e);
+    o.embed_streams(ids, M, w.embed, 1, num.official, e);  // embed, then act
     num.rms_norm_act(o, e, &mw.enorm, 0, e);
     num.rms_norm_act(o, hidden, &mw.hnorm, 0, hs);
     Mat Xs(X.data, M * n, D);  // the same buffer seen as one row per stream
     o.linear(hs, mw.h_proj, Xs, num.gemm_rounded());
     o.linear(e, mw.e_proj, pe, num.gemm_rounded());
-    for (int64_t i = 0; i < n; ++i) o.add(X.cols_slice(i * D, D), pe, X.cols_slice(i * D, D));
-    num.act(o, X);
+    o.add_streams(pe, n, num.official, X);  // X_i += pe in every stream, then act
   }
 
   // The MTP block over a step padded to Mb rows, as two recorded units around its attention
@@ -441,8 +439,7 @@ class V4Model final : public model::Model {
     backend::Ops& o = *ops;
     const int64_t R = X.rows, D = cfg().hidden_size;
     Mat y(fit(y_buf, R * D), R, D);
-    o.hc_head(X, hc_params(h.hc), y);
-    num.act(o, y);
+    num.hc_head_act(o, X, hc_params(h.hc), y);
     num.rms_norm_act(o, y, &h.norm, 0, y);
     // FP32 head in both semantics; its input was just rounded (official): one exact GEMM.
     // Tensor parallelism: this rank's vocabulary rows, the logits gathered.
@@ -454,12 +451,10 @@ class V4Model final : public model::Model {
   }
 
   // Embedding rows replicated into the n streams.
-  void embed_streams(const int32_t* ids, Mat X, DenseBuffers& d) {
-    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
-    Mat e(fit(d.y, M * D), M, D);
-    ops->embed(ids, M, w.embed, e);
-    num.act(*ops, e);
-    for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
+  void embed_streams(const int32_t* ids, Mat X) {
+    const int64_t M = X.rows, n = cfg().hc_mult;
+    // Rounded (official) in the same pass: one launch on a device backend, not 2 + n.
+    ops->embed_streams(ids, M, w.embed, n, num.official, X);
   }
 
   // logits [R, V] of the step rows `rows` of X, in the backend's memory.

@@ -236,12 +236,10 @@ class V41Model final : public model::Model {
   }
 
   // Embedding rows replicated into the n streams.
-  void embed_streams(const int32_t* ids, Mat X, DenseBuffers& d) {
-    const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
-    Mat e(fit(d.y, M * D), M, D);
-    ops->embed(ids, M, w.embed, e);
-    num.act(*ops, e);
-    for (int64_t i = 0; i < n; ++i) ops->copy_rows(e, nullptr, X.cols_slice(i * D, D));
+  void embed_streams(const int32_t* ids, Mat X) {
+    const int64_t M = X.rows, n = cfg().hc_mult;
+    // Rounded (official) in the same pass: one launch on a device backend, not 2 + n.
+    ops->embed_streams(ids, M, w.embed, n, num.official, X);
   }
 
   // One block's dense parts around its attention core (spec §6.1), in two parts so a recorded
@@ -333,7 +331,7 @@ class V41Model final : public model::Model {
     rows.ids = in.token_ids.data();
     rows.positions = in.positions.data();
     const StepInputs* cur = &in;
-    embed_streams(rows.ids, X, d);
+    embed_streams(rows.ids, X);
     ops->copy_rows(constant_rows(onehot, X.rows, false), nullptr, pre_prev);  // layer 0: stream 0
     for (size_t l = 0; l <= w.layers.size(); ++l) {
       if (upper.active && l == first_upper) {
@@ -414,7 +412,7 @@ class V41Model final : public model::Model {
     const std::vector<Block>& layers = w.layers;
     if (!layers.empty()) gather_engram(0, in, Mb, d);
     recording.run(0, Mb, [&] {
-      embed_streams(rows.ids, X, d);
+      embed_streams(rows.ids, X);
       ops->copy_rows(first, nullptr, pre_prev);
       if (layers.empty()) return;
       before_block(0, X, feats, rec_quarter, d);
@@ -469,7 +467,7 @@ class V41Model final : public model::Model {
     const std::vector<BlockWeights>& stages = dw.stages;
     const size_t unit = w.layers.size() + 1;  // after the main layers' units 0..L
     recording.run(unit, Mb, [&] {
-      embed_streams(rows.ids, X, d);
+      embed_streams(rows.ids, X);
       ops->copy_rows(first, nullptr, pre_prev);
       attention_in(stages[0], X, pre_prev, rows, d);
     });
@@ -735,7 +733,7 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     DenseBuffers& d = draft;
     Mat X(fit(d.x, M * n * D), M, n * D);
     Mat pre_prev(fit(d.pre_prev, M * n), M, n);
-    embed_streams(ids.data(), X, d);
+    embed_streams(ids.data(), X);
     o.copy_rows(constant_rows(onehot, M, false), nullptr, pre_prev);
     RowInputs rows;
     rows.ids = ids.data();

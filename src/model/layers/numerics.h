@@ -88,6 +88,14 @@ struct Numerics {
       ops.hc_pre(streams, p, collapse_pre, y, pre, post, comb);
     }
   }
+  void hc_head_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
+                   backend::Mat y) const {
+    if (official) {
+      ops.hc_head_rounded(streams, p, y);
+    } else {
+      ops.hc_head(streams, p, y);
+    }
+  }
   void hc_post_act(backend::Ops& ops, backend::CMat streams, backend::CMat o, backend::CMat post,
                    backend::CMat comb, int n, backend::Mat out) const {
     if (official) {

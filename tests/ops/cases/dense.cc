@@ -313,6 +313,52 @@ OP_CASE(glue_ops, kOnAll, Feature::kDenseBf16, Feature::kDenseF16, Feature::kDen
     ctx.ops->embed(ids.data(), 6, table->dev.ref, d.mat());
     close(ctx, std::string("embed ") + wkind_name(k), d.download(), want.v, 0.0);
   }
+  // embed_streams (the mHC streams' input, and the MTP block's rounded embedding at 1 stream):
+  // each stream block equals embed's rows, rounded to BF16 when asked, bit for bit; host and
+  // device ids.
+  for (WKind k : {WKind::kBf16, WKind::kF32}) {
+    auto table = test_weight(ctx, k, 100, 48, 3.0f);
+    const std::vector<int32_t> ids = {3, 99, 0, 3, 42, 7};
+    Buf e(6, 48);
+    ctx.ref->embed(ids.data(), 6, table->ref, e.mat());
+    const BackendMem dids = dev_array(ctx, ids);
+    for (const int64_t streams : {1, 4})
+      for (const bool round : {false, true}) {
+        Buf want(6, streams * 48);
+        for (int64_t r = 0; r < 6; ++r)
+          for (int64_t s = 0; s < streams; ++s)
+            for (int64_t c = 0; c < 48; ++c) {
+              const float v = e.v[static_cast<size_t>(r * 48 + c)];
+              want.v[static_cast<size_t>(r * streams * 48 + s * 48 + c)] =
+                  round ? bf16_to_float(float_to_bf16(v)) : v;
+            }
+        const std::string t = std::string("embed_streams ") + wkind_name(k) +
+                              " streams=" + std::to_string(streams) + (round ? " rounded" : "");
+        DBuf d1 = dev_poisoned(ctx, 6, streams * 48), d2 = dev_poisoned(ctx, 6, streams * 48, 1);
+        ctx.ops->embed_streams(ids.data(), 6, table->dev.ref, streams, round, d1.mat());
+        ctx.ops->embed_streams(dids.as<int32_t>(), 6, table->dev.ref, streams, round, d2.mat());
+        close(ctx, t + " host ids", d1.download(), want.v, 0.0);
+        close(ctx, t + " device ids", d2.download(), want.v, 0.0);
+      }
+  }
+  // add_streams (the MTP block's input): X_s + b in every stream, rounded when asked, bit for
+  // bit; X a column slice of a wider matrix (a strided row).
+  for (const bool round : {false, true}) {
+    const int64_t M = 5, D = 70, S = 4;
+    const Buf x = random_buf(ctx.rng, M, S * D + 3, -50.0f, 50.0f), bb = random_buf(ctx.rng, M, D);
+    Buf want = x;
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t s = 0; s < S; ++s)
+        for (int64_t c = 0; c < D; ++c) {
+          float& v = want.v[static_cast<size_t>(r * (S * D + 3) + s * D + c)];
+          v += bb.v[static_cast<size_t>(r * D + c)];
+          if (round) v = bf16_to_float(float_to_bf16(v));
+        }
+    DBuf dx = dev_copy(ctx, x, 2);
+    const DBuf db = dev_copy(ctx, bb, 1);
+    ctx.ops->add_streams(db.cmat(), S, round, dx.mat().cols_slice(0, S * D));
+    close(ctx, std::string("add_streams") + (round ? " rounded" : ""), dx.download(), want.v, 0.0);
+  }
   {  // swiglu, with and without clamp, and aliasing out = a
     const Buf u = random_buf(ctx.rng, 9, 130, -14.0f, 14.0f),
               v = random_buf(ctx.rng, 9, 130, -14.0f, 14.0f);
@@ -466,6 +512,13 @@ OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
         ctx.ops->hc_head(dx.cmat(), dh, dyh.mat());
         close(ctx, "hc_head D=" + std::to_string(D) + " M=" + std::to_string(M), dyh.download(),
               yh.v, 1e-5);
+        // hc_head_rounded: the same values rounded to BF16 (in the store on CUDA), bit for bit.
+        std::vector<float> yhr = dyh.download();
+        for (float& r : yhr) r = bf16_to_float(float_to_bf16(r));
+        DBuf dyhr = dev_poisoned(ctx, M, D);
+        ctx.ops->hc_head_rounded(dx.cmat(), dh, dyhr.mat());
+        close(ctx, "hc_head_rounded D=" + std::to_string(D) + " M=" + std::to_string(M),
+              dyhr.download(), yhr, 0.0);
       }
     }
 }

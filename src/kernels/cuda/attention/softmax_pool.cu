@@ -7,6 +7,7 @@ namespace deepinfer::kernels::cuda {
 namespace {
 
 __global__ void softmax_pool_kernel(const PoolSlotDev* slots, int64_t spr, MatDesc out) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= out.rows * out.cols) return;
   const int64_t r = i / out.cols, c = i % out.cols;
@@ -30,7 +31,8 @@ void launch_softmax_pool(const PoolSlotDev* slots, int64_t slots_per_row, MatDes
                          cudaStream_t stream) {
   const int64_t work = out.rows * out.cols;
   if (work == 0) return;
-  softmax_pool_kernel<<<grid_for(work, 256), 256, 0, stream>>>(slots, slots_per_row, out);
+  launch_kernel(softmax_pool_kernel, grid_for(work, 256), 256, 0, stream, slots, slots_per_row,
+                out);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -21,6 +21,7 @@ constexpr int kMaxHeadDim = kSparseMaxHeadDim;
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                             const float* sink, float scale, bool bf16_probs, MatDesc o) {
+  grid_dependency_sync();
   extern __shared__ float smem[];
   const float** rows = reinterpret_cast<const float**>(smem);  // [L] (8-byte aligned first)
   float* z = reinterpret_cast<float*>(rows + L);               // [L]
@@ -77,6 +78,7 @@ size_t group_smem_bytes(int64_t L, int64_t d) {
 __global__ void __launch_bounds__(kGroupThreads)
     sparse_attention_group_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                   const float* sink, float scale, bool bf16_probs, MatDesc o) {
+  grid_dependency_sync();
   extern __shared__ float smem[];
   const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kGroup, d = keys.d;
   const int hn = static_cast<int>(n_heads - h0 < kGroup ? n_heads - h0 : kGroup);
@@ -137,14 +139,14 @@ void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_
   if (gsmem <= kGroupSmemLimit) {
     const dim3 grid(static_cast<unsigned>(q.rows),
                     static_cast<unsigned>((n_heads + kGroup - 1) / kGroup));
-    sparse_attention_group_kernel<<<grid, kGroupThreads, gsmem, stream>>>(
-        q, n_heads, keys, L, sink, scale, bf16_probs, o);
+    launch_kernel(sparse_attention_group_kernel, grid, kGroupThreads, gsmem, stream, q, n_heads,
+                  keys, L, sink, scale, bf16_probs, o);
     return;
   }
   const size_t smem = static_cast<size_t>(L1) * (sizeof(float) + sizeof(const float*));
   const dim3 grid(static_cast<unsigned>(q.rows), static_cast<unsigned>(n_heads));
-  sparse_attention_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, keys, L, sink, scale,
-                                                            bf16_probs, o);
+  launch_kernel(sparse_attention_kernel, grid, kThreads, smem, stream, q, n_heads, keys, L, sink,
+                scale, bf16_probs, o);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -59,6 +59,7 @@ __device__ __forceinline__ float4 load4(const float* p) {
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_mma_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                 const float* sink, float scale, MatDesc o) {
+  grid_dependency_sync();
   extern __shared__ uint4 smem_mma[];
   uint32_t* vt = reinterpret_cast<uint32_t*>(smem_mma);                        // [kD][kVld]
   uint16_t* qs = reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(vt) + kVtBytes);  // [16][kQld]
@@ -189,8 +190,8 @@ bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, in
   (void)attr_set;
   const dim3 grid(static_cast<unsigned>(q.rows),
                   static_cast<unsigned>((n_heads + kHeads - 1) / kHeads));
-  sparse_attention_mma_kernel<<<grid, kThreads, mma_smem_bytes(L1), stream>>>(q, n_heads, keys, L,
-                                                                              sink, scale, o);
+  launch_kernel(sparse_attention_mma_kernel, grid, kThreads, mma_smem_bytes(L1), stream, q, n_heads,
+                keys, L, sink, scale, o);
   return true;
 }
 

@@ -48,6 +48,7 @@ __device__ __forceinline__ void chunk_of(int n, int splits, int s, int* j0, int*
 __global__ void __launch_bounds__(kThreads)
     split_scores_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L, float scale,
                         float* z, int* counts) {
+  grid_dependency_sync();
   extern __shared__ float smem[];
   const float** rows = reinterpret_cast<const float**>(smem);  // [L]
   float* qs = reinterpret_cast<float*>(rows + L);              // [kSparseGroup][d]
@@ -69,6 +70,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     split_softmax_kernel(int64_t n_heads, int64_t L, const float* sink, bool bf16_probs, float* z,
                          const int* counts, float* den) {
+  grid_dependency_sync();
   __shared__ float mx[kSparseGroup], dn[kSparseGroup];
   const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kSparseGroup;
   const int hn = static_cast<int>(n_heads - h0 < kSparseGroup ? n_heads - h0 : kSparseGroup);
@@ -81,6 +83,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     split_pv_kernel(int64_t n_heads, SparseKeys keys, int64_t L, int64_t rows_total,
                     const float* z, float* partial) {
+  grid_dependency_sync();
   extern __shared__ float smem[];
   const float** rows = reinterpret_cast<const float**>(smem);  // [L]
   __shared__ int count;
@@ -107,6 +110,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void split_combine_kernel(int64_t n_heads, int64_t d, int64_t rows_total, int splits,
                                      const float* partial, const float* den, const int* counts,
                                      MatDesc o) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t per_row = n_heads * d;
   if (i >= rows_total * per_row) return;
@@ -155,15 +159,16 @@ bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, 
   const dim3 split_grid(static_cast<unsigned>(M), static_cast<unsigned>(s.groups),
                         static_cast<unsigned>(s.splits));
   const dim3 group_grid(static_cast<unsigned>(M), static_cast<unsigned>(s.groups));
-  split_scores_kernel<<<split_grid, kThreads, smem, stream>>>(q, n_heads, keys, L, scale, z,
-                                                             counts);
-  split_softmax_kernel<<<group_grid, kThreads, 0, stream>>>(n_heads, L, sink, bf16_probs, z,
-                                                           counts, den);
-  split_pv_kernel<<<split_grid, kThreads, static_cast<size_t>(L) * sizeof(const float*), stream>>>(
-      n_heads, keys, L, M, z, partial);
+  launch_kernel(split_scores_kernel, split_grid, kThreads, smem, stream, q, n_heads, keys, L, scale,
+                z, counts);
+  launch_kernel(split_softmax_kernel, group_grid, kThreads, 0, stream, n_heads, L, sink, bf16_probs,
+                z, counts, den);
+  launch_kernel(split_pv_kernel, split_grid, kThreads,
+                static_cast<size_t>(L) * sizeof(const float*), stream, n_heads, keys, L, M, z,
+                partial);
   const int64_t work = M * n_heads * d;
-  split_combine_kernel<<<grid_for(work, 256), 256, 0, stream>>>(
-      n_heads, d, M, static_cast<int>(s.splits), partial, den, counts, o);
+  launch_kernel(split_combine_kernel, grid_for(work, 256), 256, 0, stream, n_heads, d, M,
+                static_cast<int>(s.splits), partial, den, counts, o);
   return true;
 }
 

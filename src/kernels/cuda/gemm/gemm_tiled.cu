@@ -17,6 +17,7 @@ constexpr int kBM = 64, kBN = 64, kBK = 16, kThreads = 256;
 __global__ void __launch_bounds__(kThreads)
     gemm_tiled_kernel(const float* __restrict__ x, int64_t xld, int64_t M, WeightDesc w,
                       float* __restrict__ y, int64_t yld) {
+  grid_dependency_sync();
   __shared__ float xs[kBK][kBM + 4];
   __shared__ float ws[kBK][kBN + 4];
   const int64_t m0 = static_cast<int64_t>(blockIdx.y) * kBM;
@@ -66,7 +67,8 @@ __global__ void __launch_bounds__(kThreads)
 void launch_gemm_tiled(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((w.n + kBN - 1) / kBN),
                   static_cast<unsigned>((x.rows + kBM - 1) / kBM));
-  gemm_tiled_kernel<<<grid, kThreads, 0, stream>>>(x.data, x.ld, x.rows, w, y.data, y.ld);
+  launch_kernel(gemm_tiled_kernel, grid, kThreads, 0, stream, x.data, x.ld, x.rows, w, y.data,
+                y.ld);
 }
 
 }  // namespace deepinfer::kernels::cuda

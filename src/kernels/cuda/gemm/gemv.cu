@@ -87,6 +87,7 @@ template <WFmt F, int MT>
 __global__ void __launch_bounds__(kBlock)
     gemv_vec(const float* __restrict__ x, int64_t xld, int M, WeightDesc w, float* __restrict__ y,
              int64_t yld, int tpr, bool x_vec4, bool round_out) {
+  grid_dependency_sync();
   constexpr int E = chunk_elems(F);
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr;
   const int t = threadIdx.x % tpr;
@@ -131,6 +132,7 @@ template <int MT>
 __global__ void __launch_bounds__(kBlock)
     gemv_scalar(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
                 float* __restrict__ y, int64_t yld, int tpr, bool round_out) {
+  grid_dependency_sync();
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr;
   const int t = threadIdx.x % tpr;
   float acc[MT];
@@ -162,21 +164,22 @@ void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaSt
   const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
   const int M = static_cast<int>(x.rows);
   if (!vec) {
-    gemv_scalar<MT><<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, round_out);
+    launch_kernel(gemv_scalar<MT>, grid, kBlock, 0, stream, x.data, x.ld, M, w, y.data, y.ld, tpr,
+                  round_out);
     return;
   }
   if constexpr (MT == kRowsMT) {  // 4 < M <= 16: four rows per group (gemv_rows.cu)
     if (gemv_rows_supported(w)) {
       launch_gemv_rows(x, w, y, tpr, x_vec4, round_out, stream);
     } else {
-      gemv_vec<WFmt::kF32, MT>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4, round_out);
+      launch_kernel(gemv_vec<WFmt::kF32, MT>, grid, kBlock, 0, stream, x.data, x.ld, M, w, y.data,
+                    y.ld, tpr, x_vec4, round_out);
     }
     return;
   }
   dispatch_wfmt(w.fmt, [&](auto f) {
-    gemv_vec<decltype(f)::value, MT>
-        <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4, round_out);
+    launch_kernel(gemv_vec<decltype(f)::value, MT>, grid, kBlock, 0, stream, x.data, x.ld, M, w,
+                  y.data, y.ld, tpr, x_vec4, round_out);
   });
 }
 

@@ -55,6 +55,7 @@ template <WFmt F>
 __global__ void __launch_bounds__(kBlock)
     gemv_rows_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
                      float* __restrict__ y, int64_t yld, int tpr, bool x_vec4, bool round_out) {
+  grid_dependency_sync();
   constexpr int E = chunk_elems(F);
   const int64_t n0 =
       (static_cast<int64_t>(blockIdx.x) * (kBlock / tpr) + threadIdx.x / tpr) * kRows;
@@ -147,8 +148,8 @@ void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x
   dispatch_wfmt(w.fmt, [&](auto f) {
     // gemv_rows_supported() is false for F32: gemv.cu keeps it.
     if constexpr (decltype(f)::value != WFmt::kF32) {
-      gemv_rows_kernel<decltype(f)::value>
-          <<<grid, kBlock, 0, stream>>>(x.data, x.ld, M, w, y.data, y.ld, tpr, x_vec4, round_out);
+      launch_kernel(gemv_rows_kernel<decltype(f)::value>, grid, kBlock, 0, stream, x.data, x.ld, M,
+                    w, y.data, y.ld, tpr, x_vec4, round_out);
     }
   });
 }

@@ -28,6 +28,7 @@ template <WFmt F, int MT, int R, int S>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two blocks per SM
     gemv_stream_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
                        float* __restrict__ y, int64_t yld, bool round_out) {
+  grid_dependency_sync();
   constexpr int E = stream_chunk_elems<F>;
   constexpr int U = kLoadsPerLane / R;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -131,8 +132,8 @@ template <WFmt F, int MT, int R, int S>
 void launch_form(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
   const int64_t rows_per_block = kWarps / S * R;
   const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
-  gemv_stream_kernel<F, MT, R, S><<<grid, kWarps * 32, 0, stream>>>(
-      x.data, x.ld, static_cast<int>(x.rows), w, y.data, y.ld, round_out);
+  launch_kernel(gemv_stream_kernel<F, MT, R, S>, grid, kWarps * 32, 0, stream, x.data, x.ld,
+                static_cast<int>(x.rows), w, y.data, y.ld, round_out);
 }
 
 // The most rows a warp takes without spilling (ptxas, sm_90a, <= 128 registers): each row holds

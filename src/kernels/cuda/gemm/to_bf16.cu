@@ -16,6 +16,7 @@ __device__ __forceinline__ uint16_t to_bf16_bits(float v) {
 }
 
 __global__ void weight_to_bf16_kernel(WeightDesc w, uint16_t* out) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= w.n * w.k) return;
   out[i] = to_bf16_bits(weight_at_d(w, i / w.k, i % w.k));
@@ -27,6 +28,7 @@ __global__ void weight_to_bf16_kernel(WeightDesc w, uint16_t* out) {
 template <bool kFp4>
 __global__ void weight_to_bf16_e8m0_kernel(WeightDesc w, uint32_t chunks_per_row, uint32_t chunks,
                                            uint16_t* out) {
+  grid_dependency_sync();
   const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= chunks) return;
   const uint32_t row = i / chunks_per_row, k0 = (i - row * chunks_per_row) * 16;
@@ -61,6 +63,7 @@ __global__ void weight_to_bf16_e8m0_kernel(WeightDesc w, uint32_t chunks_per_row
 }
 
 __global__ void mat_to_bf16_kernel(MatDesc x, uint16_t* out) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= x.rows * x.cols) return;
   out[i] = to_bf16_bits(x.data[(i / x.cols) * x.ld + i % x.cols]);
@@ -69,6 +72,7 @@ __global__ void mat_to_bf16_kernel(MatDesc x, uint16_t* out) {
 // v = hi + mid + lo exactly (each BF16 keeps 8 of v's 24 significant bits; the differences are
 // exact in FP32), so three BF16 GEMMs reproduce an FP32 product to FP32 accuracy.
 __global__ void mat_split_bf16_kernel(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= x.rows * x.cols) return;
   const float v = x.data[(i / x.cols) * x.ld + i % x.cols];
@@ -93,6 +97,7 @@ __device__ __forceinline__ int64_t paired_pos(int64_t k) {
 template <bool kQuant>
 __global__ void bf16_paired_kernel(MatDesc x, int64_t block, int64_t blocks_per_row,
                                    uint16_t* out, int64_t out_ld) {
+  grid_dependency_sync();
   const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (wg >= x.rows * blocks_per_row) return;  // whole warps exit together
@@ -113,7 +118,7 @@ __global__ void bf16_paired_kernel(MatDesc x, int64_t block, int64_t blocks_per_
 void launch_mat_split_bf16(MatDesc x, uint16_t* hi, uint16_t* mid, uint16_t* lo,
                            cudaStream_t stream) {
   const int64_t n = x.rows * x.cols;
-  if (n) mat_split_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, hi, mid, lo);
+  if (n) launch_kernel(mat_split_bf16_kernel, grid_for(n, 256), 256, 0, stream, x, hi, mid, lo);
 }
 
 void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stream) {
@@ -125,18 +130,20 @@ void launch_weight_to_bf16(const WeightDesc& w, uint16_t* out, cudaStream_t stre
     const auto cpr = static_cast<uint32_t>(w.k / 16), chunks = static_cast<uint32_t>(n / 16);
     if (chunks == 0) return;
     if (w.fmt == WFmt::kFp4) {
-      weight_to_bf16_e8m0_kernel<true><<<grid_for(chunks, 256), 256, 0, stream>>>(w, cpr, chunks, out);
+      launch_kernel(weight_to_bf16_e8m0_kernel<true>, grid_for(chunks, 256), 256, 0, stream, w, cpr,
+                    chunks, out);
     } else {
-      weight_to_bf16_e8m0_kernel<false><<<grid_for(chunks, 256), 256, 0, stream>>>(w, cpr, chunks, out);
+      launch_kernel(weight_to_bf16_e8m0_kernel<false>, grid_for(chunks, 256), 256, 0, stream, w,
+                    cpr, chunks, out);
     }
     return;
   }
-  if (n) weight_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(w, out);
+  if (n) launch_kernel(weight_to_bf16_kernel, grid_for(n, 256), 256, 0, stream, w, out);
 }
 
 void launch_mat_to_bf16(MatDesc x, uint16_t* out, cudaStream_t stream) {
   const int64_t n = x.rows * x.cols;
-  if (n) mat_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(x, out);
+  if (n) launch_kernel(mat_to_bf16_kernel, grid_for(n, 256), 256, 0, stream, x, out);
 }
 
 void launch_bf16_paired(MatDesc x, int64_t quant_block, uint16_t* out, int64_t out_ld,
@@ -146,9 +153,11 @@ void launch_bf16_paired(MatDesc x, int64_t quant_block, uint16_t* out, int64_t o
   const int64_t block = quant_block > 0 ? quant_block : 256;
   const int64_t bpr = (x.cols + block - 1) / block, threads = x.rows * bpr * 32;
   if (quant_block > 0) {
-    bf16_paired_kernel<true><<<grid_for(threads, 256), 256, 0, stream>>>(x, block, bpr, out, out_ld);
+    launch_kernel(bf16_paired_kernel<true>, grid_for(threads, 256), 256, 0, stream, x, block, bpr,
+                  out, out_ld);
   } else {
-    bf16_paired_kernel<false><<<grid_for(threads, 256), 256, 0, stream>>>(x, block, bpr, out, out_ld);
+    launch_kernel(bf16_paired_kernel<false>, grid_for(threads, 256), 256, 0, stream, x, block, bpr,
+                  out, out_ld);
   }
 }
 

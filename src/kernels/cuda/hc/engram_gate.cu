@@ -12,6 +12,7 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads)
     engram_gate_kernel(MatDesc streams, MatDesc kv, MatDesc w, int n, float eps) {
+  grid_dependency_sync();
   __shared__ float red[32];
   __shared__ float gate;
   const int64_t m = blockIdx.x, k = blockIdx.y, D = w.cols;
@@ -46,8 +47,9 @@ __global__ void __launch_bounds__(kThreads)
 void launch_engram_gate(MatDesc streams, MatDesc kv, MatDesc w, int n, float eps,
                         cudaStream_t stream) {
   if (streams.rows == 0) return;
-  engram_gate_kernel<<<dim3(static_cast<unsigned>(streams.rows), static_cast<unsigned>(n)),
-                       kThreads, 0, stream>>>(streams, kv, w, n, eps);
+  launch_kernel(engram_gate_kernel,
+                dim3(static_cast<unsigned>(streams.rows), static_cast<unsigned>(n)), kThreads, 0,
+                stream, streams, kv, w, n, eps);
 }
 
 }  // namespace deepinfer::kernels::cuda

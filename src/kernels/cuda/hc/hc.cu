@@ -39,6 +39,7 @@ __device__ __forceinline__ float block_dot(const float* f, const float* x, int64
 
 __global__ void __launch_bounds__(kThreads)
     hc_dots_kernel(MatDesc streams, MatDesc fn, int rows, float* dots) {
+  grid_dependency_sync();
   __shared__ float red[32];
   const int64_t m = blockIdx.x;
   const int r = static_cast<int>(blockIdx.y);
@@ -50,6 +51,7 @@ __global__ void __launch_bounds__(kThreads)
 // out[m * out_ld] = Σ x_m², one block per row (the dots' last column when cuBLAS made the others).
 __global__ void __launch_bounds__(kThreads)
     row_sumsq_kernel(MatDesc x, float* out, int64_t out_ld) {
+  grid_dependency_sync();
   __shared__ float red[32];
   const float* r = x.data + static_cast<int64_t>(blockIdx.x) * x.ld;
   const float d = block_dot(r, r, x.cols, red);  // hc_dots_kernel's Σ x², the same bits
@@ -171,6 +173,7 @@ __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float
 __global__ void __launch_bounds__(kThreads)
     hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
                   MatDesc pre_out, MatDesc post, MatDesc comb, bool round_y) {
+  grid_dependency_sync();
   __shared__ float mu[kMaxLogits];
   __shared__ float pre[kMaxHcStreams];
   const int n = p.n;
@@ -198,6 +201,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void hc_collapse_kernel(MatDesc streams, MatDesc pre, int n, MatDesc y) {
+  grid_dependency_sync();
   const int64_t D = y.cols;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= streams.rows * D) return;
@@ -210,7 +214,8 @@ __global__ void hc_collapse_kernel(MatDesc streams, MatDesc pre, int n, MatDesc 
 }
 
 __global__ void __launch_bounds__(kThreads)
-    hc_head_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc y) {
+    hc_head_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc y, bool round_y) {
+  grid_dependency_sync();
   __shared__ float mu[kMaxHcStreams];
   const int n = p.n;
   const int64_t D = streams.cols / n, m = blockIdx.x;
@@ -225,12 +230,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int i = 0; i < kMaxHcStreams; ++i)
       if (i < n) acc = fmaf(pre[i], x[i * D + c], acc);
-    y.data[m * y.ld + c] = acc;
+    y.data[m * y.ld + c] = round_y ? bf16_round_d(acc) : acc;
   }
 }
 
 __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n,
                                MatDesc out, bool round_out) {
+  grid_dependency_sync();
   const int64_t D = o.cols;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= streams.rows * D) return;
@@ -258,35 +264,36 @@ void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y
   if (streams.rows == 0) return;
   const int rows = (2 + p.n) * p.n;
   if (!dots_ready) {
-    hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0, stream>>>(
-        streams, p.fn, rows, scratch);
+    launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0,
+                  stream, streams, p.fn, rows, scratch);
   }
-  hc_pre_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(
-      streams, p, scratch, collapse, y, pre_out, post, comb, round_y);
+  launch_kernel(hc_pre_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams, p,
+                scratch, collapse, y, pre_out, post, comb, round_y);
 }
 void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream) {
   if (x.rows == 0) return;
-  row_sumsq_kernel<<<static_cast<unsigned>(x.rows), kThreads, 0, stream>>>(x, out, out_ld);
+  launch_kernel(row_sumsq_kernel, static_cast<unsigned>(x.rows), kThreads, 0, stream, x, out,
+                out_ld);
 }
 void launch_hc_collapse(MatDesc streams, MatDesc pre, int n, MatDesc y, cudaStream_t stream) {
   const int64_t work = streams.rows * y.cols;
   if (work == 0) return;
-  hc_collapse_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, pre, n, y);
+  launch_kernel(hc_collapse_kernel, grid_for(work, 256), 256, 0, stream, streams, pre, n, y);
 }
 void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int n, MatDesc out,
                     bool round_out, cudaStream_t stream) {
   const int64_t work = streams.rows * o.cols;
   if (work == 0) return;
-  hc_post_kernel<<<grid_for(work, 256), 256, 0, stream>>>(streams, o, post, comb, n, out,
-                                                          round_out);
+  launch_kernel(hc_post_kernel, grid_for(work, 256), 256, 0, stream, streams, o, post, comb, n, out,
+                round_out);
 }
-void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch,
+void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool round_y,
                     cudaStream_t stream) {
   if (streams.rows == 0) return;
-  hc_dots_kernel<<<dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0, stream>>>(
-      streams, p.fn, p.n, scratch);
-  hc_head_kernel<<<static_cast<unsigned>(streams.rows), kThreads, 0, stream>>>(streams, p, scratch,
-                                                                               y);
+  launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0,
+                stream, streams, p.fn, p.n, scratch);
+  launch_kernel(hc_head_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams,
+                p, scratch, y, round_y);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -14,6 +14,7 @@ namespace {
 
 __global__ void block_scores_kernel(MatDesc scores, const int32_t* visible, int64_t block_size,
                                     MatDesc out, int32_t* n_blocks_visible) {
+  grid_dependency_sync();
   const int64_t t = blockIdx.y;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (b >= out.cols) return;
@@ -33,6 +34,7 @@ __global__ void block_scores_kernel(MatDesc scores, const int32_t* visible, int6
 
 // picks [M, n] descending by score with -1 at the end -> ascending block ids, -1 at the end.
 __global__ void sort_picks_kernel(int32_t* picks, int64_t rows, int64_t n) {
+  grid_dependency_sync();
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= rows) return;
   int32_t* p = picks + t * n;
@@ -50,6 +52,7 @@ __global__ void sort_picks_kernel(int32_t* picks, int64_t rows, int64_t n) {
 
 __global__ void restrict_kernel(MatDesc scores, const int32_t* visible, const int32_t* blocks,
                                 int64_t n_blocks, int64_t block_size) {
+  grid_dependency_sync();
   const int64_t t = blockIdx.y;
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   int64_t vis = visible[t];
@@ -82,9 +85,10 @@ void launch_candidate_blocks(MatDesc scores, const int32_t* visible, int64_t blo
   MatDesc bs{scratch, scores.rows, nb_max, nb_max};
   auto* counts = reinterpret_cast<int32_t*>(scratch + scores.rows * nb_max);
   const dim3 grid(static_cast<unsigned>((nb_max + 127) / 128), static_cast<unsigned>(scores.rows));
-  block_scores_kernel<<<grid, 128, 0, stream>>>(scores, visible, block_size, bs, counts);
+  launch_kernel(block_scores_kernel, grid, 128, 0, stream, scores, visible, block_size, bs, counts);
   launch_topk(bs, counts, n_blocks, out, stream);
-  sort_picks_kernel<<<grid_for(scores.rows, 128), 128, 0, stream>>>(out, scores.rows, n_blocks);
+  launch_kernel(sort_picks_kernel, grid_for(scores.rows, 128), 128, 0, stream, out, scores.rows,
+                n_blocks);
 }
 
 void launch_restrict_to_blocks(MatDesc scores, const int32_t* visible, const int32_t* blocks,
@@ -92,7 +96,8 @@ void launch_restrict_to_blocks(MatDesc scores, const int32_t* visible, const int
   if (scores.rows == 0 || scores.cols == 0) return;
   const dim3 grid(static_cast<unsigned>((scores.cols + 255) / 256),
                   static_cast<unsigned>(scores.rows));
-  restrict_kernel<<<grid, 256, 0, stream>>>(scores, visible, blocks, n_blocks, block_size);
+  launch_kernel(restrict_kernel, grid, 256, 0, stream, scores, visible, blocks, n_blocks,
+                block_size);
 }
 
 }  // namespace deepinfer::kernels::cuda

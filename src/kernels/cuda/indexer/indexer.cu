@@ -20,6 +20,7 @@ __global__ void __launch_bounds__(kThreads)
     indexer_scores_kernel(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc shared_keys,
                           const PagedDesc* row_keys, const int32_t* visible, bool bf16_rounding,
                           MatDesc scores) {
+  grid_dependency_sync();
   extern __shared__ float qs[];  // [n_heads * di] then [n_heads] weights
   const int64_t t = blockIdx.y;
   // row_keys (multi): row t's own paged key matrix, and only its visible keys are written.
@@ -86,8 +87,8 @@ void launch_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
   (void)attr_set;
   const dim3 grid(static_cast<unsigned>((key_cols + kKeysPerBlock - 1) / kKeysPerBlock),
                   static_cast<unsigned>(q.rows));
-  indexer_scores_kernel<<<grid, kThreads, smem, stream>>>(q, n_heads, weights, keys, row_keys,
-                                                          visible, bf16_rounding, scores);
+  launch_kernel(indexer_scores_kernel, grid, kThreads, smem, stream, q, n_heads, weights, keys,
+                row_keys, visible, bf16_rounding, scores);
 }
 }  // namespace
 
@@ -108,6 +109,7 @@ void launch_indexer_scores_multi(MatDesc q, int64_t n_heads, MatDesc weights,
 namespace {
 __global__ void paged_row_addresses_kernel(const int32_t* sel, int64_t M, int64_t K,
                                            const PagedDesc* rows, const float** out, int64_t ld) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= M * K) return;
   const int64_t t = i / K, k = i % K;
@@ -122,7 +124,8 @@ __global__ void paged_row_addresses_kernel(const int32_t* sel, int64_t M, int64_
 void launch_paged_row_addresses(const int32_t* sel, int64_t M, int64_t K, const PagedDesc* rows,
                                 const float** out, int64_t ld, cudaStream_t stream) {
   if (M == 0 || K == 0) return;
-  paged_row_addresses_kernel<<<grid_for(M * K, 256), 256, 0, stream>>>(sel, M, K, rows, out, ld);
+  launch_kernel(paged_row_addresses_kernel, grid_for(M * K, 256), 256, 0, stream, sel, M, K, rows,
+                out, ld);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kThreads)
     indexer_scores_mma_kernel(MatDesc q, int64_t n_heads, MatDesc weights,
                               const PagedDesc* row_keys, const IndexerTile* tiles,
                               const int32_t* visible, MatDesc scores) {
+  grid_dependency_sync();
   extern __shared__ uint4 smem_idx[];
   float* qf = reinterpret_cast<float*>(smem_idx);                                  // [2][64][kQld]
   uint16_t* ks = reinterpret_cast<uint16_t*>(reinterpret_cast<char*>(qf) + kQBytes);  // [64][kLd]
@@ -171,8 +172,8 @@ bool launch_indexer_scores_mma(MatDesc q, int64_t n_heads, MatDesc weights,
   (void)attr_set;
   const dim3 grid(static_cast<unsigned>((key_cols + kKeys - 1) / kKeys),
                   static_cast<unsigned>(n_tiles));
-  indexer_scores_mma_kernel<<<grid, kThreads, kSmem, stream>>>(q, n_heads, weights, row_keys,
-                                                               tiles, visible, scores);
+  launch_kernel(indexer_scores_mma_kernel, grid, kThreads, kSmem, stream, q, n_heads, weights,
+                row_keys, tiles, visible, scores);
   return true;
 }
 

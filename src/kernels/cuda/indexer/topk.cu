@@ -38,6 +38,7 @@ __device__ __forceinline__ float nan_as_neg_inf(float v) { return isnan(v) ? -IN
 
 __global__ void __launch_bounds__(kRankThreads)
     topk_rank_count_kernel(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out) {
+  grid_dependency_sync();
   __shared__ float tile[kRankTile];
   const int64_t t = blockIdx.x;
   const int64_t vis = clamp_visible_d(visible[t], scores.cols);
@@ -251,6 +252,7 @@ __device__ void sort_picks_descending(unsigned n, RadixShared& sh) {
 
 __global__ void __launch_bounds__(kRadixThreads)
     topk_radix_kernel(MatDesc scores, const int32_t* visible, int k, int32_t* out) {
+  grid_dependency_sync();
   __shared__ RadixShared sh;
   const int64_t t = blockIdx.x;
   const int64_t vis = clamp_visible_d(visible[t], scores.cols);
@@ -268,8 +270,8 @@ __global__ void __launch_bounds__(kRadixThreads)
 void launch_topk_rank_count(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
                             cudaStream_t stream) {
   if (scores.rows == 0 || k == 0) return;
-  topk_rank_count_kernel<<<static_cast<unsigned>(scores.rows), kRankThreads, 0, stream>>>(
-      scores, visible, k, out);
+  launch_kernel(topk_rank_count_kernel, static_cast<unsigned>(scores.rows), kRankThreads, 0, stream,
+                scores, visible, k, out);
 }
 
 void launch_topk_radix(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,
@@ -279,8 +281,8 @@ void launch_topk_radix(MatDesc scores, const int32_t* visible, int64_t k, int32_
     launch_topk_rank_count(scores, visible, k, out, stream);
     return;
   }
-  topk_radix_kernel<<<static_cast<unsigned>(scores.rows), kRadixThreads, 0, stream>>>(
-      scores, visible, static_cast<int>(k), out);
+  launch_kernel(topk_radix_kernel, static_cast<unsigned>(scores.rows), kRadixThreads, 0, stream,
+                scores, visible, static_cast<int>(k), out);
 }
 
 void launch_topk(MatDesc scores, const int32_t* visible, int64_t k, int32_t* out,

@@ -126,6 +126,7 @@ __global__ void __launch_bounds__(kLayoutThreads)
     layout_kernel(const int32_t* ids, int64_t pairs, int experts, int32_t* counts,
                   int32_t* offsets, int32_t* pair_row, int32_t* row_pair, int32_t* active,
                   int32_t* n_active) {
+  grid_dependency_sync();
   extern __shared__ int32_t smem[];  // [experts] counts, then [experts] cursors
   int32_t* s_count = smem;
   int32_t* s_cursor = smem + experts;
@@ -228,6 +229,7 @@ __device__ void block_dots(const WeightDesc& wa, const WeightDesc& wb, int64_t r
 template <bool kGateUp>
 __global__ void __launch_bounds__(kRowsPerBlock * 32)
     grouped_kernel(const float* in, int64_t in_ld, GroupedStageArgs st) {
+  grid_dependency_sync();
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
@@ -261,6 +263,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 
 __global__ void combine_kernel(const float* y, int64_t y_ld, const int32_t* ids,
                                const int32_t* pair_row, int top_k, bool accumulate, MatDesc out) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= out.rows * out.cols) return;
   const int64_t m = i / out.cols, c = i % out.cols;
@@ -289,8 +292,8 @@ __global__ void combine_kernel(const float* y, int64_t y_ld, const int32_t* ids,
 void launch_moe_layout(const int32_t* ids, int64_t pairs, int experts, MoeLayout l,
                        cudaStream_t stream) {
   const size_t smem = 2 * static_cast<size_t>(experts) * sizeof(int32_t);
-  layout_kernel<<<1, kLayoutThreads, smem, stream>>>(ids, pairs, experts, l.counts, l.offsets,
-                                                     l.pair_row, l.row_pair, l.active, l.n_active);
+  launch_kernel(layout_kernel, 1, kLayoutThreads, smem, stream, ids, pairs, experts, l.counts,
+                l.offsets, l.pair_row, l.row_pair, l.active, l.n_active);
 }
 
 void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, MoeLayout l,
@@ -299,8 +302,8 @@ void launch_moe_gate_up(MatDesc x, const GroupedExpert* experts, int64_t inter, 
   if (max_active <= 0) return;
   const dim3 grid(static_cast<unsigned>(max_active),
                   static_cast<unsigned>((inter + kRowsPerBlock - 1) / kRowsPerBlock));
-  grouped_kernel<true><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-      x.data, x.ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, h, h_ld});
+  launch_kernel(grouped_kernel<true>, grid, kRowsPerBlock * 32, 0, stream, x.data, x.ld,
+                GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, h, h_ld});
 }
 
 void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts, int64_t dim,
@@ -309,16 +312,16 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
   if (max_active <= 0) return;
   const dim3 grid(static_cast<unsigned>(max_active),
                   static_cast<unsigned>((dim + kRowsPerBlock - 1) / kRowsPerBlock));
-  grouped_kernel<false><<<grid, kRowsPerBlock * 32, 0, stream>>>(
-      h, h_ld, GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, y, y_ld});
+  launch_kernel(grouped_kernel<false>, grid, kRowsPerBlock * 32, 0, stream, h, h_ld,
+                GroupedStageArgs{experts, l, gates, gates_ld, top_k, ep, y, y_ld});
 }
 
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
                         bool accumulate, MatDesc out, cudaStream_t stream) {
   const int64_t work = out.rows * out.cols;
   if (work == 0) return;
-  combine_kernel<<<grid_for(work, 256), 256, 0, stream>>>(y, y_ld, ids, l.pair_row, top_k,
-                                                          accumulate, out);
+  launch_kernel(combine_kernel, grid_for(work, 256), 256, 0, stream, y, y_ld, ids, l.pair_row,
+                top_k, accumulate, out);
 }
 
 }  // namespace deepinfer::kernels::cuda

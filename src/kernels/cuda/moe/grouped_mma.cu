@@ -90,6 +90,7 @@ __device__ __forceinline__ void pass_128(const RowCodes<kFp4>& lo, const RowCode
 template <bool kGateUp, bool kFp4>
 __global__ void __launch_bounds__(kWarps * 32, 8)  // 8 blocks per SM: <= 64 registers
     grouped_mma_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+  grid_dependency_sync();
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
@@ -221,6 +222,7 @@ __device__ __forceinline__ void pass_tiles(const RowCodes<kFp4>& lo, const RowCo
 template <bool kGateUp, bool kFp4, int kTiles>
 __global__ void __launch_bounds__(kWarps * 32, 4)  // 4 blocks per SM: <= 128 registers
     grouped_mma_tiles_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+  grid_dependency_sync();
   const int e = stage_expert(st);
   if (e < 0) return;
   const GroupedExpert& ex = st.experts[e];
@@ -312,15 +314,16 @@ void launch_moe_gate_up_mma(const uint16_t* x, int64_t x_ld, const GroupedExpert
     launch_wide_stage(true, x, x_ld, args, max_active, inter, stream);
   } else if (pair_tiles > 1) {
     if (fp4) {
-      grouped_mma_tiles_kernel<true, true, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
+      launch_kernel(grouped_mma_tiles_kernel<true, true, kManyTiles>, grid, kWarps * 32, 0, stream,
+                    x, x_ld, args);
     } else {
-      grouped_mma_tiles_kernel<true, false, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(x, x_ld,
-                                                                                      args);
+      launch_kernel(grouped_mma_tiles_kernel<true, false, kManyTiles>, grid, kWarps * 32, 0, stream,
+                    x, x_ld, args);
     }
   } else if (fp4) {
-    grouped_mma_kernel<true, true><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
+    launch_kernel(grouped_mma_kernel<true, true>, grid, kWarps * 32, 0, stream, x, x_ld, args);
   } else {
-    grouped_mma_kernel<true, false><<<grid, kWarps * 32, 0, stream>>>(x, x_ld, args);
+    launch_kernel(grouped_mma_kernel<true, false>, grid, kWarps * 32, 0, stream, x, x_ld, args);
   }
 }
 
@@ -335,16 +338,16 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
     launch_wide_stage(false, h, h_ld, args, max_active, dim, stream);
   } else if (pair_tiles > 1) {
     if (fp4) {
-      grouped_mma_tiles_kernel<false, true, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(h, h_ld,
-                                                                                      args);
+      launch_kernel(grouped_mma_tiles_kernel<false, true, kManyTiles>, grid, kWarps * 32, 0, stream,
+                    h, h_ld, args);
     } else {
-      grouped_mma_tiles_kernel<false, false, kManyTiles><<<grid, kWarps * 32, 0, stream>>>(h, h_ld,
-                                                                                       args);
+      launch_kernel(grouped_mma_tiles_kernel<false, false, kManyTiles>, grid, kWarps * 32, 0,
+                    stream, h, h_ld, args);
     }
   } else if (fp4) {
-    grouped_mma_kernel<false, true><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
+    launch_kernel(grouped_mma_kernel<false, true>, grid, kWarps * 32, 0, stream, h, h_ld, args);
   } else {
-    grouped_mma_kernel<false, false><<<grid, kWarps * 32, 0, stream>>>(h, h_ld, args);
+    launch_kernel(grouped_mma_kernel<false, false>, grid, kWarps * 32, 0, stream, h, h_ld, args);
   }
 }
 

@@ -174,6 +174,7 @@ __device__ __forceinline__ int pass_at(int i, int n_pass) {
 template <bool kGateUp>
 __global__ void __launch_bounds__(kWideWarps * 32, 2)
     grouped_mma_wide_kernel(const uint16_t* in, int64_t in_ld, GroupedStageArgs st) {
+  grid_dependency_sync();
   constexpr int kS = kSums<kGateUp>;
   const int e = static_cast<int>(blockIdx.y) < *st.layout.n_active ? st.layout.active[blockIdx.y]
                                                                     : -1;
@@ -315,8 +316,8 @@ void launch_wide(const uint16_t* in, int64_t in_ld, const GroupedStageArgs& args
   }();
   (void)raised;
   const dim3 grid(static_cast<unsigned>(rows / kWideRows), static_cast<unsigned>(max_active));
-  grouped_mma_wide_kernel<kGateUp>
-      <<<grid, kWideWarps * 32, kStagedSmem<kGateUp>, stream>>>(in, in_ld, args);
+  launch_kernel(grouped_mma_wide_kernel<kGateUp>, grid, kWideWarps * 32, kStagedSmem<kGateUp>,
+                stream, in, in_ld, args);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ __device__ __forceinline__ bool beats(float ka, int ia, float kb, int ib) {
 
 __global__ void route_topk_kernel(MatDesc z, const float* bias, int top_k, float route_scale,
                                   RouteOptsDev o, int32_t* ids, MatDesc weights) {
+  grid_dependency_sync();
   __shared__ float p[kMaxExperts], key[kMaxExperts];
   __shared__ bool taken[kMaxExperts];
   __shared__ float wkey[32];
@@ -93,6 +94,7 @@ __global__ void route_topk_kernel(MatDesc z, const float* bias, int top_k, float
 
 __global__ void route_weights_kernel(MatDesc z, const int32_t* ids, int k, float route_scale,
                                      MatDesc weights) {
+  grid_dependency_sync();
   __shared__ float p[kMaxExperts];
   const int64_t t = blockIdx.x, E = z.cols;
   for (int64_t e = threadIdx.x; e < E; e += blockDim.x)
@@ -104,6 +106,7 @@ __global__ void route_weights_kernel(MatDesc z, const int32_t* ids, int k, float
 
 __global__ void hash_ids_kernel(const int32_t* token_ids, int64_t m, const void* table, bool i64,
                                 int k, int32_t* ids) {
+  grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= m * k) return;
   const int64_t t = token_ids[i / k], j = i % k;
@@ -117,20 +120,20 @@ void launch_moe_route_topk(MatDesc z, const float* bias, int top_k, float route_
                            const RouteOptsDev& opts, int32_t* ids, MatDesc weights,
                            cudaStream_t stream) {
   if (z.rows == 0) return;
-  route_topk_kernel<<<static_cast<unsigned>(z.rows), 256, 0, stream>>>(z, bias, top_k, route_scale,
-                                                                       opts, ids, weights);
+  launch_kernel(route_topk_kernel, static_cast<unsigned>(z.rows), 256, 0, stream, z, bias, top_k,
+                route_scale, opts, ids, weights);
 }
 void launch_moe_route_weights(MatDesc z, const int32_t* ids, int k, float route_scale,
                               MatDesc weights, cudaStream_t stream) {
   if (z.rows == 0) return;
-  route_weights_kernel<<<static_cast<unsigned>(z.rows), 256, 0, stream>>>(z, ids, k, route_scale,
-                                                                          weights);
+  launch_kernel(route_weights_kernel, static_cast<unsigned>(z.rows), 256, 0, stream, z, ids, k,
+                route_scale, weights);
 }
 void launch_moe_hash_ids(const int32_t* token_ids, int64_t m, const void* tid2eid, bool tid2eid_i64,
                          int k, int32_t* ids, cudaStream_t stream) {
   if (m == 0) return;
-  hash_ids_kernel<<<grid_for(m * k, 256), 256, 0, stream>>>(token_ids, m, tid2eid, tid2eid_i64, k,
-                                                            ids);
+  launch_kernel(hash_ids_kernel, grid_for(m * k, 256), 256, 0, stream, token_ids, m, tid2eid,
+                tid2eid_i64, k, ids);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -26,6 +26,7 @@ __global__ void act_quant_fp8_codes_kernel(MatDesc x, int64_t block, int64_t blo
                                            uint8_t* codes, int64_t codes_ld, float* scales,
                                            unsigned x_blocks, const uint8_t* w_e8m0, int64_t w_n,
                                            float* w_f32) {
+  grid_dependency_sync();
   if (blockIdx.x >= x_blocks) {
     const int64_t i = static_cast<int64_t>(blockIdx.x - x_blocks) * blockDim.x + threadIdx.x;
     if (i < w_n) w_f32[i] = e8m0_to_f32_d(w_e8m0[i]);
@@ -56,8 +57,8 @@ void launch_act_quant_fp8_codes(MatDesc x, int64_t block, uint8_t* codes, int64_
   const int64_t bpr = (x.cols + block - 1) / block;
   const unsigned x_blocks = grid_for(x.rows * bpr * 32, 256);
   const unsigned w_blocks = w_n > 0 ? grid_for(w_n, 256) : 0;
-  act_quant_fp8_codes_kernel<<<x_blocks + w_blocks, 256, 0, stream>>>(
-      x, block, bpr, codes, codes_ld, scales, x_blocks, w_e8m0, w_n, w_f32);
+  launch_kernel(act_quant_fp8_codes_kernel, x_blocks + w_blocks, 256, 0, stream, x, block, bpr,
+                codes, codes_ld, scales, x_blocks, w_e8m0, w_n, w_f32);
 }
 
 }  // namespace deepinfer::kernels::cuda

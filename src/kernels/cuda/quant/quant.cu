@@ -19,6 +19,7 @@ enum class Fq { kFp8, kFp4, kNvfp4 };
 template <Fq kMode>
 __global__ void fake_quant_kernel(MatDesc x, MatDesc out, int64_t n, int64_t block,
                                   int64_t blocks_per_row) {
+  grid_dependency_sync();
   const int64_t wg = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (wg >= x.rows * blocks_per_row) return;  // whole warps exit together
@@ -45,6 +46,7 @@ __global__ void fake_quant_kernel(MatDesc x, MatDesc out, int64_t n, int64_t blo
 }
 
 __global__ void hadamard128_kernel(MatDesc x, int64_t chunks_per_row) {
+  grid_dependency_sync();
   __shared__ float v[128];
   const int64_t row = blockIdx.x / chunks_per_row, c0 = (blockIdx.x % chunks_per_row) * 128;
   float* p = x.data + row * x.ld + c0;
@@ -64,6 +66,7 @@ __global__ void hadamard128_kernel(MatDesc x, int64_t chunks_per_row) {
 // Any power-of-two width n <= 1024: one n-thread block per chunk, the same butterflies as the
 // host loop (a+b, a-b for h = 1, 2, 4, ...), then one multiply by the host's FP32 1/sqrt(n).
 __global__ void hadamard_kernel(MatDesc x, int64_t chunks_per_row, float scale) {
+  grid_dependency_sync();
   extern __shared__ float v[];
   const int n = static_cast<int>(blockDim.x);
   const int64_t row = blockIdx.x / chunks_per_row, c0 = (blockIdx.x % chunks_per_row) * n;
@@ -85,6 +88,7 @@ __global__ void hadamard_kernel(MatDesc x, int64_t chunks_per_row, float scale) 
 // combines the lanes, so a row's result never depends on the batch (the host sums in channel
 // order; the two may differ by one BF16 rounding).
 __global__ void rms_norm_bf16_kernel(MatDesc x, int64_t group, int64_t groups_per_row, float eps) {
+  grid_dependency_sync();
   const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (t >= x.rows * groups_per_row) return;  // whole warps exit together
@@ -102,7 +106,8 @@ void launch_fq(MatDesc x, MatDesc out, int64_t n, int64_t block, cudaStream_t st
   if (x.rows == 0 || n == 0) return;
   const int64_t bpr = (n + block - 1) / block;
   const int64_t threads = x.rows * bpr * 32;
-  fake_quant_kernel<kMode><<<grid_for(threads, 256), 256, 0, stream>>>(x, out, n, block, bpr);
+  launch_kernel(fake_quant_kernel<kMode>, grid_for(threads, 256), 256, 0, stream, x, out, n, block,
+                bpr);
 }
 
 }  // namespace
@@ -122,18 +127,20 @@ void launch_fake_quant_nvfp4(MatDesc x, int64_t block, cudaStream_t stream) {
 void launch_hadamard(MatDesc x, int64_t n, float scale, cudaStream_t stream) {
   const int64_t chunks = x.cols / n;
   if (x.rows == 0 || chunks == 0) return;
-  hadamard_kernel<<<static_cast<unsigned>(x.rows * chunks), static_cast<unsigned>(n),
-                    static_cast<size_t>(n) * sizeof(float), stream>>>(x, chunks, scale);
+  launch_kernel(hadamard_kernel, static_cast<unsigned>(x.rows * chunks), static_cast<unsigned>(n),
+                static_cast<size_t>(n) * sizeof(float), stream, x, chunks, scale);
 }
 void launch_rms_norm_bf16(MatDesc x, int64_t group, float eps, cudaStream_t stream) {
   const int64_t groups = x.cols / group, threads = x.rows * groups * 32;
   if (threads == 0) return;
-  rms_norm_bf16_kernel<<<grid_for(threads, 256), 256, 0, stream>>>(x, group, groups, eps);
+  launch_kernel(rms_norm_bf16_kernel, grid_for(threads, 256), 256, 0, stream, x, group, groups,
+                eps);
 }
 void launch_hadamard128(MatDesc x, cudaStream_t stream) {
   const int64_t chunks = x.cols / 128;
   if (x.rows == 0 || chunks == 0) return;
-  hadamard128_kernel<<<static_cast<unsigned>(x.rows * chunks), 128, 0, stream>>>(x, chunks);
+  launch_kernel(hadamard128_kernel, static_cast<unsigned>(x.rows * chunks), 128, 0, stream, x,
+                chunks);
 }
 
 }  // namespace deepinfer::kernels::cuda

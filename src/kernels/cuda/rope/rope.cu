@@ -16,6 +16,7 @@ constexpr int64_t kMaxGridY = 65535;
 
 __global__ void rope_kernel(MatDesc x, int n_heads, int head_dim, const int32_t* positions,
                             const float* freqs, int n_freqs, bool inverse) {
+  grid_dependency_sync();
   const int per_row = n_heads * n_freqs;
   const int i = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= per_row) return;
@@ -36,6 +37,7 @@ __global__ void rope_kernel(MatDesc x, int n_heads, int head_dim, const int32_t*
 __global__ void rope_rounded_kernel(MatDesc x, int n_heads, int head_dim,
                                     const int32_t* positions, const float* freqs, int n_freqs,
                                     bool inverse) {
+  grid_dependency_sync();
   const int pairs = head_dim / 2, per_row = n_heads * pairs;
   const int i = static_cast<int>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= per_row) return;
@@ -74,13 +76,13 @@ void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* po
       launch_round_bf16(x, stream);
       return;
     }
-    rope_rounded_kernel<<<rope_grid(n_heads * (head_dim / 2), x.rows), kRopeThreads, 0, stream>>>(
-        x, nh, hd, positions, freqs, nf, inverse);
+    launch_kernel(rope_rounded_kernel, rope_grid(n_heads * (head_dim / 2), x.rows), kRopeThreads, 0,
+                  stream, x, nh, hd, positions, freqs, nf, inverse);
     return;
   }
   if (n_freqs == 0) return;
-  rope_kernel<<<rope_grid(n_heads * n_freqs, x.rows), kRopeThreads, 0, stream>>>(
-      x, nh, hd, positions, freqs, nf, inverse);
+  launch_kernel(rope_kernel, rope_grid(n_heads * n_freqs, x.rows), kRopeThreads, 0, stream, x, nh,
+                hd, positions, freqs, nf, inverse);
 }
 
 }  // namespace deepinfer::kernels::cuda

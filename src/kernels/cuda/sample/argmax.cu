@@ -20,6 +20,7 @@ __device__ __forceinline__ bool better(float v, int32_t i, float bv, int32_t bi)
 }
 
 __global__ void argmax_rows_kernel(MatDesc logits, int32_t* tokens, int32_t* ids, float* probs) {
+  grid_dependency_sync();
   __shared__ float s_val[kWarps];
   __shared__ int32_t s_id[kWarps];
   __shared__ int s_bad[kWarps];
@@ -92,8 +93,8 @@ __global__ void argmax_rows_kernel(MatDesc logits, int32_t* tokens, int32_t* ids
 void launch_argmax_rows(MatDesc logits, int32_t* tokens, int32_t* ids, float* probs,
                         cudaStream_t stream) {
   if (logits.rows == 0) return;
-  argmax_rows_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(logits, tokens,
-                                                                                   ids, probs);
+  launch_kernel(argmax_rows_kernel, static_cast<unsigned>(logits.rows), kThreads, 0, stream, logits,
+                tokens, ids, probs);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -287,6 +287,7 @@ __device__ bool top_p_d(float* x, float* w, int64_t V, float top_p, double* bs, 
 __global__ void __launch_bounds__(kThreads)
     sample_kernel(MatDesc logits, const SampleSpecDev* specs, float* xs, float* ws, double* bss,
                   int32_t* tokens) {
+  grid_dependency_sync();
   __shared__ Shared sh;
   const int64_t r = blockIdx.x, V = logits.cols, nb = (V + kMassBlock - 1) / kMassBlock;
   float* x = xs + r * V;
@@ -400,8 +401,8 @@ void launch_sample(MatDesc logits, const SampleSpecDev* specs, void* scratch, in
   double* bs = static_cast<double*>(scratch);
   float* xs = reinterpret_cast<float*>(bs + logits.rows * nb);
   float* ws = xs + logits.rows * V;
-  sample_kernel<<<static_cast<unsigned>(logits.rows), kThreads, 0, stream>>>(logits, specs, xs, ws,
-                                                                            bs, tokens);
+  launch_kernel(sample_kernel, static_cast<unsigned>(logits.rows), kThreads, 0, stream, logits,
+                specs, xs, ws, bs, tokens);
 }
 
 }  // namespace deepinfer::kernels::cuda
