@@ -236,6 +236,12 @@ void CudaOps::linear_impl(CMat x, const WeightRef& w, Mat y, bool act_quant, int
       linear_mma(x, w, y, act_block, round_out);
       return;
     }
+    // Batch 1-4 on FP8/FP4 weights: the decode GEMV quantizes x itself (matmul would reach the
+    // same GEMV with the quantized copy: one launch fewer, the same bits).
+    if (!batch_invariant_ && stream_gemv_ && fused_act_quant_ &&
+        kc::launch_linear_quantized(md(x), wd(w), md(y), act_block, round_out, stream_)) {
+      return;
+    }
     Mat xq(arena().alloc_n<float>(x.rows * x.cols), x.rows, x.cols);
     kc::launch_act_quant_fp8_copy(md(x), md(xq), act_block, stream_);
     matmul(xq, w, y, act_block, true, nullptr, nullptr, round_out);

@@ -86,6 +86,10 @@ class CudaOps : public Ops {
   // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
   // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.
   void set_stream_gemv(bool on) { stream_gemv_ = on; }
+  // Off: that GEMV reads an act-quantized copy of x made by a launch of its own instead of
+  // quantizing x itself (launch_linear_quantized): the A/B, and the bitwise check of the fused
+  // form (ops_cuda_test).
+  void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Off: sparse attention with BF16 probabilities (official semantics) stays on the SIMT group
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
   // benchmarks' A/B.
@@ -307,6 +311,7 @@ class CudaOps : public Ops {
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
   bool stream_gemv_ = true;
+  bool fused_act_quant_ = true;
   bool sparse_mma_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi

@@ -62,6 +62,12 @@ bool programmatic_launch();
 // stream_gemv false: M <= 4 on FP8/FP4 weights keeps the thread-group GEMV (benchmark A/B).
 void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream,
                    bool stream_gemv = true);
+// The same product of act_quant_fp8(x, act_block) (Ops::linear's act quant), the quantization
+// done inside the decode GEMV (one launch, the same bits as a quantized copy first). False, and
+// nothing launched, where that form does not apply (M > 4, other weight formats, unaligned x):
+// the caller quantizes a copy and calls launch_linear.
+bool launch_linear_quantized(MatDesc x, const WeightDesc& w, MatDesc y, int act_block,
+                             bool round_out, cudaStream_t stream);
 // The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
 // how many rows there are (batch-invariant mode).
 void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);

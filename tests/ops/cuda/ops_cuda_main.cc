@@ -24,6 +24,31 @@
 
 namespace deepinfer::backend::testing {
 int run_perf(cuda::CudaOps& gpu, const std::string& filter);
+
+// CudaOps' own forms, beside the oracle cases: the decode GEMV that act-quantizes x itself
+// (1-4 rows, FP8 / FP4 weights, launch_linear_quantized) gives the bits of the quantized copy
+// followed by the same GEMV, rounded or not.
+void check_fused_act_quant(cuda::CudaOps& gpu, CaseContext& ctx) {
+  for (WKind kind : {WKind::kFp8E8m0, WKind::kFp4})
+    for (const auto& [n, k] : {std::pair<int64_t, int64_t>{1024, 4096}, {37, 256}, {5, 96}}) {
+      auto w = test_weight(ctx, kind, n, k);
+      for (int64_t M : {1, 2, 3, 4})
+        for (bool round : {false, true}) {
+          const DBuf x = dev_copy(ctx, random_buf(ctx.rng, M, k, -8.0f, 8.0f));
+          DBuf fused = dev_poisoned(ctx, M, n), copy = dev_poisoned(ctx, M, n, 1);
+          gpu.set_linear_mma_min_rows(int64_t{1} << 40);  // the GEMV at 2-4 rows too
+          gpu.linear(x.cmat(), w->dev.ref, fused.mat(), {.act_quant = true, .round_bf16 = round});
+          gpu.set_fused_act_quant(false);
+          gpu.linear(x.cmat(), w->dev.ref, copy.mat(), {.act_quant = true, .round_bf16 = round});
+          gpu.set_fused_act_quant(true);
+          gpu.set_linear_mma_min_rows(2);
+          close(ctx,
+                std::string("fused act quant ") + wkind_name(kind) + " M=" + std::to_string(M) +
+                    " " + std::to_string(n) + "x" + std::to_string(k) + (round ? " rounded" : ""),
+                fused.download(), copy.download(), 0.0);
+        }
+    }
+}
 }  // namespace deepinfer::backend::testing
 
 int main(int argc, char** argv) {
@@ -107,6 +132,16 @@ int main(int argc, char** argv) {
     std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", c.name,
                 ctx.checks - checks_before);
     std::fflush(stdout);
+  }
+  if (filter.empty() || std::string("linear fused act quant").find(filter) != std::string::npos) {
+    const int failures_before = ctx.failures, checks_before = ctx.checks;
+    std::printf("[ RUN  ] cuda_fused_act_quant\n");
+    testing::check_fused_act_quant(*gpu.value(), ctx);
+    ++cases;
+    const bool ok = ctx.failures == failures_before;
+    failed_cases += ok ? 0 : 1;
+    std::printf("[ %s ] cuda_fused_act_quant (%d checks)\n", ok ? " OK " : "FAIL",
+                ctx.checks - checks_before);
   }
   std::printf("%d cases, %d checks, %d failed checks, %d failed cases, %d skipped\n", cases,
               ctx.checks, ctx.failures, failed_cases, skipped);

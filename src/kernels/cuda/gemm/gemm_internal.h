@@ -19,7 +19,9 @@ void launch_gemv_rows(MatDesc x, const WeightDesc& w, MatDesc y, int tpr, bool x
 // E8M0) weights: warps streaming several rows each (gemv_stream.cu).
 inline constexpr int64_t kGemvStreamMaxM = 4;
 bool gemv_stream_supported(MatDesc x, const WeightDesc& w);
-void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
+// ... and can act-quantize x itself in blocks of qblock channels (qblock > 0).
+bool gemv_stream_quantizes(MatDesc x, const WeightDesc& w, int qblock);
+void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
                         cudaStream_t stream);
 void launch_gemm_tiled(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 

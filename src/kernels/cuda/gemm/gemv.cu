@@ -204,13 +204,20 @@ void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cu
                    bool stream_gemv) {
   if (x.rows == 0 || w.n == 0) return;
   if (stream_gemv && gemv_stream_supported(x, w)) {
-    launch_gemv_stream(x, w, y, round_out, stream);
+    launch_gemv_stream(x, w, y, round_out, 0, stream);
   } else if (x.rows <= kGemvMaxM) {
     launch_gemv(x, w, y, round_out, stream);
   } else {
     launch_gemm_tiled(x, w, y, stream);
     if (round_out) launch_round_bf16(y, stream);
   }
+}
+
+bool launch_linear_quantized(MatDesc x, const WeightDesc& w, MatDesc y, int act_block,
+                             bool round_out, cudaStream_t stream) {
+  if (x.rows == 0 || w.n == 0 || !gemv_stream_quantizes(x, w, act_block)) return false;
+  launch_gemv_stream(x, w, y, round_out, act_block, stream);
+  return true;
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -14,6 +14,12 @@
 // warp sums its lanes in a fixed butterfly and the S warps of a row add up in warp order. A row's
 // value therefore depends only on its own input row, never on the batch or the grid. Chunks are
 // decoded by gemm/stream_chunk.cuh.
+//
+// qblock > 0: x is act-quantized on the way in (FP8 E4M3 with a power-of-two scale per qblock
+// channels of a row, backend/quant.h; the same helpers as quant.cu's act-quantized copy, so the
+// same bits): the block first finds every (row, q-block) scale into shared memory, then each
+// chunk's activations are quantized as they are loaded. One launch instead of two per FP8
+// linear at batch 1-4 (the decode step's most frequent pair).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
 #include "kernels/cuda/gemm/stream_chunk.cuh"
@@ -27,8 +33,20 @@ constexpr int kLoadsPerLane = 8;  // R x U: 16-byte loads each lane has in fligh
 template <WFmt F, int MT, int R, int S>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two blocks per SM
     gemv_stream_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
-                       float* __restrict__ y, int64_t yld, bool round_out) {
+                       float* __restrict__ y, int64_t yld, bool round_out, int qblock) {
   grid_dependency_sync();
+  extern __shared__ float xscale[];  // [MT][qblocks] when qblock > 0
+  const int64_t qblocks = qblock > 0 ? (w.k + qblock - 1) / qblock : 0;
+  if (qblock > 0) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int64_t t = warp; t < M * qblocks; t += kWarps) {
+      const int64_t m = t / qblocks, b0 = (t % qblocks) * qblock;
+      const int64_t len = w.k - b0 < qblock ? w.k - b0 : qblock;
+      const float amax = warp_block_amax(x + m * xld + b0, len, lane);
+      if (lane == 0) xscale[t] = pow2_scale_d(amax, kFp8MaxD);
+    }
+    __syncthreads();
+  }
   constexpr int E = stream_chunk_elems<F>;
   constexpr int U = kLoadsPerLane / R;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -75,9 +93,16 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
         float s[R];
 #pragma unroll
         for (int r = 0; r < R; ++r) s[r] = 0.0f;
+        const float qs = qblock > 0 ? xscale[m * qblocks + c * E / qblock] : 0.0f;
 #pragma unroll
         for (int i = 0; i < E / 4; ++i) {
-          const float4 xv = __ldg(xr + i);
+          float4 xv = __ldg(xr + i);
+          if (qblock > 0) {
+            xv.x = act_quant_fp8_d(xv.x, qs);
+            xv.y = act_quant_fp8_d(xv.y, qs);
+            xv.z = act_quant_fp8_d(xv.z, qs);
+            xv.w = act_quant_fp8_d(xv.w, qs);
+          }
 #pragma unroll
           for (int r = 0; r < R; ++r) {
             s[r] = fmaf(wv[r][4 * i], xv.x, s[r]);
@@ -129,11 +154,14 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
 constexpr int64_t kTargetWarps = 2048;
 
 template <WFmt F, int MT, int R, int S>
-void launch_form(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
+void launch_form(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
+                 cudaStream_t stream) {
   const int64_t rows_per_block = kWarps / S * R;
   const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
-  launch_kernel(gemv_stream_kernel<F, MT, R, S>, grid, kWarps * 32, 0, stream, x.data, x.ld,
-                static_cast<int>(x.rows), w, y.data, y.ld, round_out);
+  const size_t smem =
+      qblock > 0 ? static_cast<size_t>(MT * ((w.k + qblock - 1) / qblock)) * sizeof(float) : 0;
+  launch_kernel(gemv_stream_kernel<F, MT, R, S>, grid, kWarps * 32, smem, stream, x.data, x.ld,
+                static_cast<int>(x.rows), w, y.data, y.ld, round_out, qblock);
 }
 
 // The most rows a warp takes without spilling (ptxas, sm_90a, <= 128 registers): each row holds
@@ -142,22 +170,25 @@ template <WFmt F, int MT>
 constexpr int kMaxRows = F == WFmt::kFp8 ? (MT == 1 ? 4 : 2) : (MT == 1 ? 2 : 1);
 
 template <WFmt F, int MT>
-void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cudaStream_t stream) {
+void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
+               cudaStream_t stream) {
   const int64_t nchunks = w.k / stream_chunk_elems<F>;
   if constexpr (kMaxRows<F, MT> >= 4) {
-    if (w.n >= 4 * kTargetWarps) return launch_form<F, MT, 4, 1>(x, w, y, round_out, stream);
+    if (w.n >= 4 * kTargetWarps)
+      return launch_form<F, MT, 4, 1>(x, w, y, round_out, qblock, stream);
   }
   if constexpr (kMaxRows<F, MT> >= 2) {
-    if (w.n >= 2 * kTargetWarps) return launch_form<F, MT, 2, 1>(x, w, y, round_out, stream);
+    if (w.n >= 2 * kTargetWarps)
+      return launch_form<F, MT, 2, 1>(x, w, y, round_out, qblock, stream);
   }
   if (w.n >= kTargetWarps || nchunks < 64) {
-    launch_form<F, MT, 1, 1>(x, w, y, round_out, stream);
+    launch_form<F, MT, 1, 1>(x, w, y, round_out, qblock, stream);
   } else if (2 * w.n >= kTargetWarps || nchunks < 128) {
-    launch_form<F, MT, 1, 2>(x, w, y, round_out, stream);
+    launch_form<F, MT, 1, 2>(x, w, y, round_out, qblock, stream);
   } else if (4 * w.n >= kTargetWarps || nchunks < 256) {
-    launch_form<F, MT, 1, 4>(x, w, y, round_out, stream);
+    launch_form<F, MT, 1, 4>(x, w, y, round_out, qblock, stream);
   } else {
-    launch_form<F, MT, 1, 8>(x, w, y, round_out, stream);
+    launch_form<F, MT, 1, 8>(x, w, y, round_out, qblock, stream);
   }
 }
 
@@ -169,15 +200,21 @@ bool gemv_stream_supported(MatDesc x, const WeightDesc& w) {
   return stream_chunk_weight(w);
 }
 
-void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out,
+bool gemv_stream_quantizes(MatDesc x, const WeightDesc& w, int qblock) {
+  // Every chunk inside one q-block; the scales fit the default shared memory.
+  return gemv_stream_supported(x, w) && qblock > 0 && qblock % 32 == 0 &&
+         kGemvStreamMaxM * ((w.k + qblock - 1) / qblock) * 4 <= 16384;
+}
+
+void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
                         cudaStream_t stream) {
   const bool one = x.rows == 1;
   if (w.fmt == WFmt::kFp8) {
-    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, stream)
-        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, stream);
+    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, qblock, stream)
+        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, qblock, stream);
   } else {
-    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, stream)
-        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, stream);
+    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, qblock, stream)
+        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, qblock, stream);
   }
 }
 
