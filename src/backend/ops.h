@@ -295,6 +295,14 @@ class Ops {
   virtual void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows,
                                      int64_t L, int64_t d, const float* sink, float scale,
                                      bool bf16_probs, Mat o);
+  // sparse_attention_rows, then o rounded to BF16 (the official rounding point after the
+  // attention): a backend may round in the kernel's store. Default: the two calls.
+  virtual void sparse_attention_rows_rounded(CMat q, int64_t n_heads, const float* const* key_rows,
+                                             int64_t L, int64_t d, const float* sink, float scale,
+                                             bool bf16_probs, Mat o) {
+    sparse_attention_rows(q, n_heads, key_rows, L, d, sink, scale, bf16_probs, o);
+    round_bf16(o);
+  }
 
   // The addresses of selected rows, for sparse_attention_rows: out[t·ld + k] = the address of
   // row sel[t·K + k] of rows[t] (a paged matrix: the query's sequence's compressed rows), or

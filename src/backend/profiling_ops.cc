@@ -150,6 +150,12 @@ void ProfilingOps::sparse_attention_rows(CMat q, int64_t h, const float* const* 
                                          int64_t d, const float* sink, float sc, bool bf, Mat o) {
   timed("sparse_attention", [&] { inner_.sparse_attention_rows(q, h, rows, L, d, sink, sc, bf, o); });
 }
+void ProfilingOps::sparse_attention_rows_rounded(CMat q, int64_t h, const float* const* rows,
+                                                 int64_t L, int64_t d, const float* sink, float sc,
+                                                 bool bf, Mat o) {
+  timed("sparse_attention",
+        [&] { inner_.sparse_attention_rows_rounded(q, h, rows, L, d, sink, sc, bf, o); });
+}
 void ProfilingOps::paged_row_addresses(const int32_t* sel, int64_t K,
                                        std::span<const PagedCMat> rows, const float** out,
                                        int64_t ld) {

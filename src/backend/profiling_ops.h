@@ -71,6 +71,9 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,
                              int64_t d, const float* sink, float scale, bool bf16_probs,
                              Mat o) override;
+  void sparse_attention_rows_rounded(CMat q, int64_t n_heads, const float* const* key_rows,
+                                     int64_t L, int64_t d, const float* sink, float scale,
+                                     bool bf16_probs, Mat o) override;
   void paged_row_addresses(const int32_t* sel, int64_t K, std::span<const PagedCMat> rows,
                            const float** out, int64_t ld) override;
   void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const PagedCMat> keys,

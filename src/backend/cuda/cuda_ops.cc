@@ -392,21 +392,32 @@ void CudaOps::sparse_attention(CMat q, int64_t n_heads, CMat kv, const int32_t* 
   keys.kv = md(kv);
   keys.idx = on_device(idx, q.rows * L);
   keys.d = kv.cols;
-  launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o);
+  launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o, false);
 }
 
 void CudaOps::sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows,
                                     int64_t L, int64_t d, const float* sink, float scale,
                                     bool bf16_probs, Mat o) {
+  sparse_attention_rows_impl(q, n_heads, key_rows, L, d, sink, scale, bf16_probs, o, false);
+}
+void CudaOps::sparse_attention_rows_rounded(CMat q, int64_t n_heads, const float* const* key_rows,
+                                            int64_t L, int64_t d, const float* sink, float scale,
+                                            bool bf16_probs, Mat o) {
+  sparse_attention_rows_impl(q, n_heads, key_rows, L, d, sink, scale, bf16_probs, o, true);
+}
+void CudaOps::sparse_attention_rows_impl(CMat q, int64_t n_heads, const float* const* key_rows,
+                                         int64_t L, int64_t d, const float* sink, float scale,
+                                         bool bf16_probs, Mat o, bool round_out) {
   arena().reset();
   kc::SparseKeys keys;
   keys.rows = on_device(key_rows, q.rows * L);
   keys.d = d;
-  launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o);
+  launch_sparse(q, n_heads, keys, L, sink, scale, bf16_probs, o, round_out);
 }
 
 void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys, int64_t L,
-                            const float* sink, float scale, bool bf16_probs, Mat o) {
+                            const float* sink, float scale, bool bf16_probs, Mat o,
+                            bool round_out) {
   const int64_t d = keys.d;
   DI_CHECK(q.cols == n_heads * d && o.rows == q.rows && o.cols == q.cols);
   DI_CHECK(d <= 512 && L <= kc::kMaxSparseKeys);
@@ -417,17 +428,19 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
       batch_invariant_ ? 0 : kc::sparse_attention_split_scratch(q.rows, n_heads, L, d);
   if (split > 0 &&
       kc::launch_sparse_attention_split(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o),
-                                        arena().alloc_n<float>(split), stream_)) {
+                                        round_out, arena().alloc_n<float>(split), stream_)) {
     return;
   }
   // Official semantics (BF16 probabilities; queries and keys BF16 numbers): the tensor-core
   // kernel, outside batch-invariant mode (its sums are associated differently from the group
   // kernel's, which batch-invariant mode keeps for every row count, decode included).
   if (bf16_probs && sparse_mma_ && !batch_invariant_ &&
-      kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale, md(o), stream_)) {
+      kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale, md(o), round_out,
+                                      stream_)) {
     return;
   }
-  kc::launch_sparse_attention(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o), stream_);
+  kc::launch_sparse_attention(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o), round_out,
+                              stream_);
 }
 
 const kc::PagedDesc* CudaOps::stage_paged(std::span<const PagedCMat> mats, int64_t cols) {

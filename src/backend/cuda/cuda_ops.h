@@ -160,6 +160,9 @@ class CudaOps : public Ops {
   void sparse_attention_rows(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,
                              int64_t d, const float* sink, float scale, bool bf16_probs,
                              Mat o) override;
+  void sparse_attention_rows_rounded(CMat q, int64_t n_heads, const float* const* key_rows,
+                                     int64_t L, int64_t d, const float* sink, float scale,
+                                     bool bf16_probs, Mat o) override;
   void paged_row_addresses(const int32_t* sel, int64_t K, std::span<const PagedCMat> rows,
                            const float** out, int64_t ld) override;
   void indexer_scores_multi(CMat q, int64_t n_heads, CMat weights, std::span<const PagedCMat> keys,
@@ -219,7 +222,10 @@ class CudaOps : public Ops {
   const kernels::cuda::PagedDesc* stage_paged(std::span<const PagedCMat> mats, int64_t cols);
   // Both forms of sparse attention, keys resolved to device memory.
   void launch_sparse(CMat q, int64_t n_heads, const kernels::cuda::SparseKeys& keys, int64_t L,
-                     const float* sink, float scale, bool bf16_probs, Mat o);
+                     const float* sink, float scale, bool bf16_probs, Mat o, bool round_out);
+  void sparse_attention_rows_impl(CMat q, int64_t n_heads, const float* const* key_rows, int64_t L,
+                                  int64_t d, const float* sink, float scale, bool bf16_probs, Mat o,
+                                  bool round_out);
   // A device copy of n elements at p (p itself when already device memory).
   template <typename T>
   const T* on_device(const T* p, int64_t n);

@@ -205,15 +205,17 @@ struct SparseKeys {
   const float* const* rows = nullptr;
   int64_t d = 0;
 };
+// round_out: o rounded to BF16 in the store (Ops::sparse_attention_rows_rounded).
 void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                              const float* sink, float scale, bool bf16_probs, MatDesc o,
-                             cudaStream_t stream);
+                             bool round_out, cudaStream_t stream);
 // The same attention on the tensor cores (attention/sparse_attention_mma.cu): head dim 512,
 // probabilities BF16-rounded, and the queries and key rows BF16 numbers (the official
 // semantics' promise; products are then exact). Returns false, launching nothing, when the
 // shape does not fit (d != 512, or L too long for its shared memory).
 bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
-                                 const float* sink, float scale, MatDesc o, cudaStream_t stream);
+                                 const float* sink, float scale, MatDesc o, bool round_out,
+                                 cudaStream_t stream);
 // The same attention with the keys split across blocks (attention/sparse_attention_split.cu),
 // for grids that would not fill the card. scratch: sparse_attention_split_scratch floats of
 // device memory; that count is 0 when the shape does not call for a split. Returns false (and
@@ -222,7 +224,7 @@ bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, in
 int64_t sparse_attention_split_scratch(int64_t rows, int64_t n_heads, int64_t L, int64_t d);
 bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                    const float* sink, float scale, bool bf16_probs, MatDesc o,
-                                   float* scratch, cudaStream_t stream);
+                                   bool round_out, float* scratch, cudaStream_t stream);
 struct PoolSlotDev {
   const float* value;
   const float* gate;

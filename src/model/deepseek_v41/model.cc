@@ -720,9 +720,8 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
         static_cast<const float**>(attn.key_table.fit_bytes(std::max<size_t>(bytes, 8)));
     o.upload(key_rows, table.data(), bytes);
     const Mat ob = ar.o.rows_slice(0, M);
-    o.sparse_attention_rows(ar.q.rows_slice(0, M), H, key_rows, width, hd, b.attn.sink,
-                            1.0f / std::sqrt(static_cast<float>(hd)), num.official, ob);
-    num.act(o, ob);
+    num.sparse_attention_rows_act(o, ar.q.rows_slice(0, M), H, key_rows, width, hd, b.attn.sink,
+                                  1.0f / std::sqrt(static_cast<float>(hd)), ob);
   };
   // n_j = norm(collapse(streams)), base logits = lm_head(n_j) (FP32).
   Mat nj, lg;

@@ -291,9 +291,8 @@ void attend(const LayerEnv& env, const AttentionWeights& w, const AttentionRows&
 
   const Mat o = r.o.rows_slice(0, M);
   if (H > 0 && M > 0) {  // a context-parallel rank may have no query rows in a step
-    ops.sparse_attention_rows(r.q.rows_slice(0, M), H, key_rows, cols.width, d, w.sink,
-                              1.0f / std::sqrt(static_cast<float>(d)), env.num.official, o);
-    env.num.act(ops, o);
+    env.num.sparse_attention_rows_act(ops, r.q.rows_slice(0, M), H, key_rows, cols.width, d, w.sink,
+                                      1.0f / std::sqrt(static_cast<float>(d)), o);
   }
   write_windows(env, r, in, window_of, s);
 }

@@ -88,6 +88,16 @@ struct Numerics {
       ops.hc_pre(streams, p, collapse_pre, y, pre, post, comb);
     }
   }
+  // Sparse attention (BF16 probabilities in official semantics), then act on its output.
+  void sparse_attention_rows_act(backend::Ops& ops, backend::CMat q, int64_t n_heads,
+                                 const float* const* key_rows, int64_t L, int64_t d,
+                                 const float* sink, float scale, backend::Mat o) const {
+    if (official) {
+      ops.sparse_attention_rows_rounded(q, n_heads, key_rows, L, d, sink, scale, true, o);
+    } else {
+      ops.sparse_attention_rows(q, n_heads, key_rows, L, d, sink, scale, false, o);
+    }
+  }
   void hc_head_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
                    backend::Mat y) const {
     if (official) {

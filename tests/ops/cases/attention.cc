@@ -74,6 +74,15 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
           dq.cmat(), s.H, dev_idx ? drows.as<const float* const>() : rows.data(), L2, s.d,
           with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout2.mat());
       close(ctx, t + " by address == by index", dout2.download(), got, 0.0);
+      // sparse_attention_rows_rounded: the same output rounded to BF16 (in the kernels' stores
+      // on CUDA), bit for bit.
+      std::vector<float> rounded = got;
+      for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
+      DBuf dout3 = dev_poisoned(ctx, s.M, s.H * s.d);
+      ctx.ops->sparse_attention_rows_rounded(
+          dq.cmat(), s.H, dev_idx ? drows.as<const float* const>() : rows.data(), L2, s.d,
+          with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout3.mat());
+      close(ctx, t + " rounded", dout3.download(), rounded, 0.0);
     }
   }
 }

@@ -20,7 +20,8 @@ constexpr int kMaxHeadDim = kSparseMaxHeadDim;
 
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
-                            const float* sink, float scale, bool bf16_probs, MatDesc o) {
+                            const float* sink, float scale, bool bf16_probs, MatDesc o,
+                            bool round_out) {
   grid_dependency_sync();
   extern __shared__ float smem[];
   const float** rows = reinterpret_cast<const float**>(smem);  // [L] (8-byte aligned first)
@@ -62,7 +63,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t c = threadIdx.x; c < d; c += blockDim.x) {
     float acc = 0.0f;
     for (int j = 0; j < n; ++j) acc = fmaf(z[j], rows[j][c], acc);
-    oh[c] = acc / den;
+    oh[c] = round_out ? bf16_round_d(acc / den) : acc / den;
   }
 }
 
@@ -77,7 +78,8 @@ size_t group_smem_bytes(int64_t L, int64_t d) {
 
 __global__ void __launch_bounds__(kGroupThreads)
     sparse_attention_group_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
-                                  const float* sink, float scale, bool bf16_probs, MatDesc o) {
+                                  const float* sink, float scale, bool bf16_probs, MatDesc o,
+                                  bool round_out) {
   grid_dependency_sync();
   extern __shared__ float smem[];
   const int64_t t = blockIdx.x, h0 = static_cast<int64_t>(blockIdx.y) * kGroup, d = keys.d;
@@ -115,7 +117,10 @@ __global__ void __launch_bounds__(kGroupThreads)
     sparse_group_pv(z, L, hn, rows, 0, n, c, acc);
 #pragma unroll
     for (int h = 0; h < kGroup; ++h) {
-      if (h < hn) o.data[t * o.ld + (h0 + h) * d + c] = acc[h] / den[h];
+      if (h < hn) {
+        const float v = acc[h] / den[h];
+        o.data[t * o.ld + (h0 + h) * d + c] = round_out ? bf16_round_d(v) : v;
+      }
     }
   }
 }
@@ -124,7 +129,7 @@ __global__ void __launch_bounds__(kGroupThreads)
 
 void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                              const float* sink, float scale, bool bf16_probs, MatDesc o,
-                             cudaStream_t stream) {
+                             bool round_out, cudaStream_t stream) {
   if (q.rows == 0 || n_heads == 0) return;
   static const bool attr_set = [] {
     cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -140,13 +145,13 @@ void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_
     const dim3 grid(static_cast<unsigned>(q.rows),
                     static_cast<unsigned>((n_heads + kGroup - 1) / kGroup));
     launch_kernel(sparse_attention_group_kernel, grid, kGroupThreads, gsmem, stream, q, n_heads,
-                  keys, L, sink, scale, bf16_probs, o);
+                  keys, L, sink, scale, bf16_probs, o, round_out);
     return;
   }
   const size_t smem = static_cast<size_t>(L1) * (sizeof(float) + sizeof(const float*));
   const dim3 grid(static_cast<unsigned>(q.rows), static_cast<unsigned>(n_heads));
   launch_kernel(sparse_attention_kernel, grid, kThreads, smem, stream, q, n_heads, keys, L, sink,
-                scale, bf16_probs, o);
+                scale, bf16_probs, o, round_out);
 }
 
 }  // namespace deepinfer::kernels::cuda

@@ -58,7 +58,7 @@ __device__ __forceinline__ float4 load4(const float* p) {
 
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_mma_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
-                                const float* sink, float scale, MatDesc o) {
+                                const float* sink, float scale, MatDesc o, bool round_out) {
   grid_dependency_sync();
   extern __shared__ uint4 smem_mma[];
   uint32_t* vt = reinterpret_cast<uint32_t*>(smem_mma);                        // [kD][kVld]
@@ -164,7 +164,8 @@ __global__ void __launch_bounds__(kThreads)
       const int h = g + (i >= 2 ? 8 : 0);
       if (h >= hn) continue;
       const int c = c_warp + 8 * nt + 2 * t + (i & 1);
-      o.data[tok * o.ld + (h0 + h) * kD + c] = acc[nt][i] / den[h];
+      const float v = acc[nt][i] / den[h];
+      o.data[tok * o.ld + (h0 + h) * kD + c] = round_out ? bf16_round_d(v) : v;
     }
   }
 }
@@ -178,7 +179,8 @@ constexpr size_t kMmaSmemLimit = 160 * 1024;
 }  // namespace
 
 bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
-                                 const float* sink, float scale, MatDesc o, cudaStream_t stream) {
+                                 const float* sink, float scale, MatDesc o, bool round_out,
+                                 cudaStream_t stream) {
   const int64_t L1 = L > 0 ? L : 1;
   if (keys.d != kD || mma_smem_bytes(L1) > kMmaSmemLimit) return false;
   if (q.rows == 0 || n_heads == 0) return true;
@@ -191,7 +193,7 @@ bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, in
   const dim3 grid(static_cast<unsigned>(q.rows),
                   static_cast<unsigned>((n_heads + kHeads - 1) / kHeads));
   launch_kernel(sparse_attention_mma_kernel, grid, kThreads, mma_smem_bytes(L1), stream, q, n_heads,
-                keys, L, sink, scale, o);
+                keys, L, sink, scale, o, round_out);
   return true;
 }
 

@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kThreads)
 
 __global__ void split_combine_kernel(int64_t n_heads, int64_t d, int64_t rows_total, int splits,
                                      const float* partial, const float* den, const int* counts,
-                                     MatDesc o) {
+                                     MatDesc o, bool round_out) {
   grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t per_row = n_heads * d;
@@ -122,7 +122,8 @@ __global__ void split_combine_kernel(int64_t n_heads, int64_t d, int64_t rows_to
   }
   float acc = 0.0f;
   for (int s = 0; s < splits; ++s) acc += partial[(s * rows_total + t) * per_row + hc];
-  *dst = acc / den[t * n_heads + h];
+  const float v = acc / den[t * n_heads + h];
+  *dst = round_out ? bf16_round_d(v) : v;
 }
 
 }  // namespace
@@ -136,7 +137,7 @@ int64_t sparse_attention_split_scratch(int64_t rows, int64_t n_heads, int64_t L,
 
 bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                    const float* sink, float scale, bool bf16_probs, MatDesc o,
-                                   float* scratch, cudaStream_t stream) {
+                                   bool round_out, float* scratch, cudaStream_t stream) {
   const SplitShape s = split_shape(q.rows, n_heads, L);
   const int64_t d = keys.d;
   const size_t smem = static_cast<size_t>(L) * sizeof(const float*) +
@@ -168,7 +169,7 @@ bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, 
                 partial);
   const int64_t work = M * n_heads * d;
   launch_kernel(split_combine_kernel, grid_for(work, 256), 256, 0, stream, n_heads, d, M,
-                static_cast<int>(s.splits), partial, den, counts, o);
+                static_cast<int>(s.splits), partial, den, counts, o, round_out);
   return true;
 }
 
