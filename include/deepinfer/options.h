@@ -39,7 +39,7 @@ struct EnvOptions {
   int cuda_graph_max_rows = 256;
   // DEEPINFER_CUDA_PDL: CUDA kernels launched with programmatic dependent launch (sm_90+): each
   // kernel's launch overlaps the end of the one before it. 0 = plain stream order.
-  bool cuda_pdl = true;
+  bool cuda_pdl = false;
   // DEEPINFER_API_KEY: the key `deepinfer serve` requires when --api-key is not given.
   std::optional<std::string> api_key;
 };
