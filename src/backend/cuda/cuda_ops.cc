@@ -86,7 +86,7 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
   int major = 0;
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   const auto& env = env_options();
-  kernels::cuda::set_programmatic_launch(major >= 9 && (!env.ok() || env->cuda_pdl));
+  kernels::cuda::set_programmatic_launch(major >= 9 && env.ok() && env->cuda_pdl);
   return ops;
 }
 

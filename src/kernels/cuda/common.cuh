@@ -14,7 +14,7 @@
 
 namespace deepinfer::kernels::cuda {
 
-// The first statement of every kernel of this library (tests/ops/cuda/pdl_lint_test checks it):
+// The first statement of every kernel of this library (tools/check_kernel_launches.py checks it):
 // with programmatic dependent launch (launch.h) a kernel may start before the previous kernel
 // of its stream has finished; griddepcontrol.wait holds it until that kernel has completed and
 // its writes are visible (and, as that kernel waited for its own predecessor, every earlier
