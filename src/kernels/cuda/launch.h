@@ -54,6 +54,11 @@ cudaError_t launch_probe();
 // graph keeps the form it was captured with.
 void set_programmatic_launch(bool on);
 bool programmatic_launch();
+// Kernels launched through launch_kernel (common.cuh) since the process started: a benchmark's
+// launches per step (run a step eagerly and take the difference; a CUDA graph replays the
+// kernels its capture launched). cuBLAS / cuBLASLt calls are not counted.
+uint64_t kernel_launches();
+void count_kernel_launch();
 
 // ---- gemm/ -------------------------------------------------------------------------------
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
