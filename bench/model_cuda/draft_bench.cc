@@ -24,6 +24,9 @@
 //     verify step);
 //   * break-even acceptance = (verify + draft) / decode, the tokens per step a drafter must
 //     average to match plain decoding at this batch (what the varlen controller weighs).
+// Then, per batch, this library's kernel launches of one draft, decode step and verify step
+// (kernels::cuda::kernel_launches() over one more run of each with replay off; cuBLAS calls not
+// counted): what a launch-bound step costs is mostly how many there are.
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and
@@ -43,6 +46,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "backend/profiling_ops.h"
+#include "kernels/cuda/launch.h"
 #include "model/model.h"
 #include "sample/sample_spec.h"
 
@@ -198,7 +202,7 @@ int main(int argc, char** argv) {
   json << "{\"model\": \"" << model_dir << "\", \"k\": " << k << ", \"batches\": [";
   std::printf("%-6s %10s %15s %10s %10s %14s %14s\n", "batch", "draft ms", "draft eager ms",
               "decode ms", "verify ms", "draft/decode", "break-even τ");
-  std::vector<std::string> profiles, stepwise_lines;
+  std::vector<std::string> profiles, stepwise_lines, launch_lines;
   bool first = true;
   for (const int N : parse_list(batches_s)) {
     std::vector<SequenceCache> seqs;
@@ -260,6 +264,23 @@ int main(int argc, char** argv) {
         verify += ver / reps;
       }
     }
+    // This library's kernel launches of each (counted over one more run of it with replay off:
+    // a graph replays the kernels its capture launched; cuBLAS calls are not counted).
+    const auto launches_of = [&](const std::function<void()>& run) {
+      (*gpu)->set_replay(false);
+      const uint64_t l0 = deepinfer::kernels::cuda::kernel_launches();
+      run();
+      const uint64_t n = deepinfer::kernels::cuda::kernel_launches() - l0;
+      (*gpu)->set_replay(true);
+      return n;
+    };
+    const uint64_t draft_launches = drafts ? launches_of(draft_once) : 0;
+    const uint64_t decode_launches = launches_of([&] { timed_step(m, seqs, 1, rng); });
+    const uint64_t verify_launches = launches_of([&] { timed_step(m, seqs, k + 1, rng); });
+    launch_lines.push_back("batch " + std::to_string(N) + ": kernel launches (this library's, " +
+                           "cuBLAS not counted): draft " + std::to_string(draft_launches) +
+                           ", decode step " + std::to_string(decode_launches) + ", verify step " +
+                           std::to_string(verify_launches));
     const double even = (verify + draft) / decode;
     if (drafts) {
       std::printf("%-6d %10.3f %15.3f %10.3f %10.3f %14.2f %14.2f\n", N, draft, draft_eager,
@@ -272,7 +293,9 @@ int main(int argc, char** argv) {
          << ", \"draft_eager_ms\": " << draft_eager << ", \"draft_stepwise_ms\": " << stepwise
          << ", \"decode_ms\": " << decode << ", \"verify_ms\": " << verify
          << ", \"draft_over_decode\": " << draft / decode << ", \"break_even_tokens\": " << even
-         << "}";
+         << ", \"draft_launches\": " << draft_launches
+         << ", \"decode_launches\": " << decode_launches
+         << ", \"verify_launches\": " << verify_launches << "}";
     first = false;
     if (mtp) {
       stepwise_lines.push_back("batch " + std::to_string(N) + ": MTP chain step by step (mtp_step, " +
@@ -303,6 +326,7 @@ int main(int argc, char** argv) {
   json << "]}";
   if (!drafts) std::printf("* verify / decode only: this model has no drafter\n");
   for (const auto& l : stepwise_lines) std::printf("%s\n", l.c_str());
+  for (const auto& l : launch_lines) std::printf("%s\n", l.c_str());
   for (const auto& l : profiles) std::printf("%s\n", l.c_str());
   if (!out_path.empty()) std::ofstream(out_path) << json.str() << "\n";
   return 0;
