@@ -148,6 +148,9 @@ struct MoeOpts {
   // FP32 afterwards). Off = FP32 throughout (HF on FP32 checkpoints).
   bool bf16_rounding = false;
   bool accumulate = false;  // out += result instead of out = result
+  // out rounded to BF16 as it is stored (after the accumulation): the official rounding point
+  // after the MoE, in the op's own store instead of a pass of its own.
+  bool round_out = false;
   // Every id is 0 (one expert for every row, weight g[t, 0]: the shared expert). A device
   // backend then need not read the ids back to group the rows (no host synchronisation).
   bool single_expert = false;

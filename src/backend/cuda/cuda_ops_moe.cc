@@ -179,7 +179,8 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     kc::launch_moe_down(h.data, h.ld, table, D, l, max_active, weights.data, weights.ld, top_k, ep,
                         y.data, y.ld, stream_);
   }
-  kc::launch_moe_combine(y.data, y.ld, dids, l, top_k, opts.accumulate, md(out), stream_);
+  kc::launch_moe_combine(y.data, y.ld, dids, l, top_k, opts.accumulate, md(out), opts.round_out,
+                         stream_);
 }
 
 void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, int top_k,
@@ -308,6 +309,7 @@ void CudaOps::moe_experts_by_expert(CMat x, const int32_t* ids, CMat weights, in
   } else {
     kc::launch_copy_rows(md(CMat(ysum)), nullptr, md(out), stream_);
   }
+  if (opts.round_out) kc::launch_round_bf16(md(out), stream_);
 }
 
 }  // namespace deepinfer::backend::cuda

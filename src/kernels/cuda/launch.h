@@ -346,9 +346,10 @@ void launch_moe_down_mma(const uint16_t* h, int64_t h_ld, const GroupedExpert* e
                          int64_t dim, MoeLayout l, int max_active, const float* gates,
                          int64_t gates_ld, int top_k, MoeEpilogue ep, float* y, int64_t y_ld,
                          int pair_tiles, cudaStream_t stream);
-// out[t] (=|+=) Σ over t's pairs in ascending (expert, slot) of y[pair_row].
+// out[t] (=|+=) Σ over t's pairs in ascending (expert, slot) of y[pair_row], rounded to BF16 in
+// the store when round_out.
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
-                        bool accumulate, MatDesc out, cudaStream_t stream);
+                        bool accumulate, MatDesc out, bool round_out, cudaStream_t stream);
 // ids[t, j] = tid2eid[token_ids[t], j] (I32 or I64 table [V, k]).
 void launch_moe_hash_ids(const int32_t* token_ids, int64_t m, const void* tid2eid, bool tid2eid_i64,
                          int k, int32_t* ids, cudaStream_t stream);

@@ -83,11 +83,18 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   }
 
   backend::MoeOpts opts = expert_opts(cfg, num);
+  // The output's act (official semantics) goes into the store of the op that writes out last,
+  // where that is one local moe_experts call: the shared expert's, else the routed one's
+  // (one launch fewer per layer on a device backend); otherwise it is a pass of its own.
+  const bool shared_last = w.shared && !w.tp.split;
+  const bool act_in_op = num.official && (shared_last || (!w.shared && !exchange));
   if (exchange) {  // the router runs on host memory here (ExpertParallel::validate)
     ep->count(static_cast<size_t>(w.ep_layer), ids, M * k);
     ep->routed(ops, static_cast<size_t>(w.ep_layer), v, ids, g, k, w.experts, opts, out);
   } else {
-    ops.moe_experts(v, ids, g, k, w.experts, opts, out);
+    backend::MoeOpts routed = opts;
+    routed.round_out = act_in_op && !w.shared;
+    ops.moe_experts(v, ids, g, k, w.experts, routed, out);
   }
 
   if (w.shared && w.tp.split) {
@@ -104,9 +111,10 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
     backend::Mat sg(s.shared_weights.as<float>(), M, 1);
     opts.accumulate = true;
     opts.single_expert = true;
+    opts.round_out = act_in_op;
     ops.moe_experts(v, sid, sg, 1, {&*w.shared, 1}, opts, out);
   }
-  num.act(ops, out);
+  if (!act_in_op) num.act(ops, out);
 }
 
 void moe_serve_only(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,

@@ -656,6 +656,17 @@ OP_CASE(moe_experts, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights,
                                 " variant=" + std::to_string(variant);
           const std::vector<float> got = dout.download();
           close(ctx, t, got, want.v, o.bf16_rounding ? 2e-2 : 2e-5);
+          // MoeOpts::round_out: the same output (accumulated or not) rounded to BF16 in the
+          // op's store, bit for bit.
+          {
+            MoeOpts r = o;
+            r.round_out = true;
+            std::vector<float> rounded = got;
+            for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
+            DBuf dr = dev_copy(ctx, prev, 1);
+            ctx.ops->moe_experts(dxm.cmat(), ids.data(), dg.cmat(), top_k, dx, r, dr.mat());
+            close(ctx, t + " round_out", dr.download(), rounded, 0.0);
+          }
           // CUDA (pad 4): row 7 alone == in the batch at M = 40 and M = 100 (experts hold 2 to
           // 5 tiles of 8 pairs).
           if (ctx.on == kOnCuda && (M == 40 || M == 100) && pad == 4) {

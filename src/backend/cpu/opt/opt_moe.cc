@@ -126,8 +126,10 @@ void OptOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
             for (int64_t c = 0; c < O; ++c) acc[static_cast<size_t>(c)] += src[c];
           }
           float* o = out.row(m);
-          for (int64_t c = 0; c < O; ++c)
-            o[c] = (opts.accumulate ? o[c] : 0.0f) + acc[static_cast<size_t>(c)];
+          for (int64_t c = 0; c < O; ++c) {
+            const float v = (opts.accumulate ? o[c] : 0.0f) + acc[static_cast<size_t>(c)];
+            o[c] = opts.round_out ? bf16_round(v) : v;
+          }
         }
       },
       opt::grain_for(top_k * O));

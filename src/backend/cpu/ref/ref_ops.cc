@@ -394,7 +394,8 @@ void RefOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
       for (size_t c = 0; c < y.size(); ++c) y_sum[c] += y[c];  // FP32 accumulation
     }
     for (int64_t c = 0; c < out.cols; ++c) {
-      out.at(m, c) = (opts.accumulate ? out.at(m, c) : 0.0f) + y_sum[static_cast<size_t>(c)];
+      const float v = (opts.accumulate ? out.at(m, c) : 0.0f) + y_sum[static_cast<size_t>(c)];
+      out.at(m, c) = opts.round_out ? bf16_round(v) : v;
     }
   }
 }

@@ -262,7 +262,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32)
 }
 
 __global__ void combine_kernel(const float* y, int64_t y_ld, const int32_t* ids,
-                               const int32_t* pair_row, int top_k, bool accumulate, MatDesc out) {
+                               const int32_t* pair_row, int top_k, bool accumulate, MatDesc out,
+                               bool round_out) {
   grid_dependency_sync();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= out.rows * out.cols) return;
@@ -284,7 +285,8 @@ __global__ void combine_kernel(const float* y, int64_t y_ld, const int32_t* ids,
     last_j = best_j;
   }
   float* o = out.data + m * out.ld + c;
-  *o = accumulate ? *o + sum : sum;
+  const float v = accumulate ? *o + sum : sum;
+  *o = round_out ? bf16_round_d(v) : v;
 }
 
 }  // namespace
@@ -317,11 +319,11 @@ void launch_moe_down(const float* h, int64_t h_ld, const GroupedExpert* experts,
 }
 
 void launch_moe_combine(const float* y, int64_t y_ld, const int32_t* ids, MoeLayout l, int top_k,
-                        bool accumulate, MatDesc out, cudaStream_t stream) {
+                        bool accumulate, MatDesc out, bool round_out, cudaStream_t stream) {
   const int64_t work = out.rows * out.cols;
   if (work == 0) return;
   launch_kernel(combine_kernel, grid_for(work, 256), 256, 0, stream, y, y_ld, ids, l.pair_row,
-                top_k, accumulate, out);
+                top_k, accumulate, out, round_out);
 }
 
 }  // namespace deepinfer::kernels::cuda
