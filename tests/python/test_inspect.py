@@ -2,17 +2,14 @@
 tests/reference/make_tiny_checkpoint.py (numpy only), in both tensor-name families, plain and
 quantized, single file and sharded."""
 
-import importlib.util
 import json
 
 import numpy as np
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_script
 
-_spec = importlib.util.spec_from_file_location("make_tiny_checkpoint", REPO / "tests/reference/make_tiny_checkpoint.py")
-tiny = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(tiny)
+tiny = load_script("tests/reference/make_tiny_checkpoint.py")
 
 V4_FLASH_CONFIG = REPO / "tests/data/io/v4_flash_inference_config.json"
 

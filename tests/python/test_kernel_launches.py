@@ -3,21 +3,9 @@ src/kernels/cuda must wait for its predecessor first. The real tree passes; a ke
 grid_dependency_sync(), a <<<>>> launch outside the plain files, and launch_kernel inside one
 fail, naming the file and line."""
 
-import importlib.util
-import pathlib
+from conftest import REPO, load_script, write_file
 
-from conftest import REPO
-
-_spec = importlib.util.spec_from_file_location("check_kernel_launches",
-                                               REPO / "tools/check_kernel_launches.py")
-launches = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(launches)
-
-
-def write(root: pathlib.Path, rel: str, text: str) -> None:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
+launches = load_script("tools/check_kernel_launches.py")
 
 
 def test_the_tree_passes():
@@ -25,17 +13,17 @@ def test_the_tree_passes():
 
 
 def test_every_kernel_is_checked(tmp_path):
-    write(tmp_path, "src/kernels/cuda/a/good.cu",
-          "// a comment with __global__ in it\n"
-          "__global__ void k(int* x) {\n  grid_dependency_sync();\n  x[0] = 1;\n}\n"
-          "void go(int* x) { launch_kernel(k, 1, 32, 0, 0, x); }\n")
-    write(tmp_path, "src/kernels/cuda/a/bad.cuh",
-          "template <int N>\n__global__ void late(int* x) {\n  x[0] = N;\n"
-          "  grid_dependency_sync();\n}\n")
-    write(tmp_path, "src/kernels/cuda/a/chevrons.cu",
-          "__global__ void k2() {\n  grid_dependency_sync();\n}\nvoid go() { k2<<<1, 1, 0, 0>>>(); }\n")
-    write(tmp_path, "src/kernels/cuda/probe.cu",
-          "__global__ void p() {}\nvoid go() { launch_kernel(p, 1, 1, 0, 0); }\n")
+    write_file(tmp_path, "src/kernels/cuda/a/good.cu",
+               "// a comment with __global__ in it\n"
+               "__global__ void k(int* x) {\n  grid_dependency_sync();\n  x[0] = 1;\n}\n"
+               "void go(int* x) { launch_kernel(k, 1, 32, 0, 0, x); }\n")
+    write_file(tmp_path, "src/kernels/cuda/a/bad.cuh",
+               "template <int N>\n__global__ void late(int* x) {\n  x[0] = N;\n"
+               "  grid_dependency_sync();\n}\n")
+    write_file(tmp_path, "src/kernels/cuda/a/chevrons.cu",
+               "__global__ void k2() {\n  grid_dependency_sync();\n}\nvoid go() { k2<<<1, 1, 0, 0>>>(); }\n")
+    write_file(tmp_path, "src/kernels/cuda/probe.cu",
+               "__global__ void p() {}\nvoid go() { launch_kernel(p, 1, 1, 0, 0); }\n")
     errors = launches.check(tmp_path)
     assert sorted(errors) == [
         "src/kernels/cuda/a/bad.cuh:2: a kernel must begin with grid_dependency_sync() "

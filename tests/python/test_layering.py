@@ -2,20 +2,9 @@
 (a module reaching up the graph, a front end reaching past the public API) fails naming the file,
 the line and the rule; a known exception that no longer occurs must be removed."""
 
-import importlib.util
-import pathlib
+from conftest import REPO, load_script, write_file
 
-from conftest import REPO
-
-_spec = importlib.util.spec_from_file_location("check_layering", REPO / "tools/check_layering.py")
-layering = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(layering)
-
-
-def write(root: pathlib.Path, rel: str, text: str) -> None:
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
+layering = load_script("tools/check_layering.py")
 
 
 def test_the_tree_passes():
@@ -23,10 +12,10 @@ def test_the_tree_passes():
 
 
 def test_forbidden_includes_fail(tmp_path):
-    write(tmp_path, "src/io/reader.cc", '#include "io/reader.h"\n#include "model/model.h"\n')
-    write(tmp_path, "src/kv/pool.cc", '#include "base/status.h"\n#include "io/model_config.h"\n')
-    write(tmp_path, "tools/cli/x.cc", '#include "deepinfer/engine.h"\n\n#include "sched/scheduler.h"\n')
-    write(tmp_path, "include/deepinfer/api.h", '#include "runtime/engine_core.h"\n')
+    write_file(tmp_path, "src/io/reader.cc", '#include "io/reader.h"\n#include "model/model.h"\n')
+    write_file(tmp_path, "src/kv/pool.cc", '#include "base/status.h"\n#include "io/model_config.h"\n')
+    write_file(tmp_path, "tools/cli/x.cc", '#include "deepinfer/engine.h"\n\n#include "sched/scheduler.h"\n')
+    write_file(tmp_path, "include/deepinfer/api.h", '#include "runtime/engine_core.h"\n')
     errors = layering.check(tmp_path)
     assert len(errors) == 3, errors
     assert any(e.startswith("src/io/reader.cc:2: module 'io' may not include \"model/model.h\"")
@@ -42,9 +31,9 @@ def test_the_public_api_and_front_ends_have_no_exceptions():
 def test_known_exceptions_pass_and_stale_ones_fail(tmp_path, monkeypatch):
     monkeypatch.setattr(layering, "KNOWN", {"tools/cli/a.cc": {"tokenizer/tokenizer.h"},
                                             "tools/cli/b.cc": {"tokenizer/tokenizer.h"}})
-    write(tmp_path, "src/base/status.h", "\n")
-    write(tmp_path, "tools/cli/a.cc", '#include "tokenizer/tokenizer.h"\n')
-    write(tmp_path, "tools/cli/b.cc", '#include "deepinfer/tokenizer.h"\n')
+    write_file(tmp_path, "src/base/status.h", "\n")
+    write_file(tmp_path, "tools/cli/a.cc", '#include "tokenizer/tokenizer.h"\n')
+    write_file(tmp_path, "tools/cli/b.cc", '#include "deepinfer/tokenizer.h"\n')
     errors = layering.check(tmp_path)
     assert errors == ["tools/cli/b.cc: no longer includes \"tokenizer/tokenizer.h\": remove it "
                       "from KNOWN in tools/check_layering.py"], errors
