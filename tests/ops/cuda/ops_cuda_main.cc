@@ -133,14 +133,16 @@ int main(int argc, char** argv) {
                 ctx.checks - checks_before);
     std::fflush(stdout);
   }
-  if (filter.empty() || std::string("linear fused act quant").find(filter) != std::string::npos) {
+  // CudaOps' own case, filtered and reported like the registered ones.
+  constexpr const char* kFusedCase = "linear_fused_act_quant_cuda";
+  if (filter.empty() || std::string(kFusedCase).find(filter) != std::string::npos) {
     const int failures_before = ctx.failures, checks_before = ctx.checks;
-    std::printf("[ RUN  ] cuda_fused_act_quant\n");
+    std::printf("[ RUN  ] %s\n", kFusedCase);
     testing::check_fused_act_quant(*gpu.value(), ctx);
     ++cases;
     const bool ok = ctx.failures == failures_before;
     failed_cases += ok ? 0 : 1;
-    std::printf("[ %s ] cuda_fused_act_quant (%d checks)\n", ok ? " OK " : "FAIL",
+    std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", kFusedCase,
                 ctx.checks - checks_before);
   }
   std::printf("%d cases, %d checks, %d failed checks, %d failed cases, %d skipped\n", cases,
