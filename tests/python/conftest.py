@@ -1,7 +1,6 @@
 """Shared fixtures for the Python tests (they run against the installed `deepinfer` package,
 or against a development build when PYTHONPATH points at <build>/python)."""
 
-import importlib.util
 import pathlib
 import subprocess
 import sys
@@ -9,21 +8,6 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-
-
-def load_script(rel: str):
-    """The repository's Python file at `rel` (a tool or a reference script), imported as a module."""
-    spec = importlib.util.spec_from_file_location(pathlib.PurePath(rel).stem, REPO / rel)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def write_file(root: pathlib.Path, rel: str, text: str) -> None:
-    """Writes `text` to root/rel, making its folders (a planted tree for a checker's test)."""
-    p = root / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text)
 
 
 @pytest.fixture(scope="session")

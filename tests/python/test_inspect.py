@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from conftest import REPO, load_script
+from conftest import REPO
+from repo_scripts import load_script
 
 tiny = load_script("tests/reference/make_tiny_checkpoint.py")
 

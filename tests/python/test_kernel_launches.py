@@ -3,7 +3,8 @@ src/kernels/cuda must wait for its predecessor first. The real tree passes; a ke
 grid_dependency_sync(), a <<<>>> launch outside the plain files, and launch_kernel inside one
 fail, naming the file and line."""
 
-from conftest import REPO, load_script, write_file
+from conftest import REPO
+from repo_scripts import load_script, write_file
 
 launches = load_script("tools/check_kernel_launches.py")
 

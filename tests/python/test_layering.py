@@ -2,7 +2,8 @@
 (a module reaching up the graph, a front end reaching past the public API) fails naming the file,
 the line and the rule; a known exception that no longer occurs must be removed."""
 
-from conftest import REPO, load_script, write_file
+from conftest import REPO
+from repo_scripts import load_script, write_file
 
 layering = load_script("tools/check_layering.py")
 
