@@ -15,6 +15,8 @@
 // against the default's copy of every logits row to the host (which the engine then samples).
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
+// --no-fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x in a pass of their own
+// (CudaOps::set_fused_act_quant(false)), the A/B of the fused GEMV.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence
@@ -171,6 +173,7 @@ int main(int argc, char** argv) {
   int context = 64, steps = 8, prefill = 4096, long_context = 0;
   int full_layers_arg = 0;  // 0: the released Flash model's layer count for the family
   bool profile = false, batch_invariant = false, mtp = false;
+  bool fused_act_quant = true;  // --no-fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
@@ -208,6 +211,8 @@ int main(int argc, char** argv) {
       full_layers_arg = std::stoi(next());
     else if (a == "--load-format")
       load_format_s = next();
+    else if (a == "--no-fused-act-quant")
+      fused_act_quant = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -287,6 +292,7 @@ int main(int argc, char** argv) {
 
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant, graph_max_rows);
   if (!gpu.ok()) return 1;
+  (*gpu)->set_fused_act_quant(fused_act_quant);
   size_t free0 = 0, total = 0;
   DI_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
   const auto t_load = Clock::now();

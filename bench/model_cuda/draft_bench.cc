@@ -27,6 +27,8 @@
 // Then, per batch, this library's kernel launches of one draft, decode step and verify step
 // (kernels::cuda::kernel_launches() over one more run of each with replay off; cuBLAS calls not
 // counted): what a launch-bound step costs is mostly how many there are.
+// --no-fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x in a pass of their own
+// (CudaOps::set_fused_act_quant(false)), the A/B of the fused GEMV.
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,64";
   int k = 5, context = 64, reps = 20;
   bool profile = false;
+  bool fused_act_quant = true;  // --no-fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -169,6 +172,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--out") out_path = next();
     else if (a == "--profile") profile = true;
+    else if (a == "--no-fused-act-quant") fused_act_quant = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -184,6 +188,7 @@ int main(int argc, char** argv) {
   }
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, false, 256);
   if (!gpu.ok()) return 1;
+  (*gpu)->set_fused_act_quant(fused_act_quant);
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
   auto loaded = deepinfer::model::load_model(model_dir, prof);

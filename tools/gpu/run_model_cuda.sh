@@ -45,7 +45,8 @@
 #          draft_bench on SPEC_MODEL (default models/v4-small, k = SPEC_K, DRAFT_BATCHES) and
 #          decode_bench on the V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES) with
 #          DEEPINFER_CUDA_PDL=0, then =1; the harnesses with it on (ops_cuda_test,
-#          model_cuda_test); pdl.log, pdl_draft_{0,1}.log, pdl_decode_{0,1}.log
+#          model_cuda_test); then both benches again with PDL off and --no-fused-act-quant (the
+#          fused act-quant GEMV's A/B); pdl_draft_{0,1,unfused}.log, pdl_decode_{0,1,unfused}.log
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
@@ -367,6 +368,17 @@ if has pdl; then
     say "decode_bench DEEPINFER_CUDA_PDL=$pdl exit $?"
     grep -v "^{" "$OUT/pdl_decode_$pdl.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
   done
+  # The fused act-quant GEMV's A/B (PDL off): FP8/FP4 linears of 1-4 rows with x quantized in a
+  # pass of their own, same build.
+  DEEPINFER_CUDA_PDL=0 timeout 200 "$BUILD_DIR/bench/model_cuda/draft_bench" \
+    --model "${SPEC_MODEL:-models/v4-small}" --batches "${DRAFT_BATCHES:-1,16,64}" \
+    --k "${SPEC_K:-3}" --no-fused-act-quant > "$OUT/pdl_draft_unfused.log" 2>&1
+  say "draft_bench --no-fused-act-quant exit $?"; head -5 "$OUT/pdl_draft_unfused.log" | tee -a "$OUT/summary.txt"
+  DEEPINFER_CUDA_PDL=0 timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" \
+    --batches "$BATCHES" --prefill "${PREFILL:-1024}" --long-context 0 --load-format dummy \
+    --no-fused-act-quant > "$OUT/pdl_decode_unfused.log" 2>&1
+  say "decode_bench --no-fused-act-quant exit $?"
+  grep -v "^{" "$OUT/pdl_decode_unfused.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
   DEEPINFER_CUDA_PDL=1 timeout 240 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" > "$OUT/pdl_ops.log" 2>&1
   say "ops_cuda_test with PDL exit $?: $(tail -1 "$OUT/pdl_ops.log")"
   DEEPINFER_CUDA_PDL=1 timeout 240 "$BUILD_DIR/tests/numerics/cuda/model_cuda_test" "$PWD" > "$OUT/pdl_model.log" 2>&1
