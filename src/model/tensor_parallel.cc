@@ -20,9 +20,12 @@ Status TensorParallel::validate(const io::ModelConfig& c, const backend::Ops& op
                          "memory only (in-process ranks on the CPU backends); load without "
                          "TensorParallel on this backend, or use the CPU backend");
   }
-  if (ep.enabled()) {
-    return unimplemented(what +
-                         "with expert parallelism beside it is not built: give one of the two");
+  // With expert parallelism beside it, both use this communicator: every rank runs the same
+  // collectives in the same order (the same layers, the same steps).
+  if (ep.enabled() && ep.comm->size() != comm->size()) {
+    return invalid_argument(what + "and expert parallelism over different numbers of ranks (" +
+                            std::to_string(comm->size()) + " and " +
+                            std::to_string(ep.comm->size()) + "): give both the same ranks");
   }
   if (c.o_groups <= 0 || c.num_heads % c.o_groups != 0) {
     return invalid_argument(what + "config " + c.source +
@@ -66,6 +69,34 @@ void TensorParallelGather::gather_cols(backend::CMat local, int64_t units, int64
     for (int64_t m = 0; m < M; ++m) {
       std::memcpy(full.row(m) + sh.begin * unit, src + m * widest * unit,
                   static_cast<size_t>(sh.count * unit) * sizeof(float));
+    }
+  }
+}
+
+void TensorParallelGather::gather_rows(backend::Mat full, const char* what) {
+  const int n = size();
+  const int64_t M = full.rows, C = full.cols;
+  // Equal blocks for all_gather: every rank sends its rows padded to the largest share.
+  int64_t widest = 0;
+  for (int q = 0; q < n; ++q) widest = std::max(widest, shard_of(M, q, n).count);
+  const int64_t block = widest * C;
+  const Shard mine = shard(M);
+  send_.assign(static_cast<size_t>(std::max<int64_t>(block, 1)), 0.0f);
+  for (int64_t i = 0; i < mine.count; ++i) {
+    std::memcpy(send_.data() + i * C, full.row(mine.begin + i), static_cast<size_t>(C) * sizeof(float));
+  }
+  recv_.resize(static_cast<size_t>(std::max<int64_t>(block * n, 1)));
+  const Status s =
+      comm_.all_gather({send_.data(), block, DType::kF32}, {recv_.data(), block * n, DType::kF32});
+  if (!s.ok()) {
+    throw parallel::CollectiveFailure(s.with_context(std::string("tensor parallelism, ") + what));
+  }
+  for (int q = 0; q < n; ++q) {
+    const Shard sh = shard_of(M, q, n);
+    if (q == rank()) continue;
+    for (int64_t i = 0; i < sh.count; ++i) {
+      std::memcpy(full.row(sh.begin + i), recv_.data() + q * block + i * C,
+                  static_cast<size_t>(C) * sizeof(float));
     }
   }
 }

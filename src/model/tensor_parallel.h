@@ -70,6 +70,10 @@ class TensorParallelGather {
   // Throws parallel::CollectiveFailure naming `what`.
   void gather_cols(backend::CMat local, int64_t units, int64_t unit, backend::Mat full,
                    const char* what);
+  // full [M, cols]: this rank's rows shard(M) are in place on entry; on return every rank's rows
+  // are (tensor with expert parallelism: each rank runs its share of a step's rows through the
+  // expert exchange, moe.cc). Only bytes move. Throws parallel::CollectiveFailure naming `what`.
+  void gather_rows(backend::Mat full, const char* what);
   // y [M, N] = x · Wᵀ with this rank holding W's rows shard(N) (w_shard): the local product,
   // then gather_cols. Each element's sum is the one rank's own: the single-rank bits.
   void linear_gathered(backend::Ops& ops, backend::CMat x, const backend::WeightRef& w_shard,

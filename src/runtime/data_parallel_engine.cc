@@ -133,12 +133,13 @@ Status validate_parallel_options(const EngineOptions& options) {
                          ": tensor and data parallelism together are not built yet; give one "
                          "of the two (the other 1)");
   }
-  if (tp > 1 && options.enable_expert_parallel) {
-    return unimplemented("tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
-                         " with enable_expert_parallel (--enable-expert-parallel): tensor and "
-                         "expert parallelism together are not built yet; drop "
-                         "--enable-expert-parallel (tensor-parallel ranks hold every routed "
-                         "expert), or use --data-parallel-size with it");
+  if (tp > 1 && options.enable_eplb) {
+    return unimplemented("enable_eplb (--enable-eplb) with tensor_parallel_size "
+                         "(--tensor-parallel-size) " +
+                         std::to_string(tp) +
+                         ": EPLB is built for data with expert parallelism only; drop "
+                         "--enable-eplb, or use --data-parallel-size with "
+                         "--enable-expert-parallel");
   }
   if (tp > 1) {
     DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "io/model_config.h"
+#include "parallel/expert_placement.h"
 #include "runtime/data_parallel_engine.h"
 
 namespace deepinfer::runtime {
@@ -19,6 +21,14 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
   }
   auto engine = std::unique_ptr<TensorParallelEngine>(new TensorParallelEngine());
   engine->context_ = context;
+  // With expert parallelism (--enable-expert-parallel) the routed experts are split over the
+  // same ranks, contiguous blocks, and the exchange runs over the same communicator.
+  std::vector<parallel::ExpertPlacement> placements;
+  if (!context && options.enable_expert_parallel) {
+    DI_ASSIGN_OR_RETURN(const io::ModelConfig config, io::load_model_config(options.model_dir));
+    placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+    engine->expert_parallel_ = true;
+  }
   engine->group_ = parallel::InProcessGroup::create(n);
   for (int r = 0; r < n; ++r) {
     engine->ranks_.push_back(std::make_unique<Rank>());
@@ -32,8 +42,13 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     Rank& rank = *e->ranks_[static_cast<size_t>(r)];
     model::TensorParallel tp;
     model::ContextParallel cp;
+    model::ExpertParallel ep;
     (context ? cp.comm : tp.comm) = rank.comm.get();
-    auto core = EngineCore::create(per_rank, {}, tp, cp);
+    if (!placements.empty()) {
+      ep.comm = rank.comm.get();
+      ep.placements = placements;
+    }
+    auto core = EngineCore::create(per_rank, ep, tp, cp);
     if (!core.ok()) {
       failed[static_cast<size_t>(r)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
@@ -120,8 +135,11 @@ std::string TensorParallelEngine::describe() const {
   }
   return "tensor parallel: " + std::to_string(num_ranks()) +
          " ranks (threads of this process), attention groups, dense projections and LM head "
-         "split, routed experts whole on every rank, lockstep steps; rank 0: " +
-         ranks_[0]->core->describe();
+         "split, " +
+         (expert_parallel_ ? std::string("routed experts split (expert parallelism, each rank "
+                                         "exchanging its share of a step's rows)")
+                           : std::string("routed experts whole on every rank")) +
+         ", lockstep steps; rank 0: " + ranks_[0]->core->describe();
 }
 
 }  // namespace deepinfer::runtime

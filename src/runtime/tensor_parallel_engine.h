@@ -11,6 +11,11 @@
 // forward: ranks that would diverge get an error instead of waiting in a gather. Scheduling is
 // synchronous, so no collective is open between two step() calls.
 //
+// With EngineOptions::enable_expert_parallel the routed experts are split over the same ranks
+// (contiguous blocks): each rank sends its share of a step's rows through the expert exchange
+// and the routed sums are gathered by rows (model/layers/moe.h), so a rank holds 1/N of the
+// routed experts' bytes and the tokens stay the single engine's.
+//
 // The same engine runs context parallelism (EngineOptions::context_parallel_size > 1): every
 // rank's model holds the whole weights and splits each forward's rows with its peers
 // (model/context_parallel.h); the same requests, batches, seed and lockstep pair the forwards.
@@ -69,6 +74,7 @@ class TensorParallelEngine final : public EngineDriver {
   std::vector<std::unique_ptr<Rank>> ranks_;
   RequestHandle next_handle_ = 1;
   bool context_ = false;  // context parallelism rather than tensor parallelism
+  bool expert_parallel_ = false;  // routed experts split over the ranks too
 };
 
 }  // namespace deepinfer::runtime

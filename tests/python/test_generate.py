@@ -227,7 +227,8 @@ def test_streams_a_single_prompt(cli, repo_dir):
 
 def test_data_parallel_options(cli, repo_dir, model_a):
     # --data-parallel-size / --enable-expert-parallel run ranks in the engine with the same
-    # tokens, and so does --tensor-parallel-size; tensor with data parallelism, a size below 1
+    # tokens, and so does --tensor-parallel-size (with --enable-expert-parallel too); tensor with
+    # data parallelism, a size below 1
     # and ranks on CUDA are refused by name.
     plain = json.loads(generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6,
                                 "--ignore-eos", "--json").stdout)
@@ -237,6 +238,11 @@ def test_data_parallel_options(cli, repo_dir, model_a):
     assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
     r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
                  "--tensor-parallel-size", 2)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
+    # Tensor with expert parallelism: the routed experts split over the same ranks.
+    r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
+                 "--tensor-parallel-size", 2, "--enable-expert-parallel")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
     for extra, needle in ((("--tensor-parallel-size", 2, "--data-parallel-size", 2),

@@ -300,18 +300,20 @@ def test_data_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
 
 def test_tensor_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     # LLM(tensor_parallel_size=) (vLLM's name): ranks (threads) holding shards of the dense
-    # weights give the single rank's tokens and logprobs, bit for bit.
+    # weights give the single rank's tokens and logprobs, bit for bit; with
+    # enable_expert_parallel the routed experts are split over the same ranks, the same again.
     params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
                              ignore_eos=True) for s in range(len(PROMPTS))]
     runs = []
-    for tp in (1, 2, 4):
-        llm = LLM(str(tiny_dir), num_threads=1, tensor_parallel_size=tp)
+    for tp, ep in ((1, False), (2, False), (4, False), (2, True)):
+        llm = LLM(str(tiny_dir), num_threads=1, tensor_parallel_size=tp, enable_expert_parallel=ep)
         if tp > 1:
             assert f"tensor parallel: {tp} ranks" in llm.describe(), llm.describe()
+            assert ("routed experts split" in llm.describe()) == ep, llm.describe()
         outs = llm.generate(PROMPTS, params, use_tqdm=False)
         runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
                      for o in outs])
-    assert runs[0] == runs[1] == runs[2]
+    assert runs[0] == runs[1] == runs[2] == runs[3]
 
 
 def test_context_parallel_ranks_give_the_single_rank_outputs(tiny_dir):

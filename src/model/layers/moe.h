@@ -54,6 +54,8 @@ struct MoeScratch {
 // and then M may be 0 (the rank only serves its experts to the others). Throws
 // parallel::CollectiveFailure when the exchange fails. tp: the gathers of tensor parallelism, for
 // layers whose shared expert is bound split (MoeWeights::tp); throws parallel::CollectiveFailure.
+// Both (tensor with expert parallelism: every rank has the same M rows): each rank sends only its
+// share tp->shard(M) of the rows through the exchange, and the routed sums are gathered by rows.
 void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& num,
                  const MoeWeights& w, backend::CMat v, const int32_t* token_ids, backend::Mat out,
                  MoeScratch& s, MoeExchange* ep = nullptr, TensorParallelGather* tp = nullptr);

@@ -43,9 +43,11 @@ TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
   expect_refused(o, StatusCode::kUnimplemented,
                  {"--tensor-parallel-size", "--data-parallel-size", "not built yet", "one of"});
   o.data_parallel_size = 1;
-  o.enable_expert_parallel = true;
+  o.enable_expert_parallel = true;  // tensor with expert parallelism is built; EPLB beside it not
+  o.enable_eplb = true;
   expect_refused(o, StatusCode::kUnimplemented,
-                 {"--tensor-parallel-size", "--enable-expert-parallel", "not built yet", "drop"});
+                 {"--enable-eplb", "--tensor-parallel-size", "drop", "--data-parallel-size"});
+  o.enable_eplb = false;
   o.enable_expert_parallel = false;
   o.backend = "cuda";
   expect_refused(o, StatusCode::kUnimplemented,

@@ -6,6 +6,8 @@
 // seeded sampling with logprobs, n = 2, EOS allowed, a stop id (engine_test::mixed_requests);
 // submitted together and staggered; an
 // unseeded request (the ranks share one engine seed, so they never diverge); a bad request.
+// With --enable-expert-parallel beside it (the routed experts split over the same ranks): the
+// same outputs again, on models/v4-small and models/default.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -24,26 +26,31 @@ using engine_test::greedy;
 using engine_test::prompt;
 using engine_test::seeded;
 
-EngineOptions options_for(const std::string& dir, int ranks) {
+EngineOptions options_for(const std::string& dir, int ranks, bool expert_parallel = false) {
   EngineOptions o;
   o.model_dir = dir;
   o.num_threads = 1;
   o.max_num_batched_tokens = 24;  // chunked prefills mixed with decodes
   o.tensor_parallel_size = ranks;
+  o.enable_expert_parallel = expert_parallel;
   return o;
 }
 
-void check_model(const std::string& dir) {
+// expert_parallel: --enable-expert-parallel beside it (the routed experts split over the ranks).
+void check_model(const std::string& dir, bool expert_parallel = false) {
   for (bool staggered : {false, true}) {
     const std::vector<engine_test::Timed> reqs = engine_test::mixed_requests(staggered);
     const EngineRun single = engine_test::run_timed(options_for(dir, 1), reqs);
     for (int ranks : {2, 4}) {
       SCOPED_TRACE(dir + ": " + std::to_string(ranks) + " ranks" +
-                   (staggered ? ", staggered" : ", together"));
-      const EngineRun got = engine_test::run_timed(options_for(dir, ranks), reqs);
+                   (staggered ? ", staggered" : ", together") +
+                   (expert_parallel ? ", expert parallel" : ""));
+      const EngineRun got = engine_test::run_timed(options_for(dir, ranks, expert_parallel), reqs);
       engine_test::expect_same(single, got);
       EXPECT_NE(got.describe.find("tensor parallel: " + std::to_string(ranks) + " ranks"),
                 std::string::npos)
+          << got.describe;
+      EXPECT_EQ(got.describe.find("routed experts split") != std::string::npos, expert_parallel)
           << got.describe;
     }
   }
@@ -58,6 +65,11 @@ TEST(TensorParallelEngine, V41DefaultSameOutputsAsOneRank) {
 }
 
 TEST(TensorParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }
+
+TEST(TensorParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
+  check_model(engine_test::source_dir() + "/models/v4-small", /*expert_parallel=*/true);
+  check_model(engine_test::source_dir() + "/models/default", /*expert_parallel=*/true);
+}
 
 // Unseeded sampling draws from the engine's seed: the ranks share rank 0's, so they sample the
 // same tokens and never diverge; a request that fails (a token id outside the vocabulary) ends
