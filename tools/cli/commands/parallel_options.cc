@@ -14,8 +14,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                  "ranks, each serving whole requests with its own scheduler and KV pages "
                  "(default 1); on the CPU backends, ranks are threads of this process");
   cmd.add_flag("--enable-expert-parallel", args.enable_expert_parallel,
-               "split the routed experts over the data-parallel ranks (each loads its share; "
-               "the ranks step in lockstep); outputs are unchanged");
+               "split the routed experts over the data- or tensor-parallel ranks (each loads "
+               "its share; the ranks step in lockstep); outputs are unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
                  "split the dense weights (attention groups, shared expert, head) over N ranks "
                  "(threads, CPU backends) stepping every batch together; outputs are unchanged");
