@@ -26,7 +26,7 @@ TEST(EnvOptions, DefaultsMatchTheOriginal) {
   EXPECT_FALSE(o->enable_mtp_varlen);
   EXPECT_EQ(o->use_nextn_decode, 5);
   EXPECT_EQ(o->yoco_prefill_keep_tokens, 140);
-  EXPECT_FALSE(o->cuda_pdl);
+  EXPECT_TRUE(o->cuda_pdl);  // ours, not the original's: on where the card has it (sm_90+)
   EXPECT_FALSE(o->hf_model_dir.has_value());
 }
 
@@ -40,7 +40,7 @@ TEST(EnvOptions, ParsesEveryKnob) {
                   {"DEEPINFER_HF_MODEL_DIR", "/models/x"},
                   {"DEEPINFER_NUM_THREADS", "8"},
                   {"DEEPINFER_CUDA_GRAPH_MAX_ROWS", "64"},
-                  {"DEEPINFER_CUDA_PDL", "1"},
+                  {"DEEPINFER_CUDA_PDL", "0"},
                   {"DEEPINFER_API_KEY", "sekret"}});
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_EQ(o->accelerator, Accelerator::kNvidia);
@@ -52,12 +52,12 @@ TEST(EnvOptions, ParsesEveryKnob) {
   EXPECT_EQ(*o->hf_model_dir, "/models/x");
   EXPECT_EQ(o->num_threads, 8);
   EXPECT_EQ(o->cuda_graph_max_rows, 64);
-  EXPECT_TRUE(o->cuda_pdl);
+  EXPECT_FALSE(o->cuda_pdl);
   EXPECT_EQ(*o->api_key, "sekret");
   auto lines = describe_env_options(*o);
   EXPECT_EQ(lines.size(), 11u);
   EXPECT_EQ(lines[8], "DEEPINFER_CUDA_GRAPH_MAX_ROWS=64 (set)");
-  EXPECT_EQ(lines[9], "DEEPINFER_CUDA_PDL=1 (set)");
+  EXPECT_EQ(lines[9], "DEEPINFER_CUDA_PDL=0 (set)");
   EXPECT_EQ(lines[10], "DEEPINFER_API_KEY=(set, hidden) (set)");  // never printed
   EXPECT_EQ(lines[0], "DEEPINFER_ACCELERATOR=nvidia (set)");
 }
