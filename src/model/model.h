@@ -179,6 +179,14 @@ class Model {
   virtual Expected<MtpChain> mtp_chain(std::span<const MtpRows> rows, int steps, bool run_ahead,
                                        bool probs);
 
+  // Whether forwards keep the checkpoint's drafter context (DeepSeek-V4.1 DSpark: every row's
+  // target features projected into each stage's window ring, which a draft reads). On by
+  // default; a caller that will not draft with DSpark (the engine with another method or none)
+  // turns it off before the first forward and saves that work in every step: the sequences'
+  // drafter context then lags and dspark_draft refuses them (FailedPrecondition). Turning it on
+  // again only serves sequences made after that. No effect on other models.
+  virtual void set_draft_context(bool /*keep*/) {}
+
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
   // cache.length() (not yet processed by the model; the drafter reads the context features of
   // the positions before it). Slot j's token is the argmax of its draft logits, unless

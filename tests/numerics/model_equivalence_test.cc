@@ -238,6 +238,52 @@ TEST(ModelEquivalence, DSparkDraftIndependentOfHowTheCacheWasBuilt) {
   }
 }
 
+// Model::set_draft_context(false) (the engine without DSpark drafting): the main model's logits
+// are the same bits without the drafter's context work, a sequence stepped without it cannot
+// be drafted from (FailedPrecondition, not a stale draft), and with it on again a new sequence
+// drafts exactly as on a model that always kept it; the old one still refuses.
+TEST(ModelEquivalence, DSparkDraftContextOffKeepsLogitsAndRefusesDrafts) {
+  for (const char* variant : {"official_bf16", "official_quant"}) {
+    auto m = load_test_model("v41_tiny_a", variant, opt_ops());
+    ASSERT_NE(m, nullptr);
+    const int k = m->config().dspark.block_size;
+    const std::vector<int32_t> src = prompt_ids("v41_tiny_a", "len300");
+    const std::vector<int32_t> ids(src.begin(), src.begin() + 45);
+    SequenceCache kept = m->new_sequence();
+    auto want = m->extend(kept, ids, LogitsWanted::kAll);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    auto want_decode = m->decode(kept, src[45]);
+    ASSERT_TRUE(want_decode.ok());
+    auto want_draft = m->dspark_draft(kept, src[46], k);
+    ASSERT_TRUE(want_draft.ok()) << want_draft.status().to_string();
+
+    m->set_draft_context(false);
+    SequenceCache lean = m->new_sequence();
+    auto got = m->extend(lean, ids, LogitsWanted::kAll);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    EXPECT_EQ(got->logits, want->logits) << variant;
+    auto got_decode = m->decode(lean, src[45]);
+    ASSERT_TRUE(got_decode.ok());
+    EXPECT_EQ(got_decode->logits, want_decode->logits) << variant;
+    EXPECT_EQ(lean.draft_length(), 0) << variant;
+    auto refused = m->dspark_draft(lean, src[46], k);
+    ASSERT_FALSE(refused.ok()) << variant;
+    EXPECT_EQ(refused.status().code(), StatusCode::kFailedPrecondition) << variant;
+
+    m->set_draft_context(true);
+    SequenceCache again = m->new_sequence();
+    ASSERT_TRUE(m->extend(again, ids, LogitsWanted::kNone).ok());
+    ASSERT_TRUE(m->decode(again, src[45]).ok());
+    auto draft = m->dspark_draft(again, src[46], k);
+    ASSERT_TRUE(draft.ok()) << draft.status().to_string();
+    EXPECT_EQ(draft->tokens, want_draft->tokens) << variant;
+    EXPECT_EQ(draft->logits, want_draft->logits) << variant;
+    // The sequence stepped without the context lags for good, stepped again or not.
+    ASSERT_TRUE(m->decode(lean, src[46]).ok());
+    EXPECT_FALSE(m->dspark_draft(lean, src[47], k).ok()) << variant;
+  }
+}
+
 // Batched DSpark drafting (the engine's DSpark drafter): dspark_draft_all over sequences of
 // different lengths (one past the sliding window, so their context rows differ in number), one
 // of them teacher-forced, equals dspark_draft of each alone, bit for bit, on both CPU backends;

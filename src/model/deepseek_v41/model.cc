@@ -120,6 +120,11 @@ class V41Model final : public model::Model {
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
+  void set_draft_context(bool keep) override {
+    if (keep == keep_draft_context_) return;
+    keep_draft_context_ = keep;
+    ops->drop_recordings();  // units recorded with (or without) the features' ops
+  }
   DrafterKind drafter() const override {
     return w.dspark ? DrafterKind::kDSpark : DrafterKind::kNone;
   }
@@ -312,7 +317,7 @@ class V41Model final : public model::Model {
   void before_block(size_t l, Mat X, Mat feats, backend::Buffer& quarter_rows, DenseBuffers& d) {
     const Block& b = w.layers[l];
     if (b.engram) engram(*b.engram, X, d);
-    if (!w.dspark) return;
+    if (!w.dspark || !keep_draft_context_) return;
     const std::vector<int>& targets = cfg().dspark.target_layer_ids;
     const auto t = std::find(targets.begin(), targets.end(), static_cast<int>(l));
     if (t == targets.end()) return;
@@ -408,7 +413,7 @@ class V41Model final : public model::Model {
     const RowInputs rows = recorded_rows(in, Mb, d);
     // Constant rows sized before the units (an upload inside one would refuse its capture).
     const CMat first = constant_rows(rec_onehot, Mb, false);
-    if (w.dspark) constant_rows(rec_quarter, Mb, true);
+    if (w.dspark && keep_draft_context_) constant_rows(rec_quarter, Mb, true);
     const std::vector<Block>& layers = w.layers;
     if (!layers.empty()) gather_engram(0, in, Mb, d);
     recording.run(0, Mb, [&] {
@@ -508,11 +513,9 @@ class V41Model final : public model::Model {
       if (exchange) serve_experts_only();
       return refused;
     }
-    if (w.dspark) {
-      for (const SequenceSpan& sq : in.sequences) {
-        DI_CHECK(sq.cache->draft_length() == sq.cache->length());
-      }
-    }
+    // The drafter context follows the sequences made and stepped while it was kept; the others'
+    // lags for good (set_draft_context), and dspark_draft refuses them.
+    const bool context = w.dspark.has_value() && keep_draft_context_;
     backend::Ops& o = *ops;
     const io::ModelConfig& c = cfg();
     const int64_t M = static_cast<int64_t>(in.token_ids.size());
@@ -525,7 +528,8 @@ class V41Model final : public model::Model {
     DenseBuffers& d = Mb > 0 ? recorded : step;
     Mat X(fit(d.x, rows * nD), rows, nD);
     Mat pre_prev(fit(d.pre_prev, rows * n), rows, n);
-    const auto T = static_cast<int64_t>(c.dspark.target_layer_ids.size());
+    // The drafter's features (none while its context is not kept).
+    const auto T = context ? static_cast<int64_t>(c.dspark.target_layer_ids.size()) : 0;
     Mat feats(fit(d.features, rows * T * D), rows, T * D);
     if (M > 0) {
       if (engram_lookup) engram_lookup->begin_step(o, in);
@@ -535,7 +539,7 @@ class V41Model final : public model::Model {
         layers_eager(in, X, pre_prev, feats);
       }
       const StepInputs& top = upper.active ? upper.in : in;  // the rows the last layer ran
-      if (w.dspark && !top.token_ids.empty()) {
+      if (context && !top.token_ids.empty()) {
         draft_context(top, CMat(feats).rows_slice(0, static_cast<int64_t>(top.token_ids.size())),
                       d);
       }
@@ -544,8 +548,9 @@ class V41Model final : public model::Model {
       serve_experts_only();
     }
     for (const SequenceSpan& sq : in.sequences) {
+      const bool in_sync = context && sq.cache->draft_length() == sq.cache->length();
       sq.cache->advance(sq.count);
-      if (w.dspark) sq.cache->advance_draft(sq.count);
+      if (in_sync) sq.cache->advance_draft(sq.count);
     }
 
     // Head (spec §6.1): collapse with the last pre, final norm, FP32 head.
@@ -602,7 +607,8 @@ class V41Model final : public model::Model {
       attn.win_src.clear();
       attn.win_dst.clear();
       for (const SequenceSpan& sq : in.sequences) {
-        if (sq.count == 0) continue;
+        // A sequence whose context lags (made or stepped while it was off) gets none.
+        if (sq.count == 0 || sq.cache->draft_length() != sq.cache->length()) continue;
         const int64_t dropped = sq.cache->draft_layer(s).window.claim(sq.count, attn.win_dst);
         for (int64_t i = dropped; i < sq.count; ++i) attn.win_src.push_back(kv.row(sq.begin + i));
       }
@@ -621,6 +627,7 @@ class V41Model final : public model::Model {
   RopeTables rope;
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
+  bool keep_draft_context_ = true;  // set_draft_context
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
   DenseBuffers step, recorded, draft;

@@ -232,6 +232,7 @@ TEST(ReplayEngine, EvictedWindowsReplayOnlyTheLastWindow) {
   auto ops = backend::cpu::make_opt_ops(1);
   auto m = model::load_model(v41_dir(), *ops);
   ASSERT_TRUE(m.ok());
+  (*m)->set_draft_context(false);  // as in the engine, which does not draft here
   model::SequenceCache c16 = (*m)->new_sequence(), c32 = (*m)->new_sequence();
   ASSERT_TRUE((*m)->extend(c16, {t.data(), 16}, model::LogitsWanted::kNone).ok());
   ASSERT_TRUE((*m)->extend(c32, {t.data(), 32}, model::LogitsWanted::kNone).ok());
