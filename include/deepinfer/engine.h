@@ -72,6 +72,19 @@ struct EngineStats {
   int64_t spec_varlen_probes_passed = 0;
   int64_t spec_varlen_probes_failed = 0;
   int64_t spec_varlen_paused_plans = 0;
+  // The latest varlen decisions (at most 8, oldest first): a measured probe over `steps` steps
+  // (tokens per executor second against the step-cost curve's plain estimate, as `ratio`; it
+  // passes at >= 1), or a loss the budget predicted without probing (steps 0, its expected
+  // ratio). `decodes`: the probe's mean decodes per step (the batch it judged).
+  struct SpecProbe {
+    int64_t plan_step = 0;
+    double decodes = 0;
+    int steps = 0;
+    double ratio = 0;
+    bool passed = false;
+    double tokens = 0, spent_seconds = 0, plain_seconds = 0;
+  };
+  std::vector<SpecProbe> spec_varlen_recent_probes;
   // The step-cost curve varlen decides from, as of the last step: (tokens, seconds) at 1, 2, 4,
   // .., 64 tokens per step (start-up seeds until live steps of that size replace them); empty
   // without varlen. What a verify size costs against the decode step it replaces.

@@ -232,6 +232,20 @@ nb::dict stats_to_dict(const EngineStats& s) {
     curve.append(nb::make_tuple(tokens, seconds));
   }
   d["spec_step_cost_seconds"] = curve;
+  nb::list probes;
+  for (const EngineStats::SpecProbe& p : s.spec_varlen_recent_probes) {
+    nb::dict e;
+    e["plan_step"] = p.plan_step;
+    e["decodes"] = p.decodes;
+    e["steps"] = p.steps;
+    e["ratio"] = p.ratio;
+    e["passed"] = p.passed;
+    e["tokens"] = p.tokens;
+    e["spent_seconds"] = p.spent_seconds;
+    e["plain_seconds"] = p.plain_seconds;
+    probes.append(e);
+  }
+  d["spec_varlen_recent_probes"] = probes;
   d["draft_seconds"] = s.draft_seconds;
   d["kv_bytes_reserved"] = s.kv_bytes_reserved;
   d["kv_bytes_in_use_peak"] = s.kv_bytes_in_use_peak;

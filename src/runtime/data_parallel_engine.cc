@@ -67,6 +67,7 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;
   if (t.spec_step_cost_seconds.empty()) t.spec_step_cost_seconds = s.spec_step_cost_seconds;
+  if (t.spec_varlen_recent_probes.empty()) t.spec_varlen_recent_probes = s.spec_varlen_recent_probes;
   t.kv_bytes_reserved += s.kv_bytes_reserved;
   t.kv_bytes_in_use_peak += s.kv_bytes_in_use_peak;
   t.num_running += s.num_running;

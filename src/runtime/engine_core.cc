@@ -598,6 +598,11 @@ void EngineCore::update_gauges() {
   stats_.spec_varlen_probes_passed = varlen.probes_passed;
   stats_.spec_varlen_probes_failed = varlen.probes_failed;
   stats_.spec_varlen_paused_plans = varlen.paused_plans;
+  stats_.spec_varlen_recent_probes.clear();
+  for (const sched::SpeculationGain::Probe& p : gain_.recent_probes()) {
+    stats_.spec_varlen_recent_probes.push_back({p.plan_step, p.decodes, p.steps, p.ratio, p.passed,
+                                                p.tokens, p.spent_seconds, p.plain_seconds});
+  }
   if (spec_varlen_ && !step_cost_.empty()) {
     stats_.spec_step_cost_seconds.clear();
     for (int64_t t = 1; t <= 64; t *= 2) {

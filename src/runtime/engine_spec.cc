@@ -309,7 +309,7 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   constexpr double kClearPredictedLoss = 0.85;
   if (g.draft_cost > 0 && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
-    gain_.predicted_loss(g);
+    gain_.predicted_loss(g, static_cast<double>(cands.size()), best_ratio);
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;

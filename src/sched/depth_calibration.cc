@@ -24,7 +24,12 @@ double DepthCalibration::survival(int32_t depth) const {
 }
 
 float DepthCalibration::calibrated(int32_t depth, float confidence) const {
-  if (!observed(depth) || conf_[static_cast<size_t>(depth)] <= 0.0) return confidence;
+  // Nothing to scale by yet: the depth's survival (0.5 before any verification), not the raw
+  // confidence, which for MTP (0.1-0.3) would keep the budget from admitting the drafts whose
+  // verification calibrates it.
+  if (!observed(depth) || conf_[static_cast<size_t>(depth)] <= 0.0) {
+    return static_cast<float>(survival(depth));
+  }
   const double scaled =
       confidence * rate_[static_cast<size_t>(depth)] / conf_[static_cast<size_t>(depth)];
   return static_cast<float>(std::clamp(scaled, 0.0, 1.0));

@@ -24,7 +24,7 @@ class DepthCalibration {
     return depth >= 0 && depth < static_cast<int32_t>(rate_.size());
   }
   // `confidence` scaled by survival(depth) / mean confidence at `depth`, clamped to [0, 1];
-  // unchanged before that depth has seen confidences.
+  // survival(depth) itself (0.5 before any observation) until that depth has seen confidences.
   float calibrated(int32_t depth, float confidence) const;
 
  private:

@@ -25,7 +25,17 @@ SpeculationGain::Bucket& SpeculationGain::bucket(int64_t decodes) {
   return by_size_[std::min(b, by_size_.size() - 1)];
 }
 
-void SpeculationGain::predicted_loss(Bucket& g) {
+void SpeculationGain::record(Probe p) {
+  if (recent_.size() == kProbesKept) recent_.erase(recent_.begin());
+  recent_.push_back(p);
+}
+
+void SpeculationGain::predicted_loss(Bucket& g, double decodes, double ratio) {
+  Probe p;
+  p.plan_step = step_;
+  p.decodes = decodes;
+  p.ratio = ratio;
+  record(p);
   g.fail_probe(step_);
   ++counts_.probes_failed;
 }
@@ -69,6 +79,16 @@ void SpeculationGain::observe(const Step& s) {
   // Far below parity, three steps decide (the first of a probe only drafts); near it, eight.
   const bool clear_loss = g.probe_steps >= 3 && ratio < 0.75;
   if (!clear_loss && g.probe_steps < 8) return;
+  Probe p;
+  p.plan_step = s.plan_step;
+  p.decodes = g.decodes / g.probe_steps;
+  p.steps = g.probe_steps;
+  p.ratio = ratio;
+  p.passed = ratio >= 1.0;
+  p.tokens = g.tokens;
+  p.spent_seconds = g.spent;
+  p.plain_seconds = g.plain;
+  record(p);
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
     ++counts_.probes_failed;

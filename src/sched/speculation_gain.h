@@ -20,7 +20,9 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace deepinfer::sched {
 
@@ -43,6 +45,18 @@ class SpeculationGain {
     int64_t probes_passed = 0, probes_failed = 0;
     int64_t paused_plans = 0;  // pause_state calls that found a pause in force
   };
+  // One decision, as `--stats` reports the latest ones: a measured probe (its steps, the mean
+  // decodes per step, and tokens per second against the curve's plain estimate as a ratio), or
+  // a loss the budget predicted without probing (steps 0, its expected ratio).
+  struct Probe {
+    int64_t plan_step = 0;
+    double decodes = 0;  // mean decodes per step of the probe (the batch it judged)
+    int steps = 0;
+    double ratio = 0;
+    bool passed = false;
+    double tokens = 0, spent_seconds = 0, plain_seconds = 0;  // the probe's sums (0: predicted)
+  };
+  static constexpr size_t kProbesKept = 8;
 
   struct Bucket {
     // Sums over the steps measured since drafting (re)started in this bucket: tokens emitted,
@@ -68,8 +82,9 @@ class SpeculationGain {
   Bucket& bucket(int64_t decodes);
   // Learns from a finished step.
   void observe(const Step& s);
-  // A loss the budget predicted (the engine's draft-cost model) pauses `g` like a failed probe.
-  void predicted_loss(Bucket& g);
+  // A loss the budget predicted (the engine's draft-cost model: `ratio` expected at `decodes`)
+  // pauses `g` like a failed probe.
+  void predicted_loss(Bucket& g, double decodes, double ratio);
   // At plan time: whether `g` is paused (kActive), was and its pause is over as of the latest
   // observed plan step (kEnded: cleared here, drafting resumes and probes again), or was not.
   enum class Pause : uint8_t { kNone, kActive, kEnded };
@@ -78,6 +93,8 @@ class SpeculationGain {
   int64_t step() const { return step_; }    // the latest plan step observed
   int64_t next_plan() { return plans_++; }  // counts the plans that asked for draft slots
   const Counts& counts() const { return counts_; }
+  // The latest decisions, oldest first (at most kProbesKept).
+  const std::vector<Probe>& recent_probes() const { return recent_; }
 
  private:
   std::array<Bucket, 24> by_size_;
@@ -85,6 +102,8 @@ class SpeculationGain {
   int64_t plans_ = 0;
   double sample_per_decode_ = 0;  // plain steps' sampling seconds per decode (EMA)
   Counts counts_;
+  std::vector<Probe> recent_;
+  void record(Probe p);
 };
 
 }  // namespace deepinfer::sched

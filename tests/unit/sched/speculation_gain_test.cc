@@ -40,6 +40,16 @@ TEST(SpeculationGain, AClearLossPausesAfterThreeSteps) {
   EXPECT_EQ(g.pause, 64);
   EXPECT_EQ(g.probe_steps, 0);
   EXPECT_EQ(gain.counts().probes_failed, 1);
+  // The decision is recorded with its sums: 4 tokens in 6 ms against 3 ms for 3 decodes.
+  ASSERT_EQ(gain.recent_probes().size(), 1u);
+  const SpeculationGain::Probe& p = gain.recent_probes().back();
+  EXPECT_EQ(p.steps, 3);
+  EXPECT_FALSE(p.passed);
+  EXPECT_DOUBLE_EQ(p.decodes, 1.0);
+  EXPECT_DOUBLE_EQ(p.tokens, 4.0);
+  EXPECT_NEAR(p.spent_seconds, 6 * kMs, 1e-12);
+  EXPECT_NEAR(p.plain_seconds, 3 * kMs, 1e-12);
+  EXPECT_NEAR(p.ratio, (4.0 / 6) / (3.0 / 3), 1e-9);
   // Other batch sizes are judged on their own.
   EXPECT_EQ(gain.bucket(16).paused_until, -1);
   EXPECT_EQ(gain.bucket(16).failed, 0);
@@ -74,6 +84,10 @@ TEST(SpeculationGain, ANarrowLossWaitsForEightStepsAndAGainResetsThePause) {
   EXPECT_EQ(gain.counts().paused_plans, 2);
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 5, 4, 4, kMs, kMs, 4));
   EXPECT_EQ(gain.counts().probes_passed, 1);
+  ASSERT_EQ(gain.recent_probes().size(), 2u);
+  EXPECT_FALSE(gain.recent_probes()[0].passed);
+  EXPECT_TRUE(gain.recent_probes()[1].passed);
+  EXPECT_NEAR(gain.recent_probes()[1].ratio, 1.25, 1e-9);
   EXPECT_EQ(g.failed, 0);
   EXPECT_EQ(g.pause, 16);
   EXPECT_EQ(g.probe_steps, 0);
@@ -92,10 +106,23 @@ TEST(SpeculationGain, APredictedLossPausesFromTheLatestStep) {
   SpeculationGain gain;
   gain.observe(step(41, 1, 0, 0, kMs, kMs));
   SpeculationGain::Bucket& g = gain.bucket(1);
-  gain.predicted_loss(g);
+  gain.predicted_loss(g, 1, 0.6);
   EXPECT_EQ(g.paused_until, 41 + 16);
   EXPECT_EQ(g.failed, 1);
   EXPECT_EQ(gain.counts().probes_failed, 1);
+  ASSERT_EQ(gain.recent_probes().size(), 1u);
+  EXPECT_EQ(gain.recent_probes()[0].steps, 0);
+  EXPECT_DOUBLE_EQ(gain.recent_probes()[0].ratio, 0.6);
+}
+
+// Only the latest decisions are kept, oldest first.
+TEST(SpeculationGain, KeepsTheLatestDecisions) {
+  SpeculationGain gain;
+  SpeculationGain::Bucket& g = gain.bucket(1);
+  for (int i = 0; i < 11; ++i) gain.predicted_loss(g, 1, 0.1 * i);
+  ASSERT_EQ(gain.recent_probes().size(), SpeculationGain::kProbesKept);
+  EXPECT_DOUBLE_EQ(gain.recent_probes().front().ratio, 0.1 * 3);
+  EXPECT_DOUBLE_EQ(gain.recent_probes().back().ratio, 0.1 * 10);
 }
 
 }  // namespace

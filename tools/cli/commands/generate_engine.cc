@@ -220,6 +220,22 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    static_cast<long long>(st.spec_varlen_probes_passed),
                    static_cast<long long>(st.spec_varlen_probes_failed),
                    static_cast<long long>(st.spec_varlen_paused_plans), curve.c_str());
+      // The latest decisions (a --warmup run's too): what a probe measured, or what the budget
+      // predicted.
+      for (const EngineStats::SpecProbe& probe : st.spec_varlen_recent_probes) {
+        if (probe.steps > 0) {
+          std::fprintf(stderr,
+                       "  varlen probe at plan %lld, %.1f decodes/step: %.2fx over %d steps "
+                       "(%.0f tokens in %.3f ms against %.3f ms plain) -> %s\n",
+                       static_cast<long long>(probe.plan_step), probe.decodes, probe.ratio, probe.steps,
+                       probe.tokens, 1e3 * probe.spent_seconds, 1e3 * probe.plain_seconds,
+                       probe.passed ? "drafting" : "paused");
+        } else {
+          std::fprintf(stderr,
+                       "  varlen at plan %lld, %.0f decodes: predicted %.2fx -> paused\n",
+                       static_cast<long long>(probe.plan_step), probe.decodes, probe.ratio);
+        }
+      }
     }
     if (st.replay_skipped_rows > 0 || st.prefix_window_replays > 0 ||
         (*engine)->describe().find("bounded replay compact") != std::string::npos) {
