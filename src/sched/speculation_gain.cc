@@ -17,6 +17,7 @@ void SpeculationGain::Bucket::fail_probe(int64_t step) {
 void SpeculationGain::Bucket::end_probe() {
   tokens = spent = plain = decodes = 0;
   probe_steps = 0;
+  filling = 0;
 }
 
 SpeculationGain::Bucket& SpeculationGain::bucket(int64_t decodes) {
@@ -66,7 +67,25 @@ void SpeculationGain::observe(const Step& s) {
     g.draft_cost = g.draft_cost == 0 ? cost : g.draft_cost + 0.2 * (cost - g.draft_cost);
   }
   if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
-  if (plain_step && g.probe_steps == 0) return;  // not drafting yet
+  if (plain_step && g.probe_steps == 0 && g.filling == 0) return;  // not drafting yet
+  // A probe's first steps draft for steps already planned without draft slots (the pipeline
+  // fills: with asynchronous scheduling the first two), a cost every resumption pays once and
+  // not the rate drafting goes on at, so the sums start at the first step that verified drafts.
+  // A drafter whose drafts are never verified (the budget admits none) is a clear loss after
+  // three such steps.
+  if (g.probe_steps == 0 && s.drafts_verified == 0) {
+    if (++g.filling >= 3) {
+      Probe p;
+      p.plan_step = s.plan_step;
+      p.decodes = B;
+      p.steps = g.filling;
+      p.ratio = 0;
+      record(p);
+      g.fail_probe(s.plan_step);
+      ++counts_.probes_failed;
+    }
+    return;
+  }
   const double plain = s.curve_seconds + sample_per_decode_ * B;
   const double spent = s.forward_seconds + s.sample_seconds + s.draft_seconds;
   if (s.tokens == 0 || plain <= 0 || spent <= 0) return;
@@ -76,7 +95,7 @@ void SpeculationGain::observe(const Step& s) {
   g.decodes += B;
   ++g.probe_steps;
   const double ratio = (g.tokens / g.spent) / (g.decodes / g.plain);
-  // Far below parity, three steps decide (the first of a probe only drafts); near it, eight.
+  // Far below parity, three steps decide; near it, eight.
   const bool clear_loss = g.probe_steps >= 3 && ratio < 0.75;
   if (!clear_loss && g.probe_steps < 8) return;
   Probe p;
