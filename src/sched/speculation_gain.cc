@@ -70,20 +70,11 @@ void SpeculationGain::observe(const Step& s) {
   if (plain_step && g.probe_steps == 0 && g.filling == 0) return;  // not drafting yet
   // A probe's first steps draft for steps already planned without draft slots (the pipeline
   // fills: with asynchronous scheduling the first two), a cost every resumption pays once and
-  // not the rate drafting goes on at, so the sums start at the first step that verified drafts.
-  // A drafter whose drafts are never verified (the budget admits none) is a clear loss after
-  // three such steps.
-  if (g.probe_steps == 0 && s.drafts_verified == 0) {
-    if (++g.filling >= 3) {
-      Probe p;
-      p.plan_step = s.plan_step;
-      p.decodes = B;
-      p.steps = g.filling;
-      p.ratio = 0;
-      record(p);
-      g.fail_probe(s.plan_step);
-      ++counts_.probes_failed;
-    }
+  // not the rate drafting goes on at: up to two leading steps that verified nothing are left
+  // out of the sums. Later ones count (a budget that admits nothing is a loss like any other).
+  constexpr int kFillSteps = 2;
+  if (g.probe_steps == 0 && s.drafts_verified == 0 && g.filling < kFillSteps) {
+    ++g.filling;
     return;
   }
   const double plain = s.curve_seconds + sample_per_decode_ * B;

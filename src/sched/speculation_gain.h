@@ -10,10 +10,9 @@
 // per decode of plain steps). Every step that drafted counts, also one whose drafts the budget
 // did not admit (drafting then costs without any gain). Clearly slower (below 0.75 after three
 // steps) or slower after eight: drafting pauses at that batch for 16, 64, 256, 1024 steps (x4
-// per failed probe in a row; a probe that pays resets it to 16). A probe's sums start at its
-// first step that verified drafts: the steps before it only drafted for steps planned without
-// draft slots (the pipeline filling), a one-time cost of resuming; three of them in a row with
-// nothing verified are a clear loss.
+// per failed probe in a row; a probe that pays resets it to 16). Up to two leading steps of a
+// probe that verified nothing are left out of its sums: they only drafted for steps planned
+// without draft slots (the pipeline filling), a one-time cost of resuming.
 //
 // Known bias, measured and left as it is (docs/speculative.md, "Varlen on the H200, stop 33"):
 // the curve keeps the least of a count's recent steps, so the estimate reads below a typical
@@ -66,7 +65,7 @@ class SpeculationGain {
     // executor seconds spent, and the estimate of the same decodes without drafting.
     double tokens = 0, spent = 0, plain = 0, decodes = 0;
     int probe_steps = 0;
-    int filling = 0;  // steps of this probe that drafted before any verified a draft
+    int filling = 0;  // leading steps of this probe that verified nothing (left out, at most 2)
     int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
     int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
     int failed = 0;             // failed probes in a row
