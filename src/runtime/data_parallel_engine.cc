@@ -242,9 +242,10 @@ Expected<RequestHandle> DataParallelEngine::submit(std::span<const int32_t> prom
                                                    Engine::StreamCallback on_delta) {
   std::vector<sched::RankLoad> loads;
   for (const auto& rank : ranks_) {
-    loads.push_back({rank->live_samples, rank->core->stats().kv_blocks_in_use});
+    loads.push_back({rank->live_samples, rank->core->stats().kv_blocks_in_use,
+                     rank->core->cached_prefix_tokens(prompt_ids)});
   }
-  const int r = sched::least_loaded_rank(loads);
+  const int r = sched::place_request(loads);
   Rank& rank = *ranks_[static_cast<size_t>(r)];
   Engine::StreamCallback held;
   if (on_delta) {

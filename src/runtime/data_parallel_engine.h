@@ -5,7 +5,8 @@
 // Each rank is a whole EngineCore of its own: its backend Ops, its model (with expert parallelism
 // only its share of the routed experts), its scheduler, KV pages and prefix cache. A request
 // lives on one rank from submit to its output (all of its n samples together); the front
-// scheduler (sched/rank_balancer.h) places it on the least loaded rank. Request handles are
+// scheduler (sched/rank_balancer.h) places it on the rank that cached the longest part of its
+// prompt among those near the least load, else on the least loaded rank. Request handles are
 // numbered here, over all ranks, so they are what one engine would hand out.
 //
 // step() steps the ranks at once, one thread per rank (the thread that calls step() is one of

@@ -94,6 +94,11 @@ class EngineCore final : public EngineDriver {
   // cannot be used for text); empty when there is a tokenizer.
   const std::string& no_tokenizer_reason() const override { return no_tokenizer_reason_; }
   const EngineStats& stats() const override { return stats_; }
+  // Tokens of `prompt` this core's prefix cache would let a new request skip (whole KV blocks;
+  // 0 without prefix caching). No side effects; call between steps (data-parallel placement).
+  int64_t cached_prefix_tokens(std::span<const int32_t> prompt) const {
+    return sched_->kv().find_prefix_hit(prompt);
+  }
   bool async_scheduling() const { return executor_->threaded(); }
   bool batch_invariant() const { return batch_invariant_; }
   std::string describe() const override;

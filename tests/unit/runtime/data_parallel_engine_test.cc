@@ -103,6 +103,44 @@ TEST(DataParallelEngine, AbortOnOneRankLeavesTheOthers) {
   }
 }
 
+// Prefix-aware placement: a prompt that extends one a rank has cached goes to that rank while
+// its load is near the least (sched::place_request), and reuses the prefix there. A and C run
+// first (rank 0 and rank 1); then E takes rank 0, so the least loaded rank is 1, yet B, A's
+// prompt and 4 more tokens, goes to rank 0 and skips A's cached blocks. Its tokens are still
+// the single engine's (placement changes nothing in the outputs).
+TEST(DataParallelEngine, APromptGoesToTheRankThatCachedItsPrefix) {
+  const std::string dir = engine_test::source_dir() + "/models/v4-small";
+  EngineOptions o = options_for(dir, 2, false);
+  o.kv_block_size = 16;
+  auto engine = Engine::create(o);
+  ASSERT_TRUE(engine.ok()) << engine.status().to_string();
+  const std::vector<int32_t> a = prompt(40, 101), c = prompt(40, 202), e = prompt(8, 303);
+  std::vector<int32_t> b = a;
+  for (int32_t t : prompt(4, 404)) b.push_back(t);
+  ASSERT_TRUE((*engine)->submit(a, greedy(4)).ok());
+  ASSERT_TRUE((*engine)->submit(c, greedy(4)).ok());
+  (void)(*engine)->run_until_done();
+  ASSERT_TRUE((*engine)->submit(e, greedy(8)).ok());
+  auto hb = (*engine)->submit(b, greedy(4));
+  ASSERT_TRUE(hb.ok());
+  RequestOutput got_b;
+  for (const RequestOutput& out : (*engine)->run_until_done()) {
+    if (out.id == *hb) got_b = out;
+  }
+  EXPECT_EQ(got_b.num_cached_tokens, 32) << "B did not reuse A's two cached blocks";
+
+  EngineOptions one = options_for(dir, 1, false);
+  one.kv_block_size = 16;
+  auto single = Engine::create(one);
+  ASSERT_TRUE(single.ok());
+  auto hs = (*single)->submit(b, greedy(4));
+  ASSERT_TRUE(hs.ok());
+  const std::vector<RequestOutput> want = (*single)->run_until_done();
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_FALSE(got_b.outputs.empty());
+  EXPECT_EQ(got_b.outputs[0].token_ids, want[0].outputs[0].token_ids);
+}
+
 // Requests that fail on their rank (a prompt longer than max_model_len, a token id outside the
 // vocabulary) answer with their error; the requests running beside them finish as on one rank.
 TEST(DataParallelEngine, FailingRequestsAnswerAndTheOthersFinish) {
