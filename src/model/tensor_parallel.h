@@ -12,7 +12,8 @@
 //     w2 split by output rows and all-gathered;
 //   * the LM head, by vocabulary rows, the logits all-gathered.
 // Replicated on every rank: embedding, mHC, norms, wq_a, the K=V projection (one head), the
-// compressors and the indexer (their sums span heads), the router and the routed experts, the
+// compressors and the indexer (their sums span heads), the router and the routed experts (unless
+// an ExpertParallel over the same ranks splits them: model/layers/moe.h), the
 // drafter blocks (V4 MTP, V4.1 DSpark; their head is the shared, split LM head), and so the KV
 // cache (one K=V head: nothing in it is per query head).
 //
@@ -41,7 +42,8 @@ struct TensorParallel {
   bool enabled() const { return comm != nullptr; }
   int rank() const { return comm->rank(); }
   int size() const { return comm->size(); }
-  // Before anything is loaded: host memory, no expert parallelism beside it. Each message names
+  // Before anything is loaded: host memory, and expert parallelism beside it (if any) over the
+  // same number of ranks. Each message names
   // the problem and the fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops,
                   const ExpertParallel& ep) const;
