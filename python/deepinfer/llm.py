@@ -237,8 +237,9 @@ class LLM:
         # serving whole requests with its own scheduler and KV pages; the outputs are those of
         # one rank. enable_expert_parallel: the ranks (data- or tensor-parallel) split the
         # routed experts and step in lockstep. tensor_parallel_size: ranks holding shards of the
-        # dense weights, stepping every batch together (not with data parallelism); sizes < 1
-        # and several ranks on the CUDA backend raise. docs/parallel.md.
+        # dense weights, stepping every batch together (inside each data-parallel rank when both
+        # are given; not all three with enable_expert_parallel); sizes < 1 and several ranks on
+        # the CUDA backend raise. docs/parallel.md.
         # enable_eplb (vLLM's names, with enable_expert_parallel and data_parallel_size > 1):
         # count each layer's expert loads over the last eplb_window_size steps and re-place the
         # experts by DeepSeek's EPLB policy every eplb_step_interval steps (0: only on

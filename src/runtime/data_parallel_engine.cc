@@ -67,7 +67,8 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;
   if (t.spec_step_cost_seconds.empty()) t.spec_step_cost_seconds = s.spec_step_cost_seconds;
-  if (t.spec_varlen_recent_probes.empty()) t.spec_varlen_recent_probes = s.spec_varlen_recent_probes;
+  if (t.spec_varlen_recent_probes.empty())
+    t.spec_varlen_recent_probes = s.spec_varlen_recent_probes;
   t.kv_bytes_reserved += s.kv_bytes_reserved;
   t.kv_bytes_in_use_peak += s.kv_bytes_in_use_peak;
   t.num_running += s.num_running;
@@ -128,19 +129,29 @@ Status validate_parallel_options(const EngineOptions& options) {
                             std::to_string(tp) + ": give 1 (one rank) up to " +
                             std::to_string(kMaxDataParallelRanks));
   }
-  if (tp > 1 && dp > 1) {
+  if (tp > 1 && dp > 1 && options.enable_expert_parallel) {
     return unimplemented("tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
                          " with data_parallel_size (--data-parallel-size) " + std::to_string(dp) +
-                         ": tensor and data parallelism together are not built yet; give one "
-                         "of the two (the other 1)");
+                         " and enable_expert_parallel (--enable-expert-parallel): the three "
+                         "together are not built yet; drop one of them");
+  }
+  if (tp > 1 && dp > 1 && static_cast<int64_t>(tp) * dp > kMaxDataParallelRanks) {
+    return invalid_argument("tensor_parallel_size x data_parallel_size is " +
+                            std::to_string(static_cast<int64_t>(tp) * dp) +
+                            " ranks: give at most " + std::to_string(kMaxDataParallelRanks));
   }
   if (tp > 1 && options.enable_eplb) {
-    return unimplemented("enable_eplb (--enable-eplb) with tensor_parallel_size "
-                         "(--tensor-parallel-size) " +
-                         std::to_string(tp) +
-                         ": EPLB is built for data with expert parallelism only; drop "
-                         "--enable-eplb, or use --data-parallel-size with "
-                         "--enable-expert-parallel");
+    return unimplemented(
+        "enable_eplb (--enable-eplb) with tensor_parallel_size "
+        "(--tensor-parallel-size) " +
+        std::to_string(tp) +
+        ": EPLB is built for data with expert parallelism only; drop "
+        "--enable-eplb, or use --data-parallel-size with "
+        "--enable-expert-parallel");
+  }
+  if (tp > 1 && dp < 1) {
+    return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
+                            ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
   }
   if (tp > 1) {
     DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
@@ -176,7 +187,19 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   if (n < 2) return invalid_argument("DataParallelEngine needs data_parallel_size >= 2");
   auto engine = std::unique_ptr<DataParallelEngine>(new DataParallelEngine(options));
   engine->expert_parallel_ = options.enable_expert_parallel;
-  for (int r = 0; r < n; ++r) engine->ranks_.push_back(std::make_unique<Rank>());
+  // Tensor parallelism inside each data-parallel rank: tp cores per rank over a group of their
+  // own (validate_parallel_options refuses it with expert parallelism).
+  const int tp = std::max(1, options.tensor_parallel_size);
+  engine->tp_ = tp;
+  for (int r = 0; r < n; ++r) {
+    engine->ranks_.push_back(std::make_unique<Rank>());
+    if (tp > 1) {
+      Rank& rank = *engine->ranks_.back();
+      rank.tp_group = parallel::InProcessGroup::create(tp);
+      for (int t = 0; t < tp; ++t) rank.tp_comms.push_back(rank.tp_group->communicator(t));
+      rank.tp_copies.resize(static_cast<size_t>(tp - 1));
+    }
+  }
   std::vector<parallel::ExpertPlacement> placements;
   if (engine->expert_parallel_) {
     DI_ASSIGN_OR_RETURN(const io::ModelConfig config, io::load_model_config(options.model_dir));
@@ -192,30 +215,42 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       engine->ranks_[static_cast<size_t>(r)]->comm = engine->group_->communicator(r);
     }
   }
-  const EngineOptions per_rank = per_rank_options(options, n, options.enable_expert_parallel);
-  std::vector<Status> failed(static_cast<size_t>(n));
+  const EngineOptions per_rank =
+      per_rank_options(options, n * tp, options.enable_expert_parallel || tp > 1);
+  std::vector<Status> failed(static_cast<size_t>(n * tp));
   DataParallelEngine* e = engine.get();
-  // At once: with expert parallelism the cores' first lockstep rounds meet at the end of create.
-  run_on_ranks(std::vector<bool>(static_cast<size_t>(n), true), [&](int r) {
-    Rank& rank = *e->ranks_[static_cast<size_t>(r)];
+  // At once: with expert (or tensor) parallelism the cores' first lockstep rounds meet at the
+  // end of create. Core i is tensor-parallel rank i % tp of data-parallel rank i / tp.
+  run_on_ranks(std::vector<bool>(static_cast<size_t>(n * tp), true), [&](int i) {
+    Rank& rank = *e->ranks_[static_cast<size_t>(i / tp)];
+    const int t = i % tp;
     model::ExpertParallel ep;
     if (e->expert_parallel_) {
       ep.comm = rank.comm.get();
       ep.placements = placements;
       if (e->rebalancer_) ep.load_counter = e->rebalancer_->counter();
     }
-    auto core = EngineCore::create(per_rank, ep);
+    model::TensorParallel tpar;
+    if (tp > 1) tpar.comm = rank.tp_comms[static_cast<size_t>(t)].get();
+    auto core = EngineCore::create(per_rank, ep, tpar);
     if (!core.ok()) {
-      failed[static_cast<size_t>(r)] = core.status();
+      failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
       if (e->group_) e->group_->abort(core.status());
+      if (rank.tp_group) rank.tp_group->abort(core.status());
       return;
     }
-    rank.core = std::move(core).value();
+    (t == 0 ? rank.core : rank.tp_copies[static_cast<size_t>(t - 1)]) = std::move(core).value();
   });
-  for (int r = 0; r < n; ++r) {
-    const Status& st = failed[static_cast<size_t>(r)];
-    if (!st.ok()) return st.with_context("data-parallel rank " + std::to_string(r));
+  for (int i = 0; i < n * tp; ++i) {
+    const Status& st = failed[static_cast<size_t>(i)];
+    if (st.ok()) continue;
+    return st.with_context("data-parallel rank " + std::to_string(i / tp) +
+                           (tp > 1 ? ", tensor-parallel rank " + std::to_string(i % tp) : ""));
+  }
+  // A rank's tensor-parallel copies draw what its first core draws (one engine seed).
+  for (const auto& rank : engine->ranks_) {
+    for (const auto& copy : rank->tp_copies) copy->set_engine_seed(rank->core->engine_seed());
   }
   engine->update_stats();
   return engine;
@@ -255,9 +290,20 @@ Expected<RequestHandle> DataParallelEngine::submit(std::span<const int32_t> prom
     held = [callback, deltas](const StreamDelta& d) { deltas->emplace_back(callback, d); };
   }
   const RequestHandle handle = next_handle_;
+  const std::string text_copy = rank.tp_copies.empty() ? std::string() : prompt_text;
   DI_ASSIGN_OR_RETURN(
       const RequestHandle got,
       rank.core->submit_as(handle, prompt_ids, std::move(prompt_text), params, std::move(held)));
+  // The rank's tensor-parallel copies get the same request; they refuse what its first core
+  // refuses, so they take this one too.
+  for (size_t t = 0; t < rank.tp_copies.size(); ++t) {
+    const auto copy = rank.tp_copies[t]->submit_as(handle, prompt_ids, text_copy, params, {});
+    if (!copy.ok()) {
+      return internal_error("tensor-parallel rank " + std::to_string(t + 1) +
+                            " of data-parallel rank " + std::to_string(r) +
+                            " refused a request its first core took: " + copy.status().to_string());
+    }
+  }
   ++next_handle_;
   rank.live_samples += params.n;
   live_[got] = {r, params.n};
@@ -269,7 +315,12 @@ Status DataParallelEngine::abort(RequestHandle id) {
   if (it == live_.end()) {
     return not_found("abort: request " + std::to_string(id) + " is unknown or has already ended");
   }
-  return ranks_[static_cast<size_t>(it->second.rank)]->core->abort(id);
+  Rank& rank = *ranks_[static_cast<size_t>(it->second.rank)];
+  const Status s = rank.core->abort(id);
+  if (s.ok()) {
+    for (const auto& copy : rank.tp_copies) (void)copy->abort(id);
+  }
+  return s;
 }
 
 std::vector<RequestOutput> DataParallelEngine::step() {
@@ -284,8 +335,18 @@ std::vector<RequestOutput> DataParallelEngine::step() {
   // Lockstep: a rank without work still steps, to serve its experts to the others.
   if (expert_parallel_) std::fill(stepping.begin(), stepping.end(), true);
   std::vector<std::vector<RequestOutput>> ended(n);
-  run_on_ranks(stepping, [&](int r) {
-    ended[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)]->core->step();
+  // Every core of a stepping rank (its tensor-parallel copies too: their forwards pair up);
+  // the copies' outputs are dropped, the first core's answer. Core i: rank i / tp_.
+  std::vector<bool> cores(n * static_cast<size_t>(tp_), false);
+  for (size_t i = 0; i < cores.size(); ++i) cores[i] = stepping[i / static_cast<size_t>(tp_)];
+  run_on_ranks(cores, [&](int i) {
+    Rank& rank = *ranks_[static_cast<size_t>(i / tp_)];
+    const int t = i % tp_;
+    if (t == 0) {
+      ended[static_cast<size_t>(i / tp_)] = rank.core->step();
+    } else {
+      (void)rank.tp_copies[static_cast<size_t>(t - 1)]->step();
+    }
   });
   std::vector<RequestOutput> done;
   for (size_t r = 0; r < n; ++r) {
@@ -364,7 +425,10 @@ Status DataParallelEngine::reset_prefix_cache() {
                                " requests have not ended");
   }
   // No request is live, so no rank runs a forward here: the ranks reset one after another.
-  for (const auto& rank : ranks_) DI_TRY(rank->core->reset_prefix_cache());
+  for (const auto& rank : ranks_) {
+    DI_TRY(rank->core->reset_prefix_cache());
+    for (const auto& copy : rank->tp_copies) DI_TRY(copy->reset_prefix_cache());
+  }
   update_stats();
   return Status::ok_status();
 }
@@ -399,6 +463,10 @@ std::string DataParallelEngine::describe() const {
   } else if (expert_parallel_) {
     ranks += "expert parallel: " + std::to_string(experts_) +
              " routed experts split contiguously, lockstep steps; ";
+  } else if (tp_ > 1) {
+    ranks += "each rank " + std::to_string(tp_) +
+             " tensor-parallel ranks (attention groups, dense projections and LM head split, "
+             "lockstep steps); ";
   } else {
     ranks += "each rank holds the whole model; ";
   }

@@ -94,7 +94,13 @@ class DataParallelEngine final : public EngineDriver {
   struct Rank {
     // Expert parallelism: this rank's communicator, which its model uses (outlives core).
     std::unique_ptr<parallel::InProcessCommunicator> comm;
+    // Tensor parallelism inside the rank (tensor_parallel_size > 1): its group, each core's
+    // communicator (outlive the cores), and the cores of tensor-parallel ranks 1.. (core is
+    // rank 0: it answers; the copies run the same requests and steps, their outputs dropped).
+    std::shared_ptr<parallel::InProcessGroup> tp_group;
+    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> tp_comms;
     std::unique_ptr<EngineCore> core;
+    std::vector<std::unique_ptr<EngineCore>> tp_copies;
     int64_t live_samples = 0;  // of the requests placed here and not yet ended (placement)
     // Deltas streamed by this rank during the step in progress, handed out after it.
     std::vector<std::pair<std::shared_ptr<Engine::StreamCallback>, StreamDelta>> deltas;
@@ -109,6 +115,7 @@ class DataParallelEngine final : public EngineDriver {
 
   EngineOptions options_;
   bool expert_parallel_ = false;
+  int tp_ = 1;       // tensor-parallel cores per rank
   int experts_ = 0;  // routed experts of the model (expert parallelism's placement)
   std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only
   std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models

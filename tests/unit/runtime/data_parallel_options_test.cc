@@ -40,8 +40,15 @@ TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
   o.num_threads = 1;
   o.tensor_parallel_size = 2;
   o.data_parallel_size = 2;
+  o.enable_expert_parallel = true;  // tensor with data parallelism is built; with EP beside it not
   expect_refused(o, StatusCode::kUnimplemented,
-                 {"--tensor-parallel-size", "--data-parallel-size", "not built yet", "one of"});
+                 {"--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
+                  "not built yet", "drop one"});
+  o.enable_expert_parallel = false;
+  o.tensor_parallel_size = 16;
+  o.data_parallel_size = 8;
+  expect_refused(o, StatusCode::kInvalidArgument, {"128 ranks", "at most 64"});
+  o.tensor_parallel_size = 2;
   o.data_parallel_size = 1;
   o.enable_expert_parallel = true;  // tensor with expert parallelism is built; EPLB beside it not
   o.enable_eplb = true;

@@ -66,6 +66,27 @@ TEST(TensorParallelEngine, V41DefaultSameOutputsAsOneRank) {
 
 TEST(TensorParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }
 
+// Tensor parallelism inside data-parallel ranks (--data-parallel-size 2 --tensor-parallel-size
+// 2, four cores): requests placed over the two ranks, each computed by its rank's two
+// tensor-parallel cores; the same outputs as one engine.
+TEST(TensorParallelEngine, InsideDataParallelRanksSameOutputsAsOneRank) {
+  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
+                                 engine_test::source_dir() + "/models/default"}) {
+    for (bool staggered : {false, true}) {
+      SCOPED_TRACE(dir + (staggered ? ", staggered" : ", together"));
+      const std::vector<engine_test::Timed> reqs = engine_test::mixed_requests(staggered);
+      const EngineRun single = engine_test::run_timed(options_for(dir, 1), reqs);
+      EngineOptions o = options_for(dir, 2);
+      o.data_parallel_size = 2;
+      const EngineRun got = engine_test::run_timed(o, reqs);
+      engine_test::expect_same(single, got);
+      EXPECT_NE(got.describe.find("data parallel: 2 ranks"), std::string::npos) << got.describe;
+      EXPECT_NE(got.describe.find("each rank 2 tensor-parallel ranks"), std::string::npos)
+          << got.describe;
+    }
+  }
+}
+
 TEST(TensorParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
   check_model(engine_test::source_dir() + "/models/v4-small", /*expert_parallel=*/true);
   check_model(engine_test::source_dir() + "/models/default", /*expert_parallel=*/true);
@@ -75,27 +96,32 @@ TEST(TensorParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
 // same tokens and never diverge; a request that fails (a token id outside the vocabulary) ends
 // with its error, once, and the other goes on.
 TEST(TensorParallelEngine, UnseededSamplingAndABadRequest) {
-  auto created = Engine::create(options_for(engine_test::source_dir() + "/models/v4-small", 2));
-  ASSERT_TRUE(created.ok()) << created.status().message();
-  Engine& e = **created;
-  SamplingParams p = greedy(8);
-  p.temperature = 1.0f;
-  auto h = e.submit(prompt(7, 3), p);
-  ASSERT_TRUE(h.ok()) << h.status().message();
-  const std::vector<int32_t> bad = {1, 2, 1 << 30};
-  auto hb = e.submit(bad, greedy(3));
-  ASSERT_TRUE(hb.ok()) << hb.status().message();
-  std::map<RequestHandle, RequestOutput> done;
-  while (e.has_unfinished()) {
-    for (RequestOutput& out : e.step()) {
-      const RequestHandle id = out.id;
-      EXPECT_TRUE(done.emplace(id, std::move(out)).second) << "request " << id << " twice";
+  // Alone, and inside two data-parallel ranks (each rank's copies share its seed).
+  for (int dp : {1, 2}) {
+    EngineOptions o = options_for(engine_test::source_dir() + "/models/v4-small", 2);
+    o.data_parallel_size = dp;
+    auto created = Engine::create(o);
+    ASSERT_TRUE(created.ok()) << created.status().message();
+    Engine& e = **created;
+    SamplingParams p = greedy(8);
+    p.temperature = 1.0f;
+    auto h = e.submit(prompt(7, 3), p);
+    ASSERT_TRUE(h.ok()) << h.status().message();
+    const std::vector<int32_t> bad = {1, 2, 1 << 30};
+    auto hb = e.submit(bad, greedy(3));
+    ASSERT_TRUE(hb.ok()) << hb.status().message();
+    std::map<RequestHandle, RequestOutput> done;
+    while (e.has_unfinished()) {
+      for (RequestOutput& out : e.step()) {
+        const RequestHandle id = out.id;
+        EXPECT_TRUE(done.emplace(id, std::move(out)).second) << "request " << id << " twice";
+      }
     }
+    ASSERT_EQ(done.size(), 2u);
+    EXPECT_FALSE(done.at(*hb).error.empty());
+    EXPECT_TRUE(done.at(*h).error.empty()) << done.at(*h).error;
+    EXPECT_EQ(done.at(*h).outputs[0].token_ids.size(), 8u);
   }
-  ASSERT_EQ(done.size(), 2u);
-  EXPECT_FALSE(done.at(*hb).error.empty());
-  EXPECT_TRUE(done.at(*h).error.empty()) << done.at(*h).error;
-  EXPECT_EQ(done.at(*h).outputs[0].token_ids.size(), 8u);
 }
 
 }  // namespace

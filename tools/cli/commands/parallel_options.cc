@@ -18,7 +18,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                "its share; the ranks step in lockstep); outputs are unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
                  "split the dense weights (attention groups, shared expert, head) over N ranks "
-                 "(threads, CPU backends) stepping every batch together; outputs are unchanged");
+                 "(threads, CPU backends) stepping every batch together, inside each "
+                 "--data-parallel-size rank when both are given; outputs are unchanged");
   cmd.add_option("--context-parallel-size", args.context_parallel_size,
                  "split each forward's rows over N ranks (threads) by causal attention work "
                  "(zig-zag), for long prefills; DeepSeek-V4 on the CPU; outputs are unchanged");
