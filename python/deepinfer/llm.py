@@ -240,7 +240,8 @@ class LLM:
         # dense weights, stepping every batch together (inside each data-parallel rank when both
         # are given; not all three with enable_expert_parallel); sizes < 1 and several ranks on
         # the CUDA backend raise. docs/parallel.md.
-        # enable_eplb (vLLM's names, with enable_expert_parallel and data_parallel_size > 1):
+        # enable_eplb (vLLM's names, with enable_expert_parallel over data- or tensor-parallel
+        # ranks):
         # count each layer's expert loads over the last eplb_window_size steps and re-place the
         # experts by DeepSeek's EPLB policy every eplb_step_interval steps (0: only on
         # rebalance_experts()), with num_redundant_experts extra replicas of the hottest ones;

@@ -140,20 +140,12 @@ Status validate_parallel_options(const EngineOptions& options) {
                             std::to_string(static_cast<int64_t>(tp) * dp) +
                             " ranks: give at most " + std::to_string(kMaxDataParallelRanks));
   }
-  if (tp > 1 && options.enable_eplb) {
-    return unimplemented(
-        "enable_eplb (--enable-eplb) with tensor_parallel_size "
-        "(--tensor-parallel-size) " +
-        std::to_string(tp) +
-        ": EPLB is built for data with expert parallelism only; drop "
-        "--enable-eplb, or use --data-parallel-size with "
-        "--enable-expert-parallel");
-  }
   if (tp > 1 && dp < 1) {
     return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
                             ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
   }
   if (tp > 1) {
+    DI_TRY(validate_eplb_options(options, nullptr));  // the model's part in create()
     DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
     if (backend == "cuda") {
       return unimplemented(
@@ -372,16 +364,15 @@ std::vector<RequestOutput> DataParallelEngine::step() {
   return done;
 }
 
-Status DataParallelEngine::rebalance_experts() {
-  if (!rebalancer_) return EngineDriver::rebalance_experts();
-  DI_ASSIGN_OR_RETURN(ExpertRebalancer::Plan plan, rebalancer_->plan());
-  const size_t n = ranks_.size();
+Status rebalance_cores(const std::vector<EngineCore*>& cores, ExpertRebalancer& rebalancer,
+                       parallel::InProcessGroup* group, const char* what, EngineStats& eplb) {
+  DI_ASSIGN_OR_RETURN(ExpertRebalancer::Plan plan, rebalancer.plan());
+  const size_t n = cores.size();
   std::vector<Status> failed(n);
   std::vector<model::ExpertMoves> moves(n);
   // Each rank rebinds its own model on its own thread; no forward runs meanwhile.
-  const std::vector<bool> all(n, true);
-  run_on_ranks(all, [&](int r) {
-    auto m = ranks_[static_cast<size_t>(r)]->core->set_expert_placements(plan.placements);
+  run_on_ranks(std::vector<bool>(n, true), [&](int r) {
+    auto m = cores[static_cast<size_t>(r)]->set_expert_placements(plan.placements);
     if (m.ok()) {
       moves[static_cast<size_t>(r)] = *m;
     } else {
@@ -394,22 +385,31 @@ Status DataParallelEngine::rebalance_experts() {
     // switched go back (they held those experts a moment ago, so binding them again succeeds).
     for (size_t q = 0; q < n; ++q) {
       if (!failed[q].ok()) continue;
-      const auto back = ranks_[q]->core->set_expert_placements(rebalancer_->placements());
+      const auto back = cores[q]->set_expert_placements(rebalancer.placements());
       if (!back.ok()) {
         // Not expected; if it happens the ranks disagree: fail the group rather than exchange
         // with mismatched placements (later steps end their requests with this error).
-        if (group_) group_->abort(back.status());
+        if (group != nullptr) group->abort(back.status());
         return back.status().with_context("EPLB: restoring the old placement on rank " +
                                           std::to_string(q));
       }
     }
-    return failed[r].with_context("EPLB: rebalance on data-parallel rank " + std::to_string(r));
+    return failed[r].with_context(std::string("EPLB: rebalance on ") + what + " " +
+                                  std::to_string(r));
   }
-  rebalancer_->adopt(std::move(plan.placements));
-  ++eplb_stats_.eplb_rebalances;
-  for (const model::ExpertMoves& m : moves) eplb_stats_.eplb_experts_bound += m.bound;
-  eplb_stats_.eplb_balance_before = plan.balance_before;
-  eplb_stats_.eplb_balance_after = plan.balance_after;
+  rebalancer.adopt(std::move(plan.placements));
+  ++eplb.eplb_rebalances;
+  for (const model::ExpertMoves& m : moves) eplb.eplb_experts_bound += m.bound;
+  eplb.eplb_balance_before = plan.balance_before;
+  eplb.eplb_balance_after = plan.balance_after;
+  return Status::ok_status();
+}
+
+Status DataParallelEngine::rebalance_experts() {
+  if (!rebalancer_) return EngineDriver::rebalance_experts();
+  std::vector<EngineCore*> cores;
+  for (const auto& rank : ranks_) cores.push_back(rank->core.get());
+  DI_TRY(rebalance_cores(cores, *rebalancer_, group_.get(), "data-parallel rank", eplb_stats_));
   update_stats();
   return Status::ok_status();
 }

@@ -49,6 +49,14 @@ EngineOptions per_rank_options(const EngineOptions& options, int ranks, bool loc
 // thread takes the first); returns when all are done.
 void run_on_ranks(const std::vector<bool>& run, const std::function<void(int)>& body);
 
+// EPLB between steps (no rank in a forward): every core switches to `rebalancer`'s plan at once,
+// each rebinding on its own thread; all or none: if one fails, those that switched go back (a
+// failed restore aborts `group`, so later steps end with its error instead of exchanging with
+// mismatched placements). On success the plan is adopted and `eplb` (EngineStats::eplb_*)
+// counts it. `what` names the ranks in errors ("data-parallel rank").
+Status rebalance_cores(const std::vector<EngineCore*>& cores, ExpertRebalancer& rebalancer,
+                       parallel::InProcessGroup* group, const char* what, EngineStats& eplb);
+
 class DataParallelEngine final : public EngineDriver {
  public:
   // options.data_parallel_size ranks (> 1). Loads every rank's model at once, one thread each.

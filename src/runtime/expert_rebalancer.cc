@@ -11,6 +11,12 @@ namespace deepinfer::runtime {
 
 namespace {
 
+// The ranks the routed experts are split over: the tensor-parallel ranks when tensor
+// parallelism carries expert parallelism, else the data-parallel ones.
+int expert_ranks(const EngineOptions& o) {
+  return o.tensor_parallel_size > 1 ? o.tensor_parallel_size : o.data_parallel_size;
+}
+
 // The policy's config for in-process ranks: one node (the ranks share its memory), and one group
 // (V4's configs route without expert groups), so a single global pass.
 parallel::EplbConfig eplb_config(const EngineOptions& o, const io::ModelConfig& c) {
@@ -18,7 +24,7 @@ parallel::EplbConfig eplb_config(const EngineOptions& o, const io::ModelConfig& 
   e.num_replicas = c.n_routed_experts + o.num_redundant_experts;
   e.num_groups = 1;
   e.num_nodes = 1;
-  e.num_gpus = o.data_parallel_size;
+  e.num_gpus = expert_ranks(o);
   return e;
 }
 
@@ -42,13 +48,13 @@ Status validate_eplb_options(const EngineOptions& o, const io::ModelConfig* conf
     }
     return Status::ok_status();
   }
-  if (o.data_parallel_size < 2 || !o.enable_expert_parallel) {
+  if (expert_ranks(o) < 2 || !o.enable_expert_parallel) {
     return invalid_argument(
         "enable_eplb (--enable-eplb) balances experts split over ranks: give "
         "enable_expert_parallel (--enable-expert-parallel) with data_parallel_size "
-        "(--data-parallel-size) >= 2 (now " +
+        "(--data-parallel-size) or tensor_parallel_size (--tensor-parallel-size) >= 2 (now " +
         std::string(o.enable_expert_parallel ? "on" : "off") + " and " +
-        std::to_string(o.data_parallel_size) + "), or leave EPLB off");
+        std::to_string(expert_ranks(o)) + "), or leave EPLB off");
   }
   if (o.num_redundant_experts < 0) {
     return invalid_argument("num_redundant_experts (--num-redundant-experts) is " +
@@ -67,7 +73,7 @@ Status validate_eplb_options(const EngineOptions& o, const io::ModelConfig* conf
   }
   if (config == nullptr) return Status::ok_status();
   const int experts = config->n_routed_experts;
-  const int ranks = o.data_parallel_size;
+  const int ranks = expert_ranks(o);
   const int slots = experts + o.num_redundant_experts;
   if (slots % ranks != 0) {
     const int up = (slots + ranks - 1) / ranks * ranks - experts;
@@ -75,8 +81,8 @@ Status validate_eplb_options(const EngineOptions& o, const io::ModelConfig* conf
                             std::to_string(o.num_redundant_experts) + ": the " +
                             std::to_string(experts) + " routed experts of " + config->source +
                             " plus the redundant ones (" + std::to_string(slots) +
-                            " slots) must split evenly over data_parallel_size " +
-                            std::to_string(ranks) + " ranks; give " + std::to_string(up) +
+                            " slots) must split evenly over the " + std::to_string(ranks) +
+                            " expert-parallel ranks; give " + std::to_string(up) +
                             " (or that plus a multiple of " + std::to_string(ranks) + ")");
   }
   return Status::ok_status();

@@ -26,7 +26,12 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
   std::vector<parallel::ExpertPlacement> placements;
   if (!context && options.enable_expert_parallel) {
     DI_ASSIGN_OR_RETURN(const io::ModelConfig config, io::load_model_config(options.model_dir));
-    placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+    if (options.enable_eplb) {  // EPLB's initial plan, then its rebalances (as data-parallel)
+      DI_ASSIGN_OR_RETURN(engine->rebalancer_, ExpertRebalancer::create(options, config));
+      placements = engine->rebalancer_->placements();
+    } else {
+      placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+    }
     engine->expert_parallel_ = true;
   }
   engine->group_ = parallel::InProcessGroup::create(n);
@@ -47,6 +52,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     if (!placements.empty()) {
       ep.comm = rank.comm.get();
       ep.placements = placements;
+      if (e->rebalancer_) ep.load_counter = e->rebalancer_->counter();
     }
     auto core = EngineCore::create(per_rank, ep, tp, cp);
     if (!core.ok()) {
@@ -69,6 +75,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     engine->ranks_[static_cast<size_t>(r)]->core->set_engine_seed(
         engine->ranks_[0]->core->engine_seed());
   }
+  engine->update_stats();
   return engine;
 }
 
@@ -111,7 +118,32 @@ std::vector<RequestOutput> TensorParallelEngine::step() {
   run_on_ranks(std::vector<bool>(n, true), [&](int r) {
     ended[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)]->core->step();
   });
+  // A step boundary: every rank is idle, no collective open (lockstep), so experts may move.
+  if (rebalancer_ && rebalancer_->end_step()) {
+    const Status s = rebalance_experts();
+    eplb_error_ = s.ok() ? std::string() : s.message();
+    // A failed one keeps the placement in use; the next try waits a whole period again.
+    if (!s.ok()) rebalancer_->adopt(rebalancer_->placements());
+  }
+  update_stats();
   return std::move(ended[0]);
+}
+
+Status TensorParallelEngine::rebalance_experts() {
+  if (!rebalancer_) return EngineDriver::rebalance_experts();
+  std::vector<EngineCore*> cores;
+  for (const auto& rank : ranks_) cores.push_back(rank->core.get());
+  DI_TRY(rebalance_cores(cores, *rebalancer_, group_.get(), "tensor-parallel rank", eplb_stats_));
+  update_stats();
+  return Status::ok_status();
+}
+
+void TensorParallelEngine::update_stats() {
+  stats_ = ranks_[0]->core->stats();
+  stats_.eplb_rebalances = eplb_stats_.eplb_rebalances;
+  stats_.eplb_experts_bound = eplb_stats_.eplb_experts_bound;
+  stats_.eplb_balance_before = eplb_stats_.eplb_balance_before;
+  stats_.eplb_balance_after = eplb_stats_.eplb_balance_after;
 }
 
 bool TensorParallelEngine::has_unfinished() const {
@@ -136,9 +168,16 @@ std::string TensorParallelEngine::describe() const {
   return "tensor parallel: " + std::to_string(num_ranks()) +
          " ranks (threads of this process), attention groups, dense projections and LM head "
          "split, " +
-         (expert_parallel_ ? std::string("routed experts split (expert parallelism, each rank "
-                                         "exchanging its share of a step's rows)")
-                           : std::string("routed experts whole on every rank")) +
+         (expert_parallel_
+              ? std::string("routed experts split (expert parallelism, each rank exchanging its "
+                            "share of a step's rows") +
+                    (rebalancer_ ? "; placed by EPLB" + (eplb_error_.empty()
+                                                             ? std::string()
+                                                             : ", last rebalance failed: " +
+                                                                   eplb_error_)
+                                 : std::string()) +
+                    ")"
+              : std::string("routed experts whole on every rank")) +
          ", lockstep steps; rank 0: " + ranks_[0]->core->describe();
 }
 

@@ -31,6 +31,7 @@
 #include "parallel/in_process_communicator.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_driver.h"
+#include "runtime/expert_rebalancer.h"
 
 namespace deepinfer::runtime {
 
@@ -48,6 +49,9 @@ class TensorParallelEngine final : public EngineDriver {
   std::vector<RequestOutput> step() override;
   bool has_unfinished() const override;
   Status reset_prefix_cache() override;
+  // EPLB (enable_eplb, with expert parallelism): as the data-parallel engine's, over the
+  // tensor-parallel ranks that hold the experts.
+  Status rebalance_experts() override;
 
   int64_t vocab_size() const override { return ranks_[0]->core->vocab_size(); }
   int64_t max_model_len() const override { return ranks_[0]->core->max_model_len(); }
@@ -55,8 +59,9 @@ class TensorParallelEngine final : public EngineDriver {
   const std::string& no_tokenizer_reason() const override {
     return ranks_[0]->core->no_tokenizer_reason();
   }
-  // Rank 0's: every rank does the same work (only the weight bytes differ).
-  const EngineStats& stats() const override { return ranks_[0]->core->stats(); }
+  // Rank 0's: every rank does the same work (only the weight bytes differ); with EPLB its
+  // eplb_* fields are the engine's.
+  const EngineStats& stats() const override { return stats_; }
   std::string describe() const override;
 
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
@@ -69,8 +74,13 @@ class TensorParallelEngine final : public EngineDriver {
   };
 
   TensorParallelEngine() = default;
+  void update_stats();
 
   std::shared_ptr<parallel::InProcessGroup> group_;
+  std::unique_ptr<ExpertRebalancer> rebalancer_;  // EPLB only; outlives the ranks' models
+  EngineStats eplb_stats_;                        // EPLB: the eplb_* fields
+  std::string eplb_error_;                        // why the last periodic rebalance failed
+  EngineStats stats_;
   std::vector<std::unique_ptr<Rank>> ranks_;
   RequestHandle next_handle_ = 1;
   bool context_ = false;  // context parallelism rather than tensor parallelism

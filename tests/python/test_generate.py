@@ -264,6 +264,12 @@ def test_data_parallel_options(cli, repo_dir, model_a):
                  "--num-redundant-experts", 2, "--eplb-step-interval", 1, "--eplb-window-size", 2)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
+    # The same over tensor-parallel ranks that hold the experts.
+    r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
+                 "--tensor-parallel-size", 2, "--enable-expert-parallel", "--enable-eplb",
+                 "--num-redundant-experts", 2, "--eplb-step-interval", 1, "--eplb-window-size", 2)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
     for extra, needle in ((("--data-parallel-size", 2, "--enable-eplb"), "--enable-expert-parallel"),
                           (("--data-parallel-size", 2, "--enable-expert-parallel", "--enable-eplb",
                             "--num-redundant-experts", 1), "--num-redundant-experts")):

@@ -50,12 +50,6 @@ TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
   expect_refused(o, StatusCode::kInvalidArgument, {"128 ranks", "at most 64"});
   o.tensor_parallel_size = 2;
   o.data_parallel_size = 1;
-  o.enable_expert_parallel = true;  // tensor with expert parallelism is built; EPLB beside it not
-  o.enable_eplb = true;
-  expect_refused(o, StatusCode::kUnimplemented,
-                 {"--enable-eplb", "--tensor-parallel-size", "drop", "--data-parallel-size"});
-  o.enable_eplb = false;
-  o.enable_expert_parallel = false;
   o.backend = "cuda";
   expect_refused(o, StatusCode::kUnimplemented,
                  {"--tensor-parallel-size", "CUDA", "not built yet", "backend opt"});

@@ -72,6 +72,26 @@ TEST(EplbEngine, V41DefaultPeriodicRebalancesKeepOutputs) {
   check_periodic(engine_test::default_dir());
 }
 
+// EPLB over tensor-parallel ranks that hold the experts (--tensor-parallel-size 2
+// --enable-expert-parallel --enable-eplb): rebalances every 2 steps keep the single engine's
+// outputs, and they move experts.
+TEST(EplbEngine, TensorParallelRanksRebalanceAndKeepOutputs) {
+  for (const std::string& dir : {v4_small(), engine_test::default_dir()}) {
+    SCOPED_TRACE(dir);
+    const std::vector<Timed> reqs = long_requests();
+    const EngineRun single = engine_test::run_timed(engine_test::options_for(dir, 1, false), reqs);
+    EngineOptions o = eplb_options(dir, 1, 2, 3);
+    o.tensor_parallel_size = 2;
+    o.num_redundant_experts = 2;
+    const EngineRun got = engine_test::run_timed(o, reqs);
+    engine_test::expect_same(single, got);
+    EXPECT_GE(got.stats.eplb_rebalances, 4);
+    EXPECT_GT(got.stats.eplb_experts_bound, 0) << "no rebalance moved an expert";
+    EXPECT_NE(got.describe.find("placed by EPLB"), std::string::npos) << got.describe;
+    EXPECT_NE(got.describe.find("tensor parallel: 2 ranks"), std::string::npos) << got.describe;
+  }
+}
+
 // Rebalances by command between steps, in the middle of generation (requests running, others
 // still to come), with no period.
 TEST(EplbEngine, RebalanceByCommandMidGeneration) {
@@ -205,7 +225,7 @@ TEST(EplbEngine, BadOptionsRefusedByName) {
   o.enable_expert_parallel = true;
   o.data_parallel_size = 1;
   o.num_redundant_experts = 0;
-  expect_refused(o, {"--enable-eplb", "--data-parallel-size) >= 2"});
+  expect_refused(o, {"--enable-eplb", "--tensor-parallel-size) >= 2"});
   o.data_parallel_size = 4;
   o.num_redundant_experts = 2;  // 10 slots over 4 ranks
   expect_refused(o, {"--num-redundant-experts", "10 slots", "give 4"});

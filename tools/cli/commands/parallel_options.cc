@@ -28,7 +28,8 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                "experts by DeepSeek's EPLB policy while serving (outputs are unchanged)");
   cmd.add_option("--num-redundant-experts", args.num_redundant_experts,
                  "EPLB: extra replicas of the hottest experts (default 0); routed experts plus "
-                 "these must be a multiple of --data-parallel-size");
+                 "these must be a multiple of the expert-parallel ranks (--data-parallel-size, or "
+                 "--tensor-parallel-size)");
   cmd.add_option("--eplb-step-interval", args.eplb_step_interval,
                  "EPLB: engine steps between rebalances (default 3000; 0: never by itself)");
   cmd.add_option("--eplb-window-size", args.eplb_window_size,
