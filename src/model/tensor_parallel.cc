@@ -40,14 +40,24 @@ Shard shard_of(int64_t units, int rank, int size) {
   return {b, e - b};
 }
 
+void TensorParallelGather::all_gather_blocks(int64_t block, const char* what) {
+  const int64_t n = size();
+  recv_.resize(static_cast<size_t>(std::max<int64_t>(block * n, 1)));
+  const Status s =
+      comm_.all_gather({send_.data(), block, DType::kF32}, {recv_.data(), block * n, DType::kF32});
+  if (!s.ok()) {
+    throw parallel::CollectiveFailure(s.with_context(std::string("tensor parallelism, ") + what));
+  }
+}
+
 void TensorParallelGather::gather_cols(backend::CMat local, int64_t units, int64_t unit,
                                        backend::Mat full, const char* what) {
   const int n = size();
   const int64_t M = full.rows;
   DI_CHECK(local.rows == M && full.cols == units * unit && local.cols == shard(units).count * unit);
-  // Equal blocks for all_gather: every rank sends its shard padded to the widest shard.
-  int64_t widest = 0;
-  for (int q = 0; q < n; ++q) widest = std::max(widest, shard_of(units, q, n).count);
+  // Equal blocks for all_gather: every rank sends its shard padded to the widest (shard_of's
+  // largest is units / n rounded up).
+  const int64_t widest = (units + n - 1) / n;
   const int64_t block = M * widest * unit;
   send_.assign(static_cast<size_t>(std::max<int64_t>(block, 1)), 0.0f);
   for (int64_t m = 0; m < M; ++m) {
@@ -56,12 +66,7 @@ void TensorParallelGather::gather_cols(backend::CMat local, int64_t units, int64
                   static_cast<size_t>(local.cols) * sizeof(float));
     }
   }
-  recv_.resize(static_cast<size_t>(std::max<int64_t>(block * n, 1)));
-  const Status s =
-      comm_.all_gather({send_.data(), block, DType::kF32}, {recv_.data(), block * n, DType::kF32});
-  if (!s.ok()) {
-    throw parallel::CollectiveFailure(s.with_context(std::string("tensor parallelism, ") + what));
-  }
+  all_gather_blocks(block, what);
   for (int q = 0; q < n; ++q) {
     const Shard sh = shard_of(units, q, n);
     if (sh.count == 0) continue;
@@ -76,21 +81,17 @@ void TensorParallelGather::gather_cols(backend::CMat local, int64_t units, int64
 void TensorParallelGather::gather_rows(backend::Mat full, const char* what) {
   const int n = size();
   const int64_t M = full.rows, C = full.cols;
-  // Equal blocks for all_gather: every rank sends its rows padded to the largest share.
-  int64_t widest = 0;
-  for (int q = 0; q < n; ++q) widest = std::max(widest, shard_of(M, q, n).count);
+  // Equal blocks for all_gather: every rank sends its rows padded to the largest share (M / n
+  // rounded up).
+  const int64_t widest = (M + n - 1) / n;
   const int64_t block = widest * C;
   const Shard mine = shard(M);
   send_.assign(static_cast<size_t>(std::max<int64_t>(block, 1)), 0.0f);
   for (int64_t i = 0; i < mine.count; ++i) {
-    std::memcpy(send_.data() + i * C, full.row(mine.begin + i), static_cast<size_t>(C) * sizeof(float));
+    std::memcpy(send_.data() + i * C, full.row(mine.begin + i),
+                static_cast<size_t>(C) * sizeof(float));
   }
-  recv_.resize(static_cast<size_t>(std::max<int64_t>(block * n, 1)));
-  const Status s =
-      comm_.all_gather({send_.data(), block, DType::kF32}, {recv_.data(), block * n, DType::kF32});
-  if (!s.ok()) {
-    throw parallel::CollectiveFailure(s.with_context(std::string("tensor parallelism, ") + what));
-  }
+  all_gather_blocks(block, what);
   for (int q = 0; q < n; ++q) {
     const Shard sh = shard_of(M, q, n);
     if (q == rank()) continue;

@@ -82,6 +82,10 @@ class TensorParallelGather {
                        const backend::LinearOpts& opts, backend::Mat y, const char* what);
 
  private:
+  // recv_ [size() x block] = every rank's send_ [block] in rank order (send_ filled, padded to
+  // `block`). Throws parallel::CollectiveFailure naming `what`.
+  void all_gather_blocks(int64_t block, const char* what);
+
   parallel::Communicator& comm_;
   std::vector<float> local_, send_, recv_;
 };

@@ -88,20 +88,17 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   // (one launch fewer per layer on a device backend); otherwise it is a pass of its own.
   const bool shared_last = w.shared && !w.tp.split;
   const bool act_in_op = num.official && (shared_last || (!w.shared && !exchange));
-  if (exchange && tp != nullptr) {
-    // Tensor with expert parallelism: every rank holds the step's M rows; each routes its own
-    // share shard(M) through the exchange (its pairs' bits as on one rank, moe_ep.h), and the
-    // shares' routed sums are gathered by rows. Each token is counted once, by its share's rank.
-    const Shard mine = tp->shard(M);
+  if (exchange) {  // the router runs on host memory here (ExpertParallel::validate)
+    // This rank's rows go through the exchange: all M of them, or with tensor parallelism (every
+    // rank holds the same M rows) its share shard(M), the shares' routed sums then gathered by
+    // rows. Each token is counted once, by the rank that sends it.
+    const Shard mine = tp != nullptr ? tp->shard(M) : Shard{0, M};
     const int32_t* my_ids = ids + mine.begin * k;
     ep->count(static_cast<size_t>(w.ep_layer), my_ids, mine.count * k);
     ep->routed(ops, static_cast<size_t>(w.ep_layer), v.rows_slice(mine.begin, mine.count), my_ids,
                backend::CMat(g).rows_slice(mine.begin, mine.count), k, w.experts, opts,
                out.rows_slice(mine.begin, mine.count));
-    tp->gather_rows(out, "routed experts' rows");
-  } else if (exchange) {  // the router runs on host memory here (ExpertParallel::validate)
-    ep->count(static_cast<size_t>(w.ep_layer), ids, M * k);
-    ep->routed(ops, static_cast<size_t>(w.ep_layer), v, ids, g, k, w.experts, opts, out);
+    if (tp != nullptr) tp->gather_rows(out, "routed experts' rows");
   } else {
     backend::MoeOpts routed = opts;
     routed.round_out = act_in_op && !w.shared;
