@@ -167,8 +167,9 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   core->spec_tokens_ = spec_tokens;
   core->draft_depth_ = spec_tokens;
   core->drafter_ = std::move(drafter);
-  // The checkpoint's DSpark context is work in every forward: kept only when DSpark drafts.
-  core->model_->set_draft_context(core->drafter_ != nullptr && core->drafter_->name() == "dspark");
+  // The checkpoint's DSpark context is work in every forward: kept only for a drafter reading it.
+  core->model_->set_draft_context(core->drafter_ != nullptr &&
+                                  core->drafter_->reads_draft_context());
   if (options.speculative_varlen) {
     core->spec_varlen_ = *options.speculative_varlen;
   } else {

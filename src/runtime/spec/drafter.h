@@ -63,6 +63,9 @@ class Drafter {
   // Drafters that read the target's final hidden streams: the engine then keeps them from every
   // forward and calls observe() with each sequence's rows.
   virtual bool wants_hidden() const { return false; }
+  // Drafters that read the model's own drafter context (DSpark's window rings, kept by every
+  // target forward: Model::set_draft_context); the engine keeps it only for them.
+  virtual bool reads_draft_context() const { return false; }
   // Drafters that can draw their tokens from a full distribution (Job::draws) and report it
   // (DraftProposal::q), which residual acceptance needs (DSpark).
   virtual bool proposes_distributions() const { return false; }

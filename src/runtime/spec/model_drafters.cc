@@ -17,6 +17,7 @@ class DSparkDrafter final : public Drafter {
  public:
   explicit DSparkDrafter(model::Model& m) : model_(m) {}
   std::string name() const override { return "dspark"; }
+  bool reads_draft_context() const override { return true; }
   bool proposes_distributions() const override { return true; }
 
   Status propose(model::SequenceCache& cache, std::span<const int32_t> ctx, int k,
