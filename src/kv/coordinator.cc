@@ -44,10 +44,19 @@ KvCoordinator::KvCoordinator(CacheLayout layout, const KvConfig& config)
 }
 
 int64_t KvCoordinator::find_prefix_hit(std::span<const int32_t> tokens) const {
-  if (!config_.enable_prefix_caching || tokens.size() < 2) return 0;
-  const auto n = static_cast<int64_t>(tokens.size());
+  return find_prefix_hit(std::span<const uint64_t>(prefix_hashes(tokens)));
+}
+
+std::vector<uint64_t> KvCoordinator::prefix_hashes(std::span<const int32_t> tokens) const {
   std::vector<uint64_t> hashes;
-  extend_block_hashes(hashes, tokens, n - 1, config_.block_size);
+  if (!config_.enable_prefix_caching || tokens.size() < 2) return hashes;
+  // The last token is always computed (its logits are needed): blocks of the others only.
+  extend_block_hashes(hashes, tokens, static_cast<int64_t>(tokens.size()) - 1, config_.block_size);
+  return hashes;
+}
+
+int64_t KvCoordinator::find_prefix_hit(std::span<const uint64_t> hashes) const {
+  if (!config_.enable_prefix_caching || hashes.empty()) return 0;
   // Full groups need every block from the start, so their leading hits bound k; the window and
   // state groups need blocks near k only, so the largest k they all accept is searched downward.
   int64_t k = static_cast<int64_t>(hashes.size());

@@ -56,6 +56,11 @@ class KvCoordinator {
   // tokens.size() (the last token is always computed, its logits are needed), and such that
   // every group finds what resuming there needs. 0 without prefix caching. No side effects.
   int64_t find_prefix_hit(std::span<const int32_t> tokens) const;
+  // The same in two halves, for callers that ask several coordinators of one block size about
+  // one prompt (data-parallel placement): the block hashes find_prefix_hit looks up (none
+  // without prefix caching), made once, and the hit they give here.
+  std::vector<uint64_t> prefix_hashes(std::span<const int32_t> tokens) const;
+  int64_t find_prefix_hit(std::span<const uint64_t> hashes) const;
 
   // Upper bound on the blocks one sequence of `len` tokens holds at its peak when computed in
   // chunks of at most `chunk` tokens, without any prefix hit. A sequence needing more than the

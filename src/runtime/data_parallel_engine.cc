@@ -129,45 +129,33 @@ Status validate_parallel_options(const EngineOptions& options) {
                             std::to_string(tp) + ": give 1 (one rank) up to " +
                             std::to_string(kMaxDataParallelRanks));
   }
+  if (dp < 1 || dp > kMaxDataParallelRanks) {
+    return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
+                            ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
+  }
   if (tp > 1 && dp > 1 && options.enable_expert_parallel) {
     return unimplemented("tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
                          " with data_parallel_size (--data-parallel-size) " + std::to_string(dp) +
                          " and enable_expert_parallel (--enable-expert-parallel): the three "
                          "together are not built yet; drop one of them");
   }
-  if (tp > 1 && dp > 1 && static_cast<int64_t>(tp) * dp > kMaxDataParallelRanks) {
+  if (static_cast<int64_t>(tp) * dp > kMaxDataParallelRanks) {
     return invalid_argument("tensor_parallel_size x data_parallel_size is " +
                             std::to_string(static_cast<int64_t>(tp) * dp) +
                             " ranks: give at most " + std::to_string(kMaxDataParallelRanks));
   }
-  if (tp > 1 && dp < 1) {
-    return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
-                            ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
-  }
-  if (tp > 1) {
-    DI_TRY(validate_eplb_options(options, nullptr));  // the model's part in create()
-    DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
-    if (backend == "cuda") {
-      return unimplemented(
-          "tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
-          " with the CUDA backend: ranks on GPUs (one GPU per rank, NCCL between them) are not "
-          "built yet; run the ranks on the CPU (backend opt), or one GPU with "
-          "tensor_parallel_size 1");
-    }
-    return Status::ok_status();
-  }
-  if (dp < 1 || dp > kMaxDataParallelRanks) {
-    return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
-                            ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
-  }
   DI_TRY(validate_eplb_options(options, nullptr));  // the model's part in create()
-  if (dp == 1) return Status::ok_status();
+  if (tp == 1 && dp == 1) return Status::ok_status();
   DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
   if (backend == "cuda") {
-    return unimplemented(
-        "data_parallel_size (--data-parallel-size) " + std::to_string(dp) +
-        " with the CUDA backend: ranks on GPUs (one GPU per rank, NCCL between them) are not "
-        "built yet; run the ranks on the CPU (backend opt), or one GPU with data_parallel_size 1");
+    const std::string what =
+        tp > 1 ? "tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp)
+               : "data_parallel_size (--data-parallel-size) " + std::to_string(dp);
+    return unimplemented(what +
+                         " with the CUDA backend: ranks on GPUs (one GPU per rank, NCCL between "
+                         "them) are not built yet; run the ranks on the CPU (backend opt), or one "
+                         "GPU with " +
+                         (tp > 1 ? "tensor_parallel_size 1" : "data_parallel_size 1"));
   }
   return Status::ok_status();
 }
@@ -268,9 +256,10 @@ Expected<RequestHandle> DataParallelEngine::submit(std::span<const int32_t> prom
                                                    const SamplingParams& params,
                                                    Engine::StreamCallback on_delta) {
   std::vector<sched::RankLoad> loads;
+  const std::vector<uint64_t> hashes = ranks_[0]->core->prompt_block_hashes(prompt_ids);
   for (const auto& rank : ranks_) {
     loads.push_back({rank->live_samples, rank->core->stats().kv_blocks_in_use,
-                     rank->core->cached_prefix_tokens(prompt_ids)});
+                     rank->core->cached_prefix_tokens(hashes)});
   }
   const int r = sched::place_request(loads);
   Rank& rank = *ranks_[static_cast<size_t>(r)];
@@ -354,11 +343,8 @@ std::vector<RequestOutput> DataParallelEngine::step() {
     }
   }
   // A step boundary: every rank is idle, no collective open (lockstep), so experts may move.
-  if (rebalancer_ && rebalancer_->end_step()) {
-    const Status s = rebalance_experts();
-    eplb_error_ = s.ok() ? std::string() : s.message();
-    // A failed one keeps the placement in use; the next try waits a whole period again.
-    if (!s.ok()) rebalancer_->adopt(rebalancer_->placements());
+  if (rebalancer_) {
+    rebalance_when_due(*rebalancer_, [this] { return rebalance_experts(); }, eplb_error_);
   }
   update_stats();
   return done;
@@ -405,6 +391,21 @@ Status rebalance_cores(const std::vector<EngineCore*>& cores, ExpertRebalancer& 
   return Status::ok_status();
 }
 
+void rebalance_when_due(ExpertRebalancer& rebalancer, const std::function<Status()>& rebalance,
+                        std::string& error) {
+  if (!rebalancer.end_step()) return;
+  const Status s = rebalance();
+  error = s.ok() ? std::string() : s.message();
+  if (!s.ok()) rebalancer.adopt(rebalancer.placements());  // the period restarts
+}
+
+void copy_eplb_stats(const EngineStats& eplb, EngineStats& stats) {
+  stats.eplb_rebalances = eplb.eplb_rebalances;
+  stats.eplb_experts_bound = eplb.eplb_experts_bound;
+  stats.eplb_balance_before = eplb.eplb_balance_before;
+  stats.eplb_balance_after = eplb.eplb_balance_after;
+}
+
 Status DataParallelEngine::rebalance_experts() {
   if (!rebalancer_) return EngineDriver::rebalance_experts();
   std::vector<EngineCore*> cores;
@@ -441,10 +442,7 @@ int DataParallelEngine::rank_of(RequestHandle id) const {
 void DataParallelEngine::update_stats() {
   stats_ = {};
   for (const auto& rank : ranks_) add_stats(stats_, rank->core->stats());
-  stats_.eplb_rebalances = eplb_stats_.eplb_rebalances;
-  stats_.eplb_experts_bound = eplb_stats_.eplb_experts_bound;
-  stats_.eplb_balance_before = eplb_stats_.eplb_balance_before;
-  stats_.eplb_balance_after = eplb_stats_.eplb_balance_after;
+  copy_eplb_stats(eplb_stats_, stats_);
 }
 
 std::string DataParallelEngine::describe() const {

@@ -24,6 +24,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -56,6 +57,14 @@ void run_on_ranks(const std::vector<bool>& run, const std::function<void(int)>& 
 // counts it. `what` names the ranks in errors ("data-parallel rank").
 Status rebalance_cores(const std::vector<EngineCore*>& cores, ExpertRebalancer& rebalancer,
                        parallel::InProcessGroup* group, const char* what, EngineStats& eplb);
+// After an engine step (every rank idle, no collective open): the step's expert counts go into
+// the window and, when a periodic rebalance is due, `rebalance` runs. A failure keeps the
+// placement in use (the next try waits a whole period) and leaves its message in `error`
+// (cleared by a success).
+void rebalance_when_due(ExpertRebalancer& rebalancer, const std::function<Status()>& rebalance,
+                        std::string& error);
+// `stats`' EngineStats::eplb_* fields from `eplb` (what rebalance_cores counted).
+void copy_eplb_stats(const EngineStats& eplb, EngineStats& stats);
 
 class DataParallelEngine final : public EngineDriver {
  public:

@@ -94,10 +94,15 @@ class EngineCore final : public EngineDriver {
   // cannot be used for text); empty when there is a tokenizer.
   const std::string& no_tokenizer_reason() const override { return no_tokenizer_reason_; }
   const EngineStats& stats() const override { return stats_; }
-  // Tokens of `prompt` this core's prefix cache would let a new request skip (whole KV blocks;
-  // 0 without prefix caching). No side effects; call between steps (data-parallel placement).
-  int64_t cached_prefix_tokens(std::span<const int32_t> prompt) const {
-    return sched_->kv().find_prefix_hit(prompt);
+  // Data-parallel placement, between steps, without side effects: a prompt's block hashes as
+  // the prefix cache keys them (the same on every core of one engine's options: made once), and
+  // the tokens of it this core's prefix cache would let a new request skip (whole KV blocks; 0
+  // without prefix caching).
+  std::vector<uint64_t> prompt_block_hashes(std::span<const int32_t> prompt) const {
+    return sched_->kv().prefix_hashes(prompt);
+  }
+  int64_t cached_prefix_tokens(std::span<const uint64_t> prompt_hashes) const {
+    return sched_->kv().find_prefix_hit(prompt_hashes);
   }
   bool async_scheduling() const { return executor_->threaded(); }
   bool batch_invariant() const { return batch_invariant_; }

@@ -75,7 +75,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     engine->ranks_[static_cast<size_t>(r)]->core->set_engine_seed(
         engine->ranks_[0]->core->engine_seed());
   }
-  engine->update_stats();
+  if (engine->rebalancer_) engine->update_stats();
   return engine;
 }
 
@@ -119,13 +119,10 @@ std::vector<RequestOutput> TensorParallelEngine::step() {
     ended[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)]->core->step();
   });
   // A step boundary: every rank is idle, no collective open (lockstep), so experts may move.
-  if (rebalancer_ && rebalancer_->end_step()) {
-    const Status s = rebalance_experts();
-    eplb_error_ = s.ok() ? std::string() : s.message();
-    // A failed one keeps the placement in use; the next try waits a whole period again.
-    if (!s.ok()) rebalancer_->adopt(rebalancer_->placements());
+  if (rebalancer_) {
+    rebalance_when_due(*rebalancer_, [this] { return rebalance_experts(); }, eplb_error_);
+    update_stats();
   }
-  update_stats();
   return std::move(ended[0]);
 }
 
@@ -140,10 +137,7 @@ Status TensorParallelEngine::rebalance_experts() {
 
 void TensorParallelEngine::update_stats() {
   stats_ = ranks_[0]->core->stats();
-  stats_.eplb_rebalances = eplb_stats_.eplb_rebalances;
-  stats_.eplb_experts_bound = eplb_stats_.eplb_experts_bound;
-  stats_.eplb_balance_before = eplb_stats_.eplb_balance_before;
-  stats_.eplb_balance_after = eplb_stats_.eplb_balance_after;
+  copy_eplb_stats(eplb_stats_, stats_);
 }
 
 bool TensorParallelEngine::has_unfinished() const {
@@ -154,6 +148,7 @@ bool TensorParallelEngine::has_unfinished() const {
 Status TensorParallelEngine::reset_prefix_cache() {
   // No forward runs here: the ranks reset one after another.
   for (const auto& rank : ranks_) DI_TRY(rank->core->reset_prefix_cache());
+  if (rebalancer_) update_stats();
   return Status::ok_status();
 }
 
@@ -171,11 +166,11 @@ std::string TensorParallelEngine::describe() const {
          (expert_parallel_
               ? std::string("routed experts split (expert parallelism, each rank exchanging its "
                             "share of a step's rows") +
-                    (rebalancer_ ? "; placed by EPLB" + (eplb_error_.empty()
-                                                             ? std::string()
-                                                             : ", last rebalance failed: " +
-                                                                   eplb_error_)
-                                 : std::string()) +
+                    (rebalancer_
+                         ? "; placed by EPLB" + (eplb_error_.empty()
+                                                     ? std::string()
+                                                     : ", last rebalance failed: " + eplb_error_)
+                         : std::string()) +
                     ")"
               : std::string("routed experts whole on every rank")) +
          ", lockstep steps; rank 0: " + ranks_[0]->core->describe();

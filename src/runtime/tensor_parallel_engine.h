@@ -59,9 +59,11 @@ class TensorParallelEngine final : public EngineDriver {
   const std::string& no_tokenizer_reason() const override {
     return ranks_[0]->core->no_tokenizer_reason();
   }
-  // Rank 0's: every rank does the same work (only the weight bytes differ); with EPLB its
-  // eplb_* fields are the engine's.
-  const EngineStats& stats() const override { return stats_; }
+  // Rank 0's: every rank does the same work (only the weight bytes differ); with EPLB a copy
+  // whose eplb_* fields are the engine's (made after each step only then).
+  const EngineStats& stats() const override {
+    return rebalancer_ ? stats_ : ranks_[0]->core->stats();
+  }
   std::string describe() const override;
 
   int num_ranks() const { return static_cast<int>(ranks_.size()); }
@@ -80,10 +82,10 @@ class TensorParallelEngine final : public EngineDriver {
   std::unique_ptr<ExpertRebalancer> rebalancer_;  // EPLB only; outlives the ranks' models
   EngineStats eplb_stats_;                        // EPLB: the eplb_* fields
   std::string eplb_error_;                        // why the last periodic rebalance failed
-  EngineStats stats_;
+  EngineStats stats_;                             // with EPLB only (stats())
   std::vector<std::unique_ptr<Rank>> ranks_;
   RequestHandle next_handle_ = 1;
-  bool context_ = false;  // context parallelism rather than tensor parallelism
+  bool context_ = false;          // context parallelism rather than tensor parallelism
   bool expert_parallel_ = false;  // routed experts split over the ranks too
 };
 
