@@ -36,6 +36,14 @@ def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, var
     assert outputs(on) == outputs(off)
     st = on.stats()
     assert 0 <= st["spec_accepted_tokens"] <= st["spec_draft_tokens"]
+    # The latest varlen decisions: one per probe verdict or predicted loss, at most 8.
+    probes = st["spec_varlen_recent_probes"]
+    decided = st["spec_varlen_probes_passed"] + st["spec_varlen_probes_failed"]
+    assert len(probes) == min(8, decided)
+    for p in probes:
+        assert set(p) == {"plan_step", "decodes", "steps", "ratio", "passed", "tokens",
+                          "spent_seconds", "plain_seconds"}
+        assert p["passed"] == (p["steps"] > 0 and p["ratio"] >= 1.0)
     if not varlen:
         # With varlen the engine may verify nothing: it pauses drafting where the measured step
         # costs say it does not pay (on a 2-core CPU it rarely does), which timing decides.
