@@ -78,6 +78,7 @@
 #include "full_model.h"
 #include "io/checkpoint.h"
 #include "kernels/cuda/launch.h"
+#include "launch_report.h"
 #include "long_context.h"
 #include "model/model.h"
 
@@ -445,6 +446,16 @@ int main(int argc, char** argv) {
         "for the 4-layer model)\n",
         launches_per_step);
     json << ", \"kernel_launches_per_step\": " << launches_per_step;
+    {  // which kernels those launches are: five more eager steps (four warm-up, one timed)
+      if (graph_max_rows > 0) (*gpu)->set_replay(false);
+      profiles.push_back("launches per decode step by kernel at batch " + std::to_string(B) +
+                         " (this library's, eager steps):");
+      for (auto& line : deepinfer::bench::launches_by_kernel(
+               [&] { (void)decode_steps(1, false); }, 5, 40)) {
+        profiles.push_back(std::move(line));
+      }
+      if (graph_max_rows > 0) (*gpu)->set_replay(true);
+    }
     if (!host0.empty()) {
       // V4.1's Engram lookup: host hashing + dequantizing into pinned staging and the upload,
       // per timed step; it runs while the layers before the Engram layer execute, so its share

@@ -49,6 +49,7 @@
 #include "backend/cuda/device.h"
 #include "backend/profiling_ops.h"
 #include "kernels/cuda/launch.h"
+#include "launch_report.h"
 #include "model/model.h"
 #include "sample/sample_spec.h"
 
@@ -286,6 +287,20 @@ int main(int argc, char** argv) {
                            "cuBLAS not counted): draft " + std::to_string(draft_launches) +
                            ", decode step " + std::to_string(decode_launches) + ", verify step " +
                            std::to_string(verify_launches));
+    if (launch_lines.size() == 1) {  // the first batch: which kernels those launches are
+      const auto by_kernel = [&](const std::string& what, const std::function<void()>& run) {
+        (*gpu)->set_replay(false);
+        launch_lines.push_back("  launches by kernel, " + what + " at batch " + std::to_string(N) +
+                               ":");
+        for (auto& l : deepinfer::bench::launches_by_kernel(run, 1, 30)) {
+          launch_lines.push_back("  " + l);
+        }
+        (*gpu)->set_replay(true);
+      };
+      if (drafts) by_kernel("draft", draft_once);
+      by_kernel("decode step", [&] { timed_step(m, seqs, 1, rng); });
+      by_kernel("verify step", [&] { timed_step(m, seqs, k + 1, rng); });
+    }
     const double even = (verify + draft) / decode;
     if (drafts) {
       std::printf("%-6d %10.3f %15.3f %10.3f %10.3f %14.2f %14.2f\n", N, draft, draft_eager,

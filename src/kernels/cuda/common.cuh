@@ -44,7 +44,7 @@ inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-  count_kernel_launch();
+  count_kernel_launch(reinterpret_cast<const void*>(kernel));
 }
 
 inline constexpr float kFp8MaxD = 448.0f;

@@ -10,6 +10,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tensor/random_fill.h"
 
@@ -58,7 +61,15 @@ bool programmatic_launch();
 // launches per step (run a step eagerly and take the difference; a CUDA graph replays the
 // kernels its capture launched). cuBLAS / cuBLASLt calls are not counted.
 uint64_t kernel_launches();
-void count_kernel_launch();
+void count_kernel_launch(const void* kernel);
+// Launches per kernel, for finding what a step launches (issue 19's launch budget): off by
+// default (counting by kernel takes a lock per launch); on, every launch_kernel is counted under
+// its kernel until it is switched off. The histogram holds (demangled kernel name without its
+// parameter list, launches), most launched first; kernels of one name with different template
+// arguments are told apart by their arguments.
+void set_launch_histogram(bool on);
+void reset_launch_histogram();
+std::vector<std::pair<std::string, uint64_t>> launch_histogram();
 
 // ---- gemm/ -------------------------------------------------------------------------------
 // y[M, N] = x[M, K] · Wᵀ, FP32 accumulation. M <= 16: weight-streaming GEMV (16-byte loads,
