@@ -1,15 +1,16 @@
 // Tensor parallelism inside the model (model/tensor_parallel.h) on in-process ranks: every rank
-// loads its shards (attention groups and heads, wo_b's and the shared expert's rows, the LM
-// head's vocabulary rows) and runs the same steps (two sequences, prefill, a second prompt
+// loads its shards (attention groups and heads, wo_b's and every expert's rows, the LM head's
+// vocabulary rows) and runs the same steps (two sequences, prefill, a second prompt
 // beside a decode, decode steps); every rank's logits must be the single-rank model's, bit for
 // bit. V4 (official FP8/FP4 and FP32 numerics) and V4.1 (the default model), 1, 2 and 4 ranks
 // (4 ranks over 2 output groups: two ranks hold no heads). Also: each rank binds about 1/N of
 // the split weights; the drafters (MTP, DSpark) draft the same; a rank that fails mid-step makes
 // the others' steps errors, not a hang. Tensor with expert parallelism over the same ranks
-// (routed experts split, each rank exchanging its share of a step's rows): the same bits again,
-// and each rank binds fewer bytes than under tensor parallelism alone.
+// (whole routed experts split over the ranks, each rank exchanging its share of a step's rows):
+// the same bits again; either way each rank holds about 1/N of the routed experts' bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -121,10 +122,12 @@ void check_model(const std::string& dir, bool draft = true, bool ref = false) {
   const int experts = single.config().n_routed_experts;
   for (int ranks : {1, 2, 4}) {
     const auto got = run_tensor_parallel(dir, ranks, draft, ref);
-    // Tensor with expert parallelism: the same bits; every rank holds fewer bytes than with
-    // tensor parallelism alone (its share of the routed experts only). 4 ranks decode 2 rows:
-    // two ranks exchange no rows of their own and only serve their experts.
+    // Tensor with expert parallelism: the same bits. 4 ranks decode 2 rows: two ranks exchange
+    // no rows of their own and only serve their experts. Both forms split the routed experts,
+    // tensor parallelism alone by rows of every expert (moe_tp.h), expert parallelism by whole
+    // experts: each rank holds about 1/N of their bytes either way.
     const auto with_ep = run_tensor_parallel(dir, ranks, draft, ref, experts);
+    int64_t max_ep_routed = 0;  // the most routed-expert bytes an expert-parallel rank holds
     for (int rank = 0; rank < ranks; ++rank) {
       const RankResult& r = with_ep[static_cast<size_t>(rank)];
       ASSERT_EQ(r.logits.size(), want.size());
@@ -133,10 +136,7 @@ void check_model(const std::string& dir, bool draft = true, bool ref = false) {
             << dir << ": " << ranks << " ranks with expert parallelism, rank " << rank
             << ", output " << step;
       }
-      if (ranks > 1) {
-        EXPECT_LT(r.weights.bytes, got[static_cast<size_t>(rank)].weights.bytes)
-            << dir << ": rank " << rank << " of " << ranks;
-      }
+      max_ep_routed = std::max(max_ep_routed, r.weights.routed_expert_bytes);
     }
     int64_t split_total = 0;
     for (const RankResult& r : got) split_total += r.weights.split_bytes;
@@ -160,6 +160,15 @@ void check_model(const std::string& dir, bool draft = true, bool ref = false) {
           << dir << ": rank " << rank << " of " << ranks << " holds more than its share";
       if (ranks > 1) {
         EXPECT_LT(r.weights.bytes, all.bytes);
+      }
+      // Every routed expert split by intermediate rows and hidden channels: each rank holds a
+      // share of all of them, no more bytes than the fullest expert-parallel rank (whole experts
+      // in blocks: uneven when the ranks do not divide the experts), the drafter's whole in both.
+      EXPECT_EQ(r.weights.routed_experts, all.routed_experts);
+      EXPECT_LE(r.weights.routed_expert_bytes, max_ep_routed)
+          << dir << ": rank " << rank << " of " << ranks;
+      if (ranks > 1) {
+        EXPECT_LT(r.weights.routed_expert_bytes, all.routed_expert_bytes);
       }
     }
   }

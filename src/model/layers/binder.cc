@@ -328,10 +328,27 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
     m.ep_layer = selection.ep_layer;
     m.local_experts = ids;
   }
+  // Tensor parallelism without expert parallelism splits every routed expert like the shared
+  // one (vLLM's MoE under TP): w1/w3 by intermediate rows, w2 by hidden channels (moe_tp.h).
+  if (split.split && selection.ep_layer < 0 && !ids.empty()) {
+    DI_ASSIGN_OR_RETURN(const io::Weight w1, ckpt_.get(fp + "experts." + std::to_string(ids.front()) + ".w1.weight"));
+    split.routed = true;
+    split.routed_inter_rows = w1.logical_shape.at(0);
+    split.routed_inter = shard_of(split.routed_inter_rows, tensor.rank, tensor.size);
+    m.tp = split;
+  }
   m.experts.reserve(ids.size());
   for (int32_t e : ids) {
     const int64_t before = store_.stats.bytes;
-    DI_ASSIGN_OR_RETURN(auto ew, expert(fp + "experts." + std::to_string(e) + "."));
+    const std::string ep = fp + "experts." + std::to_string(e) + ".";
+    backend::ExpertWeights ew;
+    if (split.routed) {
+      DI_ASSIGN_OR_RETURN(ew.w1, linear_rows(ep + "w1.weight", split.routed_inter));
+      DI_ASSIGN_OR_RETURN(ew.w3, linear_rows(ep + "w3.weight", split.routed_inter));
+      DI_ASSIGN_OR_RETURN(ew.w2, linear_rows(ep + "w2.weight", split.hidden));
+    } else {
+      DI_ASSIGN_OR_RETURN(ew, expert(ep));
+    }
     m.experts.push_back(ew);
     ++store_.stats.routed_experts;
     store_.stats.routed_expert_bytes += store_.stats.bytes - before;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "base/check.h"
+#include "model/layers/moe_tp.h"
 
 namespace deepinfer::model {
 
@@ -18,39 +19,6 @@ backend::MoeOpts expert_opts(const io::ModelConfig& cfg, const Numerics& num) {
   opts.bf16_rounding = num.official;
   opts.accumulate = false;
   return opts;
-}
-
-// out += the shared expert of v, split over the tensor-parallel ranks (w.tp), then out gathered:
-// the steps of Ops::moe_experts for one expert with gate weight 1 (w1, w3, their BF16 rounding,
-// SwiGLU, the rounding of h, w2 and its rounding), as separate ops whose every element is
-// computed on one rank: w1/w3 of this rank's intermediate rows, h gathered, w2 of this rank's
-// hidden channels added to out's, out gathered. The same bits as the fused op: a weight of 1
-// changes nothing, and out (the routed sum, formed from +0) is never -0, so out + y equals
-// moe_experts' out + (0 + y).
-void shared_expert_split(backend::Ops& ops, const backend::MoeOpts& opts,
-                         const backend::ExpertWeights& e, const TensorSplit& split, backend::CMat v,
-                         backend::Mat out, MoeScratch& s, TensorParallelGather& tp) {
-  const int64_t M = v.rows, Il = split.inter.count, I = e.w2.k, Dl = split.hidden.count;
-  backend::LinearOpts lo;
-  lo.act_quant = opts.act_quant;
-  lo.act_block = opts.act_block;
-  lo.round_bf16 = opts.bf16_rounding;
-  backend::Mat a(fit(s.gate_part, M * Il), M, Il), b(fit(s.up_part, M * Il), M, Il);
-  if (Il > 0) {
-    ops.linear(v, e.w1, a, lo);
-    ops.linear(v, e.w3, b, lo);
-    ops.swiglu(a, b, opts.swiglu_limit, a);
-    if (opts.bf16_rounding) ops.round_bf16(a);
-  }
-  backend::Mat h(fit(s.act_all, M * I), M, I);
-  tp.gather_cols(a, I, 1, h, "shared expert intermediate");
-  backend::Mat y(fit(s.out_part, M * Dl), M, Dl);
-  const backend::Mat mine = out.cols_slice(split.hidden.begin, Dl);
-  if (Dl > 0) {
-    ops.linear(h, e.w2, y, lo);
-    ops.add(mine, y, mine);
-  }
-  tp.gather_cols(mine, out.cols, 1, out, "shared expert output");
 }
 
 }  // namespace
@@ -87,7 +55,7 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
   // where that is one local moe_experts call: the shared expert's, else the routed one's
   // (one launch fewer per layer on a device backend); otherwise it is a pass of its own.
   const bool shared_last = w.shared && !w.tp.split;
-  const bool act_in_op = num.official && (shared_last || (!w.shared && !exchange));
+  const bool act_in_op = num.official && (shared_last || (!w.shared && !exchange && !w.tp.routed));
   if (exchange) {  // the router runs on host memory here (ExpertParallel::validate)
     // This rank's rows go through the exchange: all M of them, or with tensor parallelism (every
     // rank holds the same M rows) its share shard(M), the shares' routed sums then gathered by
@@ -99,6 +67,11 @@ void moe_forward(backend::Ops& ops, const io::ModelConfig& cfg, const Numerics& 
                backend::CMat(g).rows_slice(mine.begin, mine.count), k, w.experts, opts,
                out.rows_slice(mine.begin, mine.count));
     if (tp != nullptr) tp->gather_rows(out, "routed experts' rows");
+  } else if (w.tp.routed) {  // this rank's hidden channels of the routed sum (moe_tp.h)
+    DI_CHECK(tp != nullptr);
+    routed_experts_split(ops, opts, w, v, ids, g, out, s, *tp);
+    if (!w.shared) tp->gather_cols(out.cols_slice(w.tp.hidden.begin, w.tp.hidden.count), out.cols,
+                                   1, out, "routed experts' output");
   } else {
     backend::MoeOpts routed = opts;
     routed.round_out = act_in_op && !w.shared;

@@ -71,8 +71,13 @@ struct IndexerWeights {
 struct TensorSplit {
   bool split = false;
   Shard groups;  // output groups (o_groups) of the attention, and the query heads they read
-  Shard hidden;  // output rows (hidden channels) of wo_b and of the shared expert's w2
+  Shard hidden;  // output rows (hidden channels) of wo_b and of the experts' w2
   Shard inter;   // intermediate rows of the shared expert's w1 and w3
+  // The routed experts split too (a main-model layer without expert parallelism): their w1/w3
+  // hold rows routed_inter of routed_inter_rows, their w2 rows `hidden` (layers/moe_tp.h).
+  bool routed = false;
+  Shard routed_inter;
+  int64_t routed_inter_rows = 0;
 };
 
 struct AttentionWeights {
@@ -94,7 +99,8 @@ struct MoeWeights {
   const float* bias = nullptr;  // [E], score routing only (may be null)
   TensorView tid2eid;           // [V, k] I32/I64, hash routing only
   // Indexed by expert id; with expert parallelism (ep_layer >= 0) only this rank's experts,
-  // ascending by id (local_experts).
+  // ascending by id (local_experts). With tensor parallelism and no expert parallelism
+  // (tp.routed): every expert, w1/w3 rows tp.routed_inter, w2 rows tp.hidden.
   std::vector<backend::ExpertWeights> experts;
   // With tensor parallelism (tp.split): w1/w3 hold rows tp.inter, w2 rows tp.hidden.
   std::optional<backend::ExpertWeights> shared;
