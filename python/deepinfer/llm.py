@@ -238,7 +238,8 @@ class LLM:
         # one rank. enable_expert_parallel: the ranks (data- or tensor-parallel) split the
         # routed experts and step in lockstep. tensor_parallel_size: ranks holding shards of the
         # dense weights, stepping every batch together (inside each data-parallel rank when both
-        # are given; not all three with enable_expert_parallel); sizes < 1 and several ranks on
+        # are given; with enable_expert_parallel too, the experts split over all the cores);
+        # sizes < 1 and several ranks on
         # the CUDA backend raise. docs/parallel.md.
         # enable_eplb (vLLM's names, with enable_expert_parallel over data- or tensor-parallel
         # ranks):

@@ -20,12 +20,15 @@ Status TensorParallel::validate(const io::ModelConfig& c, const backend::Ops& op
                          "memory only (in-process ranks on the CPU backends); load without "
                          "TensorParallel on this backend, or use the CPU backend");
   }
-  // With expert parallelism beside it, both use this communicator: every rank runs the same
-  // collectives in the same order (the same layers, the same steps).
-  if (ep.enabled() && ep.comm->size() != comm->size()) {
-    return invalid_argument(what + "and expert parallelism over different numbers of ranks (" +
-                            std::to_string(comm->size()) + " and " +
-                            std::to_string(ep.comm->size()) + "): give both the same ranks");
+  // With expert parallelism beside it: over the same ranks, or over several tensor-parallel
+  // groups (data-parallel ranks of tensor-parallel cores), each group's cores exchanging their
+  // shares of the group's rows with every expert rank.
+  if (ep.enabled() && ep.comm->size() % comm->size() != 0) {
+    return invalid_argument(what + "over " + std::to_string(comm->size()) +
+                            " ranks and expert parallelism over " +
+                            std::to_string(ep.comm->size()) +
+                            ", not a multiple: give expert parallelism the same ranks or whole "
+                            "tensor-parallel groups");
   }
   if (c.o_groups <= 0 || c.num_heads % c.o_groups != 0) {
     return invalid_argument(what + "config " + c.source +

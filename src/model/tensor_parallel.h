@@ -43,8 +43,8 @@ struct TensorParallel {
   int rank() const { return comm->rank(); }
   int size() const { return comm->size(); }
   // Before anything is loaded: host memory, and expert parallelism beside it (if any) over the
-  // same number of ranks. Each message names
-  // the problem and the fix.
+  // same ranks or whole tensor-parallel groups (a multiple of size()). Each message names the
+  // problem and the fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops,
                   const ExpertParallel& ep) const;
 };

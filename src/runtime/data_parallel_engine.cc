@@ -133,12 +133,6 @@ Status validate_parallel_options(const EngineOptions& options) {
     return invalid_argument("data_parallel_size (--data-parallel-size) is " + std::to_string(dp) +
                             ": give 1 (one rank) up to " + std::to_string(kMaxDataParallelRanks));
   }
-  if (tp > 1 && dp > 1 && options.enable_expert_parallel) {
-    return unimplemented("tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp) +
-                         " with data_parallel_size (--data-parallel-size) " + std::to_string(dp) +
-                         " and enable_expert_parallel (--enable-expert-parallel): the three "
-                         "together are not built yet; drop one of them");
-  }
   if (static_cast<int64_t>(tp) * dp > kMaxDataParallelRanks) {
     return invalid_argument("tensor_parallel_size x data_parallel_size is " +
                             std::to_string(static_cast<int64_t>(tp) * dp) +
@@ -168,7 +162,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   auto engine = std::unique_ptr<DataParallelEngine>(new DataParallelEngine(options));
   engine->expert_parallel_ = options.enable_expert_parallel;
   // Tensor parallelism inside each data-parallel rank: tp cores per rank over a group of their
-  // own (validate_parallel_options refuses it with expert parallelism).
+  // own. Expert parallelism spans every core of every rank (n x tp expert ranks).
   const int tp = std::max(1, options.tensor_parallel_size);
   engine->tp_ = tp;
   for (int r = 0; r < n; ++r) {
@@ -188,11 +182,12 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       DI_ASSIGN_OR_RETURN(engine->rebalancer_, ExpertRebalancer::create(options, config));
       placements = engine->rebalancer_->placements();
     } else {
-      placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n));
+      placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n * tp));
     }
-    engine->group_ = parallel::InProcessGroup::create(n);
-    for (int r = 0; r < n; ++r) {
-      engine->ranks_[static_cast<size_t>(r)]->comm = engine->group_->communicator(r);
+    engine->group_ = parallel::InProcessGroup::create(n * tp);
+    for (int i = 0; i < n * tp; ++i) {
+      engine->ranks_[static_cast<size_t>(i / tp)]->ep_comms.push_back(
+          engine->group_->communicator(i));
     }
   }
   const EngineOptions per_rank =
@@ -206,7 +201,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     const int t = i % tp;
     model::ExpertParallel ep;
     if (e->expert_parallel_) {
-      ep.comm = rank.comm.get();
+      ep.comm = rank.ep_comms[static_cast<size_t>(t)].get();
       ep.placements = placements;
       if (e->rebalancer_) ep.load_counter = e->rebalancer_->counter();
     }
@@ -408,9 +403,13 @@ void copy_eplb_stats(const EngineStats& eplb, EngineStats& stats) {
 
 Status DataParallelEngine::rebalance_experts() {
   if (!rebalancer_) return EngineDriver::rebalance_experts();
-  std::vector<EngineCore*> cores;
-  for (const auto& rank : ranks_) cores.push_back(rank->core.get());
-  DI_TRY(rebalance_cores(cores, *rebalancer_, group_.get(), "data-parallel rank", eplb_stats_));
+  std::vector<EngineCore*> cores;  // every expert rank: each rank's cores, its copies too
+  for (const auto& rank : ranks_) {
+    cores.push_back(rank->core.get());
+    for (const auto& copy : rank->tp_copies) cores.push_back(copy.get());
+  }
+  DI_TRY(rebalance_cores(cores, *rebalancer_, group_.get(), tp_ > 1 ? "core" : "data-parallel rank",
+                         eplb_stats_));
   update_stats();
   return Status::ok_status();
 }
@@ -448,10 +447,18 @@ void DataParallelEngine::update_stats() {
 std::string DataParallelEngine::describe() const {
   const int n = num_ranks();
   std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
+  if (tp_ > 1) {
+    ranks += "each rank " + std::to_string(tp_) +
+             " tensor-parallel ranks (attention groups, dense projections and LM head split" +
+             (expert_parallel_ ? "" : ", routed experts by intermediate rows") +
+             ", lockstep steps); ";
+  }
+  const std::string expert_ranks =
+      tp_ > 1 ? " over all " + std::to_string(n * tp_) + " cores" : std::string();
   if (rebalancer_) {
     const int slots = experts_ + options_.num_redundant_experts;
     ranks += "expert parallel: " + std::to_string(experts_) + " routed experts in " +
-             std::to_string(slots) + " slots placed by EPLB (rebalanced " +
+             std::to_string(slots) + " slots" + expert_ranks + " placed by EPLB (rebalanced " +
              (options_.eplb_step_interval > 0
                   ? "every " + std::to_string(options_.eplb_step_interval) + " steps"
                   : std::string("on command")) +
@@ -459,13 +466,9 @@ std::string DataParallelEngine::describe() const {
              (eplb_error_.empty() ? "" : "; last rebalance failed: " + eplb_error_) +
              "), lockstep steps; ";
   } else if (expert_parallel_) {
-    ranks += "expert parallel: " + std::to_string(experts_) +
-             " routed experts split contiguously, lockstep steps; ";
-  } else if (tp_ > 1) {
-    ranks += "each rank " + std::to_string(tp_) +
-             " tensor-parallel ranks (attention groups, dense projections and LM head split, "
-             "lockstep steps); ";
-  } else {
+    ranks += "expert parallel: " + std::to_string(experts_) + " routed experts split contiguously" +
+             expert_ranks + ", lockstep steps; ";
+  } else if (tp_ == 1) {
     ranks += "each rank holds the whole model; ";
   }
   return ranks + "rank 0: " + ranks_[0]->core->describe();

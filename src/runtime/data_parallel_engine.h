@@ -109,8 +109,9 @@ class DataParallelEngine final : public EngineDriver {
 
  private:
   struct Rank {
-    // Expert parallelism: this rank's communicator, which its model uses (outlives core).
-    std::unique_ptr<parallel::InProcessCommunicator> comm;
+    // Expert parallelism: each core's communicator over every core of every rank, which its
+    // model uses (outlive the cores); core t of rank r is expert rank r x tp + t.
+    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> ep_comms;
     // Tensor parallelism inside the rank (tensor_parallel_size > 1): its group, each core's
     // communicator (outlive the cores), and the cores of tensor-parallel ranks 1.. (core is
     // rank 0: it answers; the copies run the same requests and steps, their outputs dropped).
@@ -134,7 +135,7 @@ class DataParallelEngine final : public EngineDriver {
   bool expert_parallel_ = false;
   int tp_ = 1;       // tensor-parallel cores per rank
   int experts_ = 0;  // routed experts of the model (expert parallelism's placement)
-  std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only
+  std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only: every core
   std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models
   // EPLB: the EngineStats::eplb_* fields (the ranks' stats know nothing of them), and why the
   // last periodic rebalance failed, if it did (the placement then stays; describe() says it).

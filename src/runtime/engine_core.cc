@@ -159,8 +159,12 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
   if (ep.enabled()) core->lockstep_ = std::make_unique<Lockstep>(*ep.comm, *core->model_);
-  // Context parallelism, like tensor parallelism: every rank runs every forward.
-  if (tp.enabled() || cp.enabled()) {
+  // Context parallelism, like tensor parallelism: every rank runs every forward. Expert
+  // parallelism over more cores than the tensor-parallel group (inside data-parallel ranks) keeps
+  // the expert-parallel lockstep: other groups run other batches, each group's cores the same.
+  const bool experts_span_groups =
+      ep.enabled() && tp.enabled() && ep.comm->size() > tp.comm->size();
+  if ((tp.enabled() || cp.enabled()) && !experts_span_groups) {
     core->lockstep_ = std::make_unique<Lockstep>(tp.enabled() ? *tp.comm : *cp.comm, *core->model_,
                                                  Lockstep::Mode::kTensorParallel);
   }

@@ -233,18 +233,18 @@ TEST(ModelTensorParallel, WithExpertReplicasSameBits) {
 TEST(ModelTensorParallel, WithExpertParallelismOverOtherRanksIsRefused) {
   const std::string dir = source_dir() + "/models/v4-small";
   std::vector<Status> errors(2);
-  auto other = parallel::InProcessGroup::create(4);
+  auto other = parallel::InProcessGroup::create(3);  // not whole groups of 2
   run_ranks(2, [&](Communicator& comm) -> Status {
     ExpertParallel ep;
     auto ep_comm = other->communicator(comm.rank());
     ep.comm = ep_comm.get();
-    ep.placements = {parallel::ExpertPlacement::contiguous(8, 4)};
+    ep.placements = {parallel::ExpertPlacement::contiguous(8, 3)};
     TensorParallel tp;
     tp.comm = &comm;
     errors[static_cast<size_t>(comm.rank())] = load_model(dir, opt_ops(), {}, ep, tp).status();
     return Status();
   });
-  EXPECT_NE(errors[0].message().find("different numbers of ranks"), std::string::npos)
+  EXPECT_NE(errors[0].message().find("not a multiple"), std::string::npos)
       << errors[0].to_string();
 }
 

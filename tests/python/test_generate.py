@@ -228,8 +228,8 @@ def test_streams_a_single_prompt(cli, repo_dir):
 def test_data_parallel_options(cli, repo_dir, model_a):
     # --data-parallel-size / --enable-expert-parallel run ranks in the engine with the same
     # tokens, and so does --tensor-parallel-size (with --enable-expert-parallel, or inside
-    # --data-parallel-size ranks); all three together, a size below 1
-    # and ranks on CUDA are refused by name.
+    # --data-parallel-size ranks, with or without --enable-expert-parallel); a size below 1 and
+    # ranks on CUDA are refused by name.
     plain = json.loads(generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6,
                                 "--ignore-eos", "--json").stdout)
     r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
@@ -250,9 +250,12 @@ def test_data_parallel_options(cli, repo_dir, model_a):
                  "--tensor-parallel-size", 2, "--data-parallel-size", 2)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
-    for extra, needle in ((("--tensor-parallel-size", 2, "--data-parallel-size", 2,
-                            "--enable-expert-parallel"), "the three together are not built yet"),
-                          (("--data-parallel-size", 0), "--data-parallel-size"),
+    # All three: the routed experts split over the 4 cores, the same tokens.
+    r = generate(cli, repo_dir, model_a, [5, 17, 42], "--max-tokens", 6, "--ignore-eos", "--json",
+                 "--tensor-parallel-size", 2, "--data-parallel-size", 2, "--enable-expert-parallel")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
+    for extra, needle in ((("--data-parallel-size", 0), "--data-parallel-size"),
                           (("--data-parallel-size", 2, "--backend", "cuda"), "CUDA backend")):
         r = generate(cli, repo_dir, model_a, [5, 17, 42], *extra)
         assert r.returncode == 1, (r.stdout, r.stderr)

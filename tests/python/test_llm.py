@@ -301,19 +301,24 @@ def test_data_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
 def test_tensor_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     # LLM(tensor_parallel_size=) (vLLM's name): ranks (threads) holding shards of the dense
     # weights give the single rank's tokens and logprobs, bit for bit; with
-    # enable_expert_parallel the routed experts are split over the same ranks, the same again.
+    # enable_expert_parallel the routed experts are split over the same ranks, the same again;
+    # inside two data-parallel ranks with expert parallelism over all four cores, again.
     params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
                              ignore_eos=True) for s in range(len(PROMPTS))]
     runs = []
-    for tp, ep in ((1, False), (2, False), (4, False), (2, True)):
-        llm = LLM(str(tiny_dir), num_threads=1, tensor_parallel_size=tp, enable_expert_parallel=ep)
-        if tp > 1:
+    for tp, ep, dp in ((1, False, 1), (2, False, 1), (4, False, 1), (2, True, 1), (2, True, 2)):
+        llm = LLM(str(tiny_dir), num_threads=1, tensor_parallel_size=tp, enable_expert_parallel=ep,
+                  data_parallel_size=dp)
+        if tp > 1 and dp == 1:
             assert f"tensor parallel: {tp} ranks" in llm.describe(), llm.describe()
             assert ("routed experts split" in llm.describe()) == ep, llm.describe()
+        if dp > 1:
+            assert "routed experts split contiguously over all 4 cores" in llm.describe(), \
+                llm.describe()
         outs = llm.generate(PROMPTS, params, use_tqdm=False)
         runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
                      for o in outs])
-    assert runs[0] == runs[1] == runs[2] == runs[3]
+    assert all(r == runs[0] for r in runs[1:])
 
 
 def test_context_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
@@ -368,8 +373,6 @@ def test_eplb_rebalances_keep_the_outputs(tiny_dir):
 
 
 @pytest.mark.parametrize("kwargs,needle", [
-    ({"tensor_parallel_size": 2, "data_parallel_size": 2, "enable_expert_parallel": True},
-     "the three together are not built yet"),
     ({"tensor_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),
     ({"data_parallel_size": 0}, "data_parallel_size"),
     ({"data_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),

@@ -38,13 +38,6 @@ TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
   EngineOptions o;
   o.model_dir = v4_small();
   o.num_threads = 1;
-  o.tensor_parallel_size = 2;
-  o.data_parallel_size = 2;
-  o.enable_expert_parallel = true;  // tensor with data parallelism is built; with EP beside it not
-  expect_refused(o, StatusCode::kUnimplemented,
-                 {"--tensor-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
-                  "not built yet", "drop one"});
-  o.enable_expert_parallel = false;
   o.tensor_parallel_size = 16;
   o.data_parallel_size = 8;
   expect_refused(o, StatusCode::kInvalidArgument, {"128 ranks", "at most 64"});

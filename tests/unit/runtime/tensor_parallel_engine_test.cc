@@ -7,7 +7,8 @@
 // submitted together and staggered; an
 // unseeded request (the ranks share one engine seed, so they never diverge); a bad request.
 // With --enable-expert-parallel beside it (the routed experts split over the same ranks): the
-// same outputs again, on models/v4-small and models/default.
+// same outputs again, on models/v4-small and models/default; and all three of tensor, data and
+// expert parallelism (EPLB too) at 2 x 2 cores.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -83,6 +84,39 @@ TEST(TensorParallelEngine, InsideDataParallelRanksSameOutputsAsOneRank) {
       EXPECT_NE(got.describe.find("data parallel: 2 ranks"), std::string::npos) << got.describe;
       EXPECT_NE(got.describe.find("each rank 2 tensor-parallel ranks"), std::string::npos)
           << got.describe;
+    }
+  }
+}
+
+// All three (--data-parallel-size 2 --tensor-parallel-size 2 --enable-expert-parallel, four
+// cores): each rank's two cores compute its requests, the routed experts are split over all four
+// cores (each core exchanging its share of its rank's rows with every core), and a rank with
+// nothing to do serves its experts through empty forwards. With EPLB too (rebalanced every 2
+// steps over the four cores): the same outputs, experts moved.
+TEST(TensorParallelEngine, InsideDataParallelRanksWithExpertParallelismSameOutputsAsOneRank) {
+  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
+                                 engine_test::source_dir() + "/models/default"}) {
+    for (bool eplb : {false, true}) {
+      for (bool staggered : {false, true}) {
+        SCOPED_TRACE(dir + (staggered ? ", staggered" : ", together") + (eplb ? ", EPLB" : ""));
+        const std::vector<engine_test::Timed> reqs = engine_test::mixed_requests(staggered);
+        const EngineRun single = engine_test::run_timed(options_for(dir, 1), reqs);
+        EngineOptions o = options_for(dir, 2, /*expert_parallel=*/true);
+        o.data_parallel_size = 2;
+        if (eplb) {
+          o.enable_eplb = true;
+          o.num_redundant_experts = 4;  // 12 slots over the 4 cores
+          o.eplb_step_interval = 2;
+        }
+        const EngineRun got = engine_test::run_timed(o, reqs);
+        engine_test::expect_same(single, got);
+        EXPECT_NE(got.describe.find("each rank 2 tensor-parallel ranks"), std::string::npos)
+            << got.describe;
+        EXPECT_NE(got.describe.find("over all 4 cores"), std::string::npos) << got.describe;
+        if (eplb) {
+          EXPECT_GT(got.stats.eplb_rebalances, 0) << got.describe;
+        }
+      }
     }
   }
 }
