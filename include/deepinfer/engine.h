@@ -75,7 +75,9 @@ struct EngineStats {
   // The latest varlen decisions (at most 8, oldest first): a measured probe over `steps` steps
   // (tokens per executor second against the step-cost curve's plain estimate, as `ratio`; it
   // passes at >= 1), or a loss the budget predicted without probing (steps 0, its expected
-  // ratio). `decodes`: the probe's mean decodes per step (the batch it judged).
+  // ratio). `decodes`: the probe's mean decodes per step (the batch it judged). With data
+  // parallelism every rank decides for its own batches: the latest 8 over all ranks by plan
+  // step, each with its `rank` (0 on a single engine).
   struct SpecProbe {
     int64_t plan_step = 0;
     double decodes = 0;
@@ -83,6 +85,7 @@ struct EngineStats {
     double ratio = 0;
     bool passed = false;
     double tokens = 0, spent_seconds = 0, plain_seconds = 0;
+    int rank = 0;
   };
   std::vector<SpecProbe> spec_varlen_recent_probes;
   // The step-cost curve varlen decides from, as of the last step: (tokens, seconds) at 1, 2, 4,

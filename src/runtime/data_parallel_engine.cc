@@ -67,8 +67,6 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;
   if (t.spec_step_cost_seconds.empty()) t.spec_step_cost_seconds = s.spec_step_cost_seconds;
-  if (t.spec_varlen_recent_probes.empty())
-    t.spec_varlen_recent_probes = s.spec_varlen_recent_probes;
   t.kv_bytes_reserved += s.kv_bytes_reserved;
   t.kv_bytes_in_use_peak += s.kv_bytes_in_use_peak;
   t.num_running += s.num_running;
@@ -440,7 +438,21 @@ int DataParallelEngine::rank_of(RequestHandle id) const {
 
 void DataParallelEngine::update_stats() {
   stats_ = {};
-  for (const auto& rank : ranks_) add_stats(stats_, rank->core->stats());
+  std::vector<EngineStats::SpecProbe>& probes = stats_.spec_varlen_recent_probes;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    const EngineStats& s = ranks_[r]->core->stats();
+    add_stats(stats_, s);
+    for (EngineStats::SpecProbe p : s.spec_varlen_recent_probes) {
+      p.rank = static_cast<int>(r);
+      probes.push_back(p);
+    }
+  }
+  // Every rank's latest decisions (at most 8 each), the latest 8 of them by plan step (the ranks
+  // step together, so their plan steps run alike); ties in rank order.
+  constexpr size_t kKept = 8;
+  std::stable_sort(probes.begin(), probes.end(),
+                   [](const auto& a, const auto& b) { return a.plan_step < b.plan_step; });
+  if (probes.size() > kKept) probes.erase(probes.begin(), probes.end() - kKept);
   copy_eplb_stats(eplb_stats_, stats_);
 }
 

@@ -42,7 +42,8 @@ def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, var
     assert len(probes) == min(8, decided)
     for p in probes:
         assert set(p) == {"plan_step", "decodes", "steps", "ratio", "passed", "tokens",
-                          "spent_seconds", "plain_seconds"}
+                          "spent_seconds", "plain_seconds", "rank"}
+        assert p["rank"] == 0  # one engine
         assert p["passed"] == (p["steps"] > 0 and p["ratio"] >= 1.0)
     if not varlen:
         # With varlen the engine may verify nothing: it pauses drafting where the measured step

@@ -5,6 +5,8 @@
 // over ranks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <chrono>
 #include <string>
 #include <vector>
@@ -92,6 +94,54 @@ std::unique_ptr<runtime::DataParallelEngine> make_dp(int ranks, bool ep) {
   auto e = runtime::DataParallelEngine::create(o);
   EXPECT_TRUE(e.ok()) << e.status().message();
   return e.ok() ? std::move(e).value() : nullptr;
+}
+
+// Varlen decisions are each rank's own (its batches): the engine reports the latest 8 over all
+// ranks by plan step, each naming its rank, and none is lost or invented.
+TEST(DataParallelEngine, VarlenDecisionsOfEveryRankAreReported) {
+  EngineOptions o;
+  o.model_dir = v4_small();
+  o.num_threads = 1;
+  o.data_parallel_size = 2;
+  o.speculative_method = "mtp";
+  o.num_speculative_tokens = 3;
+  o.speculative_varlen = true;
+  auto e = runtime::DataParallelEngine::create(o);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  for (int i = 0; i < 8; ++i) {  // 4 per rank, long enough for the budget to decide
+    ASSERT_TRUE((*e)->submit(engine_test::prompt(12, i), "", engine_test::greedy(48), {}).ok());
+  }
+  while ((*e)->has_unfinished()) (void)(*e)->step();
+  std::vector<EngineStats::SpecProbe> want;
+  for (int r = 0; r < 2; ++r) {
+    for (EngineStats::SpecProbe p : (*e)->rank(r).stats().spec_varlen_recent_probes) {
+      p.rank = r;
+      want.push_back(p);
+    }
+  }
+  const auto& got = (*e)->stats().spec_varlen_recent_probes;
+  ASSERT_EQ(got.size(), std::min<size_t>(8, want.size()));
+  std::vector<bool> ranks_seen(2, false);
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (i > 0) {
+      EXPECT_LE(got[i - 1].plan_step, got[i].plan_step);
+    }
+    ASSERT_GE(got[i].rank, 0);
+    ASSERT_LT(got[i].rank, 2);
+    ranks_seen[static_cast<size_t>(got[i].rank)] = true;
+    const auto same = [&](const EngineStats::SpecProbe& p) {
+      return p.rank == got[i].rank && p.plan_step == got[i].plan_step &&
+             p.steps == got[i].steps && p.ratio == got[i].ratio;
+    };
+    EXPECT_TRUE(std::any_of(want.begin(), want.end(), same)) << "record " << i;
+  }
+  // Both ranks decode 4 requests alike, so both decide (the budget's prediction or a probe).
+  EXPECT_TRUE(ranks_seen[0] && ranks_seen[1]);
+  EXPECT_EQ((*e)->stats().spec_varlen_probes_passed + (*e)->stats().spec_varlen_probes_failed,
+            (*e)->rank(0).stats().spec_varlen_probes_passed +
+                (*e)->rank(0).stats().spec_varlen_probes_failed +
+                (*e)->rank(1).stats().spec_varlen_probes_passed +
+                (*e)->rank(1).stats().spec_varlen_probes_failed);
 }
 
 // 8 equal requests submitted together go 2-2-2-2 over 4 ranks (least live samples, ties to the

@@ -222,18 +222,22 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    static_cast<long long>(st.spec_varlen_paused_plans), curve.c_str());
       // The latest decisions (a --warmup run's too): what a probe measured, or what the budget
       // predicted.
+      // Data-parallel ranks decide each for its own batches: the rank is named past rank 0.
       for (const EngineStats::SpecProbe& probe : st.spec_varlen_recent_probes) {
+        const std::string rank =
+            probe.rank > 0 ? " (data-parallel rank " + std::to_string(probe.rank) + ")" : "";
         if (probe.steps > 0) {
           std::fprintf(stderr,
-                       "  varlen probe at plan %lld, %.1f decodes/step: %.2fx over %d steps "
+                       "  varlen probe at plan %lld%s, %.1f decodes/step: %.2fx over %d steps "
                        "(%.0f tokens in %.3f ms against %.3f ms plain) -> %s\n",
-                       static_cast<long long>(probe.plan_step), probe.decodes, probe.ratio, probe.steps,
-                       probe.tokens, 1e3 * probe.spent_seconds, 1e3 * probe.plain_seconds,
-                       probe.passed ? "drafting" : "paused");
+                       static_cast<long long>(probe.plan_step), rank.c_str(), probe.decodes,
+                       probe.ratio, probe.steps, probe.tokens, 1e3 * probe.spent_seconds,
+                       1e3 * probe.plain_seconds, probe.passed ? "drafting" : "paused");
         } else {
           std::fprintf(stderr,
-                       "  varlen at plan %lld, %.0f decodes: predicted %.2fx -> paused\n",
-                       static_cast<long long>(probe.plan_step), probe.decodes, probe.ratio);
+                       "  varlen at plan %lld%s, %.0f decodes: predicted %.2fx -> paused\n",
+                       static_cast<long long>(probe.plan_step), rank.c_str(), probe.decodes,
+                       probe.ratio);
         }
       }
     }
