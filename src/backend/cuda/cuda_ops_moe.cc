@@ -126,13 +126,27 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
   const kc::GroupedExpert* table = expert_table(experts);
   const int32_t* dids = on_device(ids, P);
   kc::MoeLayout l;
-  l.counts = arena().alloc_n<int32_t>(E);
-  l.offsets = arena().alloc_n<int32_t>(E);
-  l.active = arena().alloc_n<int32_t>(E);
-  l.n_active = arena().alloc_n<int32_t>(1);
-  l.pair_row = arena().alloc_n<int32_t>(P);
-  l.row_pair = arena().alloc_n<int32_t>(P);
-  kc::launch_moe_layout(dids, P, E, l, stream_);
+  if (opts.single_expert && E == 1 && top_k == 1 && P <= kLinearMmaLayoutRows) {
+    // The shared expert of a decode-sized step: every row is a pair of expert 0, in row order,
+    // which is the layout the table made at creation holds for P rows (linear_mma's): the bits
+    // of moe_layout over ids all 0, without its launch.
+    int32_t* layouts = linear_mma_layouts_.as<int32_t>();
+    int32_t* l4 = layouts + 4 * (P - 1);
+    l.counts = l4;
+    l.offsets = l4 + 1;
+    l.active = l4 + 2;
+    l.n_active = l4 + 3;
+    l.pair_row = layouts + 4 * kLinearMmaLayoutRows;
+    l.row_pair = l.pair_row;
+  } else {
+    l.counts = arena().alloc_n<int32_t>(E);
+    l.offsets = arena().alloc_n<int32_t>(E);
+    l.active = arena().alloc_n<int32_t>(E);
+    l.n_active = arena().alloc_n<int32_t>(1);
+    l.pair_row = arena().alloc_n<int32_t>(P);
+    l.row_pair = arena().alloc_n<int32_t>(P);
+    kc::launch_moe_layout(dids, P, E, l, stream_);
+  }
 
   kc::MoeEpilogue ep;
   ep.swiglu_limit = opts.swiglu_limit;

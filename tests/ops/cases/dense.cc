@@ -785,8 +785,9 @@ OP_CASE(argmax_rows, kOnAll) {
 }
 
 // The shared expert's call (MoeOpts::single_expert: one expert, top_k 1, every id 0): CUDA does
-// not read the ids back, on the grouped stages (few rows) and on the per-expert GEMMs (>= 128
-// rows of an act-quantized FP4/FP8 expert); the reference reads them, so both must agree.
+// not read the ids back, on the grouped stages (few rows; up to 64 on the layout table made at
+// creation, without the layout launch, 65 with it) and on the per-expert GEMMs (>= 128 rows of an
+// act-quantized FP4/FP8 expert); the reference reads them, so both must agree.
 OP_CASE(moe_experts_single_expert, kOnAll, Feature::kFp8Weights, Feature::kFp4Weights,
         Feature::kActQuantFp8, Feature::kMoeExperts) {
   const int64_t D = 256, I = 128;
@@ -796,7 +797,7 @@ OP_CASE(moe_experts_single_expert, kOnAll, Feature::kFp8Weights, Feature::kFp4We
     auto w2 = test_weight(ctx, kind, D, I, 0.1f, 128, 128);
     const std::vector<ExpertWeights> hx = {{w1->ref, w3->ref, w2->ref}};
     const std::vector<ExpertWeights> dx = {{w1->dev.ref, w3->dev.ref, w2->dev.ref}};
-    for (int64_t M : {1, 7, 200}) {
+    for (int64_t M : {1, 7, 64, 65, 200}) {
       const Buf x = random_buf(ctx.rng, M, D), prev = random_buf(ctx.rng, M, D);
       const Buf g = random_buf(ctx.rng, M, 1, 1.0f, 1.0f);
       const std::vector<int32_t> ids(static_cast<size_t>(M), 0);
