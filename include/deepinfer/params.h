@@ -107,9 +107,11 @@ struct EngineOptions {
   // enable_expert_parallel: the ranks split the routed experts (each loads its contiguous
   // share) and step in lockstep; off: every rank holds the whole model and steps on its own.
   // With one rank it changes nothing. tensor_parallel_size N > 1 (docs/parallel.md, "Tensor
-  // parallelism"): N ranks holding shards of the dense weights run every step of one request
-  // stream together; not with data or expert parallelism. A CUDA backend with more than one
-  // rank is refused (one GPU per rank over NCCL is not built). Values below 1 are refused.
+  // parallelism"): N ranks holding shards of the weights (every routed expert's rows too, unless
+  // enable_expert_parallel splits the experts whole) run every step of one request stream
+  // together; with data_parallel_size, inside each data-parallel rank (expert parallelism then
+  // spans every core). A CUDA backend with more than one rank is refused (one GPU per rank over
+  // NCCL is not built). Values below 1 are refused.
   int32_t data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int32_t tensor_parallel_size = 1;
@@ -117,8 +119,9 @@ struct EngineOptions {
   // one thread each, on the CPU backends, every rank with the whole model and the same requests
   // and batches; in every forward each sequence's new rows are split zig-zag over the ranks
   // (equal causal attention work, the point for long prefills) and the caches are gathered
-  // whole on every rank; outputs are the single engine's. DeepSeek-V4 only (V4.1 is refused);
-  // not with data, expert or tensor parallelism; not on CUDA. Values below 1 are refused.
+  // whole on every rank; outputs are the single engine's. DeepSeek-V4 and V4.1; not with data,
+  // expert or tensor parallelism, nor with bounded replay (prefill_truncation_mode compact); not
+  // on CUDA. Values below 1 are refused.
   int32_t context_parallel_size = 1;
   // EPLB while serving (vLLM's names; docs/parallel.md, "EPLB in the engine"), with
   // enable_expert_parallel over data_parallel_size > 1 ranks only (refused otherwise): the

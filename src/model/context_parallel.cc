@@ -13,7 +13,7 @@
 
 namespace deepinfer::model {
 
-Status ContextParallel::validate(const io::ModelConfig& c, const backend::Ops& ops,
+Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backend::Ops& ops,
                                  const ExpertParallel& ep, const TensorParallel& tp) const {
   if (!enabled()) return {};
   const std::string what = "context parallelism (model::ContextParallel): ";
@@ -22,12 +22,6 @@ Status ContextParallel::validate(const io::ModelConfig& c, const backend::Ops& o
                          "' keeps activations in device memory, and the gathers run on host "
                          "memory only (in-process ranks on the CPU backends); load without "
                          "ContextParallel on this backend, or use the CPU backend");
-  }
-  if (c.family == io::ModelFamily::kDeepseekV41) {
-    return unimplemented(what + "config " + c.source +
-                         " is DeepSeek-V4.1, whose layers read their KV-source layer's "
-                         "compressed rows and candidate blocks; context parallelism is built for "
-                         "DeepSeek-V4 only: load V4.1 without ContextParallel");
   }
   if (ep.enabled() || tp.enabled()) {
     return unimplemented(what + "with " + (ep.enabled() ? "expert" : "tensor") +

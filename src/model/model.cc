@@ -30,7 +30,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
   DI_TRY(tp.validate(c, ops, ep));
   DI_TRY(cp.validate(c, ops, ep, tp));
   if (c.family == io::ModelFamily::kDeepseekV41) {
-    return deepseek_v41::load(model_dir, ops, load, ep, tp);
+    return deepseek_v41::load(model_dir, ops, load, ep, tp, cp);
   }
   return deepseek_v4::load(model_dir, ops, load, ep, tp, cp);
 }

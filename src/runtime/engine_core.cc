@@ -187,6 +187,12 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
     core->residual_seeded_ = acceptance == "residual-always";
   }
   DI_TRY(core->configure_replay(options));
+  if (cp.enabled() && core->replay_keep_ > 0) {
+    return unimplemented(
+        "prefill_truncation_mode compact (DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE, bounded "
+        "replay) with context_parallel_size (--context-parallel-size) > 1: the upper layers would "
+        "run a subset of the ranks' rows; turn one of them off");
+  }
   if (core->spec_varlen_) {
     core->profile_step_cost();
     EngineCore* c = core.get();

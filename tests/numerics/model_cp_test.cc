@@ -6,7 +6,8 @@
 // and 4 ranks, prompt lengths not divisible by 2R, long enough that the window wraps and every
 // compressor emits rows (and the CSA top-k really selects). Also: the zig-zag split balances
 // causal attention work where equal token counts do not; a rank that fails mid-step makes the
-// others' steps errors, not a hang; V4.1 and CP beside TP or EP are refused by name.
+// others' steps errors, not a hang; CP beside TP or EP, and bounded replay with it, are refused
+// by name. DeepSeek-V4.1 likewise (the default model and two tiny ones), its DSpark draft too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,7 +51,8 @@ Schedule schedule(int32_t vocab) {
   return s;
 }
 
-// Every row's logits of every step, then every step's final hidden rows.
+// Every row's logits of every step, then every step's final hidden rows; with a DSpark drafter
+// then a draft from sequence 0's cache (its context rings hold every rank's rows' features).
 Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float>>* outputs,
                     int fail_at_step = -1) {
   std::vector<SequenceCache> caches;
@@ -65,6 +67,11 @@ Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float
     hidden.push_back(out.hidden);
   }
   outputs->insert(outputs->end(), hidden.begin(), hidden.end());
+  if (m.drafter() == DrafterKind::kDSpark) {
+    DI_ASSIGN_OR_RETURN(DraftBlock b, m.dspark_draft(caches[0], 11, 3, {}));
+    outputs->push_back(b.logits);
+    outputs->push_back(std::vector<float>(b.tokens.begin(), b.tokens.end()));
+  }
   return {};
 }
 
@@ -115,6 +122,16 @@ TEST(ModelContextParallel, V4OfficialQuantSameBitsOn124Ranks) {
 TEST(ModelContextParallel, V4Fp32SameBitsOn124Ranks) {
   check_model(model_dir("v4_tiny_a", "hf_fp32"));
   check_model(model_dir("v4_tiny_b", "official_quant"));
+}
+
+// DeepSeek-V4.1: Full layers (ratio 2 with a pending token, ratio 1) whose compressed rows and
+// index keys every rank builds from the gathered rows, Reindex / Reuse layers selecting for this
+// rank's queries (inside the candidate blocks), Engram layers looking up the whole step, the
+// single-pass mHC's carried pre, and the DSpark context built from every rank's features.
+TEST(ModelContextParallel, V41SameBitsOn124Ranks) {
+  check_model(source_dir() + "/models/default");
+  check_model(model_dir("v41_tiny_b", "official_bf16"));
+  check_model(model_dir("v41_tiny_a", "official_quant"));
 }
 
 TEST(ModelContextParallel, ReferenceBackendSameBits) {
@@ -186,23 +203,32 @@ TEST(ModelContextParallel, ARankThatFailsMidStepFailsTheOthersWithoutAHang) {
       "context parallelism");
 }
 
-TEST(ModelContextParallel, V41AndOtherParallelismBesideItAreRefusedByName) {
-  std::vector<Status> v41(2), with_tp(2);
+// Tensor parallelism beside it is refused at load; bounded replay (a V4.1 step with
+// upper_skip) at the step, on every rank alike, before anything runs.
+TEST(ModelContextParallel, OtherParallelismAndBoundedReplayBesideItAreRefusedByName) {
+  std::vector<Status> replay(2), with_tp(2);
   run_ranks(2, [&](Communicator& comm) -> Status {
     ContextParallel cp;
     cp.comm = &comm;
     const auto r = static_cast<size_t>(comm.rank());
-    v41[r] = load_model(source_dir() + "/models/default", opt_ops(), {}, {}, {}, cp).status();
+    auto v41 = load_model(source_dir() + "/models/default", opt_ops(), {}, {}, {}, cp);
+    if (!v41.ok()) return v41.status();
+    SequenceCache cache = (*v41)->new_sequence();
+    const std::vector<int32_t> prompt = tokens(0, 200, 8000);
+    replay[r] = (*v41)->extend(cache, prompt, LogitsWanted::kLast, false, /*upper_skip=*/100)
+                    .status();
     TensorParallel tp;
     tp.comm = &comm;
     with_tp[r] = load_model(source_dir() + "/models/v4-small", opt_ops(), {}, {}, tp, cp).status();
     return Status();
   });
-  EXPECT_NE(v41[0].message().find("built for DeepSeek-V4 only"), std::string::npos)
-      << v41[0].to_string();
-  EXPECT_NE(with_tp[0].message().find("with tensor parallelism beside it is not built"),
-            std::string::npos)
-      << with_tp[0].to_string();
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_NE(replay[r].message().find("with context parallelism"), std::string::npos)
+        << replay[r].to_string();
+    EXPECT_NE(with_tp[r].message().find("with tensor parallelism beside it is not built"),
+              std::string::npos)
+        << with_tp[r].to_string();
+  }
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "base/check.h"
 #include "io/checkpoint.h"
 #include "model/bounded_replay.h"
+#include "model/context_parallel.h"
 #include "model/deepseek_v41/attention.h"
 #include "model/deepseek_v41/engram.h"
 #include "model/deepseek_v41/upper_rows.h"
@@ -116,7 +117,8 @@ class V41Model final : public model::Model {
                                                                 backend::Ops& ops,
                                                                 const io::LoadOptions& load,
                                                                 const ExpertParallel& ep,
-                                                                const TensorParallel& tp);
+                                                                const TensorParallel& tp,
+                                                                const ContextParallel& cp);
 
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
@@ -291,11 +293,15 @@ class V41Model final : public model::Model {
     attention_out_ffn(b, X, pre_prev, rows, d);
   }
 
-  // The Engram memory of layer b writes into the streams (spec §6.7 item 1).
-  void engram(const EngramWeights& e, Mat X, DenseBuffers& d) {
+  // The Engram memory of layer b writes into the streams (spec §6.7 item 1), from the step's
+  // looked-up rows of its table (d.engram_in), or `looked_up` (context parallelism: this rank's).
+  void engram(const EngramWeights& e, Mat X, DenseBuffers& d,
+              const backend::Buffer* looked_up = nullptr) {
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
     const int64_t width = engram_lookup->columns() * cfg().engram.head_dim;
-    const CMat rows(d.engram_in[static_cast<size_t>(e.index)].as<const float>(), M, width);
+    const backend::Buffer& in_rows =
+        looked_up ? *looked_up : d.engram_in[static_cast<size_t>(e.index)];
+    const CMat rows(in_rows.as<const float>(), M, width);
     Mat kv(fit(d.engram_kv, M * (n + 1) * D), M, (n + 1) * D);
     ops->linear(rows, e.wkv, kv, num.gemm());
     num.act(*ops, kv);
@@ -314,9 +320,10 @@ class V41Model final : public model::Model {
 
   // What precedes layer l's block: its Engram memory, and the drafter's features where l is a
   // target layer (the attention site's input, stream mean). `quarter`: constant mean rows.
-  void before_block(size_t l, Mat X, Mat feats, backend::Buffer& quarter_rows, DenseBuffers& d) {
+  void before_block(size_t l, Mat X, Mat feats, backend::Buffer& quarter_rows, DenseBuffers& d,
+                    const backend::Buffer* engram_rows = nullptr) {
     const Block& b = w.layers[l];
-    if (b.engram) engram(*b.engram, X, d);
+    if (b.engram) engram(*b.engram, X, d, engram_rows);
     if (!w.dspark || !keep_draft_context_) return;
     const std::vector<int>& targets = cfg().dspark.target_layer_ids;
     const auto t = std::find(targets.begin(), targets.end(), static_cast<int>(l));
@@ -359,6 +366,84 @@ class V41Model final : public model::Model {
         csa2_core(env(), b.base.attn, b.base.spec, l, r, *cur, attn, cs);
       });
     }
+  }
+
+  // The main layers over a step split over the context-parallel ranks (context_parallel.h), as
+  // V4's: this rank's rows through the dense parts (embedding, Engram, mHC with the carried pre,
+  // projections, MoE, the drafter's features), every row's K=V and Full-layer compressor rows
+  // gathered so every rank builds the whole cache (compressed rows, index keys, windows), this
+  // rank's queries through selection (candidate blocks included) and attention. X, pre_prev and
+  // feats [M, ..] get every rank's rows at the end. Bounded replay is refused before (check).
+  void layers_context_parallel(const StepInputs& in, Mat X, Mat pre_prev, Mat feats) {
+    backend::Ops& o = *ops;
+    DenseBuffers& d = step;
+    ContextSplit& cp = *cp_split;
+    cp.plan(in);
+    const std::vector<int64_t>& mine = cp.mine();
+    const int64_t m = static_cast<int64_t>(mine.size()), M = X.rows;
+    int32_t* ids = fit_n(cp_ids, m);
+    int32_t* pos = fit_n(cp_pos, m);
+    int32_t* step_rows = fit_n(cp_rows, m);
+    for (int64_t i = 0; i < m; ++i) {
+      const auto r = static_cast<size_t>(mine[static_cast<size_t>(i)]);
+      ids[i] = in.token_ids[r];
+      pos[i] = in.positions[r];
+      step_rows[i] = static_cast<int32_t>(r);
+    }
+    RowInputs rows;
+    rows.ids = ids;
+    rows.positions = pos;
+    LayerEnv split_env = env();
+    split_env.query_of = cp.local_of().data();
+    split_env.query_count = m;
+    for (auto* b : {&cp_x, &cp_pre, &cp_feats, &cp_engram}) {
+      if (!*b) b->emplace(o);
+    }
+    Mat Xl(fit(*cp_x, m * X.cols), m, X.cols), pre_l(fit(*cp_pre, m * pre_prev.cols), m,
+                                                        pre_prev.cols);
+    Mat feats_l(fit(*cp_feats, m * feats.cols), m, feats.cols);
+    if (m > 0) {
+      embed_streams(ids, Xl);
+      o.copy_rows(constant_rows(onehot, m, false), nullptr, pre_l);  // layer 0: stream 0
+    }
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const Block& b = w.layers[l];
+      if (b.engram) {  // the whole step's lookup (its n-grams span the rows), then this rank's
+        gather_engram(l, in, M, d);
+        const int64_t width = engram_lookup->columns() * cfg().engram.head_dim;
+        Mat mine_rows(fit(*cp_engram, m * width), m, width);
+        if (m > 0) {
+          o.copy_rows(CMat(d.engram_in[static_cast<size_t>(b.engram->index)].as<const float>(), M,
+                           width),
+                      step_rows, mine_rows);
+        }
+      }
+      if (m > 0) {
+        before_block(l, Xl, feats_l, quarter, d, b.engram ? &*cp_engram : nullptr);
+        attention_in(b.base, Xl, pre_l, rows, d);
+      }
+      AttentionRows r = attention_rows(env(), b.base.attn, m, d.attn);
+      std::vector<CMat> local;
+      std::vector<Mat> full;
+      const std::pair<Mat*, std::vector<float>*> parts[] = {
+          {&r.kv, &cp_kv}, {&r.ckv, &cp_ckv}, {&r.cg, &cp_cg}, {&r.ikv, &cp_ikv}, {&r.ig, &cp_ig}};
+      for (const auto& [part, store] : parts) {
+        if (part->cols == 0) continue;  // the layer has no such rows (the same on every rank)
+        local.push_back(*part);
+        *part = Mat(fit_n(*store, M * part->cols), M, part->cols);
+        full.push_back(*part);
+      }
+      cp.gather_rows(local, full, "a layer's K=V and compressor rows");
+      csa2_core(split_env, b.base.attn, b.base.spec, l, r, in, attn, cs);
+      if (m > 0) attention_out_ffn(b.base, Xl, pre_l, rows, d);
+    }
+    std::vector<CMat> local{Xl, pre_l};
+    std::vector<Mat> full{X, pre_prev};
+    if (feats.cols > 0) {
+      local.push_back(feats_l);
+      full.push_back(feats);
+    }
+    cp.gather_rows(local, full, "final streams, pre and drafter features");
   }
 
   // Decoder-side bounded replay, at the first upper layer: the kept rows' streams, carried pre
@@ -508,6 +593,12 @@ class V41Model final : public model::Model {
     // A refused step changes nothing (and, with expert parallelism, still serves the peers).
     Status refused = check_step(in, cfg().vocab_size, false);
     if (refused.ok()) refused = check_replay_step(in);
+    if (refused.ok() && cp_split && has_upper_skip(in)) {
+      refused = unimplemented(
+          "bounded replay (SequenceSpan::upper_skip) with context parallelism: the upper layers "
+          "would run a subset of every rank's rows; prefill without upper_skip "
+          "(DEEPINFER_YOCO_PREFILL_TRUNCATION_MODE off) or without context parallelism");
+    }
     if (refused.ok()) refused = plan_logit_rows(in, out);
     if (!refused.ok()) {
       if (exchange) serve_experts_only();
@@ -523,7 +614,7 @@ class V41Model final : public model::Model {
     plan_upper_rows(in, upper);
     // A bounded-replay step changes its row count between layers: it runs eagerly.
     // Expert parallelism runs on host backends, which never record; eager keeps it obvious.
-    const int64_t Mb = upper.active || exchange || tp_gather ? 0 : recording.bucket(M);
+    const int64_t Mb = upper.active || exchange || tp_gather || cp_split ? 0 : recording.bucket(M);
     const int64_t rows = Mb > 0 ? Mb : M;
     DenseBuffers& d = Mb > 0 ? recorded : step;
     Mat X(fit(d.x, rows * nD), rows, nD);
@@ -533,7 +624,9 @@ class V41Model final : public model::Model {
     Mat feats(fit(d.features, rows * T * D), rows, T * D);
     if (M > 0) {
       if (engram_lookup) engram_lookup->begin_step(o, in);
-      if (Mb > 0) {
+      if (cp_split) {
+        layers_context_parallel(in, X, pre_prev, feats);
+      } else if (Mb > 0) {
         layers_recorded(in, X, pre_prev, feats);
       } else {
         layers_eager(in, X, pre_prev, feats);
@@ -627,6 +720,13 @@ class V41Model final : public model::Model {
   RopeTables rope;
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
+  // Context parallelism (context_parallel.h), or null; with it: this rank's rows (ids,
+  // positions, step rows) and their streams, carried pre, features and Engram rows; the step's
+  // gathered per-position rows of a layer (K=V, compressor kv and gate).
+  std::unique_ptr<ContextSplit> cp_split;
+  std::vector<int32_t> cp_ids, cp_pos, cp_rows;
+  std::optional<backend::Buffer> cp_x, cp_pre, cp_feats, cp_engram;
+  std::vector<float> cp_kv, cp_ckv, cp_cg, cp_ikv, cp_ig;
   bool keep_draft_context_ = true;  // set_draft_context
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
@@ -900,7 +1000,8 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
                                                                  backend::Ops& ops,
                                                                  const io::LoadOptions& load,
                                                                  const ExpertParallel& ep,
-                                                                 const TensorParallel& tp) {
+                                                                 const TensorParallel& tp,
+                                                                 const ContextParallel& cp) {
   auto s = std::make_unique<V41Model>(ops);
   DI_ASSIGN_OR_RETURN(s->ckpt, io::Checkpoint::open(model_dir, load));
   const io::ModelConfig& c = s->ckpt.config();
@@ -931,6 +1032,7 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
   DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep, tp));
   if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
   if (tp.enabled()) s->tp_gather = std::make_unique<TensorParallelGather>(*tp.comm);
+  if (cp.enabled()) s->cp_split = std::make_unique<ContextSplit>(*cp.comm);
   s->plan = cache_plan(c);
   s->first_upper = first_upper_layer(c);
   s->num = Numerics::from_config(c);
@@ -946,9 +1048,9 @@ Expected<std::unique_ptr<model::Model>> V41Model::load_unguarded(const std::stri
 
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
                                              const io::LoadOptions& load, const ExpertParallel& ep,
-                                             const TensorParallel& tp) {
+                                             const TensorParallel& tp, const ContextParallel& cp) {
   try {
-    return V41Model::load_unguarded(model_dir, ops, load, ep, tp);
+    return V41Model::load_unguarded(model_dir, ops, load, ep, tp, cp);
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(
         e, "loading " + model_dir + " on backend '" + ops.name() + "'",

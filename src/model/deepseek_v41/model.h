@@ -14,11 +14,13 @@
 namespace deepinfer::model::deepseek_v41 {
 
 // Checks that `ops` supports every feature the checkpoint needs, builds the Engram hash layout
-// from the checkpoint's tokenizer.json, binds the weights and returns the model.
+// from the checkpoint's tokenizer.json, binds the weights and returns the model. ep, tp, cp:
+// expert, tensor and context parallelism (checked by load_model).
 Expected<std::unique_ptr<model::Model>> load(const std::string& model_dir, backend::Ops& ops,
                                              const io::LoadOptions& load = {},
                                              const ExpertParallel& ep = {},
-                                             const TensorParallel& tp = {});
+                                             const TensorParallel& tp = {},
+                                             const ContextParallel& cp = {});
 
 // The cache layout of a V4.1 config (model/cache.h): every layer and DSpark stage a window; each
 // KV source (Full layer) its compressed KV and index keys, and at ratio 2 the pending token of an

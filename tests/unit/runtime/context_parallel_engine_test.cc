@@ -1,10 +1,11 @@
 // The context-parallel engine (EngineOptions::context_parallel_size; the tensor-parallel
 // engine's lockstep ranks over models that split each forward's rows zig-zag,
-// model/context_parallel.h) against the single-rank engine: 2 and 4 ranks on models/v4-small and
-// the tiny FP32 V4. Per request: the same tokens, text, finish reasons and logprobs, bit for
+// model/context_parallel.h) against the single-rank engine: 2 and 4 ranks on models/v4-small,
+// the tiny FP32 V4 and models/default (V4.1). Per request: the same tokens, text, finish reasons and logprobs, bit for
 // bit. Requests: a 300-token prompt (window wrapped, every compressor emitting) beside short
 // ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
-// chunked ones. Also: V4.1, CP with another kind of parallelism and bad sizes refused by name.
+// chunked ones; the V4.1 default model too. Also: CP with another kind of parallelism or with
+// bounded replay, and bad sizes, refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -85,15 +86,21 @@ TEST(ContextParallelEngine, V4SmallSameOutputsAsOneRank) {
 
 TEST(ContextParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }
 
+TEST(ContextParallelEngine, V41DefaultSameOutputsAsOneRank) {
+  check_model(engine_test::source_dir() + "/models/default");
+}
+
 TEST(ContextParallelEngine, RefusalsNameTheFlag) {
   EngineOptions o;
   o.model_dir = engine_test::source_dir() + "/models/default";  // V4.1
   o.num_threads = 1;
   o.context_parallel_size = 2;
-  auto v41 = Engine::create(o);
-  ASSERT_FALSE(v41.ok());
-  EXPECT_NE(v41.status().message().find("built for DeepSeek-V4 only"), std::string::npos)
-      << v41.status().message();
+  o.prefill_truncation_mode = "compact";  // bounded replay: the upper layers on a row subset
+  auto replay = Engine::create(o);
+  ASSERT_FALSE(replay.ok());
+  EXPECT_NE(replay.status().message().find("--context-parallel-size"), std::string::npos)
+      << replay.status().message();
+  o.prefill_truncation_mode = "none";
   o.model_dir = engine_test::source_dir() + "/models/v4-small";
   o.tensor_parallel_size = 2;
   auto with_tp = Engine::create(o);

@@ -14,15 +14,16 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                  "ranks, each serving whole requests with its own scheduler and KV pages "
                  "(default 1); on the CPU backends, ranks are threads of this process");
   cmd.add_flag("--enable-expert-parallel", args.enable_expert_parallel,
-               "split the routed experts over the data- or tensor-parallel ranks (each loads "
-               "its share; the ranks step in lockstep); outputs are unchanged");
+               "split the routed experts whole over the data- and tensor-parallel ranks (each "
+               "loads its share; the ranks step in lockstep); outputs are unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
-                 "split the dense weights (attention groups, shared expert, head) over N ranks "
+                 "split the weights (attention groups, every expert's rows, head) over N ranks "
                  "(threads, CPU backends) stepping every batch together, inside each "
                  "--data-parallel-size rank when both are given; outputs are unchanged");
   cmd.add_option("--context-parallel-size", args.context_parallel_size,
                  "split each forward's rows over N ranks (threads) by causal attention work "
-                 "(zig-zag), for long prefills; DeepSeek-V4 on the CPU; outputs are unchanged");
+                 "(zig-zag), for long prefills; DeepSeek-V4 and V4.1 on the CPU; outputs are "
+                 "unchanged");
   cmd.add_flag("--enable-eplb", args.enable_eplb,
                "with --enable-expert-parallel: count each layer's expert loads and re-place the "
                "experts by DeepSeek's EPLB policy while serving (outputs are unchanged)");
