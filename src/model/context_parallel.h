@@ -17,7 +17,8 @@
 // same calls (one token goes to rank 0; the others join the gathers with no rows).
 //
 // Ranks are threads of one process over host memory (parallel::InProcessCommunicator), on the
-// CPU backends; DeepSeek-V4 only (V4.1's KV-source layers are not built for it yet).
+// CPU backends; DeepSeek-V4 and V4.1 (whose Full layers' compressor rows are gathered the same
+// way; its Engram lookups, carried mHC pre and DSpark features are per row).
 #pragma once
 
 #include <cstdint>
@@ -41,8 +42,8 @@ struct ContextParallel {
   parallel::Communicator* comm = nullptr;
 
   bool enabled() const { return comm != nullptr; }
-  // Before anything is loaded: host memory, a DeepSeek-V4 config, neither expert nor tensor
-  // parallelism beside it. Each message names the problem and the fix.
+  // Before anything is loaded: host memory, neither expert nor tensor parallelism beside it.
+  // Each message names the problem and the fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops, const ExpertParallel& ep,
                   const TensorParallel& tp) const;
 };
