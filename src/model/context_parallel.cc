@@ -8,6 +8,8 @@
 
 #include "base/check.h"
 #include "model/expert_parallel.h"
+#include "model/layers/attention.h"
+#include "model/layers/numerics.h"
 #include "model/step.h"
 #include "model/tensor_parallel.h"
 
@@ -61,8 +63,15 @@ void ContextSplit::plan(const StepInputs& in) {
     std::sort(rows.begin(), rows.end());  // sequences may come in any row order
   }
   const std::vector<int64_t>& me = mine();
+  ids_.resize(me.size());
+  positions_.resize(me.size());
+  rows32_.resize(me.size());
   for (size_t i = 0; i < me.size(); ++i) {
-    local_of_[static_cast<size_t>(me[i])] = static_cast<int32_t>(i);
+    const auto r = static_cast<size_t>(me[i]);
+    local_of_[r] = static_cast<int32_t>(i);
+    ids_[i] = in.token_ids[r];
+    positions_[i] = in.positions[r];
+    rows32_[i] = static_cast<int32_t>(r);
   }
 }
 
@@ -106,6 +115,21 @@ void ContextSplit::gather_rows(std::vector<backend::CMat> local, std::vector<bac
       }
     }
   }
+}
+
+void ContextSplit::gather_cache_rows(AttentionRows& r) {
+  const int64_t M = step_rows();
+  backend::Mat* const parts[] = {&r.kv, &r.ckv, &r.cg, &r.ikv, &r.ig};
+  std::vector<backend::CMat> local;
+  std::vector<backend::Mat> full;
+  for (size_t i = 0; i < std::size(parts); ++i) {
+    backend::Mat& part = *parts[i];
+    if (part.cols == 0) continue;  // the layer has no such rows (the same on every rank)
+    local.push_back(part);
+    part = backend::Mat(fit(cache_rows_[i], M * part.cols), M, part.cols);
+    full.push_back(part);
+  }
+  gather_rows(local, full, "a layer's K=V and compressor rows");
 }
 
 }  // namespace deepinfer::model

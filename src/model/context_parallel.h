@@ -32,6 +32,7 @@
 
 namespace deepinfer::model {
 
+struct AttentionRows;
 struct ExpertParallel;
 struct StepInputs;
 struct TensorParallel;
@@ -69,17 +70,28 @@ class ContextSplit {
   // This rank's step rows, ascending, and for each step row its index among them (-1: a peer's).
   const std::vector<int64_t>& mine() const { return rows_of_[static_cast<size_t>(comm_.rank())]; }
   const std::vector<int32_t>& local_of() const { return local_of_; }
+  // This rank's rows' token ids, positions and step rows (as int32, copy_rows' row lists).
+  const std::vector<int32_t>& ids() const { return ids_; }
+  const std::vector<int32_t>& positions() const { return positions_; }
+  const std::vector<int32_t>& rows() const { return rows32_; }
 
   // full [step_rows, cols]: every rank's local rows [mine().size(), cols] put at their step
   // rows. Throws parallel::CollectiveFailure naming `what`.
   void gather_rows(std::vector<backend::CMat> local, std::vector<backend::Mat> full,
                    const char* what);
+  // A layer's per-position rows the caches are built from (AttentionRows' K=V latent, the
+  // compressor's and the indexer compressor's kv and gate; the layer's empty ones left out):
+  // this rank's rows on entry; on return r's views hold every rank's rows [step_rows(), cols], in
+  // this split's own storage (valid until the next call). Throws parallel::CollectiveFailure.
+  void gather_cache_rows(AttentionRows& r);
 
  private:
   parallel::Communicator& comm_;
   std::vector<std::vector<int64_t>> rows_of_;  // per rank
   std::vector<int32_t> local_of_;
+  std::vector<int32_t> ids_, positions_, rows32_;
   std::vector<float> send_, recv_;
+  std::vector<float> cache_rows_[5];  // gather_cache_rows' storage, one per part
 };
 
 }  // namespace deepinfer::model

@@ -168,11 +168,9 @@ class V4Model final : public model::Model {
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
   std::unique_ptr<ContextSplit> cp_split;           // context parallelism, or null
-  // Context parallelism: this rank's rows' ids and positions, their streams, and the whole
-  // step's gathered K=V, compressor and indexer-compressor rows (host memory: CPU backends).
-  std::vector<int32_t> cp_ids, cp_pos;
+  // Context parallelism: this rank's rows' streams (its rows' ids and positions and the layers'
+  // gathered rows live in the split: ContextSplit).
   backend::Buffer cp_x;
-  std::vector<float> cp_kv, cp_ckv, cp_cg, cp_ikv, cp_ig;
   std::vector<int> ratios;  // every compressor ratio of the model (RowInputs::ape)
 
   CachePlan plan;
@@ -301,15 +299,8 @@ class V4Model final : public model::Model {
   void layers_context_parallel(const StepInputs& in, Mat X) {
     ContextSplit& cp = *cp_split;
     cp.plan(in);
-    const std::vector<int64_t>& mine = cp.mine();
-    const int64_t m = static_cast<int64_t>(mine.size()), M = X.rows, nD = X.cols;
-    int32_t* ids = fit_n(cp_ids, m);
-    int32_t* pos = fit_n(cp_pos, m);
-    for (int64_t i = 0; i < m; ++i) {
-      ids[i] = in.token_ids[static_cast<size_t>(mine[static_cast<size_t>(i)])];
-      pos[i] = in.positions[static_cast<size_t>(mine[static_cast<size_t>(i)])];
-    }
-    const StepInputs mine_in{{ids, static_cast<size_t>(m)}, {pos, static_cast<size_t>(m)}, {}};
+    const int64_t m = static_cast<int64_t>(cp.mine().size()), nD = X.cols;
+    const StepInputs mine_in{cp.ids(), cp.positions(), {}};
     const RowInputs rows = host_rows(mine_in);
     LayerEnv split_env = env();
     split_env.query_of = cp.local_of().data();
@@ -320,17 +311,7 @@ class V4Model final : public model::Model {
       const BlockWeights& b = w.layers[l];
       if (m > 0) attention_in(b, Xl, rows, eager);
       AttentionRows r = attention_rows(env(), b.attn, m, eager.attn);
-      std::vector<CMat> local;
-      std::vector<Mat> full;
-      const std::pair<Mat*, std::vector<float>*> parts[] = {
-          {&r.kv, &cp_kv}, {&r.ckv, &cp_ckv}, {&r.cg, &cp_cg}, {&r.ikv, &cp_ikv}, {&r.ig, &cp_ig}};
-      for (const auto& [part, store] : parts) {
-        if (part->cols == 0) continue;  // the layer has no such rows (the same on every rank)
-        local.push_back(*part);
-        *part = Mat(fit_n(*store, M * part->cols), M, part->cols);
-        full.push_back(*part);
-      }
-      cp.gather_rows(local, full, "a layer's K=V and compressor rows");
+      cp.gather_cache_rows(r);
       attention_core(split_env, b.attn, b.spec, false, l, r, in, attn);
       if (m > 0) attention_out_ffn(b, Xl, rows, eager);
     }

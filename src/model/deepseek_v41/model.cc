@@ -379,20 +379,11 @@ class V41Model final : public model::Model {
     DenseBuffers& d = step;
     ContextSplit& cp = *cp_split;
     cp.plan(in);
-    const std::vector<int64_t>& mine = cp.mine();
-    const int64_t m = static_cast<int64_t>(mine.size()), M = X.rows;
-    int32_t* ids = fit_n(cp_ids, m);
-    int32_t* pos = fit_n(cp_pos, m);
-    int32_t* step_rows = fit_n(cp_rows, m);
-    for (int64_t i = 0; i < m; ++i) {
-      const auto r = static_cast<size_t>(mine[static_cast<size_t>(i)]);
-      ids[i] = in.token_ids[r];
-      pos[i] = in.positions[r];
-      step_rows[i] = static_cast<int32_t>(r);
-    }
+    const int64_t m = static_cast<int64_t>(cp.mine().size()), M = X.rows;
+    const int32_t* ids = cp.ids().data();
     RowInputs rows;
     rows.ids = ids;
-    rows.positions = pos;
+    rows.positions = cp.positions().data();
     LayerEnv split_env = env();
     split_env.query_of = cp.local_of().data();
     split_env.query_count = m;
@@ -415,7 +406,7 @@ class V41Model final : public model::Model {
         if (m > 0) {
           o.copy_rows(CMat(d.engram_in[static_cast<size_t>(b.engram->index)].as<const float>(), M,
                            width),
-                      step_rows, mine_rows);
+                      cp.rows().data(), mine_rows);
         }
       }
       if (m > 0) {
@@ -423,17 +414,7 @@ class V41Model final : public model::Model {
         attention_in(b.base, Xl, pre_l, rows, d);
       }
       AttentionRows r = attention_rows(env(), b.base.attn, m, d.attn);
-      std::vector<CMat> local;
-      std::vector<Mat> full;
-      const std::pair<Mat*, std::vector<float>*> parts[] = {
-          {&r.kv, &cp_kv}, {&r.ckv, &cp_ckv}, {&r.cg, &cp_cg}, {&r.ikv, &cp_ikv}, {&r.ig, &cp_ig}};
-      for (const auto& [part, store] : parts) {
-        if (part->cols == 0) continue;  // the layer has no such rows (the same on every rank)
-        local.push_back(*part);
-        *part = Mat(fit_n(*store, M * part->cols), M, part->cols);
-        full.push_back(*part);
-      }
-      cp.gather_rows(local, full, "a layer's K=V and compressor rows");
+      cp.gather_cache_rows(r);
       csa2_core(split_env, b.base.attn, b.base.spec, l, r, in, attn, cs);
       if (m > 0) attention_out_ffn(b.base, Xl, pre_l, rows, d);
     }
@@ -720,13 +701,10 @@ class V41Model final : public model::Model {
   RopeTables rope;
   std::unique_ptr<MoeExchange> exchange;  // expert parallelism (expert_parallel.h), or null
   std::unique_ptr<TensorParallelGather> tp_gather;  // tensor parallelism, or null
-  // Context parallelism (context_parallel.h), or null; with it: this rank's rows (ids,
-  // positions, step rows) and their streams, carried pre, features and Engram rows; the step's
-  // gathered per-position rows of a layer (K=V, compressor kv and gate).
+  // Context parallelism (context_parallel.h), or null; with it: this rank's rows' streams,
+  // carried pre, features and Engram rows.
   std::unique_ptr<ContextSplit> cp_split;
-  std::vector<int32_t> cp_ids, cp_pos, cp_rows;
   std::optional<backend::Buffer> cp_x, cp_pre, cp_feats, cp_engram;
-  std::vector<float> cp_kv, cp_ckv, cp_cg, cp_ikv, cp_ig;
   bool keep_draft_context_ = true;  // set_draft_context
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
