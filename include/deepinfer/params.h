@@ -119,9 +119,10 @@ struct EngineOptions {
   // one thread each, on the CPU backends, every rank with the whole model and the same requests
   // and batches; in every forward each sequence's new rows are split zig-zag over the ranks
   // (equal causal attention work, the point for long prefills) and the caches are gathered
-  // whole on every rank; outputs are the single engine's. DeepSeek-V4 and V4.1; not with data,
-  // expert or tensor parallelism, nor with bounded replay (prefill_truncation_mode compact); not
-  // on CUDA. Values below 1 are refused.
+  // whole on every rank; outputs are the single engine's. DeepSeek-V4 and V4.1; inside each
+  // data-parallel rank when data_parallel_size > 1; not with expert or tensor parallelism, nor
+  // with bounded replay (prefill_truncation_mode compact); not on CUDA. Values below 1 are
+  // refused.
   int32_t context_parallel_size = 1;
   // EPLB while serving (vLLM's names; docs/parallel.md, "EPLB in the engine"), with
   // enable_expert_parallel over data_parallel_size > 1 ranks only (refused otherwise): the

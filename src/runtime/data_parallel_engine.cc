@@ -87,7 +87,8 @@ void add_stats(EngineStats& t, const EngineStats& s) {
 
 namespace {
 
-// context_parallel_size: alone (every other rank option at its default), on the CPU.
+// context_parallel_size: alone or inside data-parallel ranks (no tensor or expert parallelism),
+// on the CPU.
 Status validate_context_parallel(const EngineOptions& options) {
   const int32_t cp = options.context_parallel_size;
   const std::string flag = "context_parallel_size (--context-parallel-size) " + std::to_string(cp);
@@ -96,11 +97,17 @@ Status validate_context_parallel(const EngineOptions& options) {
                             std::to_string(kMaxDataParallelRanks));
   }
   if (cp == 1) return Status::ok_status();
-  if (options.tensor_parallel_size > 1 || options.data_parallel_size > 1 ||
-      options.enable_expert_parallel) {
+  if (options.tensor_parallel_size > 1 || options.enable_expert_parallel) {
     return unimplemented(flag +
-                         " with tensor, data or expert parallelism: context parallelism "
-                         "together with another kind is not built yet; give one of them");
+                         " with tensor or expert parallelism: context parallelism together with "
+                         "those is not built yet; give one of them (it runs inside "
+                         "--data-parallel-size ranks)");
+  }
+  if (options.data_parallel_size < 1 || options.data_parallel_size > kMaxDataParallelRanks ||
+      static_cast<int64_t>(cp) * options.data_parallel_size > kMaxDataParallelRanks) {
+    return invalid_argument(flag + " x data_parallel_size (--data-parallel-size) " +
+                            std::to_string(options.data_parallel_size) + ": give at most " +
+                            std::to_string(kMaxDataParallelRanks) + " cores in all");
   }
   DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
   if (backend == "cuda") {
@@ -115,7 +122,7 @@ Status validate_context_parallel(const EngineOptions& options) {
 
 Status validate_parallel_options(const EngineOptions& options) {
   DI_TRY(validate_context_parallel(options));
-  if (options.context_parallel_size > 1) return Status::ok_status();
+  if (options.context_parallel_size > 1) return validate_eplb_options(options, nullptr);
   const int32_t tp = options.tensor_parallel_size;
   const int32_t dp = options.data_parallel_size;
   if (tp < 1) {
@@ -159,9 +166,11 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   if (n < 2) return invalid_argument("DataParallelEngine needs data_parallel_size >= 2");
   auto engine = std::unique_ptr<DataParallelEngine>(new DataParallelEngine(options));
   engine->expert_parallel_ = options.enable_expert_parallel;
-  // Tensor parallelism inside each data-parallel rank: tp cores per rank over a group of their
-  // own. Expert parallelism spans every core of every rank (n x tp expert ranks).
-  const int tp = std::max(1, options.tensor_parallel_size);
+  // Tensor (or context) parallelism inside each data-parallel rank: tp cores per rank over a
+  // group of their own. Expert parallelism spans every core of every rank (n x tp expert ranks).
+  engine->context_ = options.context_parallel_size > 1;
+  const int tp = std::max(1, engine->context_ ? options.context_parallel_size
+                                              : options.tensor_parallel_size);
   engine->tp_ = tp;
   for (int r = 0; r < n; ++r) {
     engine->ranks_.push_back(std::make_unique<Rank>());
@@ -204,8 +213,11 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       if (e->rebalancer_) ep.load_counter = e->rebalancer_->counter();
     }
     model::TensorParallel tpar;
-    if (tp > 1) tpar.comm = rank.tp_comms[static_cast<size_t>(t)].get();
-    auto core = EngineCore::create(per_rank, ep, tpar);
+    model::ContextParallel cpar;
+    if (tp > 1) {
+      (e->context_ ? cpar.comm : tpar.comm) = rank.tp_comms[static_cast<size_t>(t)].get();
+    }
+    auto core = EngineCore::create(per_rank, ep, tpar, cpar);
     if (!core.ok()) {
       failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
@@ -459,7 +471,10 @@ void DataParallelEngine::update_stats() {
 std::string DataParallelEngine::describe() const {
   const int n = num_ranks();
   std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
-  if (tp_ > 1) {
+  if (tp_ > 1 && context_) {
+    ranks += "each rank " + std::to_string(tp_) +
+             " context-parallel ranks (every forward's rows split zig-zag, lockstep steps); ";
+  } else if (tp_ > 1) {
     ranks += "each rank " + std::to_string(tp_) +
              " tensor-parallel ranks (attention groups, dense projections and LM head split" +
              (expert_parallel_ ? "" : ", routed experts by intermediate rows") +

@@ -112,9 +112,10 @@ class DataParallelEngine final : public EngineDriver {
     // Expert parallelism: each core's communicator over every core of every rank, which its
     // model uses (outlive the cores); core t of rank r is expert rank r x tp + t.
     std::vector<std::unique_ptr<parallel::InProcessCommunicator>> ep_comms;
-    // Tensor parallelism inside the rank (tensor_parallel_size > 1): its group, each core's
-    // communicator (outlive the cores), and the cores of tensor-parallel ranks 1.. (core is
-    // rank 0: it answers; the copies run the same requests and steps, their outputs dropped).
+    // Tensor or context parallelism inside the rank (tensor_ or context_parallel_size > 1): its
+    // group, each core's communicator (outlive the cores), and the cores of ranks 1.. of the
+    // group (core is rank 0: it answers; the copies run the same requests and steps, their
+    // outputs dropped).
     std::shared_ptr<parallel::InProcessGroup> tp_group;
     std::vector<std::unique_ptr<parallel::InProcessCommunicator>> tp_comms;
     std::unique_ptr<EngineCore> core;
@@ -133,7 +134,8 @@ class DataParallelEngine final : public EngineDriver {
 
   EngineOptions options_;
   bool expert_parallel_ = false;
-  int tp_ = 1;       // tensor-parallel cores per rank
+  int tp_ = 1;            // tensor- (or context-) parallel cores per rank
+  bool context_ = false;  // those cores split each forward's rows (context parallelism)
   int experts_ = 0;  // routed experts of the model (expert parallelism's placement)
   std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only: every core
   std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models

@@ -15,8 +15,8 @@ namespace deepinfer {
 Expected<std::unique_ptr<Engine>> Engine::create(const EngineOptions& options) {
   DI_TRY(runtime::validate_parallel_options(options));
   std::unique_ptr<runtime::EngineDriver> core;
-  if (options.data_parallel_size > 1 && options.context_parallel_size <= 1) {
-    // Tensor parallelism inside each data-parallel rank too (tensor_parallel_size > 1).
+  if (options.data_parallel_size > 1) {
+    // Tensor or context parallelism inside each data-parallel rank too.
     DI_ASSIGN_OR_RETURN(core, runtime::DataParallelEngine::create(options));
   } else if (options.tensor_parallel_size > 1 || options.context_parallel_size > 1) {
     DI_ASSIGN_OR_RETURN(core, runtime::TensorParallelEngine::create(options));

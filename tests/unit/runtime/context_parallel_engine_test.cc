@@ -4,8 +4,8 @@
 // the tiny FP32 V4 and models/default (V4.1). Per request: the same tokens, text, finish reasons and logprobs, bit for
 // bit. Requests: a 300-token prompt (window wrapped, every compressor emitting) beside short
 // ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
-// chunked ones; the V4.1 default model too. Also: CP with another kind of parallelism or with
-// bounded replay, and bad sizes, refused by name.
+// chunked ones; the V4.1 default model too; inside two data-parallel ranks. Also: CP with tensor
+// or expert parallelism or with bounded replay, and bad sizes, refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -38,12 +38,13 @@ std::vector<Req> requests() {
   return reqs;
 }
 
-EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens) {
+EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int data_ranks = 1) {
   EngineOptions o;
   o.model_dir = dir;
   o.num_threads = 1;
   o.max_num_batched_tokens = batched_tokens;
   o.context_parallel_size = ranks;
+  o.data_parallel_size = data_ranks;
   auto created = Engine::create(o);
   EXPECT_TRUE(created.ok()) << created.status().message();
   EngineRun got;
@@ -88,6 +89,23 @@ TEST(ContextParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_t
 
 TEST(ContextParallelEngine, V41DefaultSameOutputsAsOneRank) {
   check_model(engine_test::source_dir() + "/models/default");
+}
+
+// Inside data-parallel ranks (--data-parallel-size 2 --context-parallel-size 2, four cores):
+// requests placed over the two ranks, each rank's forwards split over its two cores.
+TEST(ContextParallelEngine, InsideDataParallelRanksSameOutputsAsOneRank) {
+  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
+                                 engine_test::source_dir() + "/models/default"}) {
+    for (int32_t batched : {512, 48}) {
+      SCOPED_TRACE(dir + ", " + std::to_string(batched) + " batched tokens");
+      const EngineRun single = run(dir, 1, batched);
+      const EngineRun got = run(dir, 2, batched, /*data_ranks=*/2);
+      engine_test::expect_same(single, got);
+      EXPECT_NE(got.describe.find("data parallel: 2 ranks"), std::string::npos) << got.describe;
+      EXPECT_NE(got.describe.find("each rank 2 context-parallel ranks"), std::string::npos)
+          << got.describe;
+    }
+  }
 }
 
 TEST(ContextParallelEngine, RefusalsNameTheFlag) {
