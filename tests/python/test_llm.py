@@ -329,8 +329,10 @@ def test_context_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     runs = []
     for cp, dp in ((1, 1), (2, 1), (2, 2)):
         llm = LLM(str(tiny_dir), num_threads=1, context_parallel_size=cp, data_parallel_size=dp)
-        if cp > 1:
-            assert "context parallel" in llm.describe(), llm.describe()
+        if cp > 1 and dp == 1:
+            assert "context parallel: 2 ranks" in llm.describe(), llm.describe()
+        if dp > 1:
+            assert "each rank 2 context-parallel ranks" in llm.describe(), llm.describe()
         outs = llm.generate(PROMPTS, params, use_tqdm=False)
         runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
                      for o in outs])
