@@ -120,9 +120,9 @@ struct EngineOptions {
   // and batches; in every forward each sequence's new rows are split zig-zag over the ranks
   // (equal causal attention work, the point for long prefills) and the caches are gathered
   // whole on every rank; outputs are the single engine's. DeepSeek-V4 and V4.1; inside each
-  // data-parallel rank when data_parallel_size > 1; not with expert or tensor parallelism, nor
-  // with bounded replay (prefill_truncation_mode compact); not on CUDA. Values below 1 are
-  // refused.
+  // data-parallel rank when data_parallel_size > 1; with enable_expert_parallel the routed
+  // experts split over the ranks (all the cores); not with tensor parallelism, nor with bounded
+  // replay (prefill_truncation_mode compact); not on CUDA. Values below 1 are refused.
   int32_t context_parallel_size = 1;
   // EPLB while serving (vLLM's names; docs/parallel.md, "EPLB in the engine"), with
   // enable_expert_parallel over data_parallel_size > 1 ranks only (refused otherwise): the

@@ -25,9 +25,19 @@ Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backen
                          "memory only (in-process ranks on the CPU backends); load without "
                          "ContextParallel on this backend, or use the CPU backend");
   }
-  if (ep.enabled() || tp.enabled()) {
-    return unimplemented(what + "with " + (ep.enabled() ? "expert" : "tensor") +
-                         " parallelism beside it is not built: give one of the two");
+  if (tp.enabled()) {
+    return unimplemented(what +
+                         "with tensor parallelism beside it is not built: give one of the two");
+  }
+  // Expert parallelism over the same ranks (the original engine's "balanced CP, MoE EP") or over
+  // several context-parallel groups (data-parallel ranks of them): each rank routes its own rows
+  // through the exchange, or only serves its experts without rows.
+  if (ep.enabled() && ep.comm->size() % comm->size() != 0) {
+    return invalid_argument(what + "over " + std::to_string(comm->size()) +
+                            " ranks and expert parallelism over " +
+                            std::to_string(ep.comm->size()) +
+                            ", not a multiple: give expert parallelism the same ranks or whole "
+                            "context-parallel groups");
   }
   return {};
 }

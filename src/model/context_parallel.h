@@ -14,7 +14,9 @@
 // keys, and every rank ends the step holding the complete cache. Each rank then scores (indexer)
 // and attends only its own query rows. The final residual streams are gathered, so every rank
 // returns the single-rank logits (and hidden rows) of the whole step; decode continues with the
-// same calls (one token goes to rank 0; the others join the gathers with no rows).
+// same calls (one token goes to rank 0; the others join the gathers with no rows). With expert
+// parallelism over the same ranks, each rank's rows go through the expert exchange in every MoE
+// layer, and a rank without rows serves its experts there.
 //
 // Ranks are threads of one process over host memory (parallel::InProcessCommunicator), on the
 // CPU backends; DeepSeek-V4 and V4.1 (whose Full layers' compressor rows are gathered the same
@@ -43,8 +45,9 @@ struct ContextParallel {
   parallel::Communicator* comm = nullptr;
 
   bool enabled() const { return comm != nullptr; }
-  // Before anything is loaded: host memory, neither expert nor tensor parallelism beside it.
-  // Each message names the problem and the fix.
+  // Before anything is loaded: host memory, no tensor parallelism beside it, expert parallelism
+  // (if any) over the same ranks or whole groups of them (a multiple of size()). Each message
+  // names the problem and the fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops, const ExpertParallel& ep,
                   const TensorParallel& tp) const;
 };

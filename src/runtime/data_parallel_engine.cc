@@ -97,11 +97,12 @@ Status validate_context_parallel(const EngineOptions& options) {
                             std::to_string(kMaxDataParallelRanks));
   }
   if (cp == 1) return Status::ok_status();
-  if (options.tensor_parallel_size > 1 || options.enable_expert_parallel) {
+  if (options.tensor_parallel_size > 1) {
     return unimplemented(flag +
-                         " with tensor or expert parallelism: context parallelism together with "
-                         "those is not built yet; give one of them (it runs inside "
-                         "--data-parallel-size ranks)");
+                         " with tensor_parallel_size (--tensor-parallel-size): context and tensor "
+                         "parallelism together are not built yet; give one of them (either runs "
+                         "inside --data-parallel-size ranks, with or without "
+                         "--enable-expert-parallel)");
   }
   if (options.data_parallel_size < 1 || options.data_parallel_size > kMaxDataParallelRanks ||
       static_cast<int64_t>(cp) * options.data_parallel_size > kMaxDataParallelRanks) {
@@ -230,8 +231,11 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   for (int i = 0; i < n * tp; ++i) {
     const Status& st = failed[static_cast<size_t>(i)];
     if (st.ok()) continue;
-    return st.with_context("data-parallel rank " + std::to_string(i / tp) +
-                           (tp > 1 ? ", tensor-parallel rank " + std::to_string(i % tp) : ""));
+    return st.with_context(
+        "data-parallel rank " + std::to_string(i / tp) +
+        (tp > 1 ? (engine->context_ ? ", context-parallel rank " : ", tensor-parallel rank ") +
+                      std::to_string(i % tp)
+                : ""));
   }
   // A rank's tensor-parallel copies draw what its first core draws (one engine seed).
   for (const auto& rank : engine->ranks_) {

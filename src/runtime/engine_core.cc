@@ -162,8 +162,9 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   // Context parallelism, like tensor parallelism: every rank runs every forward. Expert
   // parallelism over more cores than the tensor-parallel group (inside data-parallel ranks) keeps
   // the expert-parallel lockstep: other groups run other batches, each group's cores the same.
+  const parallel::Communicator* group = tp.enabled() ? tp.comm : cp.comm;
   const bool experts_span_groups =
-      ep.enabled() && tp.enabled() && ep.comm->size() > tp.comm->size();
+      ep.enabled() && group != nullptr && ep.comm->size() > group->size();
   if ((tp.enabled() || cp.enabled()) && !experts_span_groups) {
     core->lockstep_ = std::make_unique<Lockstep>(tp.enabled() ? *tp.comm : *cp.comm, *core->model_,
                                                  Lockstep::Mode::kTensorParallel);

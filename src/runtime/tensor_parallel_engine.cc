@@ -24,7 +24,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
   // With expert parallelism (--enable-expert-parallel) the routed experts are split over the
   // same ranks, contiguous blocks, and the exchange runs over the same communicator.
   std::vector<parallel::ExpertPlacement> placements;
-  if (!context && options.enable_expert_parallel) {
+  if (options.enable_expert_parallel) {
     DI_ASSIGN_OR_RETURN(const io::ModelConfig config, io::load_model_config(options.model_dir));
     if (options.enable_eplb) {  // EPLB's initial plan, then its rebalances (as data-parallel)
       DI_ASSIGN_OR_RETURN(engine->rebalancer_, ExpertRebalancer::create(options, config));
@@ -153,26 +153,27 @@ Status TensorParallelEngine::reset_prefix_cache() {
 }
 
 std::string TensorParallelEngine::describe() const {
+  const std::string eplb =
+      rebalancer_ ? "; placed by EPLB" +
+                        (eplb_error_.empty() ? std::string()
+                                             : ", last rebalance failed: " + eplb_error_)
+                  : std::string();
   if (context_) {
     return "context parallel: " + std::to_string(num_ranks()) +
            " ranks (threads of this process), each forward's rows split zig-zag by causal "
-           "attention work, K=V and compressor rows gathered (whole caches on every rank), "
-           "lockstep steps; rank 0: " +
-           ranks_[0]->core->describe();
+           "attention work, K=V and compressor rows gathered (whole caches on every rank), " +
+           (expert_parallel_ ? "expert parallel: routed experts split over the ranks (each "
+                               "exchanging its rows" + eplb + "), "
+                             : std::string()) +
+           "lockstep steps; rank 0: " + ranks_[0]->core->describe();
   }
   return "tensor parallel: " + std::to_string(num_ranks()) +
          " ranks (threads of this process), attention groups, dense projections and LM head "
          "split, " +
          (expert_parallel_
-              ? std::string("routed experts split (expert parallelism, each rank exchanging its "
-                            "share of a step's rows") +
-                    (rebalancer_
-                         ? "; placed by EPLB" + (eplb_error_.empty()
-                                                     ? std::string()
-                                                     : ", last rebalance failed: " + eplb_error_)
-                         : std::string()) +
-                    ")"
-              : std::string("routed experts whole on every rank")) +
+              ? "routed experts split (expert parallelism, each rank exchanging its share of a "
+                "step's rows" + eplb + ")"
+              : std::string("every routed expert's rows split (MoE TP)")) +
          ", lockstep steps; rank 0: " + ranks_[0]->core->describe();
 }
 

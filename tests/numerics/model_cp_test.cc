@@ -6,8 +6,8 @@
 // and 4 ranks, prompt lengths not divisible by 2R, long enough that the window wraps and every
 // compressor emits rows (and the CSA top-k really selects). Also: the zig-zag split balances
 // causal attention work where equal token counts do not; a rank that fails mid-step makes the
-// others' steps errors, not a hang; CP beside TP or EP, and bounded replay with it, are refused
-// by name. DeepSeek-V4.1 likewise (the default model and two tiny ones), its DSpark draft too.
+// others' steps errors, not a hang; CP with EP over the same ranks gives the same bits; CP beside
+// TP, and bounded replay with it, are refused by name. DeepSeek-V4.1 likewise (the default model and two tiny ones), its DSpark draft too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "model/context_parallel.h"
 #include "model/model.h"
 #include "model_test_util.h"
+#include "parallel/expert_placement.h"
 #include "parallel/in_process_communicator.h"
 #include "rank_failure_check.h"
 #include "rank_schedule.h"
@@ -75,14 +76,20 @@ Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float
   return {};
 }
 
+// experts > 0: expert parallelism over the same ranks (contiguous blocks of that many experts).
 std::vector<std::vector<std::vector<float>>> run_context_parallel(const std::string& dir, int ranks,
-                                                                  bool ref) {
+                                                                  bool ref, int experts = 0) {
   std::vector<std::vector<std::vector<float>>> results(static_cast<size_t>(ranks));
   const std::vector<Status> statuses = run_ranks(ranks, [&](Communicator& comm) -> Status {
     auto ops = ref ? backend::cpu::make_ref_ops() : backend::cpu::make_opt_ops(1);
     ContextParallel cp;
     cp.comm = &comm;
-    DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, {}, {}, cp));
+    ExpertParallel ep;
+    if (experts > 0) {
+      ep.comm = &comm;
+      ep.placements = {parallel::ExpertPlacement::contiguous(experts, ranks)};
+    }
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, load_model(dir, *ops, {}, ep, {}, cp));
     return run_schedule(*m, schedule(static_cast<int32_t>(m->vocab_size())),
                         &results[static_cast<size_t>(comm.rank())]);
   });
@@ -93,7 +100,7 @@ std::vector<std::vector<std::vector<float>>> run_context_parallel(const std::str
   return results;
 }
 
-void check_model(const std::string& dir, bool ref = false) {
+void check_model(const std::string& dir, bool ref = false, bool with_ep = false) {
   auto single_m = load_model(dir, ref ? ref_ops() : opt_ops());
   ASSERT_TRUE(single_m.ok()) << single_m.status().to_string();
   Model& single = **single_m;
@@ -101,8 +108,9 @@ void check_model(const std::string& dir, bool ref = false) {
   const Status ran =
       run_schedule(single, schedule(static_cast<int32_t>(single.vocab_size())), &want);
   ASSERT_TRUE(ran.ok()) << ran.to_string();
+  const int experts = with_ep ? single.config().n_routed_experts : 0;
   for (int ranks : {1, 2, 4}) {
-    const auto got = run_context_parallel(dir, ranks, ref);
+    const auto got = run_context_parallel(dir, ranks, ref, experts);
     for (int rank = 0; rank < ranks; ++rank) {
       const auto& r = got[static_cast<size_t>(rank)];
       ASSERT_EQ(r.size(), want.size()) << dir << ": " << ranks << " ranks, rank " << rank;
@@ -132,6 +140,14 @@ TEST(ModelContextParallel, V41SameBitsOn124Ranks) {
   check_model(source_dir() + "/models/default");
   check_model(model_dir("v41_tiny_b", "official_bf16"));
   check_model(model_dir("v41_tiny_a", "official_quant"));
+}
+
+// Balanced CP with MoE EP over the same ranks (the original engine's deployment): each rank's
+// rows through the expert exchange, a rank without rows (decodes land on rank 0) serving its
+// experts; the same bits again.
+TEST(ModelContextParallel, WithExpertParallelismSameBitsOn124Ranks) {
+  check_model(source_dir() + "/models/v4-small", /*ref=*/false, /*with_ep=*/true);
+  check_model(source_dir() + "/models/default", /*ref=*/false, /*with_ep=*/true);
 }
 
 TEST(ModelContextParallel, ReferenceBackendSameBits) {

@@ -323,12 +323,14 @@ def test_tensor_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
 
 def test_context_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
     # LLM(context_parallel_size=): ranks (threads) splitting every forward's rows zig-zag give
-    # the single rank's tokens and logprobs, bit for bit; inside two data-parallel ranks too.
+    # the single rank's tokens and logprobs, bit for bit; inside two data-parallel ranks, and with
+    # the routed experts split over the ranks (enable_expert_parallel), too.
     params = [SamplingParams(temperature=0.9, top_p=0.9, seed=s, max_tokens=6, logprobs=2,
                              ignore_eos=True) for s in range(len(PROMPTS))]
     runs = []
-    for cp, dp in ((1, 1), (2, 1), (2, 2)):
-        llm = LLM(str(tiny_dir), num_threads=1, context_parallel_size=cp, data_parallel_size=dp)
+    for cp, dp, ep in ((1, 1, False), (2, 1, False), (2, 2, False), (2, 1, True)):
+        llm = LLM(str(tiny_dir), num_threads=1, context_parallel_size=cp, data_parallel_size=dp,
+                  enable_expert_parallel=ep)
         if cp > 1 and dp == 1:
             assert "context parallel: 2 ranks" in llm.describe(), llm.describe()
         if dp > 1:
@@ -336,7 +338,7 @@ def test_context_parallel_ranks_give_the_single_rank_outputs(tiny_dir):
         outs = llm.generate(PROMPTS, params, use_tqdm=False)
         runs.append([(o.outputs[0].token_ids, [sorted(d.items()) for d in o.outputs[0].logprobs])
                      for o in outs])
-    assert runs[0] == runs[1] == runs[2]
+    assert all(r == runs[0] for r in runs[1:])
     with pytest.raises(ValueError, match="context"):
         LLM(str(tiny_dir), num_threads=1, context_parallel_size=0)
 

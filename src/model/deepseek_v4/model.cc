@@ -313,7 +313,11 @@ class V4Model final : public model::Model {
       AttentionRows r = attention_rows(env(), b.attn, m, eager.attn);
       cp.gather_cache_rows(r);
       attention_core(split_env, b.attn, b.spec, false, l, r, in, attn);
-      if (m > 0) attention_out_ffn(b, Xl, rows, eager);
+      if (m > 0) {
+        attention_out_ffn(b, Xl, rows, eager);
+      } else if (exchange) {  // no rows here: this rank's experts still serve the others' rows
+        moe_serve_only(*ops, cfg(), num, b.moe, eager.moe, *exchange);
+      }
     }
     cp.gather_rows({Xl}, {X}, "final residual streams");
   }

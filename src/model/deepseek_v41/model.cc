@@ -416,7 +416,11 @@ class V41Model final : public model::Model {
       AttentionRows r = attention_rows(env(), b.base.attn, m, d.attn);
       cp.gather_cache_rows(r);
       csa2_core(split_env, b.base.attn, b.base.spec, l, r, in, attn, cs);
-      if (m > 0) attention_out_ffn(b.base, Xl, pre_l, rows, d);
+      if (m > 0) {
+        attention_out_ffn(b.base, Xl, pre_l, rows, d);
+      } else if (exchange) {  // no rows here: this rank's experts still serve the others' rows
+        moe_serve_only(o, cfg(), num, b.base.moe, d.moe, *exchange);
+      }
     }
     std::vector<CMat> local{Xl, pre_l};
     std::vector<Mat> full{X, pre_prev};

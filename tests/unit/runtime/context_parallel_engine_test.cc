@@ -4,8 +4,9 @@
 // the tiny FP32 V4 and models/default (V4.1). Per request: the same tokens, text, finish reasons and logprobs, bit for
 // bit. Requests: a 300-token prompt (window wrapped, every compressor emitting) beside short
 // ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
-// chunked ones; the V4.1 default model too; inside two data-parallel ranks. Also: CP with tensor
-// or expert parallelism or with bounded replay, and bad sizes, refused by name.
+// chunked ones; the V4.1 default model too; inside two data-parallel ranks; with expert
+// parallelism over the same ranks (and over all the cores of two data-parallel ranks). Also: CP
+// with tensor parallelism or with bounded replay, and bad sizes, refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -38,13 +39,15 @@ std::vector<Req> requests() {
   return reqs;
 }
 
-EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int data_ranks = 1) {
+EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int data_ranks = 1,
+              bool expert_parallel = false) {
   EngineOptions o;
   o.model_dir = dir;
   o.num_threads = 1;
   o.max_num_batched_tokens = batched_tokens;
   o.context_parallel_size = ranks;
   o.data_parallel_size = data_ranks;
+  o.enable_expert_parallel = expert_parallel;
   auto created = Engine::create(o);
   EXPECT_TRUE(created.ok()) << created.status().message();
   EngineRun got;
@@ -104,6 +107,27 @@ TEST(ContextParallelEngine, InsideDataParallelRanksSameOutputsAsOneRank) {
       EXPECT_NE(got.describe.find("data parallel: 2 ranks"), std::string::npos) << got.describe;
       EXPECT_NE(got.describe.find("each rank 2 context-parallel ranks"), std::string::npos)
           << got.describe;
+    }
+  }
+}
+
+// Balanced CP with MoE EP (--context-parallel-size 2 --enable-expert-parallel; the original
+// engine's "balanced CP, MoE EP"): the routed experts split over the CP ranks; and inside two
+// data-parallel ranks, the experts over all four cores.
+TEST(ContextParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
+  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
+                                 engine_test::source_dir() + "/models/default"}) {
+    for (int32_t batched : {512, 48}) {
+      const EngineRun single = run(dir, 1, batched);
+      for (int data_ranks : {1, 2}) {
+        SCOPED_TRACE(dir + ", " + std::to_string(batched) + " batched tokens, " +
+                     std::to_string(data_ranks) + " data-parallel ranks");
+        const EngineRun got = run(dir, 2, batched, data_ranks, /*expert_parallel=*/true);
+        engine_test::expect_same(single, got);
+        EXPECT_NE(got.describe.find(data_ranks > 1 ? "over all 4 cores" : "expert parallel"),
+                  std::string::npos)
+            << got.describe;
+      }
     }
   }
 }

@@ -14,8 +14,9 @@ void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
                  "ranks, each serving whole requests with its own scheduler and KV pages "
                  "(default 1); on the CPU backends, ranks are threads of this process");
   cmd.add_flag("--enable-expert-parallel", args.enable_expert_parallel,
-               "split the routed experts whole over the data- and tensor-parallel ranks (each "
-               "loads its share; the ranks step in lockstep); outputs are unchanged");
+               "split the routed experts whole over the data-, tensor- or context-parallel "
+               "ranks (each loads its share; the ranks step in lockstep); outputs are "
+               "unchanged");
   cmd.add_option("--tensor-parallel-size", args.tensor_parallel_size,
                  "split the weights (attention groups, every expert's rows, head) over N ranks "
                  "(threads, CPU backends) stepping every batch together, inside each "
