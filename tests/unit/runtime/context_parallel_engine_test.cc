@@ -40,7 +40,7 @@ std::vector<Req> requests() {
 }
 
 EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int data_ranks = 1,
-              bool expert_parallel = false) {
+              bool expert_parallel = false, bool eplb = false) {
   EngineOptions o;
   o.model_dir = dir;
   o.num_threads = 1;
@@ -48,6 +48,11 @@ EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int dat
   o.context_parallel_size = ranks;
   o.data_parallel_size = data_ranks;
   o.enable_expert_parallel = expert_parallel;
+  if (eplb) {  // rebalanced every 2 steps, 2 replicas per rank
+    o.enable_eplb = true;
+    o.num_redundant_experts = 2 * ranks * data_ranks;
+    o.eplb_step_interval = 2;
+  }
   auto created = Engine::create(o);
   EXPECT_TRUE(created.ok()) << created.status().message();
   EngineRun got;
@@ -127,6 +132,10 @@ TEST(ContextParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
         EXPECT_NE(got.describe.find(data_ranks > 1 ? "over all 4 cores" : "expert parallel"),
                   std::string::npos)
             << got.describe;
+        // EPLB over the same ranks: experts move between steps, the outputs do not change.
+        const EngineRun balanced = run(dir, 2, batched, data_ranks, true, /*eplb=*/true);
+        engine_test::expect_same(single, balanced);
+        EXPECT_GT(balanced.stats.eplb_rebalances, 0) << balanced.describe;
       }
     }
   }
