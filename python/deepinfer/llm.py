@@ -248,8 +248,9 @@ class LLM:
         # rebalance_experts()), with num_redundant_experts extra replicas of the hottest ones;
         # outputs are unchanged. context_parallel_size: ranks splitting every forward's rows by
         # causal attention work (zig-zag), for long prefills; DeepSeek-V4 and V4.1 on the CPU
-        # backends, alone or inside data-parallel ranks, with or without enable_expert_parallel
-        # (not with tensor parallelism); outputs are unchanged. docs/parallel.md.
+        # backends, alone or inside data-parallel ranks, with or without enable_expert_parallel,
+        # or with tensor_parallel_size as a grid of cores; outputs are unchanged.
+        # docs/parallel.md.
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)

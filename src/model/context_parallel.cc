@@ -25,9 +25,13 @@ Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backen
                          "memory only (in-process ranks on the CPU backends); load without "
                          "ContextParallel on this backend, or use the CPU backend");
   }
-  if (tp.enabled()) {
+  // Tensor parallelism beside it: each context-parallel rank is a tensor-parallel group (a grid
+  // of cores; the tensor-parallel gathers run over this rank's rows inside the group). Not with
+  // expert parallelism as well.
+  if (tp.enabled() && ep.enabled()) {
     return unimplemented(what +
-                         "with tensor parallelism beside it is not built: give one of the two");
+                         "with tensor and expert parallelism both beside it is not built: give "
+                         "context parallelism with one of them");
   }
   // Expert parallelism over the same ranks (the original engine's "balanced CP, MoE EP") or over
   // several context-parallel groups (data-parallel ranks of them): each rank routes its own rows

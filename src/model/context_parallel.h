@@ -45,9 +45,10 @@ struct ContextParallel {
   parallel::Communicator* comm = nullptr;
 
   bool enabled() const { return comm != nullptr; }
-  // Before anything is loaded: host memory, no tensor parallelism beside it, expert parallelism
-  // (if any) over the same ranks or whole groups of them (a multiple of size()). Each message
-  // names the problem and the fix.
+  // Before anything is loaded: host memory; expert parallelism (if any) over the same ranks or
+  // whole groups of them (a multiple of size()); tensor parallelism (each rank a tensor-parallel
+  // group of its own) or expert parallelism, not both. Each message names the problem and the
+  // fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops, const ExpertParallel& ep,
                   const TensorParallel& tp) const;
 };

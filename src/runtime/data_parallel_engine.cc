@@ -87,8 +87,8 @@ void add_stats(EngineStats& t, const EngineStats& s) {
 
 namespace {
 
-// context_parallel_size: alone or inside data-parallel ranks (no tensor or expert parallelism),
-// on the CPU.
+// context_parallel_size: alone, with tensor parallelism (a grid), inside data-parallel ranks
+// and/or with expert parallelism, on the CPU.
 Status validate_context_parallel(const EngineOptions& options) {
   const int32_t cp = options.context_parallel_size;
   const std::string flag = "context_parallel_size (--context-parallel-size) " + std::to_string(cp);
@@ -97,17 +97,20 @@ Status validate_context_parallel(const EngineOptions& options) {
                             std::to_string(kMaxDataParallelRanks));
   }
   if (cp == 1) return Status::ok_status();
-  if (options.tensor_parallel_size > 1) {
-    return unimplemented(flag +
-                         " with tensor_parallel_size (--tensor-parallel-size): context and tensor "
-                         "parallelism together are not built yet; give one of them (either runs "
-                         "inside --data-parallel-size ranks, with or without "
-                         "--enable-expert-parallel)");
+  const int32_t tp = options.tensor_parallel_size;
+  if (tp > 1 && (options.data_parallel_size > 1 || options.enable_expert_parallel)) {
+    return unimplemented(flag + " with tensor_parallel_size (--tensor-parallel-size) " +
+                         std::to_string(tp) +
+                         " and data or expert parallelism: a context x tensor grid runs alone; "
+                         "give context parallelism with one of the others");
   }
-  if (options.data_parallel_size < 1 || options.data_parallel_size > kMaxDataParallelRanks ||
-      static_cast<int64_t>(cp) * options.data_parallel_size > kMaxDataParallelRanks) {
+  if (tp < 1 || options.data_parallel_size < 1 ||
+      options.data_parallel_size > kMaxDataParallelRanks ||
+      static_cast<int64_t>(cp) * options.data_parallel_size * tp > kMaxDataParallelRanks) {
     return invalid_argument(flag + " x data_parallel_size (--data-parallel-size) " +
-                            std::to_string(options.data_parallel_size) + ": give at most " +
+                            std::to_string(options.data_parallel_size) +
+                            " x tensor_parallel_size (--tensor-parallel-size) " +
+                            std::to_string(tp) + ": give each at least 1 and at most " +
                             std::to_string(kMaxDataParallelRanks) + " cores in all");
   }
   DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));

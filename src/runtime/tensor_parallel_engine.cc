@@ -14,7 +14,10 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     const EngineOptions& options) {
   DI_TRY(validate_parallel_options(options));
   const bool context = options.context_parallel_size > 1;
-  const int n = context ? options.context_parallel_size : options.tensor_parallel_size;
+  // Context with tensor parallelism: a grid of cp x tp cores, core c·tp + t being tensor-parallel
+  // rank t of context-parallel rank c (each context-parallel rank a tensor-parallel group).
+  const int grid_tp = context ? std::max(1, options.tensor_parallel_size) : 1;
+  const int n = context ? options.context_parallel_size * grid_tp : options.tensor_parallel_size;
   if (n < 2) {
     return invalid_argument(
         "TensorParallelEngine needs tensor_parallel_size or context_parallel_size >= 2");
@@ -34,10 +37,27 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     }
     engine->expert_parallel_ = true;
   }
-  engine->group_ = parallel::InProcessGroup::create(n);
-  for (int r = 0; r < n; ++r) {
-    engine->ranks_.push_back(std::make_unique<Rank>());
-    engine->ranks_.back()->comm = engine->group_->communicator(r);
+  engine->grid_tp_ = grid_tp;
+  if (grid_tp > 1) {
+    const int cp = options.context_parallel_size;
+    for (int t = 0; t < grid_tp; ++t) {
+      engine->cp_groups_.push_back(parallel::InProcessGroup::create(cp));
+    }
+    for (int c = 0; c < cp; ++c) {
+      engine->tp_groups_.push_back(parallel::InProcessGroup::create(grid_tp));
+    }
+    for (int r = 0; r < n; ++r) {
+      const int c = r / grid_tp, t = r % grid_tp;
+      engine->ranks_.push_back(std::make_unique<Rank>());
+      engine->ranks_.back()->comm = engine->cp_groups_[static_cast<size_t>(t)]->communicator(c);
+      engine->ranks_.back()->tp_comm = engine->tp_groups_[static_cast<size_t>(c)]->communicator(t);
+    }
+  } else {
+    engine->group_ = parallel::InProcessGroup::create(n);
+    for (int r = 0; r < n; ++r) {
+      engine->ranks_.push_back(std::make_unique<Rank>());
+      engine->ranks_.back()->comm = engine->group_->communicator(r);
+    }
   }
   const EngineOptions per_rank = per_rank_options(options, n, /*lockstep=*/true);
   std::vector<Status> failed(static_cast<size_t>(n));
@@ -49,6 +69,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     model::ContextParallel cp;
     model::ExpertParallel ep;
     (context ? cp.comm : tp.comm) = rank.comm.get();
+    if (rank.tp_comm) tp.comm = rank.tp_comm.get();
     if (!placements.empty()) {
       ep.comm = rank.comm.get();
       ep.placements = placements;
@@ -58,7 +79,9 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     if (!core.ok()) {
       failed[static_cast<size_t>(r)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
-      e->group_->abort(core.status());
+      if (e->group_) e->group_->abort(core.status());
+      for (const auto& g : e->cp_groups_) g->abort(core.status());
+      for (const auto& g : e->tp_groups_) g->abort(core.status());
       return;
     }
     rank.core = std::move(core).value();
@@ -159,9 +182,14 @@ std::string TensorParallelEngine::describe() const {
                                              : ", last rebalance failed: " + eplb_error_)
                   : std::string();
   if (context_) {
-    return "context parallel: " + std::to_string(num_ranks()) +
+    const int cp = num_ranks() / grid_tp_;
+    return "context parallel: " + std::to_string(cp) +
            " ranks (threads of this process), each forward's rows split zig-zag by causal "
            "attention work, K=V and compressor rows gathered (whole caches on every rank), " +
+           (grid_tp_ > 1 ? "each rank " + std::to_string(grid_tp_) +
+                               " tensor-parallel cores (dense weights and every expert's rows "
+                               "split), "
+                         : std::string()) +
            (expert_parallel_ ? "expert parallel: routed experts split over the ranks (each "
                                "exchanging its rows" + eplb + "), "
                              : std::string()) +

@@ -72,6 +72,9 @@ class TensorParallelEngine final : public EngineDriver {
  private:
   struct Rank {
     std::unique_ptr<parallel::InProcessCommunicator> comm;  // the model's (outlives core)
+    // Context with tensor parallelism (a grid): comm is this core's context-parallel
+    // communicator and tp_comm its tensor-parallel one.
+    std::unique_ptr<parallel::InProcessCommunicator> tp_comm;
     std::unique_ptr<EngineCore> core;
   };
 
@@ -79,6 +82,10 @@ class TensorParallelEngine final : public EngineDriver {
   void update_stats();
 
   std::shared_ptr<parallel::InProcessGroup> group_;
+  // A context x tensor grid: the context-parallel groups (one per tensor-parallel index) and the
+  // tensor-parallel ones (one per context-parallel rank); group_ is then unused.
+  std::vector<std::shared_ptr<parallel::InProcessGroup>> cp_groups_, tp_groups_;
+  int grid_tp_ = 1;  // tensor-parallel cores per context-parallel rank (1: no grid)
   std::unique_ptr<ExpertRebalancer> rebalancer_;  // EPLB only; outlives the ranks' models
   EngineStats eplb_stats_;                        // EPLB: the eplb_* fields
   std::string eplb_error_;                        // why the last periodic rebalance failed

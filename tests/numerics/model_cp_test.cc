@@ -11,9 +11,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -235,15 +237,85 @@ TEST(ModelContextParallel, OtherParallelismAndBoundedReplayBesideItAreRefusedByN
                     .status();
     TensorParallel tp;
     tp.comm = &comm;
-    with_tp[r] = load_model(source_dir() + "/models/v4-small", opt_ops(), {}, {}, tp, cp).status();
+    ExpertParallel ep;
+    ep.comm = &comm;
+    ep.placements = {parallel::ExpertPlacement::contiguous(8, 2)};
+    with_tp[r] = load_model(source_dir() + "/models/v4-small", opt_ops(), {}, ep, tp, cp).status();
     return Status();
   });
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_NE(replay[r].message().find("with context parallelism"), std::string::npos)
         << replay[r].to_string();
-    EXPECT_NE(with_tp[r].message().find("with tensor parallelism beside it is not built"),
+    EXPECT_NE(with_tp[r].message().find("with tensor and expert parallelism both"),
               std::string::npos)
         << with_tp[r].to_string();
+  }
+}
+
+// A grid of cores: `cp` context-parallel ranks, each a tensor-parallel group of `tp` cores (core
+// c·tp + t is tensor-parallel rank t of group c and context-parallel rank c of group t).
+std::vector<std::vector<std::vector<float>>> run_grid(const std::string& dir, int cp, int tp) {
+  const int n = cp * tp;
+  std::vector<std::shared_ptr<parallel::InProcessGroup>> cp_groups, tp_groups;
+  for (int t = 0; t < tp; ++t) cp_groups.push_back(parallel::InProcessGroup::create(cp));
+  for (int c = 0; c < cp; ++c) tp_groups.push_back(parallel::InProcessGroup::create(tp));
+  std::vector<std::vector<std::vector<float>>> results(static_cast<size_t>(n));
+  std::vector<Status> statuses(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      const int c = i / tp, t = i % tp;
+      auto cp_comm = cp_groups[static_cast<size_t>(t)]->communicator(c);
+      auto tp_comm = tp_groups[static_cast<size_t>(c)]->communicator(t);
+      auto ops = backend::cpu::make_opt_ops(1);
+      ContextParallel cpar;
+      cpar.comm = cp_comm.get();
+      TensorParallel tpar;
+      tpar.comm = tp_comm.get();
+      Status st;
+      auto m = load_model(dir, *ops, {}, {}, tpar, cpar);
+      if (!m.ok()) {
+        st = m.status();
+      } else {
+        st = run_schedule(**m, schedule(static_cast<int32_t>((*m)->vocab_size())),
+                          &results[static_cast<size_t>(i)]);
+      }
+      if (!st.ok()) {  // the peers waiting in a gather fail instead of timing out
+        cp_groups[static_cast<size_t>(t)]->abort(st);
+        tp_groups[static_cast<size_t>(c)]->abort(st);
+      }
+      statuses[static_cast<size_t>(i)] = st;
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(statuses[static_cast<size_t>(i)].ok())
+        << "core " << i << ": " << statuses[static_cast<size_t>(i)].to_string();
+  }
+  return results;
+}
+
+// Context with tensor parallelism: 2 context-parallel ranks of 2 tensor-parallel cores each
+// (and 2 x 1, 1 x 2): every core's logits, hidden rows and DSpark drafts the single rank's.
+TEST(ModelContextParallel, WithTensorParallelismGridSameBits) {
+  for (const std::string& dir :
+       {source_dir() + "/models/v4-small", source_dir() + "/models/default"}) {
+    auto single_m = load_model(dir, opt_ops());
+    ASSERT_TRUE(single_m.ok()) << single_m.status().to_string();
+    std::vector<std::vector<float>> want;
+    ASSERT_TRUE(
+        run_schedule(**single_m, schedule(static_cast<int32_t>((*single_m)->vocab_size())), &want)
+            .ok());
+    for (const auto& [cp, tp] : {std::pair{2, 2}, std::pair{2, 1}, std::pair{1, 2}}) {
+      const auto got = run_grid(dir, cp, tp);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].size(), want.size()) << dir << ": " << cp << " x " << tp << ", core " << i;
+        for (size_t k = 0; k < want.size(); ++k) {
+          EXPECT_TRUE(same_bits(got[i][k], want[k]))
+              << dir << ": " << cp << " x " << tp << ", core " << i << ", output " << k;
+        }
+      }
+    }
   }
 }
 

@@ -5,8 +5,9 @@
 // bit. Requests: a 300-token prompt (window wrapped, every compressor emitting) beside short
 // ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
 // chunked ones; the V4.1 default model too; inside two data-parallel ranks; with expert
-// parallelism over the same ranks (and over all the cores of two data-parallel ranks). Also: CP
-// with tensor parallelism or with bounded replay, and bad sizes, refused by name.
+// parallelism over the same ranks (and over all the cores of two data-parallel ranks); as a
+// context x tensor grid. Also: the grid with data or expert parallelism, CP with bounded replay,
+// and bad sizes, refused by name.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -40,7 +41,7 @@ std::vector<Req> requests() {
 }
 
 EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int data_ranks = 1,
-              bool expert_parallel = false, bool eplb = false) {
+              bool expert_parallel = false, bool eplb = false, int tensor_ranks = 1) {
   EngineOptions o;
   o.model_dir = dir;
   o.num_threads = 1;
@@ -48,6 +49,7 @@ EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int dat
   o.context_parallel_size = ranks;
   o.data_parallel_size = data_ranks;
   o.enable_expert_parallel = expert_parallel;
+  o.tensor_parallel_size = tensor_ranks;
   if (eplb) {  // rebalanced every 2 steps, 2 replicas per rank
     o.enable_eplb = true;
     o.num_redundant_experts = 2 * ranks * data_ranks;
@@ -141,6 +143,24 @@ TEST(ContextParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
   }
 }
 
+// A context x tensor grid (--context-parallel-size 2 --tensor-parallel-size 2, four cores): each
+// context-parallel rank a tensor-parallel group.
+TEST(ContextParallelEngine, WithTensorParallelismGridSameOutputsAsOneRank) {
+  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
+                                 engine_test::source_dir() + "/models/default"}) {
+    for (int32_t batched : {512, 48}) {
+      SCOPED_TRACE(dir + ", " + std::to_string(batched) + " batched tokens");
+      const EngineRun single = run(dir, 1, batched);
+      const EngineRun got = run(dir, 2, batched, 1, false, false, /*tensor_ranks=*/2);
+      engine_test::expect_same(single, got);
+      EXPECT_NE(got.describe.find("context parallel: 2 ranks"), std::string::npos)
+          << got.describe;
+      EXPECT_NE(got.describe.find("each rank 2 tensor-parallel cores"), std::string::npos)
+          << got.describe;
+    }
+  }
+}
+
 TEST(ContextParallelEngine, RefusalsNameTheFlag) {
   EngineOptions o;
   o.model_dir = engine_test::source_dir() + "/models/default";  // V4.1
@@ -154,10 +174,12 @@ TEST(ContextParallelEngine, RefusalsNameTheFlag) {
   o.prefill_truncation_mode = "none";
   o.model_dir = engine_test::source_dir() + "/models/v4-small";
   o.tensor_parallel_size = 2;
-  auto with_tp = Engine::create(o);
-  ASSERT_FALSE(with_tp.ok());
-  EXPECT_NE(with_tp.status().message().find("--context-parallel-size"), std::string::npos)
-      << with_tp.status().message();
+  o.enable_expert_parallel = true;  // the grid runs alone
+  auto grid_ep = Engine::create(o);
+  ASSERT_FALSE(grid_ep.ok());
+  EXPECT_NE(grid_ep.status().message().find("--context-parallel-size"), std::string::npos)
+      << grid_ep.status().message();
+  o.enable_expert_parallel = false;
   o.tensor_parallel_size = 1;
   o.context_parallel_size = 0;
   auto zero = Engine::create(o);
