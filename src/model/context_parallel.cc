@@ -36,14 +36,7 @@ Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backen
   // Expert parallelism over the same ranks (the original engine's "balanced CP, MoE EP") or over
   // several context-parallel groups (data-parallel ranks of them): each rank routes its own rows
   // through the exchange, or only serves its experts without rows.
-  if (ep.enabled() && ep.comm->size() % comm->size() != 0) {
-    return invalid_argument(what + "over " + std::to_string(comm->size()) +
-                            " ranks and expert parallelism over " +
-                            std::to_string(ep.comm->size()) +
-                            ", not a multiple: give expert parallelism the same ranks or whole "
-                            "context-parallel groups");
-  }
-  return {};
+  return ep.check_whole_groups(what, comm->size(), "context-parallel");
 }
 
 std::vector<int64_t> zigzag_rows(int64_t begin, int64_t count, int rank, int size) {

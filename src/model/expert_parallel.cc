@@ -47,4 +47,13 @@ Status ExpertParallel::validate(const io::ModelConfig& c, const backend::Ops& op
   return {};
 }
 
+Status ExpertParallel::check_whole_groups(const std::string& what, int group_size,
+                                          const char* kind) const {
+  if (!enabled() || comm->size() % group_size == 0) return {};
+  return invalid_argument(what + "over " + std::to_string(group_size) +
+                          " ranks and expert parallelism over " + std::to_string(comm->size()) +
+                          ", not a multiple: give expert parallelism the same ranks or whole " +
+                          kind + " groups");
+}
+
 }  // namespace deepinfer::model

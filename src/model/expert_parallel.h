@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/ops.h"
@@ -53,6 +54,10 @@ struct ExpertParallel {
   // communicator and the config (count, ranks, experts per layer, every expert held somewhere),
   // and the load counter has the config's shape. Each message names the problem and the fix.
   Status validate(const io::ModelConfig& config, const backend::Ops& ops) const;
+  // Beside ranks of another kind (tensor or context parallelism) whose groups have `group_size`
+  // ranks: absent, or over whole groups (a multiple of group_size). `what` prefixes the message,
+  // `kind` names the groups ("tensor-parallel").
+  Status check_whole_groups(const std::string& what, int group_size, const char* kind) const;
 };
 
 // What Model::set_expert_placements changed on this rank, summed over the main layers.

@@ -23,13 +23,7 @@ Status TensorParallel::validate(const io::ModelConfig& c, const backend::Ops& op
   // With expert parallelism beside it: over the same ranks, or over several tensor-parallel
   // groups (data-parallel ranks of tensor-parallel cores), each group's cores exchanging their
   // shares of the group's rows with every expert rank.
-  if (ep.enabled() && ep.comm->size() % comm->size() != 0) {
-    return invalid_argument(what + "over " + std::to_string(comm->size()) +
-                            " ranks and expert parallelism over " +
-                            std::to_string(ep.comm->size()) +
-                            ", not a multiple: give expert parallelism the same ranks or whole "
-                            "tensor-parallel groups");
-  }
+  DI_TRY(ep.check_whole_groups(what, comm->size(), "tensor-parallel"));
   if (c.o_groups <= 0 || c.num_heads % c.o_groups != 0) {
     return invalid_argument(what + "config " + c.source +
                             ": num_attention_heads must be a multiple of o_groups");
