@@ -203,31 +203,36 @@ Status EpDispatcher::combine(std::span<const float> expert_outputs, std::span<co
 Status EpDispatcher::combine_in_expert_order(std::span<const float> expert_outputs,
                                              std::span<float> out) {
   DI_TRY(return_rows(expert_outputs, static_cast<int64_t>(out.size()), {}, false));
+  sum_pairs_in_expert_order(pair_experts_.data(), num_tokens_, top_k_, slot_of_pair_.data(),
+                            send_rows_.data(), hidden_, hidden_, out.data(), hidden_);
+  return Status();
+}
+
+void sum_pairs_in_expert_order(const int32_t* ids, int64_t num_tokens, int top_k,
+                               const int64_t* row_of_pair, const float* rows, int64_t row_ld,
+                               int64_t width, float* out, int64_t out_ld) {
   // Per token: its pairs by ascending expert id, ties in top-k order (a stable insertion sort
-  // of at most top_k entries), added from zero left to right: the order of Ops::moe_experts.
-  std::vector<int> order(static_cast<size_t>(top_k_));
-  std::fill(out.begin(), out.end(), 0.0f);
-  for (int64_t t = 0; t < num_tokens_; ++t) {
-    const int32_t* ids = pair_experts_.data() + t * top_k_;
+  // of at most top_k entries), added from zero left to right.
+  std::vector<int> order(static_cast<size_t>(top_k));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    const int32_t* id = ids + t * top_k;
     int used = 0;
-    for (int k = 0; k < top_k_; ++k) {
-      if (slot_of_pair_[static_cast<size_t>(t * top_k_ + k)] < 0) continue;
+    for (int k = 0; k < top_k; ++k) {
+      if (row_of_pair[t * top_k + k] < 0) continue;
       int at = used++;
-      while (at > 0 && ids[order[static_cast<size_t>(at - 1)]] > ids[k]) {
+      while (at > 0 && id[order[static_cast<size_t>(at - 1)]] > id[k]) {
         order[static_cast<size_t>(at)] = order[static_cast<size_t>(at - 1)];
         --at;
       }
       order[static_cast<size_t>(at)] = k;
     }
-    float* dst = out.data() + t * hidden_;
+    float* dst = out + t * out_ld;
+    std::fill(dst, dst + width, 0.0f);
     for (int i = 0; i < used; ++i) {
-      const int64_t slot =
-          slot_of_pair_[static_cast<size_t>(t * top_k_ + order[static_cast<size_t>(i)])];
-      const float* y = send_rows_.data() + slot * hidden_;
-      for (int64_t h = 0; h < hidden_; ++h) dst[h] += y[h];
+      const float* y = rows + row_of_pair[t * top_k + order[static_cast<size_t>(i)]] * row_ld;
+      for (int64_t h = 0; h < width; ++h) dst[h] += y[h];
     }
   }
-  return Status();
 }
 
 }  // namespace deepinfer::parallel

@@ -47,6 +47,15 @@ struct DispatchedRows {
   int64_t num_rows() const { return static_cast<int64_t>(expert_ids.size()); }
 };
 
+// out[t] = 0 + rows[row_of_pair[t·top_k + j0]] + rows[...j1] + ... over token t's pairs with a
+// row (row_of_pair >= 0) by ascending expert id ids[t·top_k + j] (ties in top-k order), FP32
+// left to right, `width` values of each row (rows and out rows `row_ld` / `out_ld` apart): the
+// order of Ops::moe_experts, for whoever has the pairs' outputs apart (the combine below; tensor
+// parallelism's routed experts, model/layers/moe_tp.h).
+void sum_pairs_in_expert_order(const int32_t* ids, int64_t num_tokens, int top_k,
+                               const int64_t* row_of_pair, const float* rows, int64_t row_ld,
+                               int64_t width, float* out, int64_t out_ld);
+
 // One dispatcher per rank and MoE layer; dispatch() plans and sends, the following combine
 // reuses the plan, and the next dispatch() replaces it (buffers are reused across calls).
 // Collective: every rank of the communicator calls dispatch() and then the same combine, with

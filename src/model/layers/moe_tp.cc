@@ -1,8 +1,6 @@
 // The MoE FFN under tensor parallelism (see moe_tp.h).
 #include "model/layers/moe_tp.h"
 
-#include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -10,6 +8,7 @@
 #include "base/check.h"
 #include "model/layers/moe.h"
 #include "model/layers/numerics.h"
+#include "parallel/ep_dispatch.h"
 
 namespace deepinfer::model {
 
@@ -25,10 +24,10 @@ backend::LinearOpts linear_opts(const backend::MoeOpts& opts) {
 
 // rows [0, T) of x scaled by their gate weights (gates[i]), then BF16-rounded when `round`:
 // moe_experts' `h *= g` (weight before w2) or `y * g` (after), as host loops.
-void scale_rows(backend::Mat x, const std::vector<float>& gates, bool round) {
+void scale_rows(backend::Mat x, const float* gates, bool round) {
   for (int64_t i = 0; i < x.rows; ++i) {
     float* r = x.row(i);
-    const float gi = gates[static_cast<size_t>(i)];
+    const float gi = gates[i];
     for (int64_t c = 0; c < x.cols; ++c) {
       r[c] *= gi;
       if (round) r[c] = backend::bf16_round(r[c]);
@@ -44,7 +43,7 @@ void routed_experts_split(backend::Ops& ops, const backend::MoeOpts& opts, const
   const int64_t M = v.rows, D = v.cols, k = w.top_k;
   const TensorSplit& split = w.tp;
   const int64_t Il = split.routed_inter.count, I = split.routed_inter_rows, Dl = split.hidden.count;
-  DI_CHECK(split.routed && g.cols == k && out.rows == M);
+  DI_CHECK(split.routed && g.cols == k && out.rows == M && !opts.round_out);
   // The (token, slot) pairs grouped by expert, ascending id, tokens in order within an expert
   // (every rank builds the same order from the same ids): row r of the grouped matrices below.
   const auto E = static_cast<int64_t>(w.experts.size());
@@ -86,8 +85,7 @@ void routed_experts_split(backend::Ops& ops, const backend::MoeOpts& opts, const
     ops.linear(xg, ew.w3, b, lo);
     ops.swiglu(a, b, opts.swiglu_limit, a);
     if (opts.weight_before_w2) {
-      const std::vector<float> gates(row_gate.begin() + r0, row_gate.begin() + r0 + T);
-      scale_rows(a, gates, opts.bf16_rounding);
+      scale_rows(a, row_gate.data() + r0, opts.bf16_rounding);
     } else if (opts.bf16_rounding) {
       ops.round_bf16(a);
     }
@@ -101,32 +99,13 @@ void routed_experts_split(backend::Ops& ops, const backend::MoeOpts& opts, const
     if (T == 0) continue;
     const backend::Mat ye = y.rows_slice(r0, T);
     ops.linear(backend::CMat(h).rows_slice(r0, T), w.experts[static_cast<size_t>(e)].w2, ye, lo);
-    if (!opts.weight_before_w2) {
-      const std::vector<float> gates(row_gate.begin() + r0, row_gate.begin() + r0 + T);
-      scale_rows(ye, gates, opts.bf16_rounding);
-    }
+    if (!opts.weight_before_w2) scale_rows(ye, row_gate.data() + r0, opts.bf16_rounding);
   }
   // Each token's pairs in ascending expert id (ties in slot order), summed from zero in FP32:
-  // moe_experts' order, so out = 0 + sum as there (a -0 sum reads +0).
-  const backend::Mat mine = out.cols_slice(split.hidden.begin, Dl);
-  std::vector<int64_t> order(static_cast<size_t>(k));
-  std::vector<float> acc(static_cast<size_t>(Dl));
-  for (int64_t m = 0; m < M && Dl > 0; ++m) {
-    const int32_t* im = ids + m * k;
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t p, int64_t q) { return im[p] < im[q]; });
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (const int64_t j : order) {
-      const int64_t r = pair_row[static_cast<size_t>(m * k + j)];
-      if (r < 0) continue;
-      const float* src = y.row(r);
-      for (int64_t c = 0; c < Dl; ++c) acc[static_cast<size_t>(c)] += src[c];
-    }
-    float* o = mine.row(m);
-    for (int64_t c = 0; c < Dl; ++c) {
-      const float sum = 0.0f + acc[static_cast<size_t>(c)];
-      o[c] = opts.round_out ? backend::bf16_round(sum) : sum;
-    }
+  // moe_experts' order (its rounding of out is the caller's act, after the gather).
+  if (Dl > 0) {
+    parallel::sum_pairs_in_expert_order(ids, M, static_cast<int>(k), pair_row.data(), y.data,
+                                        y.ld, Dl, out.data + split.hidden.begin, out.ld);
   }
 }
 
