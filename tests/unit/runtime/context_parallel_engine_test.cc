@@ -10,6 +10,7 @@
 // and bad sizes, refused by name.
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,19 +41,25 @@ std::vector<Req> requests() {
   return reqs;
 }
 
-EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int data_ranks = 1,
-              bool expert_parallel = false, bool eplb = false, int tensor_ranks = 1) {
+// The rank options of a run: context-parallel ranks, and optionally data-parallel ranks around
+// them, tensor-parallel cores in each (a grid), the routed experts split over all cores, EPLB.
+struct Ranks {
+  int context = 1, data = 1, tensor = 1;
+  bool expert = false, eplb = false;
+};
+
+EngineRun run(const std::string& dir, int32_t batched_tokens, Ranks ranks) {
   EngineOptions o;
   o.model_dir = dir;
   o.num_threads = 1;
   o.max_num_batched_tokens = batched_tokens;
-  o.context_parallel_size = ranks;
-  o.data_parallel_size = data_ranks;
-  o.enable_expert_parallel = expert_parallel;
-  o.tensor_parallel_size = tensor_ranks;
-  if (eplb) {  // rebalanced every 2 steps, 2 replicas per rank
+  o.context_parallel_size = ranks.context;
+  o.data_parallel_size = ranks.data;
+  o.tensor_parallel_size = ranks.tensor;
+  o.enable_expert_parallel = ranks.expert;
+  if (ranks.eplb) {  // rebalanced every 2 steps, 2 replicas per core
     o.enable_eplb = true;
-    o.num_redundant_experts = 2 * ranks * data_ranks;
+    o.num_redundant_experts = 2 * ranks.context * ranks.data;
     o.eplb_step_interval = 2;
   }
   auto created = Engine::create(o);
@@ -76,69 +83,70 @@ EngineRun run(const std::string& dir, int ranks, int32_t batched_tokens, int dat
   return got;
 }
 
-void check_model(const std::string& dir) {
-  for (int32_t batched : {512, 48}) {  // whole prefills together; chunks beside decodes
-    const EngineRun single = run(dir, 1, batched);
-    for (int ranks : {2, 4}) {
-      SCOPED_TRACE(dir + ": " + std::to_string(ranks) + " ranks, " + std::to_string(batched) +
-                   " batched tokens");
-      const EngineRun got = run(dir, ranks, batched);
-      engine_test::expect_same(single, got);
-      EXPECT_NE(got.describe.find("context parallel: " + std::to_string(ranks) + " ranks"),
-                std::string::npos)
-          << got.describe;
+// The single engine's run of a model at a token budget, made once per test binary.
+const EngineRun& single_run(const std::string& dir, int32_t batched_tokens) {
+  static std::map<std::pair<std::string, int32_t>, EngineRun> runs;
+  const auto key = std::make_pair(dir, batched_tokens);
+  auto it = runs.find(key);
+  if (it == runs.end()) it = runs.emplace(key, run(dir, batched_tokens, {})).first;
+  return it->second;
+}
+
+// Runs with `r` give the single engine's outputs, whole prefills together (512 batched tokens)
+// and chunks beside decodes (48), and describe themselves with every one of `describes`.
+void expect_like_one_rank(const std::string& dir, Ranks r,
+                          std::initializer_list<std::string> describes) {
+  for (int32_t batched : {512, 48}) {
+    SCOPED_TRACE(dir + ": " + std::to_string(r.context) + " context x " +
+                 std::to_string(r.data) + " data x " + std::to_string(r.tensor) +
+                 " tensor ranks" + (r.expert ? ", expert parallel" : "") +
+                 (r.eplb ? ", EPLB" : "") + ", " + std::to_string(batched) + " batched tokens");
+    const EngineRun got = run(dir, batched, r);
+    engine_test::expect_same(single_run(dir, batched), got);
+    for (const std::string& d : describes) {
+      EXPECT_NE(got.describe.find(d), std::string::npos) << got.describe;
+    }
+    if (r.eplb) {
+      EXPECT_GT(got.stats.eplb_rebalances, 0) << got.describe;
     }
   }
 }
 
-TEST(ContextParallelEngine, V4SmallSameOutputsAsOneRank) {
-  check_model(engine_test::source_dir() + "/models/v4-small");
+const std::string kV4Small = engine_test::source_dir() + "/models/v4-small";
+const std::string kDefault = engine_test::source_dir() + "/models/default";
+
+void check_model(const std::string& dir) {
+  for (int ranks : {2, 4}) {
+    expect_like_one_rank(dir, {.context = ranks},
+                         {"context parallel: " + std::to_string(ranks) + " ranks"});
+  }
 }
+
+TEST(ContextParallelEngine, V4SmallSameOutputsAsOneRank) { check_model(kV4Small); }
 
 TEST(ContextParallelEngine, TinyFp32SameOutputsAsOneRank) { check_model(engine_test::tiny_dir()); }
 
-TEST(ContextParallelEngine, V41DefaultSameOutputsAsOneRank) {
-  check_model(engine_test::source_dir() + "/models/default");
-}
+TEST(ContextParallelEngine, V41DefaultSameOutputsAsOneRank) { check_model(kDefault); }
 
 // Inside data-parallel ranks (--data-parallel-size 2 --context-parallel-size 2, four cores):
 // requests placed over the two ranks, each rank's forwards split over its two cores.
 TEST(ContextParallelEngine, InsideDataParallelRanksSameOutputsAsOneRank) {
-  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
-                                 engine_test::source_dir() + "/models/default"}) {
-    for (int32_t batched : {512, 48}) {
-      SCOPED_TRACE(dir + ", " + std::to_string(batched) + " batched tokens");
-      const EngineRun single = run(dir, 1, batched);
-      const EngineRun got = run(dir, 2, batched, /*data_ranks=*/2);
-      engine_test::expect_same(single, got);
-      EXPECT_NE(got.describe.find("data parallel: 2 ranks"), std::string::npos) << got.describe;
-      EXPECT_NE(got.describe.find("each rank 2 context-parallel ranks"), std::string::npos)
-          << got.describe;
-    }
+  for (const std::string& dir : {kV4Small, kDefault}) {
+    expect_like_one_rank(dir, {.context = 2, .data = 2},
+                         {"data parallel: 2 ranks", "each rank 2 context-parallel ranks"});
   }
 }
 
 // Balanced CP with MoE EP (--context-parallel-size 2 --enable-expert-parallel; the original
 // engine's "balanced CP, MoE EP"): the routed experts split over the CP ranks; and inside two
-// data-parallel ranks, the experts over all four cores.
+// data-parallel ranks, the experts over all four cores; with EPLB moving experts every 2 steps,
+// outputs unchanged.
 TEST(ContextParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
-  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
-                                 engine_test::source_dir() + "/models/default"}) {
-    for (int32_t batched : {512, 48}) {
-      const EngineRun single = run(dir, 1, batched);
-      for (int data_ranks : {1, 2}) {
-        SCOPED_TRACE(dir + ", " + std::to_string(batched) + " batched tokens, " +
-                     std::to_string(data_ranks) + " data-parallel ranks");
-        const EngineRun got = run(dir, 2, batched, data_ranks, /*expert_parallel=*/true);
-        engine_test::expect_same(single, got);
-        EXPECT_NE(got.describe.find(data_ranks > 1 ? "over all 4 cores" : "expert parallel"),
-                  std::string::npos)
-            << got.describe;
-        // EPLB over the same ranks: experts move between steps, the outputs do not change.
-        const EngineRun balanced = run(dir, 2, batched, data_ranks, true, /*eplb=*/true);
-        engine_test::expect_same(single, balanced);
-        EXPECT_GT(balanced.stats.eplb_rebalances, 0) << balanced.describe;
-      }
+  for (const std::string& dir : {kV4Small, kDefault}) {
+    for (bool eplb : {false, true}) {
+      expect_like_one_rank(dir, {.context = 2, .expert = true, .eplb = eplb}, {"expert parallel"});
+      expect_like_one_rank(dir, {.context = 2, .data = 2, .expert = true, .eplb = eplb},
+                           {"over all 4 cores"});
     }
   }
 }
@@ -146,18 +154,9 @@ TEST(ContextParallelEngine, WithExpertParallelismSameOutputsAsOneRank) {
 // A context x tensor grid (--context-parallel-size 2 --tensor-parallel-size 2, four cores): each
 // context-parallel rank a tensor-parallel group.
 TEST(ContextParallelEngine, WithTensorParallelismGridSameOutputsAsOneRank) {
-  for (const std::string& dir : {engine_test::source_dir() + "/models/v4-small",
-                                 engine_test::source_dir() + "/models/default"}) {
-    for (int32_t batched : {512, 48}) {
-      SCOPED_TRACE(dir + ", " + std::to_string(batched) + " batched tokens");
-      const EngineRun single = run(dir, 1, batched);
-      const EngineRun got = run(dir, 2, batched, 1, false, false, /*tensor_ranks=*/2);
-      engine_test::expect_same(single, got);
-      EXPECT_NE(got.describe.find("context parallel: 2 ranks"), std::string::npos)
-          << got.describe;
-      EXPECT_NE(got.describe.find("each rank 2 tensor-parallel cores"), std::string::npos)
-          << got.describe;
-    }
+  for (const std::string& dir : {kV4Small, kDefault}) {
+    expect_like_one_rank(dir, {.context = 2, .tensor = 2},
+                         {"context parallel: 2 ranks", "each rank 2 tensor-parallel cores"});
   }
 }
 
