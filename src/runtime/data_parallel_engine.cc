@@ -170,19 +170,19 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   if (n < 2) return invalid_argument("DataParallelEngine needs data_parallel_size >= 2");
   auto engine = std::unique_ptr<DataParallelEngine>(new DataParallelEngine(options));
   engine->expert_parallel_ = options.enable_expert_parallel;
-  // Tensor (or context) parallelism inside each data-parallel rank: tp cores per rank over a
-  // group of their own. Expert parallelism spans every core of every rank (n x tp expert ranks).
+  // Tensor (or context) parallelism inside each data-parallel rank: `inner` cores per rank over a
+  // group of their own. Expert parallelism spans every core of every rank (n x inner expert ranks).
   engine->context_ = options.context_parallel_size > 1;
-  const int tp = std::max(1, engine->context_ ? options.context_parallel_size
-                                              : options.tensor_parallel_size);
-  engine->tp_ = tp;
+  const int inner =
+      std::max(1, engine->context_ ? options.context_parallel_size : options.tensor_parallel_size);
+  engine->cores_per_rank_ = inner;
   for (int r = 0; r < n; ++r) {
     engine->ranks_.push_back(std::make_unique<Rank>());
-    if (tp > 1) {
+    if (inner > 1) {
       Rank& rank = *engine->ranks_.back();
-      rank.tp_group = parallel::InProcessGroup::create(tp);
-      for (int t = 0; t < tp; ++t) rank.tp_comms.push_back(rank.tp_group->communicator(t));
-      rank.tp_copies.resize(static_cast<size_t>(tp - 1));
+      rank.inner_group = parallel::InProcessGroup::create(inner);
+      for (int t = 0; t < inner; ++t) rank.inner_comms.push_back(rank.inner_group->communicator(t));
+      rank.copies.resize(static_cast<size_t>(inner - 1));
     }
   }
   std::vector<parallel::ExpertPlacement> placements;
@@ -193,23 +193,24 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       DI_ASSIGN_OR_RETURN(engine->rebalancer_, ExpertRebalancer::create(options, config));
       placements = engine->rebalancer_->placements();
     } else {
-      placements.push_back(parallel::ExpertPlacement::contiguous(config.n_routed_experts, n * tp));
+      placements.push_back(
+          parallel::ExpertPlacement::contiguous(config.n_routed_experts, n * inner));
     }
-    engine->group_ = parallel::InProcessGroup::create(n * tp);
-    for (int i = 0; i < n * tp; ++i) {
-      engine->ranks_[static_cast<size_t>(i / tp)]->ep_comms.push_back(
+    engine->group_ = parallel::InProcessGroup::create(n * inner);
+    for (int i = 0; i < n * inner; ++i) {
+      engine->ranks_[static_cast<size_t>(i / inner)]->ep_comms.push_back(
           engine->group_->communicator(i));
     }
   }
   const EngineOptions per_rank =
-      per_rank_options(options, n * tp, options.enable_expert_parallel || tp > 1);
-  std::vector<Status> failed(static_cast<size_t>(n * tp));
+      per_rank_options(options, n * inner, options.enable_expert_parallel || inner > 1);
+  std::vector<Status> failed(static_cast<size_t>(n * inner));
   DataParallelEngine* e = engine.get();
   // At once: with expert (or tensor) parallelism the cores' first lockstep rounds meet at the
-  // end of create. Core i is tensor-parallel rank i % tp of data-parallel rank i / tp.
-  run_on_ranks(std::vector<bool>(static_cast<size_t>(n * tp), true), [&](int i) {
-    Rank& rank = *e->ranks_[static_cast<size_t>(i / tp)];
-    const int t = i % tp;
+  // end of create. Core i is tensor-parallel rank i % inner of data-parallel rank i / inner.
+  run_on_ranks(std::vector<bool>(static_cast<size_t>(n * inner), true), [&](int i) {
+    Rank& rank = *e->ranks_[static_cast<size_t>(i / inner)];
+    const int t = i % inner;
     model::ExpertParallel ep;
     if (e->expert_parallel_) {
       ep.comm = rank.ep_comms[static_cast<size_t>(t)].get();
@@ -218,31 +219,31 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     }
     model::TensorParallel tpar;
     model::ContextParallel cpar;
-    if (tp > 1) {
-      (e->context_ ? cpar.comm : tpar.comm) = rank.tp_comms[static_cast<size_t>(t)].get();
+    if (inner > 1) {
+      (e->context_ ? cpar.comm : tpar.comm) = rank.inner_comms[static_cast<size_t>(t)].get();
     }
     auto core = EngineCore::create(per_rank, ep, tpar, cpar);
     if (!core.ok()) {
       failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
       if (e->group_) e->group_->abort(core.status());
-      if (rank.tp_group) rank.tp_group->abort(core.status());
+      if (rank.inner_group) rank.inner_group->abort(core.status());
       return;
     }
-    (t == 0 ? rank.core : rank.tp_copies[static_cast<size_t>(t - 1)]) = std::move(core).value();
+    (t == 0 ? rank.core : rank.copies[static_cast<size_t>(t - 1)]) = std::move(core).value();
   });
-  for (int i = 0; i < n * tp; ++i) {
+  for (int i = 0; i < n * inner; ++i) {
     const Status& st = failed[static_cast<size_t>(i)];
     if (st.ok()) continue;
     return st.with_context(
-        "data-parallel rank " + std::to_string(i / tp) +
-        (tp > 1 ? (engine->context_ ? ", context-parallel rank " : ", tensor-parallel rank ") +
-                      std::to_string(i % tp)
-                : ""));
+        "data-parallel rank " + std::to_string(i / inner) +
+        (inner > 1 ? (engine->context_ ? ", context-parallel rank " : ", tensor-parallel rank ") +
+                         std::to_string(i % inner)
+                   : ""));
   }
   // A rank's tensor-parallel copies draw what its first core draws (one engine seed).
   for (const auto& rank : engine->ranks_) {
-    for (const auto& copy : rank->tp_copies) copy->set_engine_seed(rank->core->engine_seed());
+    for (const auto& copy : rank->copies) copy->set_engine_seed(rank->core->engine_seed());
   }
   engine->update_stats();
   return engine;
@@ -283,14 +284,14 @@ Expected<RequestHandle> DataParallelEngine::submit(std::span<const int32_t> prom
     held = [callback, deltas](const StreamDelta& d) { deltas->emplace_back(callback, d); };
   }
   const RequestHandle handle = next_handle_;
-  const std::string text_copy = rank.tp_copies.empty() ? std::string() : prompt_text;
+  const std::string text_copy = rank.copies.empty() ? std::string() : prompt_text;
   DI_ASSIGN_OR_RETURN(
       const RequestHandle got,
       rank.core->submit_as(handle, prompt_ids, std::move(prompt_text), params, std::move(held)));
   // The rank's tensor-parallel copies get the same request; they refuse what its first core
   // refuses, so they take this one too.
-  for (size_t t = 0; t < rank.tp_copies.size(); ++t) {
-    const auto copy = rank.tp_copies[t]->submit_as(handle, prompt_ids, text_copy, params, {});
+  for (size_t t = 0; t < rank.copies.size(); ++t) {
+    const auto copy = rank.copies[t]->submit_as(handle, prompt_ids, text_copy, params, {});
     if (!copy.ok()) {
       return internal_error("tensor-parallel rank " + std::to_string(t + 1) +
                             " of data-parallel rank " + std::to_string(r) +
@@ -311,7 +312,7 @@ Status DataParallelEngine::abort(RequestHandle id) {
   Rank& rank = *ranks_[static_cast<size_t>(it->second.rank)];
   const Status s = rank.core->abort(id);
   if (s.ok()) {
-    for (const auto& copy : rank.tp_copies) (void)copy->abort(id);
+    for (const auto& copy : rank.copies) (void)copy->abort(id);
   }
   return s;
 }
@@ -329,16 +330,17 @@ std::vector<RequestOutput> DataParallelEngine::step() {
   if (expert_parallel_) std::fill(stepping.begin(), stepping.end(), true);
   std::vector<std::vector<RequestOutput>> ended(n);
   // Every core of a stepping rank (its tensor-parallel copies too: their forwards pair up);
-  // the copies' outputs are dropped, the first core's answer. Core i: rank i / tp_.
-  std::vector<bool> cores(n * static_cast<size_t>(tp_), false);
-  for (size_t i = 0; i < cores.size(); ++i) cores[i] = stepping[i / static_cast<size_t>(tp_)];
+  // the copies' outputs are dropped, the first core's answer. Core i: rank i / cores_per_rank_.
+  std::vector<bool> cores(n * static_cast<size_t>(cores_per_rank_), false);
+  for (size_t i = 0; i < cores.size(); ++i)
+    cores[i] = stepping[i / static_cast<size_t>(cores_per_rank_)];
   run_on_ranks(cores, [&](int i) {
-    Rank& rank = *ranks_[static_cast<size_t>(i / tp_)];
-    const int t = i % tp_;
+    Rank& rank = *ranks_[static_cast<size_t>(i / cores_per_rank_)];
+    const int t = i % cores_per_rank_;
     if (t == 0) {
-      ended[static_cast<size_t>(i / tp_)] = rank.core->step();
+      ended[static_cast<size_t>(i / cores_per_rank_)] = rank.core->step();
     } else {
-      (void)rank.tp_copies[static_cast<size_t>(t - 1)]->step();
+      (void)rank.copies[static_cast<size_t>(t - 1)]->step();
     }
   });
   std::vector<RequestOutput> done;
@@ -356,7 +358,8 @@ std::vector<RequestOutput> DataParallelEngine::step() {
   }
   // A step boundary: every rank is idle, no collective open (lockstep), so experts may move.
   if (rebalancer_) {
-    rebalance_when_due(*rebalancer_, [this] { return rebalance_experts(); }, eplb_error_);
+    rebalance_when_due(
+        *rebalancer_, [this] { return rebalance_experts(); }, eplb_error_);
   }
   update_stats();
   return done;
@@ -423,10 +426,10 @@ Status DataParallelEngine::rebalance_experts() {
   std::vector<EngineCore*> cores;  // every expert rank: each rank's cores, its copies too
   for (const auto& rank : ranks_) {
     cores.push_back(rank->core.get());
-    for (const auto& copy : rank->tp_copies) cores.push_back(copy.get());
+    for (const auto& copy : rank->copies) cores.push_back(copy.get());
   }
-  DI_TRY(rebalance_cores(cores, *rebalancer_, group_.get(), tp_ > 1 ? "core" : "data-parallel rank",
-                         eplb_stats_));
+  DI_TRY(rebalance_cores(cores, *rebalancer_, group_.get(),
+                         cores_per_rank_ > 1 ? "core" : "data-parallel rank", eplb_stats_));
   update_stats();
   return Status::ok_status();
 }
@@ -444,7 +447,7 @@ Status DataParallelEngine::reset_prefix_cache() {
   // No request is live, so no rank runs a forward here: the ranks reset one after another.
   for (const auto& rank : ranks_) {
     DI_TRY(rank->core->reset_prefix_cache());
-    for (const auto& copy : rank->tp_copies) DI_TRY(copy->reset_prefix_cache());
+    for (const auto& copy : rank->copies) DI_TRY(copy->reset_prefix_cache());
   }
   update_stats();
   return Status::ok_status();
@@ -478,17 +481,18 @@ void DataParallelEngine::update_stats() {
 std::string DataParallelEngine::describe() const {
   const int n = num_ranks();
   std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
-  if (tp_ > 1 && context_) {
-    ranks += "each rank " + std::to_string(tp_) +
+  if (cores_per_rank_ > 1 && context_) {
+    ranks += "each rank " + std::to_string(cores_per_rank_) +
              " context-parallel ranks (every forward's rows split zig-zag, lockstep steps); ";
-  } else if (tp_ > 1) {
-    ranks += "each rank " + std::to_string(tp_) +
+  } else if (cores_per_rank_ > 1) {
+    ranks += "each rank " + std::to_string(cores_per_rank_) +
              " tensor-parallel ranks (attention groups, dense projections and LM head split" +
              (expert_parallel_ ? "" : ", routed experts by intermediate rows") +
              ", lockstep steps); ";
   }
   const std::string expert_ranks =
-      tp_ > 1 ? " over all " + std::to_string(n * tp_) + " cores" : std::string();
+      cores_per_rank_ > 1 ? " over all " + std::to_string(n * cores_per_rank_) + " cores"
+                          : std::string();
   if (rebalancer_) {
     const int slots = experts_ + options_.num_redundant_experts;
     ranks += "expert parallel: " + std::to_string(experts_) + " routed experts in " +
@@ -502,7 +506,7 @@ std::string DataParallelEngine::describe() const {
   } else if (expert_parallel_) {
     ranks += "expert parallel: " + std::to_string(experts_) + " routed experts split contiguously" +
              expert_ranks + ", lockstep steps; ";
-  } else if (tp_ == 1) {
+  } else if (cores_per_rank_ == 1) {
     ranks += "each rank holds the whole model; ";
   }
   return ranks + "rank 0: " + ranks_[0]->core->describe();

@@ -116,10 +116,10 @@ class DataParallelEngine final : public EngineDriver {
     // group, each core's communicator (outlive the cores), and the cores of ranks 1.. of the
     // group (core is rank 0: it answers; the copies run the same requests and steps, their
     // outputs dropped).
-    std::shared_ptr<parallel::InProcessGroup> tp_group;
-    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> tp_comms;
+    std::shared_ptr<parallel::InProcessGroup> inner_group;
+    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> inner_comms;
     std::unique_ptr<EngineCore> core;
-    std::vector<std::unique_ptr<EngineCore>> tp_copies;
+    std::vector<std::unique_ptr<EngineCore>> copies;
     int64_t live_samples = 0;  // of the requests placed here and not yet ended (placement)
     // Deltas streamed by this rank during the step in progress, handed out after it.
     std::vector<std::pair<std::shared_ptr<Engine::StreamCallback>, StreamDelta>> deltas;
@@ -134,9 +134,9 @@ class DataParallelEngine final : public EngineDriver {
 
   EngineOptions options_;
   bool expert_parallel_ = false;
-  int tp_ = 1;            // tensor- (or context-) parallel cores per rank
-  bool context_ = false;  // those cores split each forward's rows (context parallelism)
-  int experts_ = 0;  // routed experts of the model (expert parallelism's placement)
+  int cores_per_rank_ = 1;  // tensor- (or context-) parallel cores per rank
+  bool context_ = false;    // those cores split each forward's rows (context parallelism)
+  int experts_ = 0;         // routed experts of the model (expert parallelism's placement)
   std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only: every core
   std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models
   // EPLB: the EngineStats::eplb_* fields (the ranks' stats know nothing of them), and why the
