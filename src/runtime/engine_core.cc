@@ -159,15 +159,16 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
       new EngineCore(std::move(ops), std::move(model), std::move(tok), std::move(sched), options));
   if (!core->tok_) core->no_tokenizer_reason_ = std::move(no_tokenizer);
   if (ep.enabled()) core->lockstep_ = std::make_unique<Lockstep>(*ep.comm, *core->model_);
-  // Context parallelism, like tensor parallelism: every rank runs every forward. Expert
-  // parallelism over more cores than the tensor-parallel group (inside data-parallel ranks) keeps
-  // the expert-parallel lockstep: other groups run other batches, each group's cores the same.
-  const parallel::Communicator* group = tp.enabled() ? tp.comm : cp.comm;
+  // Context parallelism, like tensor parallelism: every rank runs every forward (a grid of both:
+  // the lockstep runs inside the tensor-parallel group). Expert parallelism over more cores than
+  // the group (inside data-parallel ranks) keeps the expert-parallel lockstep: other groups run
+  // other batches, each group's cores the same.
+  parallel::Communicator* group = tp.enabled() ? tp.comm : cp.comm;
   const bool experts_span_groups =
       ep.enabled() && group != nullptr && ep.comm->size() > group->size();
-  if ((tp.enabled() || cp.enabled()) && !experts_span_groups) {
-    core->lockstep_ = std::make_unique<Lockstep>(tp.enabled() ? *tp.comm : *cp.comm, *core->model_,
-                                                 Lockstep::Mode::kTensorParallel);
+  if (group != nullptr && !experts_span_groups) {
+    core->lockstep_ =
+        std::make_unique<Lockstep>(*group, *core->model_, Lockstep::Mode::kTensorParallel);
   }
   core->spec_tokens_ = spec_tokens;
   core->draft_depth_ = spec_tokens;
