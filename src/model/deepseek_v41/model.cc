@@ -89,6 +89,10 @@ class V41Model final : public model::Model {
  public:
   explicit V41Model(backend::Ops& o)
       : ops(&o),
+        cp_x(o),
+        cp_pre(o),
+        cp_feats(o),
+        cp_engram(o),
         step(o),
         recorded(o),
         draft(o),
@@ -387,12 +391,9 @@ class V41Model final : public model::Model {
     LayerEnv split_env = env();
     split_env.query_of = cp.local_of().data();
     split_env.query_count = m;
-    for (auto* b : {&cp_x, &cp_pre, &cp_feats, &cp_engram}) {
-      if (!*b) b->emplace(o);
-    }
-    Mat Xl(fit(*cp_x, m * X.cols), m, X.cols), pre_l(fit(*cp_pre, m * pre_prev.cols), m,
+    Mat Xl(fit(cp_x, m * X.cols), m, X.cols), pre_l(fit(cp_pre, m * pre_prev.cols), m,
                                                         pre_prev.cols);
-    Mat feats_l(fit(*cp_feats, m * feats.cols), m, feats.cols);
+    Mat feats_l(fit(cp_feats, m * feats.cols), m, feats.cols);
     if (m > 0) {
       embed_streams(ids, Xl);
       o.copy_rows(constant_rows(onehot, m, false), nullptr, pre_l);  // layer 0: stream 0
@@ -402,7 +403,7 @@ class V41Model final : public model::Model {
       if (b.engram) {  // the whole step's lookup (its n-grams span the rows), then this rank's
         gather_engram(l, in, M, d);
         const int64_t width = engram_lookup->columns() * cfg().engram.head_dim;
-        Mat mine_rows(fit(*cp_engram, m * width), m, width);
+        Mat mine_rows(fit(cp_engram, m * width), m, width);
         if (m > 0) {
           o.copy_rows(CMat(d.engram_in[static_cast<size_t>(b.engram->index)].as<const float>(), M,
                            width),
@@ -410,7 +411,7 @@ class V41Model final : public model::Model {
         }
       }
       if (m > 0) {
-        before_block(l, Xl, feats_l, quarter, d, b.engram ? &*cp_engram : nullptr);
+        before_block(l, Xl, feats_l, quarter, d, b.engram ? &cp_engram : nullptr);
         attention_in(b.base, Xl, pre_l, rows, d);
       }
       AttentionRows r = attention_rows(env(), b.base.attn, m, d.attn);
@@ -708,7 +709,7 @@ class V41Model final : public model::Model {
   // Context parallelism (context_parallel.h), or null; with it: this rank's rows' streams,
   // carried pre, features and Engram rows.
   std::unique_ptr<ContextSplit> cp_split;
-  std::optional<backend::Buffer> cp_x, cp_pre, cp_feats, cp_engram;
+  backend::Buffer cp_x, cp_pre, cp_feats, cp_engram;
   bool keep_draft_context_ = true;  // set_draft_context
   CachePlan plan;
   std::optional<EngramLookup> engram_lookup;
