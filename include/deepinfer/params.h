@@ -110,8 +110,9 @@ struct EngineOptions {
   // parallelism"): N ranks holding shards of the weights (every routed expert's rows too, unless
   // enable_expert_parallel splits the experts whole) run every step of one request stream
   // together; with data_parallel_size, inside each data-parallel rank (expert parallelism then
-  // spans every core). A CUDA backend with more than one rank is refused (one GPU per rank over
-  // NCCL is not built). Values below 1 are refused.
+  // spans every core). On the CUDA backend, data_parallel_size alone runs each rank on a GPU of
+  // its own (cuda_devices); tensor, expert and context parallelism on GPUs are refused (their
+  // device-to-device exchange over NCCL is not built). Values below 1 are refused.
   int32_t data_parallel_size = 1;
   bool enable_expert_parallel = false;
   int32_t tensor_parallel_size = 1;
@@ -125,6 +126,12 @@ struct EngineOptions {
   // rank is a tensor-parallel group of T cores; not with bounded replay
   // (prefill_truncation_mode compact); not on CUDA. Values below 1 are refused.
   int32_t context_parallel_size = 1;
+  // The GPUs of the CUDA backend (ids as CUDA numbers them, after CUDA_VISIBLE_DEVICES): one per
+  // data-parallel rank, in rank order, or one for the single engine. Empty: rank r on GPU r
+  // (GPU 0 for one rank). A GPU may be named twice (ranks sharing it, each with its own memory
+  // and stream: tests, or models far smaller than the card). Ignored on the CPU backends; a
+  // count that is not the rank count, or an id the machine lacks, is refused.
+  std::vector<int32_t> cuda_devices;
   // EPLB while serving (vLLM's names; docs/parallel.md, "EPLB in the engine"), with
   // enable_expert_parallel over data_parallel_size > 1 ranks only (refused otherwise): the
   // routers count each layer's expert loads over the last eplb_window_size engine steps, and

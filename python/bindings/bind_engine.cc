@@ -314,7 +314,8 @@ EngineOptions engine_options(
     std::optional<bool> speculative_varlen, const std::string& speculative_acceptance,
     const std::string& load_format, int32_t data_parallel_size, bool enable_expert_parallel,
     int32_t tensor_parallel_size, bool enable_eplb, int32_t num_redundant_experts,
-    int32_t eplb_step_interval, int32_t eplb_window_size, int32_t context_parallel_size) {
+    int32_t eplb_step_interval, int32_t eplb_window_size, int32_t context_parallel_size,
+    const std::vector<int32_t>& cuda_devices) {
   EngineOptions o;
   o.model_dir = model_dir;
   o.tokenizer_path = tokenizer_path;
@@ -345,6 +346,7 @@ EngineOptions engine_options(
   o.eplb_step_interval = eplb_step_interval;
   o.eplb_window_size = eplb_window_size;
   o.context_parallel_size = context_parallel_size;  // checked by Engine::create
+  o.cuda_devices = cuda_devices;                    // checked by Engine::create
   return o;
 }
 
@@ -383,7 +385,7 @@ void bind_engine_loop(nb::module_& m) {
              const std::string& load_format, int32_t data_parallel_size,
              bool enable_expert_parallel, int32_t tensor_parallel_size, bool enable_eplb,
              int32_t num_redundant_experts, int32_t eplb_step_interval, int32_t eplb_window_size,
-             int32_t context_parallel_size) {
+             int32_t context_parallel_size, const std::vector<int32_t>& cuda_devices) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
@@ -391,7 +393,7 @@ void bind_engine_loop(nb::module_& m) {
                 speculative_method, num_speculative_tokens, speculative_varlen,
                 speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
                 tensor_parallel_size, enable_eplb, num_redundant_experts, eplb_step_interval,
-                eplb_window_size, context_parallel_size);
+                eplb_window_size, context_parallel_size, cuda_devices);
             EngineLoopOptions lo;
             lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
             Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
@@ -414,7 +416,8 @@ void bind_engine_loop(nb::module_& m) {
           nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
           nb::arg("tensor_parallel_size") = 1, nb::arg("enable_eplb") = false,
           nb::arg("num_redundant_experts") = 0, nb::arg("eplb_step_interval") = 3000,
-          nb::arg("eplb_window_size") = 1000, nb::arg("context_parallel_size") = 1)
+          nb::arg("eplb_window_size") = 1000, nb::arg("context_parallel_size") = 1,
+          nb::arg("cuda_devices") = std::vector<int32_t>{})
       .def(
           "submit",
           [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
@@ -529,7 +532,8 @@ void bind_engine(nb::module_& m) {
              const std::string& speculative_acceptance, const std::string& load_format,
              int32_t data_parallel_size, bool enable_expert_parallel, int32_t tensor_parallel_size,
              bool enable_eplb, int32_t num_redundant_experts, int32_t eplb_step_interval,
-             int32_t eplb_window_size, int32_t context_parallel_size) {
+             int32_t eplb_window_size, int32_t context_parallel_size,
+             const std::vector<int32_t>& cuda_devices) {
             const EngineOptions o = engine_options(
                 model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
                 num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
@@ -537,7 +541,7 @@ void bind_engine(nb::module_& m) {
                 speculative_method, num_speculative_tokens, speculative_varlen,
                 speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
                 tensor_parallel_size, enable_eplb, num_redundant_experts, eplb_step_interval,
-                eplb_window_size, context_parallel_size);
+                eplb_window_size, context_parallel_size, cuda_devices);
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -558,7 +562,8 @@ void bind_engine(nb::module_& m) {
           nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
           nb::arg("tensor_parallel_size") = 1, nb::arg("enable_eplb") = false,
           nb::arg("num_redundant_experts") = 0, nb::arg("eplb_step_interval") = 3000,
-          nb::arg("eplb_window_size") = 1000, nb::arg("context_parallel_size") = 1)
+          nb::arg("eplb_window_size") = 1000, nb::arg("context_parallel_size") = 1,
+          nb::arg("cuda_devices") = std::vector<int32_t>{})
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

@@ -207,6 +207,7 @@ class LLM:
         eplb_step_interval: int = 3000,
         eplb_window_size: int = 1000,
         context_parallel_size: int = 1,
+        cuda_devices: list[int] | None = None,
     ):
         # async_scheduling: plan step N+1 while step N runs (identical outputs); off: every
         # step runs start to end in step(). batch_invariant None: DEEPINFER_BATCH_INVARIANT.
@@ -239,8 +240,8 @@ class LLM:
         # routed experts and step in lockstep. tensor_parallel_size: ranks holding shards of the
         # dense weights, stepping every batch together (inside each data-parallel rank when both
         # are given; with enable_expert_parallel too, the experts split over all the cores);
-        # sizes < 1 and several ranks on
-        # the CUDA backend raise. docs/parallel.md.
+        # sizes < 1 raise; on the CUDA backend data parallelism runs each rank on a GPU of its
+        # own, and the other kinds of ranks raise (not built on GPUs). docs/parallel.md.
         # enable_eplb (vLLM's names, with enable_expert_parallel over data- or tensor-parallel
         # ranks):
         # count each layer's expert loads over the last eplb_window_size steps and re-place the
@@ -250,7 +251,8 @@ class LLM:
         # causal attention work (zig-zag), for long prefills; DeepSeek-V4 and V4.1 on the CPU
         # backends, alone or inside data-parallel ranks, with or without enable_expert_parallel,
         # or with tensor_parallel_size as a grid of cores; outputs are unchanged.
-        # docs/parallel.md.
+        # cuda_devices (backend "cuda"): each data-parallel rank's GPU, in rank order (None:
+        # rank r on GPU r); a GPU may be named twice. docs/parallel.md.
         spec = dict(speculative_config or {})
         spec_method = str(spec.pop("method", "auto" if speculative_config else "off"))
         spec_tokens = spec.pop("num_speculative_tokens", None)
@@ -279,7 +281,8 @@ class LLM:
             num_redundant_experts=int(num_redundant_experts),
             eplb_step_interval=int(eplb_step_interval),
             eplb_window_size=int(eplb_window_size),
-            context_parallel_size=int(context_parallel_size))
+            context_parallel_size=int(context_parallel_size),
+            cuda_devices=[int(d) for d in (cuda_devices or [])])
 
     # -- information ------------------------------------------------------------------------
     @property

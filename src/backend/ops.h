@@ -475,6 +475,12 @@ class Ops {
   virtual void upload_async(void* dst, const void* src, size_t bytes) { upload(dst, src, bytes); }
   // Waits until every queued op has finished (no-op for synchronous backends).
   virtual void synchronize() {}
+  // Makes this backend's device the calling thread's current one (CUDA: cudaSetDevice; the CPU
+  // backends: nothing). A device's API calls act on the thread's current device, so every
+  // thread that calls into a backend on a GPU other than 0 calls this first: the engine does
+  // at each entry (its step, the step worker's jobs, submit, abort); ranks on several GPUs in
+  // one process each bind their own. Cheap (a no-op when already current).
+  virtual void bind_thread() {}
 
   // ---- Recorded replay (CUDA graphs). Defaults: every run is eager. --------------------------
   // A backend that can record a fixed sequence of ops and replay it (CUDA graphs) returns the

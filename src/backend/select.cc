@@ -13,6 +13,19 @@ namespace deepinfer::backend {
 
 bool built_with_cuda() { return DEEPINFER_WITH_CUDA != 0; }
 
+int cuda_device_count() {
+#if DEEPINFER_WITH_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // no driver or no device: none usable
+    return 0;
+  }
+  return count;
+#else
+  return 0;
+#endif
+}
+
 Expected<std::string> resolve_backend_name(std::string_view name) {
   const auto& env = env_options();
   if (!env.ok()) return env.status();
@@ -37,7 +50,7 @@ Expected<std::string> resolve_backend_name(std::string_view name) {
 }
 
 Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
-                                        std::optional<bool> batch_invariant) {
+                                        std::optional<bool> batch_invariant, int cuda_device) {
   const auto& env = env_options();
   if (!env.ok()) return env.status();
   DI_ASSIGN_OR_RETURN(const std::string choice, resolve_backend_name(name));
@@ -50,12 +63,13 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
     // Say what asked for the GPU: the flag, or the knob.
     const std::string who = name.empty() ? "DEEPINFER_ACCELERATOR=nvidia" : "backend 'cuda'";
 #if DEEPINFER_WITH_CUDA
-    auto ops = cuda::CudaOps::create(0, batch_invariant.value_or(env->batch_invariant),
+    auto ops = cuda::CudaOps::create(cuda_device, batch_invariant.value_or(env->batch_invariant),
                                      env->cuda_graph_max_rows);
     if (!ops.ok()) return ops.status().with_context(who);
     return std::unique_ptr<Ops>(std::move(*ops));
 #else
     (void)batch_invariant;
+    (void)cuda_device;
     return failed_precondition(
         who +
         ": this DeepInfer build has no CUDA backend (nvcc was not found when it was "

@@ -6,7 +6,7 @@
 //           at every size (docs/cuda_backend.md), so it is opt-in.
 //   "opt"   the threaded CPU backend (num_threads; 0 = DEEPINFER_NUM_THREADS, else one per core)
 //   "ref"   the FP32 oracle, one thread
-//   "cuda"  the CUDA backend on device 0; a clear error when this build has no CUDA or the
+//   "cuda"  the CUDA backend on GPU `cuda_device` (default 0); a clear error when this build has no CUDA or the
 //           machine has no usable GPU
 #pragma once
 
@@ -28,9 +28,13 @@ Expected<std::string> resolve_backend_name(std::string_view name);
 // batch_invariant: unset = DEEPINFER_BATCH_INVARIANT (the CPU backends are invariant anyway; the
 // CUDA backend then picks its invariant kernels).
 Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads = 0,
-                                        std::optional<bool> batch_invariant = std::nullopt);
+                                        std::optional<bool> batch_invariant = std::nullopt,
+                                        int cuda_device = 0);
 
 // True when this build contains the CUDA backend.
 bool built_with_cuda();
+// The GPUs the CUDA backend can see (CUDA_VISIBLE_DEVICES applies); 0 without a CUDA build, a
+// driver or a device.
+int cuda_device_count();
 
 }  // namespace deepinfer::backend

@@ -122,11 +122,60 @@ Status validate_context_parallel(const EngineOptions& options) {
   return Status::ok_status();
 }
 
+// cuda_devices: GPUs for the CUDA backend only, one per data-parallel rank, ids the machine has;
+// without it, data_parallel_size ranks need that many GPUs.
+Status validate_cuda_devices(const EngineOptions& options, const std::string& backend) {
+  const std::vector<int32_t>& ids = options.cuda_devices;
+  const int32_t ranks = options.data_parallel_size;
+  if (backend != "cuda") {
+    if (ids.empty()) return Status::ok_status();
+    return invalid_argument(
+        "cuda_devices (--cuda-devices) names GPUs but the backend is '" + backend +
+        "' (the CPU): run on the GPU (--backend cuda, or DEEPINFER_ACCELERATOR=nvidia), or leave "
+        "cuda_devices out");
+  }
+  const int count = backend::cuda_device_count();
+  const std::string have = "this machine has " + std::to_string(count) + " GPU" +
+                           (count == 1 ? "" : "s") + " (CUDA_VISIBLE_DEVICES applies)";
+  if (ids.empty()) {
+    if (ranks <= 1 || ranks <= count) return Status::ok_status();
+    return invalid_argument(
+        "data_parallel_size (--data-parallel-size) " + std::to_string(ranks) +
+        " on the CUDA backend puts each rank on a GPU of its own, and " + have +
+        (count == 0 ? std::string(": run the ranks on the CPU (backend opt)")
+                    : ": give at most " + std::to_string(count) +
+                          " ranks, or name each rank's GPU with cuda_devices (--cuda-devices; a "
+                          "GPU may be named twice)"));
+  }
+  if (static_cast<int64_t>(ids.size()) != ranks) {
+    return invalid_argument("cuda_devices (--cuda-devices) names " + std::to_string(ids.size()) +
+                            (ids.size() == 1 ? " GPU" : " GPUs") + " for " +
+                            std::to_string(ranks) + " data-parallel rank" +
+                            (ranks == 1 ? "" : "s") +
+                            ": give one GPU id per rank, in rank order, or none (rank r on GPU "
+                            "r)");
+  }
+  for (const int32_t id : ids) {
+    if (id < 0 || id >= count) {
+      return invalid_argument("cuda_devices (--cuda-devices) names GPU " + std::to_string(id) +
+                              ", and " + have +
+                              (count > 0 ? ": give ids 0.." + std::to_string(count - 1)
+                                         : ": run on the CPU (backend opt)"));
+    }
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 Status validate_parallel_options(const EngineOptions& options) {
   DI_TRY(validate_context_parallel(options));
-  if (options.context_parallel_size > 1) return validate_eplb_options(options, nullptr);
+  if (options.context_parallel_size > 1) {
+    DI_TRY(validate_eplb_options(options, nullptr));
+    DI_ASSIGN_OR_RETURN(const std::string backend,
+                        backend::resolve_backend_name(options.backend));
+    return validate_cuda_devices(options, backend);  // CPU ranks here: cuda_devices refused
+  }
   const int32_t tp = options.tensor_parallel_size;
   const int32_t dp = options.data_parallel_size;
   if (tp < 1) {
@@ -148,19 +197,18 @@ Status validate_parallel_options(const EngineOptions& options) {
                             " ranks: give at most " + std::to_string(kMaxDataParallelRanks));
   }
   DI_TRY(validate_eplb_options(options, nullptr));  // the model's part in create()
-  if (tp == 1 && dp == 1) return Status::ok_status();
   DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
-  if (backend == "cuda") {
+  if (backend == "cuda" && (tp > 1 || (dp > 1 && options.enable_expert_parallel))) {
     const std::string what =
         tp > 1 ? "tensor_parallel_size (--tensor-parallel-size) " + std::to_string(tp)
-               : "data_parallel_size (--data-parallel-size) " + std::to_string(dp);
+               : "enable_expert_parallel (--enable-expert-parallel) over data_parallel_size " +
+                     std::to_string(dp);
     return unimplemented(what +
-                         " with the CUDA backend: ranks on GPUs (one GPU per rank, NCCL between "
-                         "them) are not built yet; run the ranks on the CPU (backend opt), or one "
-                         "GPU with " +
-                         (tp > 1 ? "tensor_parallel_size 1" : "data_parallel_size 1"));
+                         " with the CUDA backend: the ranks' device-to-device exchange (NCCL) is "
+                         "not built yet; on GPUs give data parallelism alone (each rank a whole "
+                         "model on its own GPU), or run these ranks on the CPU (backend opt)");
   }
-  return Status::ok_status();
+  return validate_cuda_devices(options, backend);
 }
 
 Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
@@ -204,6 +252,11 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   }
   const EngineOptions per_rank =
       per_rank_options(options, n * inner, options.enable_expert_parallel || inner > 1);
+  // On the CUDA backend each rank has a GPU of its own (validate_parallel_options allows only
+  // data parallelism there): the one cuda_devices names, else GPU r.
+  DI_ASSIGN_OR_RETURN(const std::string backend_name,
+                      backend::resolve_backend_name(options.backend));
+  const bool on_gpus = backend_name == "cuda";
   std::vector<Status> failed(static_cast<size_t>(n * inner));
   DataParallelEngine* e = engine.get();
   // At once: with expert (or tensor) parallelism the cores' first lockstep rounds meet at the
@@ -222,7 +275,13 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     if (inner > 1) {
       (e->context_ ? cpar.comm : tpar.comm) = rank.inner_comms[static_cast<size_t>(t)].get();
     }
-    auto core = EngineCore::create(per_rank, ep, tpar, cpar);
+    EngineOptions core_options = per_rank;
+    if (on_gpus) {
+      core_options.cuda_devices = {options.cuda_devices.empty()
+                                       ? i
+                                       : options.cuda_devices[static_cast<size_t>(i)]};
+    }
+    auto core = EngineCore::create(core_options, ep, tpar, cpar);
     if (!core.ok()) {
       failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.

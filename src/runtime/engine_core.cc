@@ -93,7 +93,8 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   // EngineOptions::backend, else DEEPINFER_ACCELERATOR, picks the backend (backend/select.h).
   // The batch-invariance option reaches the backend, which picks its kernels by it.
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
-                      backend::make_ops(options.backend, threads, options.batch_invariant));
+                      backend::make_ops(options.backend, threads, options.batch_invariant,
+                                        options.cuda_devices.empty() ? 0 : options.cuda_devices[0]));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                       model::load_model(options.model_dir, *ops, {load_format, 0}, ep, tp, cp));
 
@@ -236,6 +237,7 @@ EngineCore::EngineCore(std::unique_ptr<backend::Ops> ops, std::unique_ptr<model:
 
 EngineCore::~EngineCore() {
   executor_->wait();  // the outstanding job uses the model and the sequences' states
+  ops_->bind_thread();  // the members below free their memory on the backend's own device
 }
 
 std::string EngineCore::describe() const {
@@ -287,6 +289,7 @@ Expected<RequestHandle> EngineCore::submit_as(RequestHandle chosen,
                                               std::span<const int32_t> prompt_ids,
                                               std::string prompt_text, const SamplingParams& params,
                                               Engine::StreamCallback on_delta) {
+  ops_->bind_thread();  // a new sequence may take KV pages from the backend
   DI_TRY(params.validate(vocab_size()));
   if (!params.stop.empty() && !tok_) {
     return invalid_argument("stop strings need a tokenizer, and " + no_tokenizer_reason_ +
@@ -358,6 +361,7 @@ Expected<RequestHandle> EngineCore::submit_as(RequestHandle chosen,
 }
 
 Status EngineCore::abort(RequestHandle id) {
+  ops_->bind_thread();
   const auto it = parents_.find(id);
   if (it == parents_.end()) {
     return not_found("abort: request " + std::to_string(id) + " is unknown or has already ended");
@@ -447,6 +451,7 @@ void EngineCore::launch(StepJob& job) {
   ++stats_.steps;
   StepJob* j = &job;
   executor_->launch([this, j] {
+    ops_->bind_thread();  // the step worker's thread (asynchronous scheduling) or the caller's
     execute(*j);
     finish_lockstep_step();
   });
@@ -535,6 +540,7 @@ void EngineCore::process(StepJob& job) {
 }
 
 std::vector<RequestOutput> EngineCore::step() {
+  ops_->bind_thread();  // ranks on several GPUs: each step runs on its rank's thread
   std::vector<RequestOutput> done;
   const auto t0 = Clock::now();
   double waited = 0;
@@ -639,10 +645,12 @@ void EngineCore::update_gauges() {
 Expected<model::ExpertMoves> EngineCore::set_expert_placements(
     std::vector<parallel::ExpertPlacement> placements) {
   DI_CHECK(in_flight_ == nullptr);
+  ops_->bind_thread();
   return model_->set_expert_placements(std::move(placements));
 }
 
 Status EngineCore::reset_prefix_cache() {
+  ops_->bind_thread();
   if (!parents_.empty()) {
     return failed_precondition("reset_prefix_cache: " + std::to_string(parents_.size()) +
                                " requests have not ended");

@@ -256,7 +256,9 @@ def test_data_parallel_options(cli, repo_dir, model_a):
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["token_ids"] == plain["token_ids"]
     for extra, needle in ((("--data-parallel-size", 0), "--data-parallel-size"),
-                          (("--data-parallel-size", 2, "--backend", "cuda"), "CUDA backend")):
+                          (("--data-parallel-size", 2, "--backend", "cuda", "--cuda-devices",
+                            "0,0,0"), "names 3 GPUs for 2 data-parallel ranks"),
+                          (("--cuda-devices", "0"), "--backend cuda")):
         r = generate(cli, repo_dir, model_a, [5, 17, 42], *extra)
         assert r.returncode == 1, (r.stdout, r.stderr)
         assert needle in r.stderr, r.stderr

@@ -379,7 +379,8 @@ def test_eplb_rebalances_keep_the_outputs(tiny_dir):
 @pytest.mark.parametrize("kwargs,needle", [
     ({"tensor_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),
     ({"data_parallel_size": 0}, "data_parallel_size"),
-    ({"data_parallel_size": 2, "backend": "cuda"}, "with the CUDA backend"),
+    ({"data_parallel_size": 2, "backend": "cuda", "cuda_devices": [0]}, "one GPU id per rank"),
+    ({"cuda_devices": [0]}, "names GPUs but the backend"),
 ])
 def test_rank_options_refused_with_a_reason(tiny_dir, kwargs, needle):
     with pytest.raises(ValueError, match=needle):

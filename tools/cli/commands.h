@@ -5,7 +5,9 @@
 #pragma once
 
 #include <functional>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "deepinfer/params.h"
 
@@ -39,9 +41,11 @@ struct ParallelArgs {
   int num_redundant_experts = 0;
   int eplb_step_interval = 3000;
   int eplb_window_size = 1000;
+  std::vector<int32_t> cuda_devices;  // EngineOptions::cuda_devices (--cuda-devices 0,1)
   bool any() const {
     return data_parallel_size != 1 || enable_expert_parallel || tensor_parallel_size != 1 ||
-           context_parallel_size != 1 || enable_eplb || num_redundant_experts != 0;
+           context_parallel_size != 1 || enable_eplb || num_redundant_experts != 0 ||
+           !cuda_devices.empty();
   }
   // Copies every rank and EPLB option into `o`.
   void apply(EngineOptions& o) const;

@@ -31,6 +31,11 @@
 #          from CMake or $DEPS_CMAKE, default .deps/cmake) and `deepinfer generate` on the
 #          embedded default model: sampled text through the engine and greedy token ids through
 #          the model, on the CPU and on the GPU (DEEPINFER_ACCELERATOR=nvidia / --backend cuda)
+#   dp     (not default) data-parallel ranks on the GPU(s) through the engine: models/default,
+#          DP_PROMPTS (default 32) greedy requests of 64 tokens, one rank vs DP_RANKS (default 2)
+#          ranks on DP_DEVICES (default: 0,1,.. when the machine has enough GPUs, else every rank
+#          on GPU 0); batch-invariant (DEEPINFER_BATCH_INVARIANT=1), so the token ids must be
+#          equal whatever the ranks' batches; then tokens/s of both without it; dp.log, dp_*.json
 #   spec   speculative decoding through the engine on the GPU: SPEC_MODEL (default models/default,
 #          the trained V4.1) at SPEC_CONCURRENCY (default "1 4 16 64") requests, SPEC_CONFIGS (default
 #          off vs DSpark / n-gram, fixed k (SPEC_K, default 5) and varlen; for the V4 path:
@@ -45,8 +50,8 @@
 #          draft_bench on SPEC_MODEL (default models/v4-small, k = SPEC_K, DRAFT_BATCHES) and
 #          decode_bench on the V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES) with
 #          DEEPINFER_CUDA_PDL=0, then =1; the harnesses with it on (ops_cuda_test,
-#          model_cuda_test); then both benches again with PDL off and --no-fused-act-quant (the
-#          fused act-quant GEMV's A/B); pdl_draft_{0,1,unfused}.log, pdl_decode_{0,1,unfused}.log
+#          model_cuda_test); then both benches again with PDL off and --fused-act-quant (the
+#          fused act-quant GEMV's A/B); pdl_draft_{0,1,fused}.log, pdl_decode_{0,1,fused}.log
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
@@ -258,6 +263,43 @@ PY
     fi
   fi
 fi
+if has dp; then
+  build_engine_bin ||
+    { say "dp: engine build FAILED"; grep -E -m10 'error|Error' "$OUT/engine_build.log" | tee -a "$OUT/summary.txt"; }
+  RANKS="${DP_RANKS:-2}"
+  NGPU=$(nvidia-smi -L 2>/dev/null | wc -l)
+  if [ -n "${DP_DEVICES:-}" ]; then DEVS="$DP_DEVICES"
+  elif [ "$NGPU" -ge "$RANKS" ]; then DEVS=$(seq -s, 0 $((RANKS - 1)))
+  else DEVS=$(printf '0%.0s,' $(seq 1 "$RANKS")); DEVS=${DEVS%,}; fi
+  for i in $(seq 1 "${DP_PROMPTS:-32}"); do echo "Story $i: once upon a time"; done > "$OUT/dp_prompts.txt"
+  dp_run() {  # dp_run NAME INVARIANT [flags]: one generate over the prompts, JSON + stats
+    local name=$1 inv=$2; shift 2
+    DEEPINFER_BATCH_INVARIANT=$inv timeout 180 "$BIN" generate --model models/default \
+      --prompts-file "$OUT/dp_prompts.txt" --max-tokens 64 --temperature 0 --ignore-eos --json \
+      --stats --backend cuda "$@" > "$OUT/dp_$name.json" 2> "$OUT/dp_$name.log"
+    say "dp $name exit $?: $(grep -E -m1 'tokens/s' "$OUT/dp_$name.log")"
+  }
+  say "dp: $RANKS ranks on GPUs $DEVS ($NGPU GPU(s) on this machine)"
+  dp_run one_inv 1
+  dp_run ranks_inv 1 --data-parallel-size "$RANKS" --cuda-devices "$DEVS"
+  dp_run one 0
+  dp_run ranks 0 --data-parallel-size "$RANKS" --cuda-devices "$DEVS"
+  python3 - "$OUT" <<'PY' | tee -a "$OUT/summary.txt" "$OUT/dp.log"
+import json, sys
+o = sys.argv[1]
+def ids(name):
+    try:  # one JSON object per prompt, in prompt order
+        return [json.loads(l)["token_ids"] for l in open(f"{o}/dp_{name}.json") if l.strip()]
+    except Exception:
+        return None
+a, b = ids("one_inv"), ids("ranks_inv")
+if a is None or b is None:
+    print("dp: batch-invariant token ids MISSING (see dp_*.log)")
+else:
+    same = sum(x == y for x, y in zip(a, b))
+    print(f"dp: batch-invariant token ids equal one rank vs ranks: {same}/{len(a)} requests")
+PY
+fi
 if has spec; then
   # Speculative decoding on the GPU through the engine (`deepinfer generate --backend cuda`): the
   # embedded default model at SPEC_CONCURRENCY requests, no speculation (the peer) vs MTP and
@@ -368,17 +410,17 @@ if has pdl; then
     say "decode_bench DEEPINFER_CUDA_PDL=$pdl exit $?"
     grep -v "^{" "$OUT/pdl_decode_$pdl.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
   done
-  # The fused act-quant GEMV's A/B (PDL off): FP8/FP4 linears of 1-4 rows with x quantized in a
-  # pass of their own, same build.
+  # The fused act-quant GEMV's A/B (PDL off): FP8/FP4 linears of 1-4 rows with x quantized inside
+  # the decode GEMV (off by default), same build.
   DEEPINFER_CUDA_PDL=0 timeout 200 "$BUILD_DIR/bench/model_cuda/draft_bench" \
     --model "${SPEC_MODEL:-models/v4-small}" --batches "${DRAFT_BATCHES:-1,16,64}" \
-    --k "${SPEC_K:-3}" --no-fused-act-quant > "$OUT/pdl_draft_unfused.log" 2>&1
-  say "draft_bench --no-fused-act-quant exit $?"; head -5 "$OUT/pdl_draft_unfused.log" | tee -a "$OUT/summary.txt"
+    --k "${SPEC_K:-3}" --fused-act-quant > "$OUT/pdl_draft_fused.log" 2>&1
+  say "draft_bench --fused-act-quant exit $?"; head -5 "$OUT/pdl_draft_fused.log" | tee -a "$OUT/summary.txt"
   DEEPINFER_CUDA_PDL=0 timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" \
     --batches "$BATCHES" --prefill "${PREFILL:-1024}" --long-context 0 --load-format dummy \
-    --no-fused-act-quant > "$OUT/pdl_decode_unfused.log" 2>&1
-  say "decode_bench --no-fused-act-quant exit $?"
-  grep -v "^{" "$OUT/pdl_decode_unfused.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
+    --fused-act-quant > "$OUT/pdl_decode_fused.log" 2>&1
+  say "decode_bench --fused-act-quant exit $?"
+  grep -v "^{" "$OUT/pdl_decode_fused.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
   DEEPINFER_CUDA_PDL=1 timeout 240 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" > "$OUT/pdl_ops.log" 2>&1
   say "ops_cuda_test with PDL exit $?: $(tail -1 "$OUT/pdl_ops.log")"
   DEEPINFER_CUDA_PDL=1 timeout 240 "$BUILD_DIR/tests/numerics/cuda/model_cuda_test" "$PWD" > "$OUT/pdl_model.log" 2>&1

@@ -58,6 +58,11 @@ class CudaOps : public Ops {
   static Expected<std::unique_ptr<CudaOps>> create(int device = 0, bool batch_invariant = false,
                                                    int64_t graph_max_rows = 0);
   bool batch_invariant() const { return batch_invariant_; }
+  int device() const { return device_; }
+  void bind_thread() override;
+  // True while another CudaOps of this process lives on the same GPU (data-parallel ranks
+  // sharing it): run_recorded then records nothing (cuda_graphs.cc says why).
+  bool device_shared() const;
 
   // Recorded replay (cuda_graphs.cc). A key's first run is eager on the graph arena (its scratch
   // settles), the second is captured into a CUDA graph, later runs launch the graph. A capture
@@ -86,9 +91,10 @@ class CudaOps : public Ops {
   // Off: 1-4 rows on FP8/FP4 weights take the thread-group GEMV instead of the streaming one
   // (kernels/cuda/gemm/gemv_stream.cu): the benchmarks' A/B.
   void set_stream_gemv(bool on) { stream_gemv_ = on; }
-  // Off: that GEMV reads an act-quantized copy of x made by a launch of its own instead of
-  // quantizing x itself (launch_linear_quantized): the A/B, and the bitwise check of the fused
-  // form (ops_cuda_test).
+  // On: that GEMV quantizes x itself (launch_linear_quantized) instead of reading an
+  // act-quantized copy made by a launch of its own: one launch fewer per such linear, the same
+  // bits, but slower (its per-block scale prologue costs more than the launch it saves:
+  // docs/cuda_backend.md), so off by default; the benchmarks' A/B and the harness's check.
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Off: sparse attention with BF16 probabilities (official semantics) stays on the SIMT group
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
@@ -317,12 +323,13 @@ class CudaOps : public Ops {
   int64_t fp8_gemm_min_rows_ = 16;
   int moe_pair_tiles_ = 0;
   bool stream_gemv_ = true;
-  bool fused_act_quant_ = true;
+  bool fused_act_quant_ = false;
   bool sparse_mma_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi
   int64_t hc_gemm_min_rows_ = 128;
   bool batch_invariant_ = false;
+  int device_ = 0;  // the GPU this backend's memory, streams and handles live on
   struct ExpertTable {
     std::vector<kernels::cuda::GroupedExpert> host;  // the descriptors uploaded (stale check)
     DeviceBuffer device;

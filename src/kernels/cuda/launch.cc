@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
 
 #include "kernels/cuda/launch.h"
 
@@ -18,6 +20,11 @@ std::atomic<bool> g_programmatic_launch{false};
 std::atomic<uint64_t> g_kernel_launches{0};
 std::atomic<bool> g_histogram_on{false};
 std::mutex g_histogram_mutex;
+std::mutex g_smem_mutex;
+std::set<std::tuple<const void*, int, int>>& raised_smem() {
+  static std::set<std::tuple<const void*, int, int>> s;  // (kernel, device, bytes), g_smem_mutex
+  return s;
+}
 std::map<const void*, uint64_t>& histogram() {
   static std::map<const void*, uint64_t> h;  // kernel -> launches, under g_histogram_mutex
   return h;
@@ -67,6 +74,18 @@ void count_kernel_launch(const void* kernel) {
   if (g_histogram_on.load(std::memory_order_relaxed)) {
     const std::lock_guard<std::mutex> lock(g_histogram_mutex);
     ++histogram()[kernel];
+  }
+}
+
+void allow_dynamic_smem(const void* kernel, int bytes) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    return;  // no device: the launch that follows reports it
+  }
+  const std::lock_guard<std::mutex> lock(g_smem_mutex);
+  if (raised_smem().emplace(kernel, device, bytes).second) {
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   }
 }
 

@@ -48,6 +48,13 @@ struct PagedDesc {
 // can run (cudaErrorNoKernelImageForDevice otherwise). Used by backend::cuda::cuda_available.
 cudaError_t launch_probe();
 
+// Raises `kernel`'s dynamic shared memory limit to `bytes` on the calling thread's current
+// device, once per (kernel, device): cudaFuncSetAttribute is a property of one device, so a
+// process with ranks on several GPUs needs it on each (a once-per-process static would leave
+// every GPU but the first at the 48 KiB default, and its launches failing). Not a stream
+// operation: allowed while a stream is captured. Cheap after the first call (a locked lookup).
+void allow_dynamic_smem(const void* kernel, int bytes);
+
 // Programmatic dependent launch (PDL, sm_90+; DEEPINFER_CUDA_PDL): every kernel of this library
 // is launched with programmatic stream serialization and starts by waiting for the previous
 // kernel of its stream (grid_dependency_sync, common.cuh), so the next kernel's launch overlaps

@@ -1,5 +1,5 @@
-// The rank options and the data-parallel engine's own behaviour: refusals (tensor parallelism
-// with data or expert parallelism, rank counts below 1 or too many, ranks on the CUDA backend) with
+// The rank options and the data-parallel engine's own behaviour: refusals (rank counts below 1 or
+// too many, ranks that exchange data on the CUDA backend, GPU ranks without a GPU each) with
 // messages that name the option and the way out; the front scheduler spreading equal requests
 // evenly; idle ranks serving their experts in lockstep; the EngineLoop (the server's engine thread)
 // over ranks.
@@ -14,6 +14,7 @@
 #include "deepinfer/engine.h"
 #include "deepinfer/engine_loop.h"
 #include "engine_run_util.h"
+#include "backend/select.h"
 #include "runtime/data_parallel_engine.h"
 
 namespace deepinfer {
@@ -62,14 +63,47 @@ TEST(ParallelOptions, RefusedWithWhatToUseInstead) {
   expect_refused(o, StatusCode::kInvalidArgument, {"data_parallel_size", "up to 64"});
   o.data_parallel_size = 2;
   o.backend = "cuda";
-  expect_refused(o, StatusCode::kUnimplemented,
-                 {"--data-parallel-size", "CUDA", "not built yet", "backend opt"});
   o.enable_expert_parallel = true;
-  expect_refused(o, StatusCode::kUnimplemented, {"CUDA"});
+  expect_refused(o, StatusCode::kUnimplemented,
+                 {"--enable-expert-parallel", "CUDA", "NCCL", "not built yet", "backend opt"});
   // One rank on any backend is the single engine: nothing to refuse (CUDA may still be absent).
+  o.enable_expert_parallel = false;
   o.data_parallel_size = 1;
   o.backend = "opt";
   EXPECT_TRUE(create_status(o).ok());
+}
+
+// Data parallelism alone runs on GPUs, one rank per GPU: more ranks than GPUs without
+// cuda_devices, and a cuda_devices list that does not fit the ranks or the machine, are refused
+// (this machine's GPU count decides which of these can be asked: CI has none).
+TEST(ParallelOptions, GpuRanksNeedOneGpuEach) {
+  const int gpus = backend::cuda_device_count();
+  EngineOptions o;
+  o.model_dir = v4_small();
+  o.num_threads = 1;
+  o.cuda_devices = {0};
+  expect_refused(o, StatusCode::kInvalidArgument, {"--cuda-devices", "CPU", "--backend cuda"});
+  o.backend = "cuda";
+  o.data_parallel_size = 2;
+  expect_refused(o, StatusCode::kInvalidArgument,
+                 {"--cuda-devices", "1 GPU for 2 data-parallel ranks", "one GPU id per rank"});
+  o.cuda_devices = {0, gpus};
+  expect_refused(o, StatusCode::kInvalidArgument,
+                 {"--cuda-devices", "GPU " + std::to_string(gpus), "this machine has"});
+  o.cuda_devices = {-1, 0};
+  expect_refused(o, StatusCode::kInvalidArgument, {"--cuda-devices", "GPU -1"});
+  o.cuda_devices.clear();
+  o.data_parallel_size = std::max(2, gpus + 1);
+  expect_refused(o, StatusCode::kInvalidArgument,
+                 gpus == 0 ? std::vector<std::string>{"--data-parallel-size", "a GPU of its own",
+                                                      "0 GPUs", "backend opt"}
+                           : std::vector<std::string>{"--data-parallel-size", "a GPU of its own",
+                                                      "at most " + std::to_string(gpus),
+                                                      "--cuda-devices"});
+  // Ranks of other kinds need the device exchange (NCCL), not built: refused by name.
+  o.data_parallel_size = 1;
+  o.context_parallel_size = 2;
+  expect_refused(o, StatusCode::kUnimplemented, {"CUDA"});
 }
 
 TEST(ParallelOptions, ARankThatCannotLoadNamesItself) {

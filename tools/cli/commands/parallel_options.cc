@@ -1,6 +1,7 @@
 // --data-parallel-size, --enable-expert-parallel and --tensor-parallel-size (vLLM's names;
-// EngineOptions::data_parallel_size, enable_expert_parallel, tensor_parallel_size), the one
-// spelling `generate` and `serve` share. The values go to the engine as given: Engine::create
+// EngineOptions::data_parallel_size, enable_expert_parallel, tensor_parallel_size) and
+// --cuda-devices (ours: vLLM gives each rank's process its GPUs through CUDA_VISIBLE_DEVICES,
+// and our ranks share one process), the one spelling `generate` and `serve` share. The values go to the engine as given: Engine::create
 // checks them in one place (runtime/data_parallel_engine.h) and says what is not built.
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -12,7 +13,12 @@ namespace deepinfer::cli {
 void add_parallel_options(CLI::App& cmd, ParallelArgs& args) {
   cmd.add_option("--data-parallel-size", args.data_parallel_size,
                  "ranks, each serving whole requests with its own scheduler and KV pages "
-                 "(default 1); on the CPU backends, ranks are threads of this process");
+                 "(default 1); threads of this process, on the CPU or each on a GPU of its own "
+                 "(--backend cuda)");
+  cmd.add_option("--cuda-devices", args.cuda_devices,
+                 "--backend cuda: the GPU of each data-parallel rank, comma-separated, in rank "
+                 "order (default: rank r on GPU r); a GPU may be named twice")
+      ->delimiter(',');
   cmd.add_flag("--enable-expert-parallel", args.enable_expert_parallel,
                "split the routed experts whole over the data-, tensor- or context-parallel "
                "ranks (each loads its share; the ranks step in lockstep); outputs are "
@@ -47,6 +53,7 @@ void ParallelArgs::apply(EngineOptions& o) const {
   o.num_redundant_experts = num_redundant_experts;
   o.eplb_step_interval = eplb_step_interval;
   o.eplb_window_size = eplb_window_size;
+  o.cuda_devices = cuda_devices;
 }
 
 }  // namespace deepinfer::cli

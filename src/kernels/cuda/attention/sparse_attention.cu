@@ -131,14 +131,10 @@ void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_
                              const float* sink, float scale, bool bf16_probs, MatDesc o,
                              bool round_out, cudaStream_t stream) {
   if (q.rows == 0 || n_heads == 0) return;
-  static const bool attr_set = [] {
-    cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kMaxSparseKeys * (sizeof(float) + sizeof(float*))));
-    cudaFuncSetAttribute(sparse_attention_group_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kGroupSmemLimit));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(reinterpret_cast<const void*>(sparse_attention_kernel),
+                     static_cast<int>(kMaxSparseKeys * (sizeof(float) + sizeof(float*))));
+  allow_dynamic_smem(reinterpret_cast<const void*>(sparse_attention_group_kernel),
+                     static_cast<int>(kGroupSmemLimit));
   const int64_t L1 = L > 0 ? L : 1;
   const size_t gsmem = group_smem_bytes(L1, keys.d);
   if (gsmem <= kGroupSmemLimit) {

@@ -184,12 +184,8 @@ bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, in
   const int64_t L1 = L > 0 ? L : 1;
   if (keys.d != kD || mma_smem_bytes(L1) > kMmaSmemLimit) return false;
   if (q.rows == 0 || n_heads == 0) return true;
-  static const bool attr_set = [] {
-    cudaFuncSetAttribute(sparse_attention_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kMmaSmemLimit));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(reinterpret_cast<const void*>(sparse_attention_mma_kernel),
+                     static_cast<int>(kMmaSmemLimit));
   const dim3 grid(static_cast<unsigned>(q.rows),
                   static_cast<unsigned>((n_heads + kHeads - 1) / kHeads));
   launch_kernel(sparse_attention_mma_kernel, grid, kThreads, mma_smem_bytes(L1), stream, q, n_heads,

@@ -145,13 +145,8 @@ bool launch_sparse_attention_split(MatDesc q, int64_t n_heads, SparseKeys keys, 
   if (scratch == nullptr || s.splits == 0 || d > kSparseMaxHeadDim || smem > 160 * 1024) {
     return false;
   }
-  static const bool attr_set = [] {
-    cudaFuncSetAttribute(split_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         160 * 1024);
-    cudaFuncSetAttribute(split_pv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024);
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(reinterpret_cast<const void*>(split_scores_kernel), 160 * 1024);
+  allow_dynamic_smem(reinterpret_cast<const void*>(split_pv_kernel), 160 * 1024);
   const int64_t M = q.rows;
   float* z = scratch;
   float* den = z + M * n_heads * L;

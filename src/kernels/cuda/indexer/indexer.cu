@@ -79,12 +79,7 @@ void launch_scores(MatDesc q, int64_t n_heads, MatDesc weights, MatDesc keys,
                    bool bf16_rounding, MatDesc scores, cudaStream_t stream) {
   if (q.rows == 0 || key_cols == 0) return;
   const size_t smem = static_cast<size_t>(n_heads * di + n_heads) * sizeof(float);
-  static const bool attr_set = [] {
-    cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         160 * 1024);
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(reinterpret_cast<const void*>(indexer_scores_kernel), 160 * 1024);
   const dim3 grid(static_cast<unsigned>((key_cols + kKeysPerBlock - 1) / kKeysPerBlock),
                   static_cast<unsigned>(q.rows));
   launch_kernel(indexer_scores_kernel, grid, kThreads, smem, stream, q, n_heads, weights, keys,

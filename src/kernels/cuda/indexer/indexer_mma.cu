@@ -164,12 +164,8 @@ bool launch_indexer_scores_mma(MatDesc q, int64_t n_heads, MatDesc weights,
     return false;
   }
   if (n_tiles == 0 || key_cols == 0) return true;
-  static const bool attr_set = [] {
-    cudaFuncSetAttribute(indexer_scores_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kSmem));
-    return true;
-  }();
-  (void)attr_set;
+  allow_dynamic_smem(reinterpret_cast<const void*>(indexer_scores_mma_kernel),
+                     static_cast<int>(kSmem));
   const dim3 grid(static_cast<unsigned>((key_cols + kKeys - 1) / kKeys),
                   static_cast<unsigned>(n_tiles));
   launch_kernel(indexer_scores_mma_kernel, grid, kThreads, kSmem, stream, q, n_heads, weights,

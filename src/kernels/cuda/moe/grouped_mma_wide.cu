@@ -306,15 +306,10 @@ __global__ void __launch_bounds__(kWideWarps * 32, 2)
 template <bool kGateUp>
 void launch_wide(const uint16_t* in, int64_t in_ld, const GroupedStageArgs& args, int max_active,
                  int64_t rows, cudaStream_t stream) {
-  // Above the default 48 KiB of dynamic shared memory: raised once per kernel (not a stream
-  // operation, so also allowed while a stream is being captured).
-  static const bool raised = [] {
-    cudaFuncSetAttribute(grouped_mma_wide_kernel<kGateUp>,
-                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         static_cast<int>(kStagedSmem<kGateUp>));
-    return true;
-  }();
-  (void)raised;
+  // Above the default 48 KiB of dynamic shared memory: raised once per kernel and device
+  // (launch.h).
+  allow_dynamic_smem(reinterpret_cast<const void*>(grouped_mma_wide_kernel<kGateUp>),
+                     static_cast<int>(kStagedSmem<kGateUp>));
   const dim3 grid(static_cast<unsigned>(rows / kWideRows), static_cast<unsigned>(max_active));
   launch_kernel(grouped_mma_wide_kernel<kGateUp>, grid, kWideWarps * 32, kStagedSmem<kGateUp>,
                 stream, in, in_ld, args);
