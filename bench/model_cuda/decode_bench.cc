@@ -15,8 +15,9 @@
 // against the default's copy of every logits row to the host (which the engine then samples).
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
-// --no-fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x in a pass of their own
-// (CudaOps::set_fused_act_quant(false)), the A/B of the fused GEMV.
+// --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
+// a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
+// GEMV.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
   int context = 64, steps = 8, prefill = 4096, long_context = 0;
   int full_layers_arg = 0;  // 0: the released Flash model's layer count for the family
   bool profile = false, batch_invariant = false, mtp = false;
-  bool fused_act_quant = true;  // --no-fused-act-quant: the A/B of CudaOps::set_fused_act_quant
+  bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
@@ -212,8 +213,8 @@ int main(int argc, char** argv) {
       full_layers_arg = std::stoi(next());
     else if (a == "--load-format")
       load_format_s = next();
-    else if (a == "--no-fused-act-quant")
-      fused_act_quant = false;
+    else if (a == "--fused-act-quant")
+      fused_act_quant = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -27,8 +27,9 @@
 // Then, per batch, this library's kernel launches of one draft, decode step and verify step
 // (kernels::cuda::kernel_launches() over one more run of each with replay off; cuBLAS calls not
 // counted): what a launch-bound step costs is mostly how many there are.
-// --no-fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x in a pass of their own
-// (CudaOps::set_fused_act_quant(false)), the A/B of the fused GEMV.
+// --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
+// a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
+// GEMV.
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and
@@ -162,7 +163,7 @@ int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,64";
   int k = 5, context = 64, reps = 20;
   bool profile = false;
-  bool fused_act_quant = true;  // --no-fused-act-quant: the A/B of CudaOps::set_fused_act_quant
+  bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -173,7 +174,7 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--out") out_path = next();
     else if (a == "--profile") profile = true;
-    else if (a == "--no-fused-act-quant") fused_act_quant = false;
+    else if (a == "--fused-act-quant") fused_act_quant = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

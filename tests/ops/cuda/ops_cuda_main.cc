@@ -37,10 +37,10 @@ void check_fused_act_quant(cuda::CudaOps& gpu, CaseContext& ctx) {
           const DBuf x = dev_copy(ctx, random_buf(ctx.rng, M, k, -8.0f, 8.0f));
           DBuf fused = dev_poisoned(ctx, M, n), copy = dev_poisoned(ctx, M, n, 1);
           gpu.set_linear_mma_min_rows(int64_t{1} << 40);  // the GEMV at 2-4 rows too
-          gpu.linear(x.cmat(), w->dev.ref, fused.mat(), {.act_quant = true, .round_bf16 = round});
-          gpu.set_fused_act_quant(false);
-          gpu.linear(x.cmat(), w->dev.ref, copy.mat(), {.act_quant = true, .round_bf16 = round});
           gpu.set_fused_act_quant(true);
+          gpu.linear(x.cmat(), w->dev.ref, fused.mat(), {.act_quant = true, .round_bf16 = round});
+          gpu.set_fused_act_quant(false);  // the default
+          gpu.linear(x.cmat(), w->dev.ref, copy.mat(), {.act_quant = true, .round_bf16 = round});
           gpu.set_linear_mma_min_rows(2);
           close(ctx,
                 std::string("fused act quant ") + wkind_name(kind) + " M=" + std::to_string(M) +
