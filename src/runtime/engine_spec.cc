@@ -306,8 +306,10 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
   // near parity the estimates (confidences, the curve, the drafting cost) are too rough to
   // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
+  // Never twice in a row: after a predicted pause the controller measures (speculation_gain.h).
   constexpr double kClearPredictedLoss = 0.85;
-  if (g.draft_cost > 0 && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
+  if (sched::SpeculationGain::may_predict_loss(g) && g.draft_cost > 0 && best_ratio > 0 &&
+      best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g, static_cast<double>(cands.size()), best_ratio);
     draft_depth_ = 0;

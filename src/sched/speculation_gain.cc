@@ -38,6 +38,7 @@ void SpeculationGain::predicted_loss(Bucket& g, double decodes, double ratio) {
   p.ratio = ratio;
   record(p);
   g.fail_probe(step_);
+  g.predicted = true;
   ++counts_.probes_failed;
 }
 
@@ -99,6 +100,7 @@ void SpeculationGain::observe(const Step& s) {
   p.spent_seconds = g.spent;
   p.plain_seconds = g.plain;
   record(p);
+  g.predicted = false;  // measured: a later prediction may overrule the next probe again
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
     ++counts_.probes_failed;
