@@ -2,10 +2,12 @@
 // conveniences, and the defaults of the drafter entry points.
 #include "model/model.h"
 
+#include <string>
 #include <vector>
 
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/model.h"
+#include "parallel/communicator.h"
 
 namespace deepinfer::model {
 
@@ -38,6 +40,22 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
 Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& doing,
                             const std::string& fix) {
   return resource_exhausted(std::string(e.what()) + " while " + doing + ". " + fix);
+}
+
+Status guarded_forward(const StepInputs& in, const std::function<Status()>& forward) {
+  try {
+    return forward();
+  } catch (const backend::OutOfMemory& e) {
+    return out_of_memory_status(
+        e,
+        "running a step of " + std::to_string(in.token_ids.size()) + " tokens over " +
+            std::to_string(in.sequences.size()) +
+            " sequences (their caches are now invalid: discard them)",
+        "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less memory.");
+  } catch (const parallel::CollectiveFailure& e) {
+    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
+                                   " tokens (its sequences' caches are now invalid: discard them)");
+  }
 }
 
 Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_t> ids,

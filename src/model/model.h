@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -227,5 +228,10 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
 // says what ran out, what the model was doing and what needs less memory.
 Status out_of_memory_status(const backend::OutOfMemory& e, const std::string& doing,
                             const std::string& fix);
+
+// A step's forward (`forward`: a model's unguarded one) with what it may throw turned into the
+// step's Status: its backend's memory running out (backend::OutOfMemory) and a collective between
+// ranks failing (parallel::CollectiveFailure). Either leaves the step's sequences' caches invalid.
+Status guarded_forward(const StepInputs& in, const std::function<Status()>& forward);
 
 }  // namespace deepinfer::model

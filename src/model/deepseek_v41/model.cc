@@ -35,20 +35,7 @@ std::vector<std::pair<std::string, double>> V41Model::host_counters() const {
 }
 
 Status V41Model::forward(const StepInputs& in, StepOutputs& out) {
-  try {
-    return forward_unguarded(in, out);
-  } catch (const backend::OutOfMemory& e) {
-    return out_of_memory_status(
-        e,
-        "running a step of " + std::to_string(in.token_ids.size()) + " tokens over " +
-            std::to_string(in.sequences.size()) +
-            " sequences (their caches are now invalid: discard them)",
-        "Fewer concurrent sequences, shorter prompts or smaller prefill chunks need less "
-        "memory.");
-  } catch (const parallel::CollectiveFailure& e) {
-    return e.status().with_context("step of " + std::to_string(in.token_ids.size()) +
-                                   " tokens (its sequences' caches are now invalid: discard them)");
-  }
+  return guarded_forward(in, [&] { return forward_unguarded(in, out); });
 }
 
 CMat V41Model::constant_rows(backend::Buffer& b, int64_t rows, bool mean) {
