@@ -40,7 +40,8 @@
 #          the trained V4.1) at SPEC_CONCURRENCY (default "1 4 16 64") requests, SPEC_CONFIGS (default
 #          off vs DSpark / n-gram, fixed k (SPEC_K, default 5) and varlen; for the V4 path:
 #          SPEC_MODEL=models/v4-small SPEC_CONFIGS="off mtp ngram mtp_varlen ngram_varlen");
-#          SPEC_TEMPERATURE (default 0.7; 0 = greedy); batch-invariant bitwise checks on
+#          SPEC_TEMPERATURE (default 0.7; 0 = greedy); SPEC_REPEATS rounds (default 1; median
+#          tokens/s and the spread per configuration); batch-invariant bitwise checks on
 #          models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
 #          spec.csv
 #   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched draft (DSpark, or V4's MTP
@@ -320,8 +321,12 @@ p = ["In the beginning God created the heaven and the earth.", "And it came to p
 for i in range(int(sys.argv[1])): print(p[i % len(p)])
 PY
   }
+  # SPEC_REPEATS rounds (default 1), each running every configuration once, so a drift of the card
+  # (clocks, heat) reaches all alike; the table gives each configuration's median tokens/s and
+  # its spread over the rounds (a 64-request run lasts ~0.3 s: one run moves by +-15 %).
   for n in ${SPEC_CONCURRENCY:-1 4 16 64}; do
     spec_prompts "$n"
+    for round in $(seq 1 "${SPEC_REPEATS:-1}"); do
     for cfg in ${SPEC_CONFIGS:-off dspark ngram dspark_varlen ngram_varlen}; do
       # cfg = method[_varlen][_residual] (_residual: residual acceptance for these seeded
       # requests too, so its outputs differ from off by design: "same" reads NO).
@@ -333,8 +338,9 @@ PY
         --temperature "${SPEC_TEMPERATURE:-0.7}" --seed 1 --ignore-eos --json --stats --backend cuda --warmup \
         --speculative-method "$method" --num-speculative-tokens "$k" \
         --speculative-acceptance "$acceptance" \
-        > "$OUT/spec_${n}_$cfg.json" 2> "$OUT/spec_${n}_$cfg.log"
-      echo "exit $?" >> "$OUT/spec_${n}_$cfg.log"
+        > "$OUT/spec_${n}_${cfg}_r$round.json" 2> "$OUT/spec_${n}_${cfg}_r$round.log"
+      echo "exit $?" >> "$OUT/spec_${n}_${cfg}_r$round.log"
+    done
     done
   done
   # On the GPU a row's logits depend on the step's shape unless DEEPINFER_BATCH_INVARIANT=1 (the
@@ -363,26 +369,34 @@ PY
   [ -s "$OUT/spec_v41_off.json" ] && cmp -s "$OUT/spec_v41_off.json" "$OUT/spec_v41_dspark.json" && say "spec: V4.1 DSpark == off, bitwise (batch-invariant)" || say "spec: V4.1 DSpark DIFFERS from off"
   grep -h "speculative decoding" "$OUT/spec_v41_dspark.log" | tee -a "$OUT/summary.txt"
   python3 - "$OUT" "$K" ${SPEC_CONFIGS:-off dspark ngram dspark_varlen ngram_varlen} <<'PY' | tee -a "$OUT/summary.txt"
-import glob, re, sys
+import glob, re, statistics, sys
 out, k, configs = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-rows = ["requests,config,tok_s,plain_tok_s,ratio,acceptance_length,ceiling,steps,identical"]
-print(f"{'requests':>8} {'config':>13} {'tok/s':>9} {'plain':>9} {'ratio':>6} {'accept':>7} {'steps':>6} same")
-for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off.log')
+rows = ["requests,config,tok_s,plain_tok_s,ratio,acceptance_length,ceiling,steps,identical,"
+        "rounds,tok_s_min,tok_s_max"]
+print(f"{'requests':>8} {'config':>13} {'tok/s':>9} {'plain':>9} {'ratio':>6} {'accept':>7} "
+      f"{'steps':>6} same  rounds: tok/s min-max")
+for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off_r1.log')
                  if (m := re.search(r'spec_(\d+)_off', f))}):
-    def stat(cfg):
-        log = open(f"{out}/spec_{n}_{cfg}.log").read()
-        m = re.search(r"([\d.]+) tokens/s", log)
+    def stat(cfg):  # median tokens/s over the rounds; the rest from round 1
+        rates = []
+        for log_path in sorted(glob.glob(f"{out}/spec_{n}_{cfg}_r*.log")):
+            m = re.search(r"([\d.]+) tokens/s", open(log_path).read())
+            rates.append(float(m.group(1)) if m else 0.0)
+        log = open(f"{out}/spec_{n}_{cfg}_r1.log").read()
         a = re.search(r"acceptance length ([\d.]+)", log)
         st = re.search(r"(\d+) steps;", log)
-        return (float(m.group(1)) if m else 0.0, float(a.group(1)) if a else 1.0,
-                int(st.group(1)) if st else 0, open(f"{out}/spec_{n}_{cfg}.json").read())
+        return (statistics.median(rates) if rates else 0.0, float(a.group(1)) if a else 1.0,
+                int(st.group(1)) if st else 0, open(f"{out}/spec_{n}_{cfg}_r1.json").read(), rates)
     plain = stat("off")
     for cfg in configs:
-        r, a, steps, text = stat(cfg)
+        r, a, steps, text, rates = stat(cfg)
         same = text == plain[3]
         ratio = r / plain[0] if plain[0] else 0
-        print(f"{n:>8} {cfg:>13} {r:>9.1f} {plain[0]:>9.1f} {ratio:>6.2f} {a:>7.2f} {steps:>6} {'yes' if same else 'NO'}")
-        rows.append(f"{n},{cfg},{r:.1f},{plain[0]:.1f},{ratio:.3f},{a:.3f},{k + 1 if cfg != 'off' else 1},{steps},{int(same)}")
+        lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
+        print(f"{n:>8} {cfg:>13} {r:>9.1f} {plain[0]:>9.1f} {ratio:>6.2f} {a:>7.2f} {steps:>6} "
+              f"{'yes' if same else 'NO ':3}  {len(rates)}: {lo:.0f}-{hi:.0f}")
+        rows.append(f"{n},{cfg},{r:.1f},{plain[0]:.1f},{ratio:.3f},{a:.3f},{k + 1 if cfg != 'off' else 1},"
+                    f"{steps},{int(same)},{len(rates)},{lo:.1f},{hi:.1f}")
 open(out + "/spec.csv", "w").write("\n".join(rows) + "\n")
 PY
   tar czf "$OUT/spec_logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls spec_*.log) && rm -f "$OUT"/spec_*.log "$OUT"/spec_*.json "$OUT"/spec_prompts_*.txt
