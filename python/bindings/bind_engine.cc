@@ -14,13 +14,19 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <initializer_list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "bindings.h"
@@ -303,50 +309,65 @@ struct PyStream {
   std::unique_ptr<RequestStream> s;
 };
 
-// EngineOptions from the constructor arguments both Python engines take (LLM's keyword names).
-EngineOptions engine_options(
-    const std::string& model_dir, const std::string& tokenizer_path, int32_t max_num_seqs,
-    int64_t max_num_batched_tokens, int64_t max_model_len, int32_t num_kv_blocks,
-    int32_t kv_block_size, int num_threads, bool async_scheduling,
-    std::optional<bool> batch_invariant, bool enable_prefix_caching, int64_t prefix_cache_bytes,
-    const std::string& backend, int sampling_threads, const std::string& sample_on,
-    const std::string& speculative_method, int32_t num_speculative_tokens,
-    std::optional<bool> speculative_varlen, const std::string& speculative_acceptance,
-    const std::string& load_format, int32_t data_parallel_size, bool enable_expert_parallel,
-    int32_t tensor_parallel_size, bool enable_eplb, int32_t num_redundant_experts,
-    int32_t eplb_step_interval, int32_t eplb_window_size, int32_t context_parallel_size,
-    const std::vector<int32_t>& cuda_devices) {
+// EngineOptions from the keyword arguments both Python engines take (LLM's names; llm.py says
+// what each does), in one table: a name not in it (nor in `extra`, the caller's own) raises
+// TypeError, a value of the wrong type raises too; the values themselves are checked by
+// Engine::create. What is not given keeps EngineOptions' default.
+template <auto Field>
+void set_option(EngineOptions& o, nb::handle v) {
+  o.*Field = nb::cast<std::remove_reference_t<decltype(o.*Field)>>(v);
+}
+
+EngineOptions engine_options(const std::string& model_dir, const nb::kwargs& kwargs,
+                             std::initializer_list<std::string_view> extra = {}) {
+  using Setter = void (*)(EngineOptions&, nb::handle);
+  static const std::map<std::string, Setter, std::less<>> kOptions = {
+      {"tokenizer_path", &set_option<&EngineOptions::tokenizer_path>},
+      {"max_num_seqs", &set_option<&EngineOptions::max_num_seqs>},
+      {"max_num_batched_tokens", &set_option<&EngineOptions::max_num_batched_tokens>},
+      {"max_model_len", &set_option<&EngineOptions::max_model_len>},
+      {"num_kv_blocks", &set_option<&EngineOptions::num_kv_blocks>},
+      {"kv_block_size", &set_option<&EngineOptions::kv_block_size>},
+      {"num_threads", &set_option<&EngineOptions::num_threads>},  // -1: DEEPINFER_NUM_THREADS
+      {"async_scheduling", &set_option<&EngineOptions::async_scheduling>},
+      {"batch_invariant", &set_option<&EngineOptions::batch_invariant>},  // None: the knob
+      {"enable_prefix_caching", &set_option<&EngineOptions::enable_prefix_caching>},
+      {"prefix_cache_bytes", &set_option<&EngineOptions::prefix_cache_bytes>},
+      {"backend", &set_option<&EngineOptions::backend>},  // "": DEEPINFER_ACCELERATOR
+      {"sampling_threads", &set_option<&EngineOptions::sampling_threads>},
+      {"sample_on", &set_option<&EngineOptions::sample_on>},
+      {"speculative_method", &set_option<&EngineOptions::speculative_method>},
+      {"num_speculative_tokens", &set_option<&EngineOptions::num_speculative_tokens>},
+      {"speculative_varlen", &set_option<&EngineOptions::speculative_varlen>},
+      {"speculative_acceptance", &set_option<&EngineOptions::speculative_acceptance>},
+      {"load_format", &set_option<&EngineOptions::load_format>},  // "auto" | "dummy"
+      {"data_parallel_size", &set_option<&EngineOptions::data_parallel_size>},
+      {"enable_expert_parallel", &set_option<&EngineOptions::enable_expert_parallel>},
+      {"tensor_parallel_size", &set_option<&EngineOptions::tensor_parallel_size>},
+      {"context_parallel_size", &set_option<&EngineOptions::context_parallel_size>},
+      {"cuda_devices", &set_option<&EngineOptions::cuda_devices>},
+      {"enable_eplb", &set_option<&EngineOptions::enable_eplb>},
+      {"num_redundant_experts", &set_option<&EngineOptions::num_redundant_experts>},
+      {"eplb_step_interval", &set_option<&EngineOptions::eplb_step_interval>},
+      {"eplb_window_size", &set_option<&EngineOptions::eplb_window_size>},
+  };
   EngineOptions o;
   o.model_dir = model_dir;
-  o.tokenizer_path = tokenizer_path;
-  o.max_num_seqs = max_num_seqs;
-  o.max_num_batched_tokens = max_num_batched_tokens;
-  o.max_model_len = max_model_len;
-  o.num_kv_blocks = num_kv_blocks;
-  o.kv_block_size = kv_block_size;
-  o.num_threads = num_threads;
-  o.async_scheduling = async_scheduling;
-  o.batch_invariant = batch_invariant;  // None: DEEPINFER_BATCH_INVARIANT
-  o.enable_prefix_caching = enable_prefix_caching;
-  o.prefix_cache_bytes = prefix_cache_bytes;
-  o.backend = backend;  // "": DEEPINFER_ACCELERATOR
-  o.sampling_threads = sampling_threads;
-  o.sample_on = sample_on;
-  o.speculative_method = speculative_method;
-  o.num_speculative_tokens = num_speculative_tokens;  // -1: DEEPINFER_USE_NEXTN_DECODE
-  o.speculative_varlen = speculative_varlen;          // None: DEEPINFER_ENABLE_MTP_VARLEN
-  o.speculative_acceptance = speculative_acceptance;
-  o.load_format = load_format;  // "auto" | "dummy"
-  // Ranks: checked by Engine::create (tensor parallelism and GPU ranks are refused there).
-  o.data_parallel_size = data_parallel_size;
-  o.enable_expert_parallel = enable_expert_parallel;
-  o.tensor_parallel_size = tensor_parallel_size;
-  o.enable_eplb = enable_eplb;  // EPLB: checked by Engine::create too
-  o.num_redundant_experts = num_redundant_experts;
-  o.eplb_step_interval = eplb_step_interval;
-  o.eplb_window_size = eplb_window_size;
-  o.context_parallel_size = context_parallel_size;  // checked by Engine::create
-  o.cuda_devices = cuda_devices;                    // checked by Engine::create
+  for (const auto& [key, value] : kwargs) {
+    const std::string name = nb::cast<std::string>(key);
+    const auto it = kOptions.find(name);
+    if (it != kOptions.end()) {
+      try {
+        it->second(o, value);
+      } catch (const nb::cast_error&) {
+        throw nb::type_error(("engine option '" + name + "' got a value of the wrong type (" +
+                              nb::cast<std::string>(nb::str(value.type())) + ")")
+                                 .c_str());
+      }
+    } else if (std::find(extra.begin(), extra.end(), name) == extra.end()) {
+      throw nb::type_error(("engine option '" + name + "' is unknown").c_str());
+    }
+  }
   return o;
 }
 
@@ -374,26 +395,10 @@ void bind_engine_loop(nb::module_& m) {
                      "The engine on its own thread (include/deepinfer/engine_loop.h).")
       .def(
           "__init__",
-          [](PyLoop* self, const std::string& model_dir, const std::string& tokenizer_path,
-             int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
-             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
-             std::optional<bool> batch_invariant, bool enable_prefix_caching,
-             int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
-             const std::string& sample_on, int64_t max_waiting,
-             const std::string& speculative_method, int32_t num_speculative_tokens,
-             std::optional<bool> speculative_varlen, const std::string& speculative_acceptance,
-             const std::string& load_format, int32_t data_parallel_size,
-             bool enable_expert_parallel, int32_t tensor_parallel_size, bool enable_eplb,
-             int32_t num_redundant_experts, int32_t eplb_step_interval, int32_t eplb_window_size,
-             int32_t context_parallel_size, const std::vector<int32_t>& cuda_devices) {
-            const EngineOptions o = engine_options(
-                model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
-                num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
-                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
-                speculative_method, num_speculative_tokens, speculative_varlen,
-                speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
-                tensor_parallel_size, enable_eplb, num_redundant_experts, eplb_step_interval,
-                eplb_window_size, context_parallel_size, cuda_devices);
+          [](PyLoop* self, const std::string& model_dir, const nb::kwargs& kwargs) {
+            const EngineOptions o = engine_options(model_dir, kwargs, {"max_waiting"});
+            const int64_t max_waiting =
+                kwargs.contains("max_waiting") ? nb::cast<int64_t>(kwargs["max_waiting"]) : 0;
             EngineLoopOptions lo;
             lo.max_waiting = max_waiting > 0 ? max_waiting : int64_t{1} << 40;  // offline: no cap
             Expected<std::unique_ptr<EngineLoop>> l = invalid_argument("unset");
@@ -404,20 +409,8 @@ void bind_engine_loop(nb::module_& m) {
             if (!l.ok()) raise(l.status());
             new (self) PyLoop{std::move(*l)};
           },
-          nb::arg("model_dir"), nb::arg("tokenizer_path") = "", nb::arg("max_num_seqs") = 64,
-          nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
-          nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
-          nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
-          nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
-          nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
-          nb::arg("max_waiting") = 0, nb::arg("speculative_method") = "off",
-          nb::arg("num_speculative_tokens") = -1, nb::arg("speculative_varlen") = nb::none(),
-          nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto",
-          nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
-          nb::arg("tensor_parallel_size") = 1, nb::arg("enable_eplb") = false,
-          nb::arg("num_redundant_experts") = 0, nb::arg("eplb_step_interval") = 3000,
-          nb::arg("eplb_window_size") = 1000, nb::arg("context_parallel_size") = 1,
-          nb::arg("cuda_devices") = std::vector<int32_t>{})
+          "EngineLoop(model_dir, **options): EngineOptions by LLM's keyword names (llm.py), and "
+          "max_waiting (0: no cap).")
       .def(
           "submit",
           [](PyLoop& pl, std::vector<int32_t> ids, const nb::dict& params,
@@ -522,26 +515,8 @@ void bind_engine(nb::module_& m) {
                        "else DEEPINFER_ACCELERATOR).")
       .def(
           "__init__",
-          [](PyEngine* self, const std::string& model_dir, const std::string& tokenizer_path,
-             int32_t max_num_seqs, int64_t max_num_batched_tokens, int64_t max_model_len,
-             int32_t num_kv_blocks, int32_t kv_block_size, int num_threads, bool async_scheduling,
-             std::optional<bool> batch_invariant, bool enable_prefix_caching,
-             int64_t prefix_cache_bytes, const std::string& backend, int sampling_threads,
-             const std::string& sample_on, const std::string& speculative_method,
-             int32_t num_speculative_tokens, std::optional<bool> speculative_varlen,
-             const std::string& speculative_acceptance, const std::string& load_format,
-             int32_t data_parallel_size, bool enable_expert_parallel, int32_t tensor_parallel_size,
-             bool enable_eplb, int32_t num_redundant_experts, int32_t eplb_step_interval,
-             int32_t eplb_window_size, int32_t context_parallel_size,
-             const std::vector<int32_t>& cuda_devices) {
-            const EngineOptions o = engine_options(
-                model_dir, tokenizer_path, max_num_seqs, max_num_batched_tokens, max_model_len,
-                num_kv_blocks, kv_block_size, num_threads, async_scheduling, batch_invariant,
-                enable_prefix_caching, prefix_cache_bytes, backend, sampling_threads, sample_on,
-                speculative_method, num_speculative_tokens, speculative_varlen,
-                speculative_acceptance, load_format, data_parallel_size, enable_expert_parallel,
-                tensor_parallel_size, enable_eplb, num_redundant_experts, eplb_step_interval,
-                eplb_window_size, context_parallel_size, cuda_devices);
+          [](PyEngine* self, const std::string& model_dir, const nb::kwargs& kwargs) {
+            const EngineOptions o = engine_options(model_dir, kwargs);
             Expected<std::unique_ptr<Engine>> e = invalid_argument("unset");
             {
               nb::gil_scoped_release release;
@@ -550,20 +525,7 @@ void bind_engine(nb::module_& m) {
             if (!e.ok()) raise(e.status());
             new (self) PyEngine{std::move(*e)};
           },
-          nb::arg("model_dir"), nb::arg("tokenizer_path") = "", nb::arg("max_num_seqs") = 64,
-          nb::arg("max_num_batched_tokens") = 2048, nb::arg("max_model_len") = 0,
-          nb::arg("num_kv_blocks") = 0, nb::arg("kv_block_size") = 0, nb::arg("num_threads") = -1,
-          nb::arg("async_scheduling") = true, nb::arg("batch_invariant") = nb::none(),
-          nb::arg("enable_prefix_caching") = true, nb::arg("prefix_cache_bytes") = 0,
-          nb::arg("backend") = "", nb::arg("sampling_threads") = 0, nb::arg("sample_on") = "auto",
-          nb::arg("speculative_method") = "off", nb::arg("num_speculative_tokens") = -1,
-          nb::arg("speculative_varlen") = nb::none(),
-          nb::arg("speculative_acceptance") = "identical", nb::arg("load_format") = "auto",
-          nb::arg("data_parallel_size") = 1, nb::arg("enable_expert_parallel") = false,
-          nb::arg("tensor_parallel_size") = 1, nb::arg("enable_eplb") = false,
-          nb::arg("num_redundant_experts") = 0, nb::arg("eplb_step_interval") = 3000,
-          nb::arg("eplb_window_size") = 1000, nb::arg("context_parallel_size") = 1,
-          nb::arg("cuda_devices") = std::vector<int32_t>{})
+          "Engine(model_dir, **options): EngineOptions by LLM's keyword names (llm.py).")
       .def(
           "submit",
           [](PyEngine& pe, const std::vector<int32_t>& ids, const nb::dict& params,

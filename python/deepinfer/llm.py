@@ -264,11 +264,14 @@ class LLM:
         self.model_dir = resolve_model_dir(model)
         self._tokenizer_path = tokenizer
         self._engine = _core.EngineLoop(
-            self.model_dir, tokenizer or "", max_num_seqs, max_num_batched_tokens,
-            max_model_len or 0, num_kv_blocks or 0, kv_block_size or 0,
-            -1 if num_threads is None else num_threads, bool(async_scheduling), batch_invariant,
-            bool(enable_prefix_caching), prefix_cache_bytes or 0, backend or "",
-            sampling_threads or 0, sample_on,
+            self.model_dir, tokenizer_path=tokenizer or "", max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len or 0,
+            num_kv_blocks=num_kv_blocks or 0, kv_block_size=kv_block_size or 0,
+            num_threads=-1 if num_threads is None else num_threads,
+            async_scheduling=bool(async_scheduling), batch_invariant=batch_invariant,
+            enable_prefix_caching=bool(enable_prefix_caching),
+            prefix_cache_bytes=prefix_cache_bytes or 0, backend=backend or "",
+            sampling_threads=sampling_threads or 0, sample_on=sample_on,
             speculative_method=spec_method,
             num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens),
             speculative_varlen=speculative_varlen,

@@ -136,6 +136,21 @@ def test_bad_prompts_raise_and_engine_keeps_serving(tiny):
     assert len(o.outputs[0].token_ids) == 3 and o.error is None
 
 
+def test_engine_options_by_keyword(tiny_dir):
+    # One table of option names for both engines: an unknown one, or a value of the wrong type,
+    # raises TypeError before anything loads; max_waiting belongs to EngineLoop only.
+    from deepinfer import _core
+    with pytest.raises(TypeError, match="engine option 'max_num_seq' is unknown"):
+        _core.Engine(str(tiny_dir), max_num_seq=4)
+    with pytest.raises(TypeError, match="'num_threads' got a value of the wrong type"):
+        _core.Engine(str(tiny_dir), num_threads="one")
+    with pytest.raises(TypeError, match="'max_waiting' is unknown"):
+        _core.Engine(str(tiny_dir), max_waiting=4)
+    loop = _core.EngineLoop(str(tiny_dir), num_threads=1, max_num_seqs=2, max_waiting=4,
+                            cuda_devices=[], batch_invariant=None)
+    assert loop.vocab_size > 0
+
+
 def test_abort_mid_stream(tiny_dir):
     from deepinfer import _core
     eng = _core.Engine(str(tiny_dir), num_threads=1)
