@@ -87,8 +87,8 @@ void add_stats(EngineStats& t, const EngineStats& s) {
 
 namespace {
 
-// context_parallel_size: alone, with tensor parallelism (a grid), inside data-parallel ranks
-// and/or with expert parallelism, on the CPU.
+// context_parallel_size: alone, with tensor parallelism (a grid, also inside data-parallel
+// ranks), inside data-parallel ranks and/or with expert parallelism, on the CPU.
 Status validate_context_parallel(const EngineOptions& options) {
   const int32_t cp = options.context_parallel_size;
   const std::string flag = "context_parallel_size (--context-parallel-size) " + std::to_string(cp);
@@ -98,11 +98,11 @@ Status validate_context_parallel(const EngineOptions& options) {
   }
   if (cp == 1) return Status::ok_status();
   const int32_t tp = options.tensor_parallel_size;
-  if (tp > 1 && (options.data_parallel_size > 1 || options.enable_expert_parallel)) {
+  if (tp > 1 && options.enable_expert_parallel) {
     return unimplemented(flag + " with tensor_parallel_size (--tensor-parallel-size) " +
                          std::to_string(tp) +
-                         " and data or expert parallelism: a context x tensor grid runs alone; "
-                         "give context parallelism with one of the others");
+                         " and expert parallelism: a context x tensor grid splits no experts; "
+                         "give context parallelism with one of the two");
   }
   if (tp < 1 || options.data_parallel_size < 1 ||
       options.data_parallel_size > kMaxDataParallelRanks ||
@@ -220,17 +220,36 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   engine->expert_parallel_ = options.enable_expert_parallel;
   // Tensor (or context) parallelism inside each data-parallel rank: `inner` cores per rank over a
   // group of their own. Expert parallelism spans every core of every rank (n x inner expert ranks).
+  // Context with tensor parallelism: a context x tensor grid in each rank, core c x tp + t being
+  // tensor-parallel rank t of context-parallel rank c (as the tensor-parallel engine's grid).
   engine->context_ = options.context_parallel_size > 1;
-  const int inner =
-      std::max(1, engine->context_ ? options.context_parallel_size : options.tensor_parallel_size);
+  const int grid_tp = engine->context_ ? std::max(1, options.tensor_parallel_size) : 1;
+  const int inner = engine->context_ ? options.context_parallel_size * grid_tp
+                                     : std::max(1, options.tensor_parallel_size);
   engine->cores_per_rank_ = inner;
+  engine->grid_tp_ = grid_tp;
   for (int r = 0; r < n; ++r) {
     engine->ranks_.push_back(std::make_unique<Rank>());
-    if (inner > 1) {
-      Rank& rank = *engine->ranks_.back();
-      rank.inner_group = parallel::InProcessGroup::create(inner);
-      for (int t = 0; t < inner; ++t) rank.inner_comms.push_back(rank.inner_group->communicator(t));
-      rank.copies.resize(static_cast<size_t>(inner - 1));
+    if (inner == 1) continue;
+    Rank& rank = *engine->ranks_.back();
+    rank.copies.resize(static_cast<size_t>(inner - 1));
+    if (grid_tp == 1) {
+      rank.inner_groups.push_back(parallel::InProcessGroup::create(inner));
+      for (int t = 0; t < inner; ++t) {
+        rank.inner_comms.push_back(rank.inner_groups[0]->communicator(t));
+      }
+      continue;
+    }
+    const int cp = inner / grid_tp;
+    for (int t = 0; t < grid_tp; ++t) rank.inner_groups.push_back(parallel::InProcessGroup::create(cp));
+    for (int c = 0; c < cp; ++c) {
+      rank.inner_groups.push_back(parallel::InProcessGroup::create(grid_tp));
+    }
+    for (int core = 0; core < inner; ++core) {
+      const int c = core / grid_tp, t = core % grid_tp;
+      rank.inner_comms.push_back(rank.inner_groups[static_cast<size_t>(t)]->communicator(c));
+      rank.grid_tp_comms.push_back(
+          rank.inner_groups[static_cast<size_t>(grid_tp + c)]->communicator(t));
     }
   }
   std::vector<parallel::ExpertPlacement> placements;
@@ -274,6 +293,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     model::ContextParallel cpar;
     if (inner > 1) {
       (e->context_ ? cpar.comm : tpar.comm) = rank.inner_comms[static_cast<size_t>(t)].get();
+      if (!rank.grid_tp_comms.empty()) tpar.comm = rank.grid_tp_comms[static_cast<size_t>(t)].get();
     }
     EngineOptions core_options = per_rank;
     if (on_gpus) {
@@ -286,7 +306,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
       if (e->group_) e->group_->abort(core.status());
-      if (rank.inner_group) rank.inner_group->abort(core.status());
+      for (const auto& g : rank.inner_groups) g->abort(core.status());
       return;
     }
     (t == 0 ? rank.core : rank.copies[static_cast<size_t>(t - 1)]) = std::move(core).value();
@@ -296,9 +316,13 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     if (st.ok()) continue;
     return st.with_context(
         "data-parallel rank " + std::to_string(i / inner) +
-        (inner > 1 ? (engine->context_ ? ", context-parallel rank " : ", tensor-parallel rank ") +
-                         std::to_string(i % inner)
-                   : ""));
+        (inner == 1               ? std::string()
+         : engine->grid_tp_ > 1 ? ", context-parallel rank " +
+                                      std::to_string(i % inner / engine->grid_tp_) +
+                                      ", tensor-parallel rank " +
+                                      std::to_string(i % engine->grid_tp_)
+         : engine->context_     ? ", context-parallel rank " + std::to_string(i % inner)
+                                : ", tensor-parallel rank " + std::to_string(i % inner)));
   }
   // A rank's tensor-parallel copies draw what its first core draws (one engine seed).
   for (const auto& rank : engine->ranks_) {
@@ -540,7 +564,12 @@ void DataParallelEngine::update_stats() {
 std::string DataParallelEngine::describe() const {
   const int n = num_ranks();
   std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
-  if (cores_per_rank_ > 1 && context_) {
+  if (cores_per_rank_ > 1 && context_ && grid_tp_ > 1) {
+    ranks += "each rank " + std::to_string(cores_per_rank_ / grid_tp_) +
+             " context-parallel ranks of " + std::to_string(grid_tp_) +
+             " tensor-parallel cores (a grid; every forward's rows split zig-zag, the weights "
+             "sharded, lockstep steps); ";
+  } else if (cores_per_rank_ > 1 && context_) {
     ranks += "each rank " + std::to_string(cores_per_rank_) +
              " context-parallel ranks (every forward's rows split zig-zag, lockstep steps); ";
   } else if (cores_per_rank_ > 1) {

@@ -113,11 +113,13 @@ class DataParallelEngine final : public EngineDriver {
     // model uses (outlive the cores); core t of rank r is expert rank r x tp + t.
     std::vector<std::unique_ptr<parallel::InProcessCommunicator>> ep_comms;
     // Tensor or context parallelism inside the rank (tensor_ or context_parallel_size > 1): its
-    // group, each core's communicator (outlive the cores), and the cores of ranks 1.. of the
-    // group (core is rank 0: it answers; the copies run the same requests and steps, their
-    // outputs dropped).
-    std::shared_ptr<parallel::InProcessGroup> inner_group;
-    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> inner_comms;
+    // groups (one; a context x tensor grid: one context-parallel group per tensor index, then
+    // one tensor-parallel group per context index), each core's communicator (the context one in
+    // a grid; outlive the cores), a grid core's tensor-parallel one, and the cores of ranks 1..
+    // of the group (core is rank 0: it answers; the copies run the same requests and steps,
+    // their outputs dropped).
+    std::vector<std::shared_ptr<parallel::InProcessGroup>> inner_groups;
+    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> inner_comms, grid_tp_comms;
     std::unique_ptr<EngineCore> core;
     std::vector<std::unique_ptr<EngineCore>> copies;
     int64_t live_samples = 0;  // of the requests placed here and not yet ended (placement)
@@ -136,6 +138,7 @@ class DataParallelEngine final : public EngineDriver {
   bool expert_parallel_ = false;
   int cores_per_rank_ = 1;  // tensor- (or context-) parallel cores per rank
   bool context_ = false;    // those cores split each forward's rows (context parallelism)
+  int grid_tp_ = 1;  // a context x tensor grid in each rank: tensor cores per context rank
   int experts_ = 0;         // routed experts of the model (expert parallelism's placement)
   std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only: every core
   std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models

@@ -6,8 +6,8 @@
 // ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
 // chunked ones; the V4.1 default model too; inside two data-parallel ranks; with expert
 // parallelism over the same ranks (and over all the cores of two data-parallel ranks); as a
-// context x tensor grid. Also: the grid with data or expert parallelism, CP with bounded replay,
-// and bad sizes, refused by name.
+// context x tensor grid, alone and inside two data-parallel ranks. Also: the grid with expert
+// parallelism, CP with bounded replay, and bad sizes, refused by name.
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -160,6 +160,16 @@ TEST(ContextParallelEngine, WithTensorParallelismGridSameOutputsAsOneRank) {
   }
 }
 
+// The grid inside data-parallel ranks (--data-parallel-size 2 --context-parallel-size 2
+// --tensor-parallel-size 2, eight cores): requests placed over the two ranks, each a 2 x 2 grid.
+TEST(ContextParallelEngine, GridInsideDataParallelRanksSameOutputsAsOneRank) {
+  for (const std::string& dir : {kV4Small, kDefault}) {
+    expect_like_one_rank(dir, {.context = 2, .data = 2, .tensor = 2},
+                         {"data parallel: 2 ranks",
+                          "each rank 2 context-parallel ranks of 2 tensor-parallel cores"});
+  }
+}
+
 TEST(ContextParallelEngine, RefusalsNameTheFlag) {
   EngineOptions o;
   o.model_dir = engine_test::source_dir() + "/models/default";  // V4.1
@@ -173,7 +183,7 @@ TEST(ContextParallelEngine, RefusalsNameTheFlag) {
   o.prefill_truncation_mode = "none";
   o.model_dir = engine_test::source_dir() + "/models/v4-small";
   o.tensor_parallel_size = 2;
-  o.enable_expert_parallel = true;  // the grid runs alone
+  o.enable_expert_parallel = true;  // the grid splits no experts
   auto grid_ep = Engine::create(o);
   ASSERT_FALSE(grid_ep.ok());
   EXPECT_NE(grid_ep.status().message().find("--context-parallel-size"), std::string::npos)
