@@ -122,8 +122,8 @@ struct EngineOptions {
   // (equal causal attention work, the point for long prefills) and the caches are gathered
   // whole on every rank; outputs are the single engine's. DeepSeek-V4 and V4.1; inside each
   // data-parallel rank when data_parallel_size > 1; with enable_expert_parallel the routed
-  // experts split over the ranks (all the cores); with tensor_parallel_size T > 1 (alone) each
-  // rank is a tensor-parallel group of T cores; not with bounded replay
+  // experts split over the ranks (all the cores); with tensor_parallel_size T > 1 each rank is
+  // a tensor-parallel group of T cores (a grid, with any of the above); not with bounded replay
   // (prefill_truncation_mode compact); not on CUDA. Values below 1 are refused.
   int32_t context_parallel_size = 1;
   // The GPUs of the CUDA backend (ids as CUDA numbers them, after CUDA_VISIBLE_DEVICES): one per

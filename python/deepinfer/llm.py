@@ -250,7 +250,7 @@ class LLM:
         # outputs are unchanged. context_parallel_size: ranks splitting every forward's rows by
         # causal attention work (zig-zag), for long prefills; DeepSeek-V4 and V4.1 on the CPU
         # backends, alone or inside data-parallel ranks, with or without enable_expert_parallel,
-        # or with tensor_parallel_size as a grid of cores; outputs are unchanged.
+        # with tensor_parallel_size as a grid of cores or not; outputs are unchanged.
         # cuda_devices (backend "cuda"): each data-parallel rank's GPU, in rank order (None:
         # rank r on GPU r); a GPU may be named twice. docs/parallel.md.
         spec = dict(speculative_config or {})

@@ -26,16 +26,13 @@ Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backen
                          "ContextParallel on this backend, or use the CPU backend");
   }
   // Tensor parallelism beside it: each context-parallel rank is a tensor-parallel group (a grid
-  // of cores; the tensor-parallel gathers run over this rank's rows inside the group). Not with
-  // expert parallelism as well.
-  if (tp.enabled() && ep.enabled()) {
-    return unimplemented(what +
-                         "with tensor and expert parallelism both beside it is not built: give "
-                         "context parallelism with one of them");
-  }
+  // of cores; the tensor-parallel gathers run over this rank's rows inside the group).
   // Expert parallelism over the same ranks (the original engine's "balanced CP, MoE EP") or over
-  // several context-parallel groups (data-parallel ranks of them): each rank routes its own rows
-  // through the exchange, or only serves its experts without rows.
+  // several context-parallel groups (data-parallel ranks of them, or the cores of a grid): each
+  // rank routes its own rows through the exchange (in a grid each core its tensor-parallel share
+  // of its context rank's rows, moe.h), or only serves its experts without rows (every core of a
+  // context rank without rows alike).
+  (void)tp;
   return ep.check_whole_groups(what, comm->size(), "context-parallel");
 }
 

@@ -98,12 +98,6 @@ Status validate_context_parallel(const EngineOptions& options) {
   }
   if (cp == 1) return Status::ok_status();
   const int32_t tp = options.tensor_parallel_size;
-  if (tp > 1 && options.enable_expert_parallel) {
-    return unimplemented(flag + " with tensor_parallel_size (--tensor-parallel-size) " +
-                         std::to_string(tp) +
-                         " and expert parallelism: a context x tensor grid splits no experts; "
-                         "give context parallelism with one of the two");
-  }
   if (tp < 1 || options.data_parallel_size < 1 ||
       options.data_parallel_size > kMaxDataParallelRanks ||
       static_cast<int64_t>(cp) * options.data_parallel_size * tp > kMaxDataParallelRanks) {

@@ -12,10 +12,11 @@ namespace deepinfer::runtime {
 namespace {
 
 // The ranks the routed experts are split over: every core, data-parallel ranks x the
-// tensor- or context-parallel cores of each.
+// tensor- or context-parallel cores of each (context x tensor in a grid).
 int expert_ranks(const EngineOptions& o) {
-  return std::max({1, o.tensor_parallel_size, o.context_parallel_size}) *
-         std::max(1, o.data_parallel_size);
+  const int tp = std::max(1, o.tensor_parallel_size);
+  const int inner = o.context_parallel_size > 1 ? o.context_parallel_size * tp : tp;
+  return inner * std::max(1, o.data_parallel_size);
 }
 
 // The policy's config for in-process ranks: one node (the ranks share its memory), and one group

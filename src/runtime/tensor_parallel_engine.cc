@@ -39,6 +39,8 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
   }
   engine->grid_tp_ = grid_tp;
   if (grid_tp > 1) {
+    // The experts of a grid split over all its cores: a group of its own for their exchange.
+    if (!placements.empty()) engine->group_ = parallel::InProcessGroup::create(n);
     const int cp = options.context_parallel_size;
     for (int t = 0; t < grid_tp; ++t) {
       engine->cp_groups_.push_back(parallel::InProcessGroup::create(cp));
@@ -51,6 +53,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
       engine->ranks_.push_back(std::make_unique<Rank>());
       engine->ranks_.back()->comm = engine->cp_groups_[static_cast<size_t>(t)]->communicator(c);
       engine->ranks_.back()->tp_comm = engine->tp_groups_[static_cast<size_t>(c)]->communicator(t);
+      if (engine->group_) engine->ranks_.back()->ep_comm = engine->group_->communicator(r);
     }
   } else {
     engine->group_ = parallel::InProcessGroup::create(n);
@@ -71,7 +74,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     (context ? cp.comm : tp.comm) = rank.comm.get();
     if (rank.tp_comm) tp.comm = rank.tp_comm.get();
     if (!placements.empty()) {
-      ep.comm = rank.comm.get();
+      ep.comm = rank.ep_comm ? rank.ep_comm.get() : rank.comm.get();
       ep.placements = placements;
       if (e->rebalancer_) ep.load_counter = e->rebalancer_->counter();
     }
@@ -187,12 +190,15 @@ std::string TensorParallelEngine::describe() const {
            " ranks (threads of this process), each forward's rows split zig-zag by causal "
            "attention work, K=V and compressor rows gathered (whole caches on every rank), " +
            (grid_tp_ > 1 ? "each rank " + std::to_string(grid_tp_) +
-                               " tensor-parallel cores (dense weights and every expert's rows "
-                               "split), "
+                               " tensor-parallel cores (dense weights" +
+                               (expert_parallel_ ? "" : " and every expert's rows") + " split), "
                          : std::string()) +
-           (expert_parallel_ ? "expert parallel: routed experts split over the ranks (each "
-                               "exchanging its rows" + eplb + "), "
-                             : std::string()) +
+           (expert_parallel_
+                ? "expert parallel: routed experts split over " +
+                      (grid_tp_ > 1 ? "all " + std::to_string(num_ranks()) + " cores (each"
+                                    : std::string("the ranks (each")) +
+                      " exchanging its rows" + eplb + "), "
+                : std::string()) +
            "lockstep steps; rank 0: " + ranks_[0]->core->describe();
   }
   return "tensor parallel: " + std::to_string(num_ranks()) +

@@ -73,8 +73,9 @@ class TensorParallelEngine final : public EngineDriver {
   struct Rank {
     std::unique_ptr<parallel::InProcessCommunicator> comm;  // the model's (outlives core)
     // Context with tensor parallelism (a grid): comm is this core's context-parallel
-    // communicator and tp_comm its tensor-parallel one.
-    std::unique_ptr<parallel::InProcessCommunicator> tp_comm;
+    // communicator, tp_comm its tensor-parallel one and, with expert parallelism, ep_comm its
+    // communicator over every core (group_).
+    std::unique_ptr<parallel::InProcessCommunicator> tp_comm, ep_comm;
     std::unique_ptr<EngineCore> core;
   };
 
@@ -83,7 +84,8 @@ class TensorParallelEngine final : public EngineDriver {
 
   std::shared_ptr<parallel::InProcessGroup> group_;
   // A context x tensor grid: the context-parallel groups (one per tensor-parallel index) and the
-  // tensor-parallel ones (one per context-parallel rank); group_ is then unused.
+  // tensor-parallel ones (one per context-parallel rank); group_ then holds every core only for
+  // the experts' exchange (expert parallelism), else it is unused.
   std::vector<std::shared_ptr<parallel::InProcessGroup>> cp_groups_, tp_groups_;
   int grid_tp_ = 1;  // tensor-parallel cores per context-parallel rank (1: no grid)
   std::unique_ptr<ExpertRebalancer> rebalancer_;  // EPLB only; outlives the ranks' models

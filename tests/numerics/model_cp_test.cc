@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_ops.h"
@@ -221,10 +222,10 @@ TEST(ModelContextParallel, ARankThatFailsMidStepFailsTheOthersWithoutAHang) {
       "context parallelism");
 }
 
-// Tensor parallelism beside it is refused at load; bounded replay (a V4.1 step with
-// upper_skip) at the step, on every rank alike, before anything runs.
-TEST(ModelContextParallel, OtherParallelismAndBoundedReplayBesideItAreRefusedByName) {
-  std::vector<Status> replay(2), with_tp(2);
+// Bounded replay (a V4.1 step with upper_skip) is refused at the step, on every rank alike,
+// before anything runs.
+TEST(ModelContextParallel, BoundedReplayBesideItIsRefusedByName) {
+  std::vector<Status> replay(2);
   run_ranks(2, [&](Communicator& comm) -> Status {
     ContextParallel cp;
     cp.comm = &comm;
@@ -235,32 +236,29 @@ TEST(ModelContextParallel, OtherParallelismAndBoundedReplayBesideItAreRefusedByN
     const std::vector<int32_t> prompt = tokens(0, 200, 8000);
     replay[r] = (*v41)->extend(cache, prompt, LogitsWanted::kLast, false, /*upper_skip=*/100)
                     .status();
-    TensorParallel tp;
-    tp.comm = &comm;
-    ExpertParallel ep;
-    ep.comm = &comm;
-    ep.placements = {parallel::ExpertPlacement::contiguous(8, 2)};
-    with_tp[r] = load_model(source_dir() + "/models/v4-small", opt_ops(), {}, ep, tp, cp).status();
     return Status();
   });
   for (size_t r = 0; r < 2; ++r) {
     EXPECT_NE(replay[r].message().find("with context parallelism"), std::string::npos)
         << replay[r].to_string();
-    EXPECT_NE(with_tp[r].message().find("with tensor and expert parallelism both"),
-              std::string::npos)
-        << with_tp[r].to_string();
   }
 }
 
 // A grid of cores: `cp` context-parallel ranks, each a tensor-parallel group of `tp` cores (core
 // c·tp + t is tensor-parallel rank t of group c and context-parallel rank c of group t).
-std::vector<std::vector<std::vector<float>>> run_grid(const std::string& dir, int cp, int tp) {
+// experts > 0: the routed experts split over all the cores too (contiguous blocks). `weights`:
+// each core's WeightStats (what it bound).
+std::vector<std::vector<std::vector<float>>> run_grid(const std::string& dir, int cp, int tp,
+                                                      int experts = 0,
+                                                      std::vector<WeightStats>* weights = nullptr) {
   const int n = cp * tp;
+  const auto ep_group = parallel::InProcessGroup::create(n);
   std::vector<std::shared_ptr<parallel::InProcessGroup>> cp_groups, tp_groups;
   for (int t = 0; t < tp; ++t) cp_groups.push_back(parallel::InProcessGroup::create(cp));
   for (int c = 0; c < cp; ++c) tp_groups.push_back(parallel::InProcessGroup::create(tp));
   std::vector<std::vector<std::vector<float>>> results(static_cast<size_t>(n));
   std::vector<Status> statuses(static_cast<size_t>(n));
+  if (weights != nullptr) weights->assign(static_cast<size_t>(n), {});
   std::vector<std::thread> threads;
   for (int i = 0; i < n; ++i) {
     threads.emplace_back([&, i] {
@@ -272,17 +270,25 @@ std::vector<std::vector<std::vector<float>>> run_grid(const std::string& dir, in
       cpar.comm = cp_comm.get();
       TensorParallel tpar;
       tpar.comm = tp_comm.get();
+      auto ep_comm = ep_group->communicator(i);
+      ExpertParallel ep;
+      if (experts > 0) {
+        ep.comm = ep_comm.get();
+        ep.placements = {parallel::ExpertPlacement::contiguous(experts, n)};
+      }
       Status st;
-      auto m = load_model(dir, *ops, {}, {}, tpar, cpar);
+      auto m = load_model(dir, *ops, {}, ep, tpar, cpar);
       if (!m.ok()) {
         st = m.status();
       } else {
+        if (weights != nullptr) (*weights)[static_cast<size_t>(i)] = (*m)->weight_stats();
         st = run_schedule(**m, schedule(static_cast<int32_t>((*m)->vocab_size())),
                           &results[static_cast<size_t>(i)]);
       }
       if (!st.ok()) {  // the peers waiting in a gather fail instead of timing out
         cp_groups[static_cast<size_t>(t)]->abort(st);
         tp_groups[static_cast<size_t>(c)]->abort(st);
+        ep_group->abort(st);
       }
       statuses[static_cast<size_t>(i)] = st;
     });
@@ -296,7 +302,8 @@ std::vector<std::vector<std::vector<float>>> run_grid(const std::string& dir, in
 }
 
 // Context with tensor parallelism: 2 context-parallel ranks of 2 tensor-parallel cores each
-// (and 2 x 1, 1 x 2): every core's logits, hidden rows and DSpark drafts the single rank's.
+// (and 2 x 1, 1 x 2), and 2 x 2 and 2 x 1 with the routed experts split over all the cores:
+// every core's logits, hidden rows and DSpark drafts the single rank's.
 TEST(ModelContextParallel, WithTensorParallelismGridSameBits) {
   for (const std::string& dir :
        {source_dir() + "/models/v4-small", source_dir() + "/models/default"}) {
@@ -306,13 +313,27 @@ TEST(ModelContextParallel, WithTensorParallelismGridSameBits) {
     ASSERT_TRUE(
         run_schedule(**single_m, schedule(static_cast<int32_t>((*single_m)->vocab_size())), &want)
             .ok());
-    for (const auto& [cp, tp] : {std::pair{2, 2}, std::pair{2, 1}, std::pair{1, 2}}) {
-      const auto got = run_grid(dir, cp, tp);
+    const int experts = (*single_m)->config().n_routed_experts;
+    // (cp, tp, experts split over the cores or not)
+    for (const auto& [cp, tp, ep] : {std::tuple{2, 2, false}, std::tuple{2, 1, false},
+                                     std::tuple{1, 2, false}, std::tuple{2, 2, true},
+                                     std::tuple{2, 1, true}}) {
+      std::vector<WeightStats> bound;
+      const auto got = run_grid(dir, cp, tp, ep ? experts : 0, &bound);
+      const std::string what = dir + ": " + std::to_string(cp) + " x " + std::to_string(tp) +
+                               (ep ? " with expert parallelism" : "");
+      const WeightStats all = (*single_m)->weight_stats();
       for (size_t i = 0; i < got.size(); ++i) {
-        ASSERT_EQ(got[i].size(), want.size()) << dir << ": " << cp << " x " << tp << ", core " << i;
+        // Each core bound its shards (tensor parallelism) and its share of the routed experts.
+        if (tp > 1) {
+          EXPECT_GT(bound[i].split_tensors, 0) << what << ", core " << i;
+        }
+        if (ep) {
+          EXPECT_LT(bound[i].routed_experts, all.routed_experts) << what << ", core " << i;
+        }
+        ASSERT_EQ(got[i].size(), want.size()) << what << ", core " << i;
         for (size_t k = 0; k < want.size(); ++k) {
-          EXPECT_TRUE(same_bits(got[i][k], want[k]))
-              << dir << ": " << cp << " x " << tp << ", core " << i << ", output " << k;
+          EXPECT_TRUE(same_bits(got[i][k], want[k])) << what << ", core " << i << ", output " << k;
         }
       }
     }

@@ -59,7 +59,7 @@ EngineRun run(const std::string& dir, int32_t batched_tokens, Ranks ranks) {
   o.enable_expert_parallel = ranks.expert;
   if (ranks.eplb) {  // rebalanced every 2 steps, 2 replicas per core
     o.enable_eplb = true;
-    o.num_redundant_experts = 2 * ranks.context * ranks.data;
+    o.num_redundant_experts = 2 * ranks.context * ranks.data * ranks.tensor;
     o.eplb_step_interval = 2;
   }
   auto created = Engine::create(o);
@@ -170,6 +170,19 @@ TEST(ContextParallelEngine, GridInsideDataParallelRanksSameOutputsAsOneRank) {
   }
 }
 
+// The grid with the routed experts split over all its cores (--context-parallel-size 2
+// --tensor-parallel-size 2 --enable-expert-parallel: each core sends its tensor-parallel share
+// of its context rank's rows through the exchange), alone with EPLB rebalancing every 2 steps,
+// and inside two data-parallel ranks (the experts over all eight cores).
+TEST(ContextParallelEngine, GridWithExpertParallelismSameOutputsAsOneRank) {
+  for (const std::string& dir : {kV4Small, kDefault}) {
+    expect_like_one_rank(dir, {.context = 2, .tensor = 2, .expert = true, .eplb = true},
+                         {"context parallel: 2 ranks", "EPLB"});
+    expect_like_one_rank(dir, {.context = 2, .data = 2, .tensor = 2, .expert = true},
+                         {"data parallel: 2 ranks", "over all 8 cores"});
+  }
+}
+
 TEST(ContextParallelEngine, RefusalsNameTheFlag) {
   EngineOptions o;
   o.model_dir = engine_test::source_dir() + "/models/default";  // V4.1
@@ -182,14 +195,6 @@ TEST(ContextParallelEngine, RefusalsNameTheFlag) {
       << replay.status().message();
   o.prefill_truncation_mode = "none";
   o.model_dir = engine_test::source_dir() + "/models/v4-small";
-  o.tensor_parallel_size = 2;
-  o.enable_expert_parallel = true;  // the grid splits no experts
-  auto grid_ep = Engine::create(o);
-  ASSERT_FALSE(grid_ep.ok());
-  EXPECT_NE(grid_ep.status().message().find("--context-parallel-size"), std::string::npos)
-      << grid_ep.status().message();
-  o.enable_expert_parallel = false;
-  o.tensor_parallel_size = 1;
   o.context_parallel_size = 0;
   auto zero = Engine::create(o);
   ASSERT_FALSE(zero.ok());
