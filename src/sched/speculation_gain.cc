@@ -100,7 +100,8 @@ void SpeculationGain::observe(const Step& s) {
   p.spent_seconds = g.spent;
   p.plain_seconds = g.plain;
   record(p);
-  g.predicted = false;  // measured: a later prediction may overrule the next probe again
+  g.predicted = false;
+  g.measured_gain = ratio >= 1.0;  // a measured gain stands until a measured loss
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
     ++counts_.probes_failed;

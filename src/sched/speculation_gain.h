@@ -15,11 +15,13 @@
 // without draft slots (the pipeline filling), a one-time cost of resuming.
 //
 // A loss the engine's budget predicts from its estimates (the confidences, the curve, the
-// drafting cost) pauses like a failed probe, but the decision after that pause is measured: a
-// paused batch gathers no new evidence, so a prediction from early estimates (before the
-// acceptance calibration has data) would renew itself from the same numbers forever. Stop 38,
-// H100, models/v4-small, k = 3, one request: varlen predicted 0.76x at plan 8 and stayed paused
-// (1.00x of plain decoding) while fixed-k MTP ran 1.48x.
+// drafting cost) pauses like a failed probe, but it never overrules a measurement: the decision
+// after a predicted pause is a measured probe (a paused batch gathers no new evidence, so a
+// prediction from early estimates would renew itself from the same numbers forever), and while
+// the latest measured probe of a batch paid, no prediction pauses it. Stop 38, H100,
+// models/v4-small, k = 3, one request: varlen predicted 0.76x at plan 8 and stayed paused (1.00x
+// of plain decoding) while fixed-k MTP ran 1.48x; with measured probes only after a prediction,
+// probes measured 1.39-1.63x and the predictor, at 0.66-0.68x, paused it again in between.
 //
 // Known bias, measured and left as it is (docs/speculative.md, "Varlen on the H200, stop 33"):
 // the curve keeps the least of a count's recent steps, so the estimate reads below a typical
@@ -77,6 +79,7 @@ class SpeculationGain {
     int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
     int failed = 0;             // failed probes in a row
     bool predicted = false;     // the latest decision was a predicted loss: the next is measured
+    bool measured_gain = false;  // the latest measured probe paid: no prediction overrules it
     // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
     // rows' sampling beyond a plain step's), an EMA over the steps that drafted; 0: not measured
     // yet. The budget charges it to every step that verifies drafts, so once it is known a batch
@@ -94,10 +97,10 @@ class SpeculationGain {
   // Learns from a finished step.
   void observe(const Step& s);
   // A loss the budget predicted (the engine's draft-cost model: `ratio` expected at `decodes`)
-  // pauses `g` like a failed probe. Only when may_predict_loss(g): after a predicted loss the
-  // next decision is a measured probe.
+  // pauses `g` like a failed probe. Only when may_predict_loss(g): not right after a predicted
+  // loss (the next decision is a measured probe), nor while the latest measured probe paid.
   void predicted_loss(Bucket& g, double decodes, double ratio);
-  static bool may_predict_loss(const Bucket& g) { return !g.predicted; }
+  static bool may_predict_loss(const Bucket& g) { return !g.predicted && !g.measured_gain; }
   // At plan time: whether `g` is paused (kActive), was and its pause is over as of the latest
   // observed plan step (kEnded: cleared here, drafting resumes and probes again), or was not.
   enum class Pause : uint8_t { kNone, kActive, kEnded };

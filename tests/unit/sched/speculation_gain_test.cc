@@ -146,8 +146,9 @@ TEST(SpeculationGain, APredictedLossPausesFromTheLatestStep) {
 
 // After a predicted loss the next decision is measured: a paused batch learns nothing new, so a
 // prediction from early estimates must not renew itself. The probe after the pause passes here
-// (4 tokens per step at 1.5x the plain cost); predictions are allowed again after it, and after a
-// measured failure too.
+// (4 tokens per step at 1.5x the plain cost): no prediction may overrule that gain, until a
+// measured probe fails (3 steps at 2x the plain cost for one token each); then predictions are
+// allowed again.
 TEST(SpeculationGain, APredictedLossIsFollowedByAMeasuredProbe) {
   SpeculationGain gain;
   SpeculationGain::Bucket& g = gain.bucket(1);
@@ -160,13 +161,12 @@ TEST(SpeculationGain, APredictedLossIsFollowedByAMeasuredProbe) {
   EXPECT_FALSE(SpeculationGain::may_predict_loss(g));  // still: the probe has not decided yet
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 4, 3, 3, 1.5 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_passed, 1);
-  EXPECT_TRUE(SpeculationGain::may_predict_loss(g));
-  gain.predicted_loss(g, 1, 0.7);
-  at = g.paused_until;
-  gain.observe(step(at, 0, 0, 0, 0, 0, 0));
-  EXPECT_EQ(gain.pause_state(g), SpeculationGain::Pause::kEnded);
+  EXPECT_FALSE(SpeculationGain::may_predict_loss(g));  // the measured gain stands
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 4, 3, 3, 1.5 * kMs, kMs));
+  EXPECT_EQ(gain.counts().probes_passed, 2);
+  EXPECT_FALSE(SpeculationGain::may_predict_loss(g));
   for (int i = 0; i < 3; ++i) gain.observe(step(at++, 1, 1, 1, 2 * kMs, kMs));
-  EXPECT_EQ(gain.counts().probes_failed, 2 + 1);
+  EXPECT_EQ(gain.counts().probes_failed, 1 + 1);
   EXPECT_TRUE(SpeculationGain::may_predict_loss(g));
 }
 
