@@ -50,7 +50,8 @@ Expected<std::string> resolve_backend_name(std::string_view name) {
 }
 
 Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
-                                        std::optional<bool> batch_invariant, int cuda_device) {
+                                        std::optional<bool> batch_invariant, int cuda_device,
+                                        bool record_graphs) {
   const auto& env = env_options();
   if (!env.ok()) return env.status();
   DI_ASSIGN_OR_RETURN(const std::string choice, resolve_backend_name(name));
@@ -64,12 +65,13 @@ Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads,
     const std::string who = name.empty() ? "DEEPINFER_ACCELERATOR=nvidia" : "backend 'cuda'";
 #if DEEPINFER_WITH_CUDA
     auto ops = cuda::CudaOps::create(cuda_device, batch_invariant.value_or(env->batch_invariant),
-                                     env->cuda_graph_max_rows);
+                                     record_graphs ? env->cuda_graph_max_rows : 0);
     if (!ops.ok()) return ops.status().with_context(who);
     return std::unique_ptr<Ops>(std::move(*ops));
 #else
     (void)batch_invariant;
     (void)cuda_device;
+    (void)record_graphs;
     return failed_precondition(
         who +
         ": this DeepInfer build has no CUDA backend (nvcc was not found when it was "

@@ -27,9 +27,14 @@ Expected<std::string> resolve_backend_name(std::string_view name);
 
 // batch_invariant: unset = DEEPINFER_BATCH_INVARIANT (the CPU backends are invariant anyway; the
 // CUDA backend then picks its invariant kernels).
+// record_graphs false: the CUDA backend never records CUDA graphs (as
+// DEEPINFER_CUDA_GRAPH_MAX_ROWS=0), for ranks of this process stepping at once on one GPU: its op
+// streams are blocking streams, so a capture on one rank's stream makes the other ranks'
+// legacy-stream copies on that GPU fail (cudaErrorStreamCaptureImplicit) and their frees
+// synchronise the device under it.
 Expected<std::unique_ptr<Ops>> make_ops(std::string_view name, int num_threads = 0,
                                         std::optional<bool> batch_invariant = std::nullopt,
-                                        int cuda_device = 0);
+                                        int cuda_device = 0, bool record_graphs = true);
 
 // True when this build contains the CUDA backend.
 bool built_with_cuda();

@@ -290,12 +290,14 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       if (!rank.grid_tp_comms.empty()) tpar.comm = rank.grid_tp_comms[static_cast<size_t>(t)].get();
     }
     EngineOptions core_options = per_rank;
+    bool gpu_shared = false;  // another rank steps on the same GPU at once: no CUDA graphs
     if (on_gpus) {
-      core_options.cuda_devices = {options.cuda_devices.empty()
-                                       ? i
-                                       : options.cuda_devices[static_cast<size_t>(i)]};
+      const std::vector<int32_t>& ids = options.cuda_devices;
+      const int32_t device = ids.empty() ? i : ids[static_cast<size_t>(i)];
+      core_options.cuda_devices = {device};
+      gpu_shared = std::count(ids.begin(), ids.end(), device) > 1;
     }
-    auto core = EngineCore::create(core_options, ep, tpar, cpar);
+    auto core = EngineCore::create(core_options, ep, tpar, cpar, gpu_shared);
     if (!core.ok()) {
       failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.

@@ -53,7 +53,8 @@ Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& optio
 Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options,
                                                          const model::ExpertParallel& ep,
                                                          const model::TensorParallel& tp,
-                                                         const model::ContextParallel& cp) {
+                                                         const model::ContextParallel& cp,
+                                                         bool gpu_shared) {
   if ((ep.enabled() || tp.enabled() || cp.enabled()) && options.async_scheduling) {
     // Lockstep runs each step's forwards and its serving of peers on the thread that steps the
     // rank (data_parallel_engine.cc); a step left in flight between step() calls would hold the
@@ -94,7 +95,8 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
   // The batch-invariance option reaches the backend, which picks its kernels by it.
   DI_ASSIGN_OR_RETURN(std::unique_ptr<backend::Ops> ops,
                       backend::make_ops(options.backend, threads, options.batch_invariant,
-                                        options.cuda_devices.empty() ? 0 : options.cuda_devices[0]));
+                                        options.cuda_devices.empty() ? 0 : options.cuda_devices[0],
+                                        /*record_graphs=*/!gpu_shared));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                       model::load_model(options.model_dir, *ops, {load_format, 0}, ep, tp, cp));
 

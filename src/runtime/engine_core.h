@@ -62,10 +62,13 @@ class EngineCore final : public EngineDriver {
   // its shards, and forwards go through a Lockstep that checks every rank runs each one.
   // `cp`: this rank's part of context parallelism (the same engine, tensor_parallel_engine.h):
   // the model splits each forward's rows with its peers; the same Lockstep as `tp`.
+  // `gpu_shared`: other ranks of this process step at once on this core's GPU (data-parallel
+  // ranks given one GPU twice): it records no CUDA graphs (backend::make_ops says why).
   static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options,
                                                       const model::ExpertParallel& ep = {},
                                                       const model::TensorParallel& tp = {},
-                                                      const model::ContextParallel& cp = {});
+                                                      const model::ContextParallel& cp = {},
+                                                      bool gpu_shared = false);
   ~EngineCore() override;
 
   Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,

@@ -44,14 +44,6 @@ void CudaOps::run_recorded(uint64_t key, const std::function<void()>& body) {
     body();
     return;
   }
-  if (device_shared()) {
-    // Another CudaOps (a data-parallel rank) on this GPU: a capture here would fail its
-    // legacy-stream copies (they join every blocking stream of the device, this capturing one
-    // too) and its frees (a device synchronisation). Ranks sharing a GPU run eagerly.
-    ++record_stats_.eager;
-    body();
-    return;
-  }
   Recording& r = recordings_[key];
   if (r.refused) {
     ++record_stats_.eager;

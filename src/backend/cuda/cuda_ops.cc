@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -59,28 +57,9 @@ CudaOps::CudaOps(cudaStream_t stream, cudaStream_t alloc_stream)
   init_cublas();
 }
 
-namespace {
-// How many CudaOps live on each GPU (ranks of one process may share one): see device_shared().
-std::mutex g_devices_mu;
-std::map<int, int>& ops_per_device() {
-  static std::map<int, int> m;  // device -> live CudaOps, under g_devices_mu
-  return m;
-}
-}  // namespace
-
-bool CudaOps::device_shared() const {
-  const std::lock_guard<std::mutex> lock(g_devices_mu);
-  const auto it = ops_per_device().find(device_);
-  return it != ops_per_device().end() && it->second > 1;
-}
-
 CudaOps::~CudaOps() {
   // Whichever thread destroys the engine: the streams and handles go back to their own device.
   bind_thread();
-  {
-    const std::lock_guard<std::mutex> lock(g_devices_mu);
-    --ops_per_device()[device_];
-  }
   drop_recordings();
   destroy_cublas();
   if (stream_) {
@@ -102,10 +81,6 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
   }
   std::unique_ptr<CudaOps> ops(new CudaOps(s, a));
   ops->device_ = device;
-  {
-    const std::lock_guard<std::mutex> lock(g_devices_mu);
-    ++ops_per_device()[device];
-  }
   DI_ASSIGN_OR_RETURN(ops->linear_mma_layouts_, linear_mma_layout_table());
   ops->batch_invariant_ = batch_invariant;
   ops->graph_max_rows_ = std::max<int64_t>(0, graph_max_rows);

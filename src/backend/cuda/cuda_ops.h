@@ -60,9 +60,6 @@ class CudaOps : public Ops {
   bool batch_invariant() const { return batch_invariant_; }
   int device() const { return device_; }
   void bind_thread() override;
-  // True while another CudaOps of this process lives on the same GPU (data-parallel ranks
-  // sharing it): run_recorded then records nothing (cuda_graphs.cc says why).
-  bool device_shared() const;
 
   // Recorded replay (cuda_graphs.cc). A key's first run is eager on the graph arena (its scratch
   // settles), the second is captured into a CUDA graph, later runs launch the graph. A capture
