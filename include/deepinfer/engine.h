@@ -86,6 +86,9 @@ struct EngineStats {
     bool passed = false;
     double tokens = 0, spent_seconds = 0, plain_seconds = 0;
     int rank = 0;
+    // The drafting seconds per step the controller charged at that batch size when it decided
+    // (its estimate; for a prediction, what made it).
+    double draft_cost_seconds = 0;
   };
   std::vector<SpecProbe> spec_varlen_recent_probes;
   // The step-cost curve varlen decides from, as of the last step: (tokens, seconds) at 1, 2, 4,

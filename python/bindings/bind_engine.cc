@@ -249,6 +249,7 @@ nb::dict stats_to_dict(const EngineStats& s) {
     e["tokens"] = p.tokens;
     e["spent_seconds"] = p.spent_seconds;
     e["plain_seconds"] = p.plain_seconds;
+    e["draft_cost_seconds"] = p.draft_cost_seconds;
     e["rank"] = p.rank;
     probes.append(e);
   }

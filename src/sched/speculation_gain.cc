@@ -36,6 +36,7 @@ void SpeculationGain::predicted_loss(Bucket& g, double decodes, double ratio) {
   p.plan_step = step_;
   p.decodes = decodes;
   p.ratio = ratio;
+  p.draft_cost_seconds = g.draft_cost;
   record(p);
   g.fail_probe(step_);
   g.predicted = true;
@@ -99,6 +100,7 @@ void SpeculationGain::observe(const Step& s) {
   p.tokens = g.tokens;
   p.spent_seconds = g.spent;
   p.plain_seconds = g.plain;
+  p.draft_cost_seconds = g.draft_cost;
   record(p);
   g.predicted = false;
   g.measured_gain = ratio >= 1.0;  // a measured gain stands until a measured loss

@@ -66,6 +66,9 @@ class SpeculationGain {
     double ratio = 0;
     bool passed = false;
     double tokens = 0, spent_seconds = 0, plain_seconds = 0;  // the probe's sums (0: predicted)
+    // The bucket's drafting cost per step as of the decision (Bucket::draft_cost; what a
+    // prediction charged): to compare with the drafting time a probe measured.
+    double draft_cost_seconds = 0;
   };
   static constexpr size_t kProbesKept = 8;
 

@@ -135,6 +135,7 @@ TEST(SpeculationGain, APredictedLossPausesFromTheLatestStep) {
   SpeculationGain gain;
   gain.observe(step(41, 1, 0, 0, kMs, kMs));
   SpeculationGain::Bucket& g = gain.bucket(1);
+  g.draft_cost = 1.7 * kMs;  // what the prediction charged per step is reported with it
   gain.predicted_loss(g, 1, 0.6);
   EXPECT_EQ(g.paused_until, 41 + 16);
   EXPECT_EQ(g.failed, 1);
@@ -142,6 +143,7 @@ TEST(SpeculationGain, APredictedLossPausesFromTheLatestStep) {
   ASSERT_EQ(gain.recent_probes().size(), 1u);
   EXPECT_EQ(gain.recent_probes()[0].steps, 0);
   EXPECT_DOUBLE_EQ(gain.recent_probes()[0].ratio, 0.6);
+  EXPECT_DOUBLE_EQ(gain.recent_probes()[0].draft_cost_seconds, 1.7 * kMs);
 }
 
 // After a predicted loss the next decision is measured: a paused batch learns nothing new, so a
