@@ -42,8 +42,9 @@ def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, var
     assert len(probes) == min(8, decided)
     for p in probes:
         assert set(p) == {"plan_step", "decodes", "steps", "ratio", "passed", "tokens",
-                          "spent_seconds", "plain_seconds", "rank"}
+                          "spent_seconds", "plain_seconds", "rank", "draft_cost_seconds"}
         assert p["rank"] == 0  # one engine
+        assert p["draft_cost_seconds"] >= 0  # what drafting cost per step as the controller saw it
         assert p["passed"] == (p["steps"] > 0 and p["ratio"] >= 1.0)
     if not varlen:
         # With varlen the engine may verify nothing: it pauses drafting where the measured step
