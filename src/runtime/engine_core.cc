@@ -621,16 +621,9 @@ void EngineCore::update_gauges() {
   stats_.spec_varlen_paused_plans = varlen.paused_plans;
   stats_.spec_varlen_recent_probes.clear();
   for (const sched::SpeculationGain::Probe& p : gain_.recent_probes()) {
-    EngineStats::SpecProbe& e = stats_.spec_varlen_recent_probes.emplace_back();
-    e.plan_step = p.plan_step;
-    e.decodes = p.decodes;
-    e.steps = p.steps;
-    e.ratio = p.ratio;
-    e.passed = p.passed;
-    e.tokens = p.tokens;
-    e.spent_seconds = p.spent_seconds;
-    e.plain_seconds = p.plain_seconds;
-    e.draft_cost_seconds = p.draft_cost_seconds;
+    stats_.spec_varlen_recent_probes.push_back({p.plan_step, p.decodes, p.steps, p.ratio, p.passed,
+                                                p.tokens, p.spent_seconds, p.plain_seconds,
+                                                /*rank=*/0, p.draft_cost_seconds});
   }
   if (spec_varlen_ && !step_cost_.empty()) {
     stats_.spec_step_cost_seconds.clear();
