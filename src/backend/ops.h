@@ -479,7 +479,7 @@ class Ops {
   // backends: nothing). A device's API calls act on the thread's current device, so every
   // thread that calls into a backend on a GPU other than 0 calls this first: the engine does
   // at each entry (its step, the step worker's jobs, submit, abort); ranks on several GPUs in
-  // one process each bind their own. Cheap (a no-op when already current).
+  // one process each bind their own. Called once per engine entry and step job, not per op.
   virtual void bind_thread() {}
 
   // ---- Recorded replay (CUDA graphs). Defaults: every run is eager. --------------------------

@@ -6,8 +6,8 @@
 //           at every size (docs/cuda_backend.md), so it is opt-in.
 //   "opt"   the threaded CPU backend (num_threads; 0 = DEEPINFER_NUM_THREADS, else one per core)
 //   "ref"   the FP32 oracle, one thread
-//   "cuda"  the CUDA backend on GPU `cuda_device` (default 0); a clear error when this build has no CUDA or the
-//           machine has no usable GPU
+//   "cuda"  the CUDA backend on GPU `cuda_device` (default 0); a clear error when this build
+//           has no CUDA or the machine has no usable GPU
 #pragma once
 
 #include <memory>

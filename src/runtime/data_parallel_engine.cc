@@ -143,9 +143,8 @@ Status validate_cuda_devices(const EngineOptions& options, const std::string& ba
   }
   if (static_cast<int64_t>(ids.size()) != ranks) {
     return invalid_argument("cuda_devices (--cuda-devices) names " + std::to_string(ids.size()) +
-                            (ids.size() == 1 ? " GPU" : " GPUs") + " for " +
-                            std::to_string(ranks) + " data-parallel rank" +
-                            (ranks == 1 ? "" : "s") +
+                            (ids.size() == 1 ? " GPU" : " GPUs") + " for " + std::to_string(ranks) +
+                            " data-parallel rank" + (ranks == 1 ? "" : "s") +
                             ": give one GPU id per rank, in rank order, or none (rank r on GPU "
                             "r)");
   }
@@ -166,8 +165,7 @@ Status validate_parallel_options(const EngineOptions& options) {
   DI_TRY(validate_context_parallel(options));
   if (options.context_parallel_size > 1) {
     DI_TRY(validate_eplb_options(options, nullptr));
-    DI_ASSIGN_OR_RETURN(const std::string backend,
-                        backend::resolve_backend_name(options.backend));
+    DI_ASSIGN_OR_RETURN(const std::string backend, backend::resolve_backend_name(options.backend));
     return validate_cuda_devices(options, backend);  // CPU ranks here: cuda_devices refused
   }
   const int32_t tp = options.tensor_parallel_size;
@@ -212,38 +210,21 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   if (n < 2) return invalid_argument("DataParallelEngine needs data_parallel_size >= 2");
   auto engine = std::unique_ptr<DataParallelEngine>(new DataParallelEngine(options));
   engine->expert_parallel_ = options.enable_expert_parallel;
-  // Tensor (or context) parallelism inside each data-parallel rank: `inner` cores per rank over a
-  // group of their own. Expert parallelism spans every core of every rank (n x inner expert ranks).
-  // Context with tensor parallelism: a context x tensor grid in each rank, core c x tp + t being
-  // tensor-parallel rank t of context-parallel rank c (as the tensor-parallel engine's grid).
-  engine->context_ = options.context_parallel_size > 1;
-  const int grid_tp = engine->context_ ? std::max(1, options.tensor_parallel_size) : 1;
-  const int inner = engine->context_ ? options.context_parallel_size * grid_tp
-                                     : std::max(1, options.tensor_parallel_size);
+  // Tensor and/or context parallelism inside each data-parallel rank: a grid of `inner` cores per
+  // rank over groups of their own (core_grid.h). Expert parallelism spans every core of every
+  // rank (n x inner expert ranks).
+  const GridShape shape = GridShape::of(options);
+  const int inner = shape.cores();
   engine->cores_per_rank_ = inner;
-  engine->grid_tp_ = grid_tp;
   for (int r = 0; r < n; ++r) {
     engine->ranks_.push_back(std::make_unique<Rank>());
     if (inner == 1) continue;
     Rank& rank = *engine->ranks_.back();
     rank.copies.resize(static_cast<size_t>(inner - 1));
-    if (grid_tp == 1) {
-      rank.inner_groups.push_back(parallel::InProcessGroup::create(inner));
-      for (int t = 0; t < inner; ++t) {
-        rank.inner_comms.push_back(rank.inner_groups[0]->communicator(t));
-      }
-      continue;
-    }
-    const int cp = inner / grid_tp;
-    for (int t = 0; t < grid_tp; ++t) rank.inner_groups.push_back(parallel::InProcessGroup::create(cp));
-    for (int c = 0; c < cp; ++c) {
-      rank.inner_groups.push_back(parallel::InProcessGroup::create(grid_tp));
-    }
+    rank.grid = std::make_unique<CoreGrid>(shape);
     for (int core = 0; core < inner; ++core) {
-      const int c = core / grid_tp, t = core % grid_tp;
-      rank.inner_comms.push_back(rank.inner_groups[static_cast<size_t>(t)]->communicator(c));
-      rank.grid_tp_comms.push_back(
-          rank.inner_groups[static_cast<size_t>(grid_tp + c)]->communicator(t));
+      rank.context_comms.push_back(rank.grid->context_comm(core));
+      rank.tensor_comms.push_back(rank.grid->tensor_comm(core));
     }
   }
   std::vector<parallel::ExpertPlacement> placements;
@@ -285,9 +266,9 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
     }
     model::TensorParallel tpar;
     model::ContextParallel cpar;
-    if (inner > 1) {
-      (e->context_ ? cpar.comm : tpar.comm) = rank.inner_comms[static_cast<size_t>(t)].get();
-      if (!rank.grid_tp_comms.empty()) tpar.comm = rank.grid_tp_comms[static_cast<size_t>(t)].get();
+    if (rank.grid) {
+      cpar.comm = rank.context_comms[static_cast<size_t>(t)].get();
+      tpar.comm = rank.tensor_comms[static_cast<size_t>(t)].get();
     }
     EngineOptions core_options = per_rank;
     bool gpu_shared = false;  // another rank steps on the same GPU at once: no CUDA graphs
@@ -302,7 +283,7 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
       failed[static_cast<size_t>(i)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
       if (e->group_) e->group_->abort(core.status());
-      for (const auto& g : rank.inner_groups) g->abort(core.status());
+      if (rank.grid) rank.grid->abort(core.status());
       return;
     }
     (t == 0 ? rank.core : rank.copies[static_cast<size_t>(t - 1)]) = std::move(core).value();
@@ -310,15 +291,13 @@ Expected<std::unique_ptr<DataParallelEngine>> DataParallelEngine::create(
   for (int i = 0; i < n * inner; ++i) {
     const Status& st = failed[static_cast<size_t>(i)];
     if (st.ok()) continue;
+    const int core = i % inner;
     return st.with_context(
         "data-parallel rank " + std::to_string(i / inner) +
-        (inner == 1               ? std::string()
-         : engine->grid_tp_ > 1 ? ", context-parallel rank " +
-                                      std::to_string(i % inner / engine->grid_tp_) +
-                                      ", tensor-parallel rank " +
-                                      std::to_string(i % engine->grid_tp_)
-         : engine->context_     ? ", context-parallel rank " + std::to_string(i % inner)
-                                : ", tensor-parallel rank " + std::to_string(i % inner)));
+        (shape.context > 1 ? ", context-parallel rank " + std::to_string(core / shape.tensor)
+                           : std::string()) +
+        (shape.tensor > 1 ? ", tensor-parallel rank " + std::to_string(core % shape.tensor)
+                          : std::string()));
   }
   // A rank's tensor-parallel copies draw what its first core draws (one engine seed).
   for (const auto& rank : engine->ranks_) {
@@ -560,12 +539,13 @@ void DataParallelEngine::update_stats() {
 std::string DataParallelEngine::describe() const {
   const int n = num_ranks();
   std::string ranks = "data parallel: " + std::to_string(n) + " ranks (threads of this process), ";
-  if (cores_per_rank_ > 1 && context_ && grid_tp_ > 1) {
-    ranks += "each rank " + std::to_string(cores_per_rank_ / grid_tp_) +
-             " context-parallel ranks of " + std::to_string(grid_tp_) +
+  const GridShape grid = GridShape::of(options_);
+  if (grid.context > 1 && grid.tensor > 1) {
+    ranks += "each rank " + std::to_string(grid.context) + " context-parallel ranks of " +
+             std::to_string(grid.tensor) +
              " tensor-parallel cores (a grid; every forward's rows split zig-zag, the weights "
              "sharded, lockstep steps); ";
-  } else if (cores_per_rank_ > 1 && context_) {
+  } else if (grid.context > 1) {
     ranks += "each rank " + std::to_string(cores_per_rank_) +
              " context-parallel ranks (every forward's rows split zig-zag, lockstep steps); ";
   } else if (cores_per_rank_ > 1) {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "parallel/in_process_communicator.h"
+#include "runtime/core_grid.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_driver.h"
 #include "runtime/expert_rebalancer.h"
@@ -112,14 +113,12 @@ class DataParallelEngine final : public EngineDriver {
     // Expert parallelism: each core's communicator over every core of every rank, which its
     // model uses (outlive the cores); core t of rank r is expert rank r x tp + t.
     std::vector<std::unique_ptr<parallel::InProcessCommunicator>> ep_comms;
-    // Tensor or context parallelism inside the rank (tensor_ or context_parallel_size > 1): its
-    // groups (one; a context x tensor grid: one context-parallel group per tensor index, then
-    // one tensor-parallel group per context index), each core's communicator (the context one in
-    // a grid; outlive the cores), a grid core's tensor-parallel one, and the cores of ranks 1..
-    // of the group (core is rank 0: it answers; the copies run the same requests and steps,
-    // their outputs dropped).
-    std::vector<std::shared_ptr<parallel::InProcessGroup>> inner_groups;
-    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> inner_comms, grid_tp_comms;
+    // Tensor and/or context parallelism inside the rank (tensor_ or context_parallel_size > 1):
+    // its cores' groups (core_grid.h), each core's communicators in them (null where a kind is
+    // absent; outlive the cores), and the cores 1.. of the grid (core is core 0: it answers; the
+    // copies run the same requests and steps, their outputs dropped).
+    std::unique_ptr<CoreGrid> grid;
+    std::vector<std::unique_ptr<parallel::InProcessCommunicator>> context_comms, tensor_comms;
     std::unique_ptr<EngineCore> core;
     std::vector<std::unique_ptr<EngineCore>> copies;
     int64_t live_samples = 0;  // of the requests placed here and not yet ended (placement)
@@ -136,9 +135,7 @@ class DataParallelEngine final : public EngineDriver {
 
   EngineOptions options_;
   bool expert_parallel_ = false;
-  int cores_per_rank_ = 1;  // tensor- (or context-) parallel cores per rank
-  bool context_ = false;    // those cores split each forward's rows (context parallelism)
-  int grid_tp_ = 1;  // a context x tensor grid in each rank: tensor cores per context rank
+  int cores_per_rank_ = 1;  // the cores of each rank's grid (GridShape::of(options_).cores())
   int experts_ = 0;         // routed experts of the model (expert parallelism's placement)
   std::shared_ptr<parallel::InProcessGroup> group_;  // expert parallelism only: every core
   std::unique_ptr<ExpertRebalancer> rebalancer_;     // EPLB only; outlives the ranks' models

@@ -306,7 +306,8 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
   // near parity the estimates (confidences, the curve, the drafting cost) are too rough to
   // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
-  // Never twice in a row: after a predicted pause the controller measures (speculation_gain.h).
+  // Not right after a predicted pause, nor while the latest measured probe paid: a prediction
+  // never overrules a measurement (speculation_gain.h).
   constexpr double kClearPredictedLoss = 0.85;
   if (sched::SpeculationGain::may_predict_loss(g) && g.draft_cost > 0 && best_ratio > 0 &&
       best_ratio < kClearPredictedLoss) {

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "base/check.h"
+#include "runtime/core_grid.h"
 
 namespace deepinfer::runtime {
 
@@ -14,9 +15,7 @@ namespace {
 // The ranks the routed experts are split over: every core, data-parallel ranks x the
 // tensor- or context-parallel cores of each (context x tensor in a grid).
 int expert_ranks(const EngineOptions& o) {
-  const int tp = std::max(1, o.tensor_parallel_size);
-  const int inner = o.context_parallel_size > 1 ? o.context_parallel_size * tp : tp;
-  return inner * std::max(1, o.data_parallel_size);
+  return GridShape::of(o).cores() * std::max(1, o.data_parallel_size);
 }
 
 // The policy's config for in-process ranks: one node (the ranks share its memory), and one group

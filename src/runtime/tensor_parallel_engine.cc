@@ -14,10 +14,10 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     const EngineOptions& options) {
   DI_TRY(validate_parallel_options(options));
   const bool context = options.context_parallel_size > 1;
-  // Context with tensor parallelism: a grid of cp x tp cores, core c·tp + t being tensor-parallel
-  // rank t of context-parallel rank c (each context-parallel rank a tensor-parallel group).
-  const int grid_tp = context ? std::max(1, options.tensor_parallel_size) : 1;
-  const int n = context ? options.context_parallel_size * grid_tp : options.tensor_parallel_size;
+  // Context with tensor parallelism: a grid of cores (core_grid.h), each context-parallel rank a
+  // tensor-parallel group.
+  const GridShape shape = GridShape::of(options);
+  const int n = shape.cores();
   if (n < 2) {
     return invalid_argument(
         "TensorParallelEngine needs tensor_parallel_size or context_parallel_size >= 2");
@@ -37,22 +37,14 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
     }
     engine->expert_parallel_ = true;
   }
-  engine->grid_tp_ = grid_tp;
-  if (grid_tp > 1) {
+  if (shape.context > 1 && shape.tensor > 1) {
     // The experts of a grid split over all its cores: a group of its own for their exchange.
     if (!placements.empty()) engine->group_ = parallel::InProcessGroup::create(n);
-    const int cp = options.context_parallel_size;
-    for (int t = 0; t < grid_tp; ++t) {
-      engine->cp_groups_.push_back(parallel::InProcessGroup::create(cp));
-    }
-    for (int c = 0; c < cp; ++c) {
-      engine->tp_groups_.push_back(parallel::InProcessGroup::create(grid_tp));
-    }
+    engine->grid_ = std::make_unique<CoreGrid>(shape);
     for (int r = 0; r < n; ++r) {
-      const int c = r / grid_tp, t = r % grid_tp;
       engine->ranks_.push_back(std::make_unique<Rank>());
-      engine->ranks_.back()->comm = engine->cp_groups_[static_cast<size_t>(t)]->communicator(c);
-      engine->ranks_.back()->tp_comm = engine->tp_groups_[static_cast<size_t>(c)]->communicator(t);
+      engine->ranks_.back()->comm = engine->grid_->context_comm(r);
+      engine->ranks_.back()->tp_comm = engine->grid_->tensor_comm(r);
       if (engine->group_) engine->ranks_.back()->ep_comm = engine->group_->communicator(r);
     }
   } else {
@@ -83,8 +75,7 @@ Expected<std::unique_ptr<TensorParallelEngine>> TensorParallelEngine::create(
       failed[static_cast<size_t>(r)] = core.status();
       // Peers waiting in a collective for this rank get an error instead of the timeout.
       if (e->group_) e->group_->abort(core.status());
-      for (const auto& g : e->cp_groups_) g->abort(core.status());
-      for (const auto& g : e->tp_groups_) g->abort(core.status());
+      if (e->grid_) e->grid_->abort(core.status());
       return;
     }
     rank.core = std::move(core).value();
@@ -180,23 +171,24 @@ Status TensorParallelEngine::reset_prefix_cache() {
 
 std::string TensorParallelEngine::describe() const {
   const std::string eplb =
-      rebalancer_ ? "; placed by EPLB" +
-                        (eplb_error_.empty() ? std::string()
-                                             : ", last rebalance failed: " + eplb_error_)
-                  : std::string();
+      rebalancer_
+          ? "; placed by EPLB" +
+                (eplb_error_.empty() ? std::string() : ", last rebalance failed: " + eplb_error_)
+          : std::string();
   if (context_) {
-    const int cp = num_ranks() / grid_tp_;
+    const int grid_tp = grid_ ? grid_->shape().tensor : 1;
+    const int cp = num_ranks() / grid_tp;
     return "context parallel: " + std::to_string(cp) +
            " ranks (threads of this process), each forward's rows split zig-zag by causal "
            "attention work, K=V and compressor rows gathered (whole caches on every rank), " +
-           (grid_tp_ > 1 ? "each rank " + std::to_string(grid_tp_) +
-                               " tensor-parallel cores (dense weights" +
-                               (expert_parallel_ ? "" : " and every expert's rows") + " split), "
-                         : std::string()) +
+           (grid_tp > 1
+                ? "each rank " + std::to_string(grid_tp) + " tensor-parallel cores (dense weights" +
+                      (expert_parallel_ ? "" : " and every expert's rows") + " split), "
+                : std::string()) +
            (expert_parallel_
                 ? "expert parallel: routed experts split over " +
-                      (grid_tp_ > 1 ? "all " + std::to_string(num_ranks()) + " cores (each"
-                                    : std::string("the ranks (each")) +
+                      (grid_tp > 1 ? "all " + std::to_string(num_ranks()) + " cores (each"
+                                   : std::string("the ranks (each")) +
                       " exchanging its rows" + eplb + "), "
                 : std::string()) +
            "lockstep steps; rank 0: " + ranks_[0]->core->describe();
@@ -206,7 +198,8 @@ std::string TensorParallelEngine::describe() const {
          "split, " +
          (expert_parallel_
               ? "routed experts split (expert parallelism, each rank exchanging its share of a "
-                "step's rows" + eplb + ")"
+                "step's rows" +
+                    eplb + ")"
               : std::string("every routed expert's rows split (MoE TP)")) +
          ", lockstep steps; rank 0: " + ranks_[0]->core->describe();
 }

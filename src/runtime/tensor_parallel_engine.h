@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "parallel/in_process_communicator.h"
+#include "runtime/core_grid.h"
 #include "runtime/engine_core.h"
 #include "runtime/engine_driver.h"
 #include "runtime/expert_rebalancer.h"
@@ -83,11 +84,9 @@ class TensorParallelEngine final : public EngineDriver {
   void update_stats();
 
   std::shared_ptr<parallel::InProcessGroup> group_;
-  // A context x tensor grid: the context-parallel groups (one per tensor-parallel index) and the
-  // tensor-parallel ones (one per context-parallel rank); group_ then holds every core only for
-  // the experts' exchange (expert parallelism), else it is unused.
-  std::vector<std::shared_ptr<parallel::InProcessGroup>> cp_groups_, tp_groups_;
-  int grid_tp_ = 1;  // tensor-parallel cores per context-parallel rank (1: no grid)
+  // A context x tensor grid's groups (core_grid.h), or null (one group: group_); with a grid,
+  // group_ holds every core only for the experts' exchange (expert parallelism), else is unused.
+  std::unique_ptr<CoreGrid> grid_;
   std::unique_ptr<ExpertRebalancer> rebalancer_;  // EPLB only; outlives the ranks' models
   EngineStats eplb_stats_;                        // EPLB: the eplb_* fields
   std::string eplb_error_;                        // why the last periodic rebalance failed

@@ -7,7 +7,8 @@
 // compressor emits rows (and the CSA top-k really selects). Also: the zig-zag split balances
 // causal attention work where equal token counts do not; a rank that fails mid-step makes the
 // others' steps errors, not a hang; CP with EP over the same ranks gives the same bits; CP beside
-// TP, and bounded replay with it, are refused by name. DeepSeek-V4.1 likewise (the default model and two tiny ones), its DSpark draft too.
+// TP, and bounded replay with it, are refused by name. DeepSeek-V4.1 likewise (the default model
+// and two tiny ones), its DSpark draft too.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -234,8 +235,8 @@ TEST(ModelContextParallel, BoundedReplayBesideItIsRefusedByName) {
     if (!v41.ok()) return v41.status();
     SequenceCache cache = (*v41)->new_sequence();
     const std::vector<int32_t> prompt = tokens(0, 200, 8000);
-    replay[r] = (*v41)->extend(cache, prompt, LogitsWanted::kLast, false, /*upper_skip=*/100)
-                    .status();
+    replay[r] =
+        (*v41)->extend(cache, prompt, LogitsWanted::kLast, false, /*upper_skip=*/100).status();
     return Status();
   });
   for (size_t r = 0; r < 2; ++r) {
@@ -315,9 +316,9 @@ TEST(ModelContextParallel, WithTensorParallelismGridSameBits) {
             .ok());
     const int experts = (*single_m)->config().n_routed_experts;
     // (cp, tp, experts split over the cores or not)
-    for (const auto& [cp, tp, ep] : {std::tuple{2, 2, false}, std::tuple{2, 1, false},
-                                     std::tuple{1, 2, false}, std::tuple{2, 2, true},
-                                     std::tuple{2, 1, true}}) {
+    for (const auto& [cp, tp, ep] :
+         {std::tuple{2, 2, false}, std::tuple{2, 1, false}, std::tuple{1, 2, false},
+          std::tuple{2, 2, true}, std::tuple{2, 1, true}}) {
       std::vector<WeightStats> bound;
       const auto got = run_grid(dir, cp, tp, ep ? experts : 0, &bound);
       const std::string what = dir + ": " + std::to_string(cp) + " x " + std::to_string(tp) +

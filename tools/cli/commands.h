@@ -4,8 +4,8 @@
 // parsed. Actions return the exit code and print user errors as "deepinfer <cmd>: error: ...".
 #pragma once
 
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 

@@ -58,7 +58,6 @@ class CudaOps : public Ops {
   static Expected<std::unique_ptr<CudaOps>> create(int device = 0, bool batch_invariant = false,
                                                    int64_t graph_max_rows = 0);
   bool batch_invariant() const { return batch_invariant_; }
-  int device() const { return device_; }
   void bind_thread() override;
 
   // Recorded replay (cuda_graphs.cc). A key's first run is eager on the graph arena (its scratch

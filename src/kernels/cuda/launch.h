@@ -52,7 +52,8 @@ cudaError_t launch_probe();
 // device, once per (kernel, device): cudaFuncSetAttribute is a property of one device, so a
 // process with ranks on several GPUs needs it on each (a once-per-process static would leave
 // every GPU but the first at the 48 KiB default, and its launches failing). Not a stream
-// operation: allowed while a stream is captured. Cheap after the first call (a locked lookup).
+// operation: allowed while a stream is captured. After the first call a locked set lookup per
+// launch of those kernels (not timed; small next to a launch).
 void allow_dynamic_smem(const void* kernel, int bytes);
 
 // Programmatic dependent launch (PDL, sm_90+; DEEPINFER_CUDA_PDL): every kernel of this library

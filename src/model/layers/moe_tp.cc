@@ -104,8 +104,8 @@ void routed_experts_split(backend::Ops& ops, const backend::MoeOpts& opts, const
   // Each token's pairs in ascending expert id (ties in slot order), summed from zero in FP32:
   // moe_experts' order (its rounding of out is the caller's act, after the gather).
   if (Dl > 0) {
-    parallel::sum_pairs_in_expert_order(ids, M, static_cast<int>(k), pair_row.data(), y.data,
-                                        y.ld, Dl, out.data + split.hidden.begin, out.ld);
+    parallel::sum_pairs_in_expert_order(ids, M, static_cast<int>(k), pair_row.data(), y.data, y.ld,
+                                        Dl, out.data + split.hidden.begin, out.ld);
   }
 }
 

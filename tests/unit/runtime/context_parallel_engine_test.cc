@@ -1,11 +1,11 @@
 // The context-parallel engine (EngineOptions::context_parallel_size; the tensor-parallel
 // engine's lockstep ranks over models that split each forward's rows zig-zag,
 // model/context_parallel.h) against the single-rank engine: 2 and 4 ranks on models/v4-small,
-// the tiny FP32 V4 and models/default (V4.1). Per request: the same tokens, text, finish reasons and logprobs, bit for
-// bit. Requests: a 300-token prompt (window wrapped, every compressor emitting) beside short
-// ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills in one step and
-// chunked ones; the V4.1 default model too; inside two data-parallel ranks; with expert
-// parallelism over the same ranks (and over all the cores of two data-parallel ranks); as a
+// the tiny FP32 V4 and models/default (V4.1). Per request: the same tokens, text, finish reasons
+// and logprobs, bit for bit. Requests: a 300-token prompt (window wrapped, every compressor
+// emitting) beside short ones and decodes, greedy and seeded with logprobs, n = 2; whole prefills
+// in one step and chunked ones; the V4.1 default model too; inside two data-parallel ranks; with
+// expert parallelism over the same ranks (and over all the cores of two data-parallel ranks); as a
 // context x tensor grid, alone and inside two data-parallel ranks. Also: the grid with expert
 // parallelism, CP with bounded replay, and bad sizes, refused by name.
 #include <gtest/gtest.h>
@@ -97,10 +97,10 @@ const EngineRun& single_run(const std::string& dir, int32_t batched_tokens) {
 void expect_like_one_rank(const std::string& dir, Ranks r,
                           std::initializer_list<std::string> describes) {
   for (int32_t batched : {512, 48}) {
-    SCOPED_TRACE(dir + ": " + std::to_string(r.context) + " context x " +
-                 std::to_string(r.data) + " data x " + std::to_string(r.tensor) +
-                 " tensor ranks" + (r.expert ? ", expert parallel" : "") +
-                 (r.eplb ? ", EPLB" : "") + ", " + std::to_string(batched) + " batched tokens");
+    SCOPED_TRACE(dir + ": " + std::to_string(r.context) + " context x " + std::to_string(r.data) +
+                 " data x " + std::to_string(r.tensor) + " tensor ranks" +
+                 (r.expert ? ", expert parallel" : "") + (r.eplb ? ", EPLB" : "") + ", " +
+                 std::to_string(batched) + " batched tokens");
     const EngineRun got = run(dir, batched, r);
     engine_test::expect_same(single_run(dir, batched), got);
     for (const std::string& d : describes) {

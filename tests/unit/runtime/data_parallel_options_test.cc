@@ -6,15 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <string>
 #include <vector>
 
+#include "backend/select.h"
 #include "deepinfer/engine.h"
 #include "deepinfer/engine_loop.h"
 #include "engine_run_util.h"
-#include "backend/select.h"
 #include "runtime/data_parallel_engine.h"
 
 namespace deepinfer {
@@ -94,12 +93,12 @@ TEST(ParallelOptions, GpuRanksNeedOneGpuEach) {
   expect_refused(o, StatusCode::kInvalidArgument, {"--cuda-devices", "GPU -1"});
   o.cuda_devices.clear();
   o.data_parallel_size = std::max(2, gpus + 1);
-  expect_refused(o, StatusCode::kInvalidArgument,
-                 gpus == 0 ? std::vector<std::string>{"--data-parallel-size", "a GPU of its own",
-                                                      "0 GPUs", "backend opt"}
-                           : std::vector<std::string>{"--data-parallel-size", "a GPU of its own",
-                                                      "at most " + std::to_string(gpus),
-                                                      "--cuda-devices"});
+  expect_refused(
+      o, StatusCode::kInvalidArgument,
+      gpus == 0 ? std::vector<std::string>{"--data-parallel-size", "a GPU of its own", "0 GPUs",
+                                           "backend opt"}
+                : std::vector<std::string>{"--data-parallel-size", "a GPU of its own",
+                                           "at most " + std::to_string(gpus), "--cuda-devices"});
   // Ranks of other kinds need the device exchange (NCCL), not built: refused by name.
   o.data_parallel_size = 1;
   o.context_parallel_size = 2;

@@ -1,8 +1,9 @@
 // --data-parallel-size, --enable-expert-parallel and --tensor-parallel-size (vLLM's names;
 // EngineOptions::data_parallel_size, enable_expert_parallel, tensor_parallel_size) and
 // --cuda-devices (ours: vLLM gives each rank's process its GPUs through CUDA_VISIBLE_DEVICES,
-// and our ranks share one process), the one spelling `generate` and `serve` share. The values go to the engine as given: Engine::create
-// checks them in one place (runtime/data_parallel_engine.h) and says what is not built.
+// and our ranks share one process), the one spelling `generate` and `serve` share. The values go to
+// the engine as given: Engine::create checks them in one place (runtime/data_parallel_engine.h) and
+// says what is not built.
 #include <CLI/CLI.hpp>
 #include <cstdint>
 
