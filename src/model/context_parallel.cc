@@ -16,7 +16,7 @@
 namespace deepinfer::model {
 
 Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backend::Ops& ops,
-                                 const ExpertParallel& ep, const TensorParallel& tp) const {
+                                 const ExpertParallel& ep) const {
   if (!enabled()) return {};
   const std::string what = "context parallelism (model::ContextParallel): ";
   if (ops.device_kind() != DeviceKind::kCpu) {
@@ -32,7 +32,6 @@ Status ContextParallel::validate(const io::ModelConfig& /*config*/, const backen
   // rank routes its own rows through the exchange (in a grid each core its tensor-parallel share
   // of its context rank's rows, moe.h), or only serves its experts without rows (every core of a
   // context rank without rows alike).
-  (void)tp;
   return ep.check_whole_groups(what, comm->size(), "context-parallel");
 }
 

@@ -46,11 +46,10 @@ struct ContextParallel {
 
   bool enabled() const { return comm != nullptr; }
   // Before anything is loaded: host memory; expert parallelism (if any) over the same ranks or
-  // whole groups of them (a multiple of size()); tensor parallelism (each rank a tensor-parallel
-  // group of its own) or expert parallelism, not both. Each message names the problem and the
-  // fix.
-  Status validate(const io::ModelConfig& config, const backend::Ops& ops, const ExpertParallel& ep,
-                  const TensorParallel& tp) const;
+  // whole groups of them (a multiple of size()). Tensor parallelism beside it needs no check (each
+  // rank a tensor-parallel group of its own: a grid). Each message names the problem and the fix.
+  Status validate(const io::ModelConfig& config, const backend::Ops& ops,
+                  const ExpertParallel& ep) const;
 };
 
 // Rows [begin, begin + count) of one sequence cut into 2·size chunks ([k·count/(2·size),

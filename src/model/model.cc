@@ -30,7 +30,7 @@ Expected<std::unique_ptr<Model>> load_model(const std::string& model_dir, backen
   DI_ASSIGN_OR_RETURN(const io::ModelConfig c, io::load_model_config(model_dir));
   DI_TRY(ep.validate(c, ops));
   DI_TRY(tp.validate(c, ops, ep));
-  DI_TRY(cp.validate(c, ops, ep, tp));
+  DI_TRY(cp.validate(c, ops, ep));
   if (c.family == io::ModelFamily::kDeepseekV41) {
     return deepseek_v41::load(model_dir, ops, load, ep, tp, cp);
   }

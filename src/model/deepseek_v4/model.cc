@@ -531,7 +531,7 @@ Expected<std::unique_ptr<model::Model>> V4Model::load_unguarded(
   }
   DI_TRY(ep.validate(c, ops));
   DI_TRY(tp.validate(c, ops, ep));
-  DI_TRY(cp.validate(c, ops, ep, tp));
+  DI_TRY(cp.validate(c, ops, ep));
   DI_ASSIGN_OR_RETURN(s->w, bind_weights(s->ckpt, ops, ep, tp));
   if (ep.enabled()) s->exchange = std::make_unique<MoeExchange>(ep, c.layers.size(), c.hidden_size);
   if (tp.enabled()) s->tp_gather = std::make_unique<TensorParallelGather>(*tp.comm);
