@@ -296,6 +296,22 @@ Status SequenceCache::truncate_draft(int64_t draft_length) {
   return {};
 }
 
+Status SequenceCache::skip_draft(int64_t to) {
+  if (to < draft_length_ || to > length_) {
+    return out_of_range("skip_draft to " + std::to_string(to) + ": the draft state is at " +
+                        std::to_string(draft_length_) + " and the sequence at " +
+                        std::to_string(length_));
+  }
+  for (const auto& l : draft_layers_) {
+    if (l.comp.ratio != 0 || l.idx.ratio != 0) {
+      return failed_precondition("skip_draft: a draft layer keeps compressed rows");
+    }
+  }
+  for (auto& l : draft_layers_) l.window.skip(to - draft_length_);
+  draft_length_ = to;
+  return {};
+}
+
 SequenceCache SequenceCache::scalars_copy() const {
   SequenceCache s;
   s.length_ = length_;

@@ -235,6 +235,13 @@ class SequenceCache {
   // Undo the draft layers' rows past `draft_length` (at most max_rollback of them): a drafter
   // that ran ahead on its own drafts (V4's chained MTP) returns to the accepted state.
   Status truncate_draft(int64_t draft_length);
+  // Moves the draft layers on to position `to` (draft_length() <= to <= length()) without rows:
+  // their windows restart empty there, as after bounded replay's skip. A drafter that lost the
+  // hidden rows of some positions (it slept, or a prefix restore outran it) resumes from the
+  // rows it has; its window refills as it goes, and after a window's worth of positions its
+  // state is again the one it would have had. FailedPrecondition when a draft layer keeps a
+  // compressed cache (its compressed rows would need the skipped positions).
+  Status skip_draft(int64_t to);
 
   // Model-side access.
   size_t num_layers() const { return layers_.size(); }

@@ -47,9 +47,10 @@ struct DraftState {
   // [pending_first, pending_first + rows) not given to the draft layers yet.
   std::vector<float> pending;
   int64_t pending_first = 0;
-  // The draft layers fell behind the sequence without the hidden rows to catch up (a prefix
-  // restore from a snapshot taken before they processed its last position): this sequence
-  // gets no more proposals from them. Outputs are unaffected; only speed.
+  // The draft layers' rows are out of step (a block step failed): no proposals until the next
+  // step's hidden rows, from which they resume (as they do, without this flag, when rows went
+  // missing: a prefix restore, or a drafter put to sleep by varlen; SequenceCache::skip_draft).
+  // Outputs are unaffected; only speed.
   bool lost = false;
 };
 

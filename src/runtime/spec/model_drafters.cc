@@ -183,8 +183,13 @@ class MtpDrafter final : public Drafter {
   // own position on (cache == nullptr: nothing to run now).
   model::MtpRows stash(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
                        std::span<const float> hidden, DraftState& st) const {
-    if (first == 0 && !hidden.empty()) st.lost = false;  // computed from its start again
-    if (st.lost) return {};
+    if (st.lost) {
+      // Lost rows (it slept, a prefix restore outran it, a block step failed): start again from
+      // the rows this step brings, with an empty block window (SequenceCache::skip_draft).
+      if (hidden.empty()) return {};
+      st.lost = false;
+      st.pending.clear();
+    }
     auto rows = [&] { return static_cast<int64_t>(st.pending.size()) / width_; };
     if (!hidden.empty()) {
       if (st.pending.empty() || first < st.pending_first || first > st.pending_first + rows()) {
@@ -195,11 +200,17 @@ class MtpDrafter final : public Drafter {
       }
       st.pending.insert(st.pending.end(), hidden.begin(), hidden.end());
     }
-    const int64_t t0 = cache.draft_length();
+    int64_t t0 = cache.draft_length();
     if (t0 < st.pending_first) {
-      st.lost = true;  // the rows before pending_first are gone
-      st.pending.clear();
-      return {};
+      // The rows before pending_first are gone (the hidden streams were not kept while the
+      // drafter slept): the block resumes at pending_first with an empty window, its drafts
+      // weaker until the window refills (only speed depends on them).
+      if (!cache.skip_draft(st.pending_first).ok()) {
+        st.lost = true;
+        st.pending.clear();
+        return {};
+      }
+      t0 = st.pending_first;
     }
     const int64_t t_end = std::min({cache.length(), static_cast<int64_t>(ctx.size()) - 1,
                                     st.pending_first + rows()});

@@ -1,0 +1,122 @@
+// The MTP drafter after missing hidden rows (varlen put it to sleep, or a prefix restore outran
+// it): it resumes from the rows it is given next, with the block's window restarting there
+// (SequenceCache::skip_draft), instead of proposing nothing for the rest of the sequence; and
+// once a window's worth of positions has passed, its drafts are bit for bit those of a drafter
+// that never slept (the block's window reaches back no further). Drives the drafter the way
+// the engine does: one decode per position, the step's hidden row, then propose_all.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/select.h"
+#include "model/model.h"
+#include "runtime/spec/drafter.h"
+
+namespace deepinfer {
+namespace {
+
+using runtime::spec::DraftState;
+using runtime::spec::Drafter;
+
+std::string v4_small_dir() { return std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/v4-small"; }
+
+struct Proposal {
+  std::vector<int32_t> tokens;
+  std::vector<float> confidence;
+};
+
+// Feeds ids one position at a time after a prompt of `prompt` tokens; after each position
+// outside [sleep_from, sleep_to) the drafter gets that step's hidden row and proposes k tokens
+// (while asleep it gets nothing, as in the engine). Returns the proposal after each position.
+std::vector<Proposal> drive(model::Model& m, Drafter& d, const std::vector<int32_t>& ids,
+                            int64_t prompt, int k, int64_t sleep_from, int64_t sleep_to) {
+  model::SequenceCache seq = m.new_sequence();
+  DraftState state;
+  std::vector<Proposal> out;
+  auto step = [&](int64_t first, int64_t n, bool awake) {
+    auto r = m.extend(seq, std::span<const int32_t>(ids).subspan(first, n),
+                      model::LogitsWanted::kLast, /*keep_hidden=*/awake);
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    Proposal p;
+    if (awake) {
+      Drafter::Job job;
+      job.cache = &seq;
+      job.context = std::span<const int32_t>(ids).first(first + n + 1);  // + the next token
+      job.state = &state;
+      job.first = first;
+      job.hidden = r->hidden;
+      d.propose_all({&job, 1}, k);
+      p.tokens = state.proposal.tokens;
+      p.confidence = state.proposal.confidence;
+    }
+    out.push_back(std::move(p));
+  };
+  step(0, prompt, true);
+  for (int64_t t = prompt; t + 1 < static_cast<int64_t>(ids.size()); ++t) {
+    step(t, 1, t < sleep_from || t >= sleep_to);
+  }
+  return out;
+}
+
+TEST(MtpResume, ResumesAfterMissingRowsAndMatchesOnceTheWindowRefills) {
+  auto ops = backend::make_ops("opt", 1);
+  ASSERT_TRUE(ops.ok()) << ops.status().message();
+  auto m = model::load_model(v4_small_dir(), **ops);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const int64_t window = (*m)->config().sliding_window;
+  ASSERT_GT(window, 0);
+  // Arbitrary but fixed ids (the drafts' values do not matter, only their equality).
+  std::vector<int32_t> ids;
+  const int64_t n = 24 + 40 + window + 24;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  const int k = 3;
+  const int64_t prompt = 16, sleep_from = 24, sleep_to = 64;
+
+  auto awake_drafter = runtime::spec::make_mtp_drafter(**m);
+  ASSERT_TRUE(awake_drafter.ok());
+  (*awake_drafter)->set_want_confidence(true);
+  const std::vector<Proposal> awake = drive(**m, **awake_drafter, ids, prompt, k, -1, -1);
+  auto sleepy_drafter = runtime::spec::make_mtp_drafter(**m);
+  ASSERT_TRUE(sleepy_drafter.ok());
+  (*sleepy_drafter)->set_want_confidence(true);
+  const std::vector<Proposal> slept =
+      drive(**m, **sleepy_drafter, ids, prompt, k, sleep_from, sleep_to);
+  ASSERT_EQ(awake.size(), slept.size());
+
+  // proposal i was made after position prompt - 1 + i (i = 0: after the prompt)
+  auto at = [&](int64_t pos) { return static_cast<size_t>(pos - prompt + 1); };
+  for (int64_t t = prompt; t < sleep_from; ++t) {
+    EXPECT_EQ(awake[at(t)].tokens, slept[at(t)].tokens) << "before sleeping, position " << t;
+  }
+  int64_t resumed = 0;
+  for (int64_t t = sleep_to; t + 1 < n; ++t) {
+    SCOPED_TRACE("position " + std::to_string(t));
+    const Proposal& a = awake[at(t)];
+    const Proposal& s = slept[at(t)];
+    ASSERT_EQ(a.tokens.size(), static_cast<size_t>(k));
+    // The resumed block proposes from its first step back (before the fix: nothing, ever).
+    EXPECT_EQ(s.tokens.size(), static_cast<size_t>(k));
+    // Its window holds only positions from sleep_to on: from sleep_to + window - 1 on, every
+    // row it attends to is one the awake drafter has too (chained drafts read the window of
+    // the position they extend, which is later still).
+    if (t >= sleep_to + window - 1) {
+      EXPECT_EQ(a.tokens, s.tokens);
+      EXPECT_EQ(a.confidence, s.confidence);
+      ++resumed;
+    }
+  }
+  EXPECT_GT(resumed, 10);
+  // And they differed somewhere right after waking (the window was shorter): otherwise this
+  // test would not see whether the window restarted at all.
+  bool differed = false;
+  for (int64_t t = sleep_to; t < sleep_to + window - 1; ++t) {
+    differed |= awake[at(t)].confidence != slept[at(t)].confidence;
+  }
+  EXPECT_TRUE(differed);
+}
+
+}  // namespace
+}  // namespace deepinfer
