@@ -95,6 +95,16 @@ struct EngineStats {
   // .., 64 tokens per step (start-up seeds until live steps of that size replace them); empty
   // without varlen. What a verify size costs against the decode step it replaces.
   std::vector<std::pair<int64_t, double>> spec_step_cost_seconds;
+  // CUDA graphs (a recording backend; all 0 otherwise): steps during which a recorded unit ran
+  // its one-time setup (a first run or a graph capture) instead of a replay, and the executor
+  // seconds those steps took (forward, sampling, drafting); graphs captured, replays, and the
+  // times every recording was dropped because the buffers they use moved (a step bigger than
+  // any before grew them). Setups cost what later steps of their shape do not.
+  int64_t graph_setup_steps = 0;
+  double graph_setup_seconds = 0;
+  int64_t graph_captures = 0;
+  int64_t graph_replays = 0;
+  int64_t graph_drops = 0;
   // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
   // have taken from the backend (kept and recycled, never returned while the engine lives), and
   // the most that sequences and prefix snapshots held at once, sampled after every step.

@@ -233,6 +233,11 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["spec_varlen_probes_passed"] = s.spec_varlen_probes_passed;
   d["spec_varlen_probes_failed"] = s.spec_varlen_probes_failed;
   d["spec_varlen_paused_plans"] = s.spec_varlen_paused_plans;
+  d["graph_setup_steps"] = s.graph_setup_steps;
+  d["graph_setup_seconds"] = s.graph_setup_seconds;
+  d["graph_captures"] = s.graph_captures;
+  d["graph_replays"] = s.graph_replays;
+  d["graph_drops"] = s.graph_drops;
   nb::list curve;
   for (const auto& [tokens, seconds] : s.spec_step_cost_seconds) {
     curve.append(nb::make_tuple(tokens, seconds));

@@ -503,6 +503,14 @@ class Ops {
   // its graph) instead of a replay: a step during which this grew paid costs that later steps of
   // its shape do not, so timings that stand for steady state leave it out. 0: never records.
   virtual int64_t recording_setups() const { return 0; }
+  // What recording has done so far (all 0 on a backend that never records): units run eagerly
+  // (first runs and refused units), graphs captured, replays, refused units, setups (as
+  // recording_setups), and the times every recording was dropped because the buffers they use
+  // moved (drop_recordings with recordings to drop).
+  struct RecordingCounts {
+    int64_t eager = 0, captured = 0, replayed = 0, refused = 0, setups = 0, drops = 0;
+  };
+  virtual RecordingCounts recording_counts() const { return {}; }
 };
 
 // OK if `ops` supports every feature, else an Unimplemented status naming the backend and each

@@ -63,6 +63,11 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_accepted_tokens += s.spec_accepted_tokens;
   t.spec_grammar_cut_tokens += s.spec_grammar_cut_tokens;
   t.draft_seconds += s.draft_seconds;
+  t.graph_setup_steps += s.graph_setup_steps;
+  t.graph_setup_seconds += s.graph_setup_seconds;
+  t.graph_captures += s.graph_captures;
+  t.graph_replays += s.graph_replays;
+  t.graph_drops += s.graph_drops;
   t.spec_varlen_probes_passed += s.spec_varlen_probes_passed;
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;

@@ -470,6 +470,10 @@ void EngineCore::process(StepJob& job) {
   stats_.forward_seconds += job.forward_seconds;
   stats_.sample_seconds += job.sample_seconds;
   stats_.draft_seconds += job.draft_seconds;
+  if (job.recording_setup) {
+    ++stats_.graph_setup_steps;
+    stats_.graph_setup_seconds += job.forward_seconds + job.sample_seconds + job.draft_seconds;
+  }
   stats_.prefix_restores += job.prefix_restores;
   stats_.prefix_recomputes += job.prefix_recomputes;
   stats_.replay_skipped_rows += job.replay_skipped_rows;
@@ -631,6 +635,10 @@ void EngineCore::update_gauges() {
       stats_.spec_step_cost_seconds.emplace_back(t, step_cost_.seconds(t));
     }
   }
+  const backend::Ops::RecordingCounts graphs = ops_->recording_counts();
+  stats_.graph_captures = graphs.captured;
+  stats_.graph_replays = graphs.replayed;
+  stats_.graph_drops = graphs.drops;
   const kv::KvCoordinator& kv = sched_->kv();
   stats_.num_running = static_cast<int64_t>(sched_->num_running());
   stats_.num_waiting = static_cast<int64_t>(sched_->num_waiting());

@@ -33,6 +33,7 @@ bool CudaOps::refuse_in_capture(const char* why) {
 }
 
 void CudaOps::drop_recordings() {
+  if (!recordings_.empty()) ++record_stats_.drops;
   for (auto& [key, r] : recordings_) {
     if (r.exec != nullptr) cudaGraphExecDestroy(r.exec);
   }

@@ -107,13 +107,12 @@ class CudaOps : public Ops {
     return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.data(), cublas_workspace_.size())
                      : "no cuBLASLt";
   }
-  struct RecordStats {
-    int64_t eager = 0, captured = 0, replayed = 0, refused = 0;
-    int64_t setups = 0;  // first runs and captures (recording_setups)
+  struct RecordStats : RecordingCounts {
     std::string last_refusal;  // why the last refused capture was refused
   };
   const RecordStats& record_stats() const { return record_stats_; }
   int64_t recording_setups() const override { return record_stats_.setups; }
+  RecordingCounts recording_counts() const override { return record_stats_; }
 
   const char* name() const override { return "cuda"; }
   bool supports(Feature f) const override;

@@ -69,6 +69,11 @@ EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
   d.spec_varlen_probes_failed -= before.spec_varlen_probes_failed;
   d.spec_varlen_paused_plans -= before.spec_varlen_paused_plans;
   d.prefix_hit_tokens -= before.prefix_hit_tokens;
+  d.graph_setup_steps -= before.graph_setup_steps;
+  d.graph_setup_seconds -= before.graph_setup_seconds;
+  d.graph_captures -= before.graph_captures;
+  d.graph_replays -= before.graph_replays;
+  d.graph_drops -= before.graph_drops;
   return d;
 }
 
@@ -196,6 +201,14 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                  1e3 * st.sample_seconds / n, 1e3 * st.host_seconds / n, 1e3 * st.gap_seconds / n,
                  100.0 * st.gap_seconds /
                      std::max(1e-12, st.forward_seconds + st.sample_seconds + st.gap_seconds));
+    if (st.graph_captures + st.graph_replays > 0) {
+      std::fprintf(stderr,
+                   "CUDA graphs: %lld steps ran setups (%.1f ms), %lld captures, %lld replays, "
+                   "%lld times all recordings dropped\n",
+                   static_cast<long long>(st.graph_setup_steps), 1e3 * st.graph_setup_seconds,
+                   static_cast<long long>(st.graph_captures),
+                   static_cast<long long>(st.graph_replays), static_cast<long long>(st.graph_drops));
+    }
     if (st.spec_verify_steps > 0) {
       std::fprintf(stderr,
                    "speculative decoding: %lld verify steps, %lld draft tokens, %.1f%% accepted, "
