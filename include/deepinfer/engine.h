@@ -105,6 +105,9 @@ struct EngineStats {
   int64_t graph_captures = 0;
   int64_t graph_replays = 0;
   int64_t graph_drops = 0;
+  // Seconds the engine spent at start-up recording every step size's graphs (a recording
+  // backend only; EngineCore::capture_graphs).
+  double graph_startup_seconds = 0;
   // KV memory (model/deepseek_v4/cache.h page pools, in the backend's memory): what the pools
   // have taken from the backend (kept and recycled, never returned while the engine lives), and
   // the most that sequences and prefix snapshots held at once, sampled after every step.

@@ -238,6 +238,7 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["graph_captures"] = s.graph_captures;
   d["graph_replays"] = s.graph_replays;
   d["graph_drops"] = s.graph_drops;
+  d["graph_startup_seconds"] = s.graph_startup_seconds;
   nb::list curve;
   for (const auto& [tokens, seconds] : s.spec_step_cost_seconds) {
     curve.append(nb::make_tuple(tokens, seconds));

@@ -19,8 +19,7 @@ RecordedSteps::~RecordedSteps() {
   if (!print_.empty()) ops_->drop_recordings();
 }
 
-int64_t RecordedSteps::bucket(int64_t M) const {
-  const int64_t max_rows = ops_->record_max_rows();
+int64_t RecordedSteps::bucket(int64_t M, int64_t max_rows) {
   if (M <= 0 || M > max_rows) return 0;
   int64_t b = 1;
   while (b < M && b < 8) b *= 2;
@@ -28,6 +27,15 @@ int64_t RecordedSteps::bucket(int64_t M) const {
   if (b > 64) b = (M + 31) / 32 * 32;   // then 32
   if (b > 512) b = (M + 63) / 64 * 64;  // then 64
   return std::min(b, max_rows);
+}
+
+std::vector<int64_t> RecordedSteps::buckets(int64_t rows, int64_t max_rows) {
+  std::vector<int64_t> out;
+  for (int64_t M = 1; M <= std::min(rows, max_rows); ++M) {
+    const int64_t b = bucket(M, max_rows);
+    if (out.empty() || out.back() != b) out.push_back(b);
+  }
+  return out;
 }
 
 void RecordedSteps::run(size_t unit, int64_t Mb, const std::function<void()>& body) {

@@ -32,7 +32,11 @@ class RecordedSteps {
   // The rows a step of M rows runs with when it is recorded, or 0 when it runs eagerly (the
   // backend does not record, or M is 0 or above its limit). Buckets 1, 2, 4, 8, then multiples
   // of 8 up to 64, of 32 up to 512, of 64 beyond: a few graph sets serve every batch size.
-  int64_t bucket(int64_t M) const;
+  int64_t bucket(int64_t M) const { return bucket(M, ops_->record_max_rows()); }
+  static int64_t bucket(int64_t M, int64_t max_rows);
+  // Every bucket of a step of 1..rows rows (rows <= max_rows), ascending: the graph sets a
+  // workload of steps up to that size can use (the engine records them at start-up).
+  static std::vector<int64_t> buckets(int64_t rows, int64_t max_rows);
 
   // Runs `body` as unit `unit` of a step padded to Mb rows.
   void run(size_t unit, int64_t Mb, const std::function<void()>& body);

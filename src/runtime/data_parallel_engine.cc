@@ -68,6 +68,7 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.graph_captures += s.graph_captures;
   t.graph_replays += s.graph_replays;
   t.graph_drops += s.graph_drops;
+  t.graph_startup_seconds = std::max(t.graph_startup_seconds, s.graph_startup_seconds);
   t.spec_varlen_probes_passed += s.spec_varlen_probes_passed;
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;

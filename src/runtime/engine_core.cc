@@ -54,7 +54,8 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
                                                          const model::ExpertParallel& ep,
                                                          const model::TensorParallel& tp,
                                                          const model::ContextParallel& cp,
-                                                         bool gpu_shared) {
+                                                         bool gpu_shared,
+                                                         const OpsDecorator& decorate) {
   if ((ep.enabled() || tp.enabled() || cp.enabled()) && options.async_scheduling) {
     // Lockstep runs each step's forwards and its serving of peers on the thread that steps the
     // rank (data_parallel_engine.cc); a step left in flight between step() calls would hold the
@@ -97,6 +98,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
                       backend::make_ops(options.backend, threads, options.batch_invariant,
                                         options.cuda_devices.empty() ? 0 : options.cuda_devices[0],
                                         /*record_graphs=*/!gpu_shared));
+  if (decorate) ops = decorate(std::move(ops));
   DI_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                       model::load_model(options.model_dir, *ops, {load_format, 0}, ep, tp, cp));
 
@@ -198,6 +200,7 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& op
         "replay) with context_parallel_size (--context-parallel-size) > 1: the upper layers would "
         "run a subset of the ranks' rows; turn one of them off");
   }
+  core->capture_graphs();
   if (core->spec_varlen_) {
     core->profile_step_cost();
     EngineCore* c = core.get();

@@ -64,11 +64,16 @@ class EngineCore final : public EngineDriver {
   // the model splits each forward's rows with its peers; the same Lockstep as `tp`.
   // `gpu_shared`: other ranks of this process step at once on this core's GPU (data-parallel
   // ranks given one GPU twice): it records no CUDA graphs (backend::make_ops says why).
+  // `decorate` (tests): wraps the backend made for the options before anything uses it (e.g. a
+  // CPU decorator that claims to record, so that recorded steps run on the CPU).
+  using OpsDecorator =
+      std::function<std::unique_ptr<backend::Ops>(std::unique_ptr<backend::Ops>)>;
   static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options,
                                                       const model::ExpertParallel& ep = {},
                                                       const model::TensorParallel& tp = {},
                                                       const model::ContextParallel& cp = {},
-                                                      bool gpu_shared = false);
+                                                      bool gpu_shared = false,
+                                                      const OpsDecorator& decorate = {});
   ~EngineCore() override;
 
   Expected<RequestHandle> submit(std::span<const int32_t> prompt_ids, std::string prompt_text,
@@ -441,8 +446,8 @@ class EngineCore final : public EngineDriver {
   std::atomic<int32_t> draft_depth_{0};
   // A long pause (drafting failed to pay several probes in a row) also stops a hidden-reading
   // drafter from following the sequences (no hidden streams, no catch-up): what it costs then
-  // is nothing. Running sequences lose their draft state; sequences started after the pause
-  // draft again.
+  // is nothing. When it wakes, running sequences resume from their next step's rows with an
+  // empty draft window (SequenceCache::skip_draft).
   std::atomic<bool> drafter_asleep_{false};
   // Whether drafting pays, per decode-count bucket (sched/speculation_gain.h): live probes
   // against the step-cost curve.
@@ -452,6 +457,11 @@ class EngineCore final : public EngineDriver {
   sched::DepthCalibration depth_calibration_;  // observed survival per draft depth
   // Varlen: seeds step_cost_ with forwards of 1, 2, 4, .. tokens on a scratch sequence.
   void profile_step_cost();
+  // On a recording backend: every step size's CUDA graphs (and the drafter's), made at
+  // start-up, largest first (engine_graphs.cc).
+  void capture_graphs();
+  // One drafting step on `seqs` scratch sequences, rows_each rows each (capture_graphs).
+  Status scratch_draft_step(int64_t seqs, int64_t rows_each);
   // The DraftBudget installed on the scheduler when varlen is on.
   void choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                           std::span<int32_t> slots);

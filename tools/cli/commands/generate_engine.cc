@@ -204,10 +204,11 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
     if (st.graph_captures + st.graph_replays > 0) {
       std::fprintf(stderr,
                    "CUDA graphs: %lld steps ran setups (%.1f ms), %lld captures, %lld replays, "
-                   "%lld times all recordings dropped\n",
+                   "%lld times all recordings dropped; %.2f s recording at start-up\n",
                    static_cast<long long>(st.graph_setup_steps), 1e3 * st.graph_setup_seconds,
                    static_cast<long long>(st.graph_captures),
-                   static_cast<long long>(st.graph_replays), static_cast<long long>(st.graph_drops));
+                   static_cast<long long>(st.graph_replays), static_cast<long long>(st.graph_drops),
+                   st.graph_startup_seconds);
     }
     if (st.spec_verify_steps > 0) {
       std::fprintf(stderr,

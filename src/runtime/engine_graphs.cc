@@ -1,0 +1,138 @@
+// EngineCore::capture_graphs: the CUDA graphs of every step size, recorded at start-up.
+//
+// A recording backend (CudaOps) runs a recorded unit eagerly the first time, captures it the
+// second and replays it from then on, per unit and row bucket (model/recorded_steps.h). Two
+// costs of doing that lazily, while serving: each new bucket's two setup steps cost several
+// replays, and a step larger than any before grows the buffers every recording uses, which
+// drops them all (made again two steps later, bucket by bucket). A workload whose step sizes
+// wander (confidence-scheduled verification, MTP catching up a varying number of accepted
+// rows, batches shrinking as requests end) kept paying both; varlen's probes leave such steps
+// out of what they measure, so it did not even see them. vLLM captures its graph sizes at
+// start-up for the same reason. Here: the largest step of each kind first (every buffer
+// reaches its size before anything is captured), then every bucket, largest first, until a
+// run adds no setup.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "base/clock.h"
+#include "model/recorded_steps.h"
+#include "runtime/engine_core.h"
+
+namespace deepinfer::runtime {
+
+namespace {
+// Runs `step` until it ran no recording setup (a first run, a capture), at most a few times:
+// after a buffer grew, a unit takes three runs (the drop, a first run, the capture).
+template <typename Step>
+Status until_steady(backend::Ops& ops, Step&& step) {
+  constexpr int kMostRuns = 4;
+  for (int run = 0; run < kMostRuns; ++run) {
+    const int64_t setups = ops.recording_setups();
+    DI_TRY(step());
+    if (ops.recording_setups() == setups) break;
+  }
+  return {};
+}
+
+std::vector<int32_t> scratch_ids(int64_t n, int64_t vocab) {
+  std::vector<int32_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 1) % vocab);
+  return ids;
+}
+}  // namespace
+
+Status EngineCore::scratch_draft_step(int64_t seqs, int64_t rows_each) {
+  // `seqs` fresh sequences of a 2-token prompt (one forward), then one step of rows_each rows
+  // each with the hidden streams kept, and the drafter's work after it (propose_all): what a
+  // decode (rows_each 1) or a verify step whose drafts were all accepted costs the drafter.
+  const int64_t vocab = model_->vocab_size(), prompt = 2;
+  std::vector<model::SequenceCache> caches;
+  caches.reserve(static_cast<size_t>(seqs));
+  for (int64_t s = 0; s < seqs; ++s) caches.push_back(model_->new_sequence());
+  std::vector<int32_t> ids = scratch_ids(seqs * (prompt + rows_each + 1), vocab);
+  auto step = [&](int64_t first, int64_t n, bool hidden, model::StepOutputs& out) {
+    std::vector<int32_t> tok, pos;
+    std::vector<model::SequenceSpan> spans;
+    for (int64_t s = 0; s < seqs; ++s) {
+      spans.push_back({&caches[static_cast<size_t>(s)], static_cast<int64_t>(tok.size()), n,
+                       model::LogitsWanted::kAll});
+      for (int64_t i = 0; i < n; ++i) {
+        tok.push_back(ids[static_cast<size_t>(s * (prompt + rows_each + 1) + first + i)]);
+        pos.push_back(static_cast<int32_t>(first + i));
+      }
+    }
+    model::StepInputs in{tok, pos, spans, hidden};
+    return forward_model(in, out);
+  };
+  model::StepOutputs out;
+  DI_TRY(step(0, prompt, drafter_->wants_hidden(), out));
+  DI_TRY(step(prompt, rows_each, drafter_->wants_hidden(), out));
+  std::vector<spec::DraftState> states(static_cast<size_t>(seqs));
+  std::vector<spec::Drafter::Job> jobs(static_cast<size_t>(seqs));
+  const int64_t per = prompt + rows_each + 1;
+  const size_t width = out.hidden.empty() ? 0 : out.hidden.size() / static_cast<size_t>(seqs * rows_each);
+  for (int64_t s = 0; s < seqs; ++s) {
+    spec::Drafter::Job& j = jobs[static_cast<size_t>(s)];
+    j.cache = &caches[static_cast<size_t>(s)];
+    j.context = std::span<const int32_t>(ids).subspan(static_cast<size_t>(s * per),
+                                                     static_cast<size_t>(per));
+    j.state = &states[static_cast<size_t>(s)];
+    j.first = prompt;
+    if (width > 0) {
+      j.hidden = std::span<const float>(out.hidden)
+                     .subspan(static_cast<size_t>(s * rows_each) * width,
+                              static_cast<size_t>(rows_each) * width);
+    }
+  }
+  drafter_->propose_all(jobs, spec_tokens_);
+  return {};
+}
+
+void EngineCore::capture_graphs() {
+  const int64_t record_rows = ops_->record_max_rows();
+  const int64_t most = std::min<int64_t>(record_rows, sched_->config().max_num_batched_tokens);
+  if (most <= 0 || stand_in_forward_ || lockstep_) return;
+  const auto t0 = SteadyClock::now();
+  const int64_t vocab = model_->vocab_size();
+  const bool drafts = drafter_ != nullptr &&
+                      (drafter_->wants_hidden() || drafter_->reads_draft_context());
+  const std::vector<int64_t> sizes = model::RecordedSteps::buckets(most, record_rows);
+  const int64_t most_seqs = std::min<int64_t>(sched_->config().max_num_seqs, most);
+  const std::vector<int64_t> seq_sizes = model::RecordedSteps::buckets(most_seqs, record_rows);
+  auto main_step = [&](int64_t rows) {
+    model::SequenceCache seq = model_->new_sequence();
+    return extend_model(seq, scratch_ids(rows, vocab), model::LogitsWanted::kLast).status();
+  };
+  const auto record = [&]() -> Status {
+    // Every buffer at its largest first: the biggest main step, the drafter's biggest steps
+    // (many rows of one sequence: MTP catching up a prompt or accepted drafts; one row of each
+    // of the most sequences: its head and chained drafts, DSpark's blocks).
+    DI_TRY(main_step(sizes.back()));
+    if (drafts) {
+      DI_TRY(scratch_draft_step(1, sizes.back()));
+      DI_TRY(scratch_draft_step(seq_sizes.back(), 1));
+    }
+    for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
+      DI_TRY(until_steady(*ops_, [&] { return main_step(*b); }));
+    }
+    if (drafts) {
+      for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
+        DI_TRY(until_steady(*ops_, [&] { return scratch_draft_step(1, *b); }));
+      }
+      for (auto b = seq_sizes.rbegin(); b != seq_sizes.rend(); ++b) {
+        DI_TRY(until_steady(*ops_, [&] { return scratch_draft_step(*b, 1); }));
+      }
+    }
+    return {};
+  };
+  // Not fatal (a step that fails, or does not fit beside the weights): what is not recorded now
+  // is recorded while serving, as before.
+  try {
+    (void)record();
+  } catch (const backend::OutOfMemory&) {
+  }
+  stats_.graph_startup_seconds = seconds_since(t0);
+}
+
+}  // namespace deepinfer::runtime
