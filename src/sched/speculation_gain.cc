@@ -87,23 +87,40 @@ void SpeculationGain::observe(const Step& s) {
   g.plain += plain;
   g.decodes += B;
   ++g.probe_steps;
-  const double ratio = (g.tokens / g.spent) / (g.decodes / g.plain);
-  // Far below parity, three steps decide; near it, eight.
-  const bool clear_loss = g.probe_steps >= 3 && ratio < 0.75;
+  // Far below parity, three steps decide, alone; near it, eight, and after a measured gain
+  // together with the gain's window (noise, not a change, is the likelier reason one window of
+  // eight reads a little below parity).
+  const bool clear_loss =
+      g.probe_steps >= 3 && (g.tokens / g.spent) / (g.decodes / g.plain) < 0.75;
   if (!clear_loss && g.probe_steps < 8) return;
+  const bool after_gain = !clear_loss && g.measured_gain && g.gain_steps > 0;
+  const double tokens = g.tokens + (after_gain ? g.gain_tokens : 0);
+  const double spent_sum = g.spent + (after_gain ? g.gain_spent : 0);
+  const double plain_sum = g.plain + (after_gain ? g.gain_plain : 0);
+  const double decodes = g.decodes + (after_gain ? g.gain_decodes : 0);
+  const int steps = g.probe_steps + (after_gain ? g.gain_steps : 0);
+  const double ratio = (tokens / spent_sum) / (decodes / plain_sum);
   Probe p;
   p.plan_step = s.plan_step;
-  p.decodes = g.decodes / g.probe_steps;
-  p.steps = g.probe_steps;
+  p.decodes = decodes / steps;
+  p.steps = steps;
   p.ratio = ratio;
   p.passed = ratio >= 1.0;
-  p.tokens = g.tokens;
-  p.spent_seconds = g.spent;
-  p.plain_seconds = g.plain;
+  p.tokens = tokens;
+  p.spent_seconds = spent_sum;
+  p.plain_seconds = plain_sum;
   p.draft_cost_seconds = g.draft_cost;
   record(p);
   g.predicted = false;
   g.measured_gain = ratio >= 1.0;  // a measured gain stands until a measured loss
+  g.gain_steps = 0;
+  if (g.measured_gain) {  // this window's own sums, for the next one to be judged with
+    g.gain_tokens = g.tokens;
+    g.gain_spent = g.spent;
+    g.gain_plain = g.plain;
+    g.gain_decodes = g.decodes;
+    g.gain_steps = g.probe_steps;
+  }
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
     ++counts_.probes_failed;

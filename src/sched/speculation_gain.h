@@ -23,6 +23,12 @@
 // of plain decoding) while fixed-k MTP ran 1.48x; with measured probes only after a prediction,
 // probes measured 1.39-1.63x and the predictor, at 0.66-0.68x, paused it again in between.
 //
+// A narrow loss right after a measured gain is judged over both windows (the gain's steps and
+// the new ones; a clear loss still decides alone after three steps): one window of eight steps
+// is noisy (stop 39, H100, one request: windows of 1.04x,
+// 0.98x, 1.43x in a row while fixed-k MTP ran 1.51x; the 0.98x paused drafting for 16 steps and
+// the two steps the pipeline takes to refill), and a real loss still shows over sixteen.
+//
 // Known bias, measured and left as it is (docs/speculative.md, "Varlen on the H200, stop 33"):
 // the curve keeps the least of a count's recent steps, so the estimate reads below a typical
 // plain step and a drafter at parity reads below 1. Calibrating it by measured plain steps
@@ -83,6 +89,9 @@ class SpeculationGain {
     int failed = 0;             // failed probes in a row
     bool predicted = false;     // the latest decision was a predicted loss: the next is measured
     bool measured_gain = false;  // the latest measured probe paid: no prediction overrules it
+    // That probe's sums (measured_gain only): a loss right after it is judged over both.
+    double gain_tokens = 0, gain_spent = 0, gain_plain = 0, gain_decodes = 0;
+    int gain_steps = 0;
     // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
     // rows' sampling beyond a plain step's), an EMA over the steps that drafted; 0: not measured
     // yet. The budget charges it to every step that verifies drafts, so once it is known a batch

@@ -184,3 +184,46 @@ TEST(SpeculationGain, KeepsTheLatestDecisions) {
 
 }  // namespace
 }  // namespace deepinfer::sched
+
+namespace deepinfer::sched {
+namespace {
+
+// A window a little below parity right after a measured gain is judged together with the gain's
+// window: 1.5x, then 0.95x alone (1.22x over both: drafting goes on), then 0.83x alone, judged
+// over sixteen steps with the 0.95x window (0.88x): it pauses. A clear loss (0.5x) still pauses
+// after three steps of its own.
+TEST(SpeculationGain, ALossAfterAGainIsJudgedOverBothWindows) {
+  SpeculationGain gain;
+  const SpeculationGain::Bucket& g = gain.bucket(1);
+  int64_t at = 0;
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 3, 2, 2, 2 * kMs, kMs));
+  EXPECT_EQ(gain.counts().probes_passed, 1);
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 2, 2, 2, 2.1 * kMs, kMs));
+  EXPECT_EQ(gain.counts().probes_passed, 2);
+  EXPECT_EQ(g.paused_until, -1);
+  ASSERT_EQ(gain.recent_probes().size(), 2u);
+  EXPECT_EQ(gain.recent_probes().back().steps, 16);
+  EXPECT_NEAR(gain.recent_probes().back().ratio, 40.0 / 32.8, 1e-9);
+  for (int i = 0; i < 7; ++i) {
+    gain.observe(step(at++, 3, 2, 2, 3.6 * kMs, kMs));
+    EXPECT_EQ(g.paused_until, -1) << "step " << i;
+  }
+  gain.observe(step(at++, 3, 2, 2, 3.6 * kMs, kMs));
+  EXPECT_EQ(gain.counts().probes_failed, 1);
+  EXPECT_EQ(g.paused_until, at - 1 + 16);
+  EXPECT_EQ(gain.recent_probes().back().steps, 16);
+  EXPECT_NEAR(gain.recent_probes().back().ratio, 40.0 / 45.6, 1e-9);
+  // After the pause, a probe that pays, then a clear loss: three steps of 0.5x pause it.
+  at = g.paused_until;
+  gain.observe(step(at, 0, 0, 0, 0, 0, 0));  // the plan step the pause ends at
+  SpeculationGain::Bucket& b = gain.bucket(1);
+  EXPECT_EQ(gain.pause_state(b), SpeculationGain::Pause::kEnded);
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 3, 2, 2, 2 * kMs, kMs));
+  EXPECT_EQ(gain.counts().probes_passed, 3);
+  for (int i = 0; i < 3; ++i) gain.observe(step(at++, 1, 2, 2, 2 * kMs, kMs));
+  EXPECT_EQ(gain.counts().probes_failed, 2);
+  EXPECT_EQ(gain.recent_probes().back().steps, 3);
+}
+
+}  // namespace
+}  // namespace deepinfer::sched
