@@ -89,6 +89,9 @@ struct EngineStats {
     // The drafting seconds per step the controller charged at that batch size when it decided
     // (its estimate; for a prediction, what made it).
     double draft_cost_seconds = 0;
+    // A probe's parts: the drafting seconds in spent_seconds, and the sampling seconds in
+    // plain_seconds (the rest of it is the step-cost curve's forward estimate).
+    double draft_spent_seconds = 0, plain_sample_seconds = 0;
   };
   std::vector<SpecProbe> spec_varlen_recent_probes;
   // The step-cost curve varlen decides from, as of the last step: (tokens, seconds) at 1, 2, 4,

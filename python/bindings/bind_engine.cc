@@ -256,6 +256,8 @@ nb::dict stats_to_dict(const EngineStats& s) {
     e["spent_seconds"] = p.spent_seconds;
     e["plain_seconds"] = p.plain_seconds;
     e["draft_cost_seconds"] = p.draft_cost_seconds;
+    e["draft_spent_seconds"] = p.draft_spent_seconds;
+    e["plain_sample_seconds"] = p.plain_sample_seconds;
     e["rank"] = p.rank;
     probes.append(e);
   }

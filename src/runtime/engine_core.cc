@@ -630,7 +630,8 @@ void EngineCore::update_gauges() {
   for (const sched::SpeculationGain::Probe& p : gain_.recent_probes()) {
     stats_.spec_varlen_recent_probes.push_back({p.plan_step, p.decodes, p.steps, p.ratio, p.passed,
                                                 p.tokens, p.spent_seconds, p.plain_seconds,
-                                                /*rank=*/0, p.draft_cost_seconds});
+                                                /*rank=*/0, p.draft_cost_seconds,
+                                                p.draft_spent_seconds, p.plain_sample_seconds});
   }
   if (spec_varlen_ && !step_cost_.empty()) {
     stats_.spec_step_cost_seconds.clear();

@@ -16,6 +16,7 @@ void SpeculationGain::Bucket::fail_probe(int64_t step) {
 
 void SpeculationGain::Bucket::end_probe() {
   tokens = spent = plain = decodes = 0;
+  draft_spent = plain_sample = 0;
   probe_steps = 0;
   filling = 0;
 }
@@ -86,6 +87,8 @@ void SpeculationGain::observe(const Step& s) {
   g.spent += spent;
   g.plain += plain;
   g.decodes += B;
+  g.draft_spent += s.draft_seconds;
+  g.plain_sample += sample_per_decode_ * B;
   ++g.probe_steps;
   // Far below parity, three steps decide, alone; near it, eight, and after a measured gain
   // together with the gain's window (noise, not a change, is the likelier reason one window of
@@ -109,6 +112,8 @@ void SpeculationGain::observe(const Step& s) {
   p.tokens = tokens;
   p.spent_seconds = spent_sum;
   p.plain_seconds = plain_sum;
+  p.draft_spent_seconds = g.draft_spent + (after_gain ? g.gain_draft_spent : 0);
+  p.plain_sample_seconds = g.plain_sample + (after_gain ? g.gain_plain_sample : 0);
   p.draft_cost_seconds = g.draft_cost;
   record(p);
   g.predicted = false;
@@ -119,6 +124,8 @@ void SpeculationGain::observe(const Step& s) {
     g.gain_spent = g.spent;
     g.gain_plain = g.plain;
     g.gain_decodes = g.decodes;
+    g.gain_draft_spent = g.draft_spent;
+    g.gain_plain_sample = g.plain_sample;
     g.gain_steps = g.probe_steps;
   }
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while

@@ -72,6 +72,9 @@ class SpeculationGain {
     double ratio = 0;
     bool passed = false;
     double tokens = 0, spent_seconds = 0, plain_seconds = 0;  // the probe's sums (0: predicted)
+    // Of those: the drafting seconds in spent_seconds, and the sampling seconds in plain_seconds
+    // (its plain steps' sampling per decode; the rest is the curve's forward estimate).
+    double draft_spent_seconds = 0, plain_sample_seconds = 0;
     // The bucket's drafting cost per step as of the decision (Bucket::draft_cost; what a
     // prediction charged): to compare with the drafting time a probe measured.
     double draft_cost_seconds = 0;
@@ -82,6 +85,7 @@ class SpeculationGain {
     // Sums over the steps measured since drafting (re)started in this bucket: tokens emitted,
     // executor seconds spent, and the estimate of the same decodes without drafting.
     double tokens = 0, spent = 0, plain = 0, decodes = 0;
+    double draft_spent = 0, plain_sample = 0;  // parts of spent and plain (Probe says which)
     int probe_steps = 0;
     int filling = 0;  // leading steps of this probe that verified nothing (left out, at most 2)
     int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
@@ -91,6 +95,7 @@ class SpeculationGain {
     bool measured_gain = false;  // the latest measured probe paid: no prediction overrules it
     // That probe's sums (measured_gain only): a loss right after it is judged over both.
     double gain_tokens = 0, gain_spent = 0, gain_plain = 0, gain_decodes = 0;
+    double gain_draft_spent = 0, gain_plain_sample = 0;
     int gain_steps = 0;
     // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
     // rows' sampling beyond a plain step's), an EMA over the steps that drafted; 0: not measured

@@ -42,7 +42,10 @@ def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, var
     assert len(probes) == min(8, decided)
     for p in probes:
         assert set(p) == {"plan_step", "decodes", "steps", "ratio", "passed", "tokens",
-                          "spent_seconds", "plain_seconds", "rank", "draft_cost_seconds"}
+                          "spent_seconds", "plain_seconds", "rank", "draft_cost_seconds",
+                          "draft_spent_seconds", "plain_sample_seconds"}
+        assert 0 <= p["draft_spent_seconds"] <= p["spent_seconds"]
+        assert 0 <= p["plain_sample_seconds"] <= p["plain_seconds"]
         assert p["rank"] == 0  # one engine
         assert p["draft_cost_seconds"] >= 0  # what drafting cost per step as the controller saw it
         assert p["passed"] == (p["steps"] > 0 and p["ratio"] >= 1.0)

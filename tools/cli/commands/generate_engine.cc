@@ -243,11 +243,12 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
         if (probe.steps > 0) {
           std::fprintf(stderr,
                        "  varlen probe at plan %lld%s, %.1f decodes/step: %.2fx over %d steps "
-                       "(%.0f tokens in %.3f ms against %.3f ms plain; drafting cost estimate "
-                       "%.3f ms per step) -> %s\n",
+                       "(%.0f tokens in %.3f ms, %.3f of it drafting, against %.3f ms plain, "
+                       "%.3f of it sampling; drafting cost estimate %.3f ms per step) -> %s\n",
                        static_cast<long long>(probe.plan_step), rank.c_str(), probe.decodes,
                        probe.ratio, probe.steps, probe.tokens, 1e3 * probe.spent_seconds,
-                       1e3 * probe.plain_seconds, 1e3 * probe.draft_cost_seconds,
+                       1e3 * probe.draft_spent_seconds, 1e3 * probe.plain_seconds,
+                       1e3 * probe.plain_sample_seconds, 1e3 * probe.draft_cost_seconds,
                        probe.passed ? "drafting" : "paused");
         } else {
           std::fprintf(stderr,
