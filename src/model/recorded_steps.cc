@@ -40,7 +40,8 @@ std::vector<int64_t> RecordedSteps::buckets(int64_t rows, int64_t max_rows) {
 
 void RecordedSteps::run(size_t unit, int64_t Mb, const std::function<void()>& body) {
   uint64_t key = id_ * 0x9E3779B97F4A7C15ull;
-  key ^= (static_cast<uint64_t>(unit) << 32) ^ static_cast<uint64_t>(Mb);
+  key ^= (static_cast<uint64_t>(unit) << 32) ^ static_cast<uint64_t>(Mb) ^
+         (static_cast<uint64_t>(variant_) << 24);
   ops_->run_recorded(key, body);
 }
 

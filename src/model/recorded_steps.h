@@ -40,6 +40,9 @@ class RecordedSteps {
 
   // Runs `body` as unit `unit` of a step padded to Mb rows.
   void run(size_t unit, int64_t Mb, const std::function<void()>& body);
+  // The model's form its units run in now (e.g. V4.1 with and without the drafter's context):
+  // part of every key, so that the forms' recordings coexist and a switch drops none.
+  void set_variant(uint32_t variant) { variant_ = variant; }
 
   // After a recorded step: the recorded buffers' (data, bytes) in a fixed order. A change means
   // they moved, so the units recorded before point to freed memory: all recordings go.
@@ -48,6 +51,7 @@ class RecordedSteps {
  private:
   backend::Ops* ops_;
   uint64_t id_;  // unique per process
+  uint32_t variant_ = 0;
   Fingerprint print_;
 };
 

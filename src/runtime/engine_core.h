@@ -445,9 +445,9 @@ class EngineCore final : public EngineDriver {
   // the step-cost curve's estimate without it.
   std::atomic<int32_t> draft_depth_{0};
   // A long pause (drafting failed to pay several probes in a row) also stops a hidden-reading
-  // drafter from following the sequences (no hidden streams, no catch-up): what it costs then
-  // is nothing. When it wakes, running sequences resume from their next step's rows with an
-  // empty draft window (SequenceCache::skip_draft).
+  // drafter from following the sequences (no hidden streams, no catch-up; DSpark: no drafter
+  // context in the forwards): what it costs then is nothing. When it wakes, running sequences
+  // resume from their next step's rows with empty draft windows (SequenceCache::skip_draft).
   std::atomic<bool> drafter_asleep_{false};
   // Whether drafting pays, per decode-count bucket (sched/speculation_gain.h): live probes
   // against the step-cost curve.

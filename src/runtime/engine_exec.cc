@@ -343,6 +343,12 @@ void EngineCore::execute(StepJob& job) {
 
 void EngineCore::execute_unguarded(StepJob& job) {
   job.started = Clock::now();
+  // A sleeping drafter that reads the model's drafter context (DSpark) stops it too: every
+  // forward's share of drafting then costs nothing (the sequences restart it when it wakes).
+  // Not with lockstep ranks, whose forwards must stay the same on every rank.
+  if (drafter_ != nullptr && drafter_->reads_draft_context() && !lockstep_ && !stand_in_forward_) {
+    model_->set_draft_context(!drafter_asleep_.load(std::memory_order_relaxed));
+  }
   const int64_t setups = ops_->recording_setups();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;

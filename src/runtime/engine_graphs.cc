@@ -116,6 +116,19 @@ void EngineCore::capture_graphs() {
     for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
       DI_TRY(until_steady(*ops_, [&] { return main_step(*b); }));
     }
+    // Varlen puts a drafter that does not pay to sleep, and DSpark's context with it: the main
+    // steps' other form (execute_unguarded).
+    if (drafts && spec_varlen_ && drafter_->reads_draft_context()) {
+      model_->set_draft_context(false);
+      for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
+        const Status st = until_steady(*ops_, [&] { return main_step(*b); });
+        if (!st.ok()) {
+          model_->set_draft_context(true);
+          return st;
+        }
+      }
+      model_->set_draft_context(true);
+    }
     if (drafts) {
       for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
         DI_TRY(until_steady(*ops_, [&] { return scratch_draft_step(1, *b); }));

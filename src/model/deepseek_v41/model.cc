@@ -258,9 +258,18 @@ Status V41Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
     if (exchange) serve_experts_only();
     return refused;
   }
-  // The drafter context follows the sequences made and stepped while it was kept; the others'
-  // lags for good (set_draft_context), and dspark_draft refuses them.
+  // The drafter context follows every sequence stepped while it is kept. One whose context lags
+  // (stepped while it was not: the engine stops it while drafting does not pay) starts it again
+  // here, with empty windows (SequenceCache::skip_draft): its drafts are weaker until the
+  // windows refill, and from a window's worth of positions on exactly what they would have been.
   const bool context = w.dspark.has_value() && keep_draft_context_;
+  if (context) {
+    for (const SequenceSpan& sq : in.sequences) {
+      if (sq.cache->draft_length() != sq.cache->length()) {
+        DI_TRY(sq.cache->skip_draft(sq.cache->length()));
+      }
+    }
+  }
   backend::Ops& o = *ops;
   const io::ModelConfig& c = cfg();
   const int64_t M = static_cast<int64_t>(in.token_ids.size());

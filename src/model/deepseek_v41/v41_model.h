@@ -110,9 +110,8 @@ class V41Model final : public model::Model {
   const io::ModelConfig& config() const override { return cfg(); }
   bool official_semantics() const override { return num.official; }
   void set_draft_context(bool keep) override {
-    if (keep == keep_draft_context_) return;
     keep_draft_context_ = keep;
-    ops->drop_recordings();  // units recorded with (or without) the features' ops
+    recording.set_variant(keep ? 0 : 1);  // the units with and without the features' ops
   }
   DrafterKind drafter() const override {
     return w.dspark ? DrafterKind::kDSpark : DrafterKind::kNone;

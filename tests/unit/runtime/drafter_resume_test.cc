@@ -1,9 +1,12 @@
-// The MTP drafter after missing hidden rows (varlen put it to sleep, or a prefix restore outran
-// it): it resumes from the rows it is given next, with the block's window restarting there
-// (SequenceCache::skip_draft), instead of proposing nothing for the rest of the sequence; and
-// once a window's worth of positions has passed, its drafts are bit for bit those of a drafter
-// that never slept (the block's window reaches back no further). Drives the drafter the way
-// the engine does: one decode per position, the step's hidden row, then propose_all.
+// Drafters after positions they did not follow (varlen put them to sleep, or a prefix restore
+// outran them): they resume with their windows restarting there (SequenceCache::skip_draft),
+// instead of proposing nothing for the rest of the sequence, and once a window's worth of
+// positions has passed their drafts are bit for bit those of a drafter that never slept (their
+// windows reach back no further).
+//   MTP (DeepSeek-V4): driven as the engine does, one decode per position, the step's hidden
+//   row, then propose_all; asleep, it gets nothing.
+//   DSpark (DeepSeek-V4.1): the model's drafter context is off while asleep
+//   (Model::set_draft_context), and the first forward after it is on again restarts it.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -21,7 +24,9 @@ namespace {
 using runtime::spec::DraftState;
 using runtime::spec::Drafter;
 
-std::string v4_small_dir() { return std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/v4-small"; }
+std::string model_dir(const char* name) {
+  return std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/" + name;
+}
 
 struct Proposal {
   std::vector<int32_t> tokens;
@@ -64,7 +69,7 @@ std::vector<Proposal> drive(model::Model& m, Drafter& d, const std::vector<int32
 TEST(MtpResume, ResumesAfterMissingRowsAndMatchesOnceTheWindowRefills) {
   auto ops = backend::make_ops("opt", 1);
   ASSERT_TRUE(ops.ok()) << ops.status().message();
-  auto m = model::load_model(v4_small_dir(), **ops);
+  auto m = model::load_model(model_dir("v4-small"), **ops);
   ASSERT_TRUE(m.ok()) << m.status().message();
   const int64_t window = (*m)->config().sliding_window;
   ASSERT_GT(window, 0);
@@ -116,6 +121,69 @@ TEST(MtpResume, ResumesAfterMissingRowsAndMatchesOnceTheWindowRefills) {
     differed |= awake[at(t)].confidence != slept[at(t)].confidence;
   }
   EXPECT_TRUE(differed);
+}
+
+// The default model's DSpark drafts after each position; the context is off for positions
+// [sleep_from, sleep_to) (no drafts then).
+std::vector<model::DraftBlock> dspark_drive(model::Model& m, const std::vector<int32_t>& ids,
+                                            int64_t prompt, int k, int64_t sleep_from,
+                                            int64_t sleep_to) {
+  model::SequenceCache seq = m.new_sequence();
+  std::vector<model::DraftBlock> out;
+  EXPECT_TRUE(m.extend(seq, std::span<const int32_t>(ids).first(prompt)).ok());
+  for (int64_t t = prompt; t + 1 < static_cast<int64_t>(ids.size()); ++t) {
+    const bool awake = t < sleep_from || t >= sleep_to;
+    m.set_draft_context(awake);
+    EXPECT_TRUE(m.extend(seq, std::span<const int32_t>(ids).subspan(t, 1)).ok());
+    model::DraftBlock b;
+    if (awake) {
+      auto d = m.dspark_draft(seq, ids[static_cast<size_t>(t + 1)], k);
+      EXPECT_TRUE(d.ok()) << "position " << t << ": " << d.status().message();
+      if (d.ok()) b = std::move(d).value();
+    }
+    out.push_back(std::move(b));
+  }
+  m.set_draft_context(true);
+  return out;
+}
+
+TEST(DSparkResume, RestartsTheContextAndMatchesOnceTheWindowRefills) {
+  auto ops = backend::make_ops("opt", 1);
+  ASSERT_TRUE(ops.ok()) << ops.status().message();
+  auto m = model::load_model(model_dir("default"), **ops);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const int64_t window = (*m)->config().sliding_window;
+  ASSERT_GT(window, 0);
+  std::vector<int32_t> ids;
+  const int64_t n = 24 + 40 + window + 24;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  const int k = 4;
+  const int64_t prompt = 16, sleep_from = 24, sleep_to = 64;
+  const std::vector<model::DraftBlock> awake = dspark_drive(**m, ids, prompt, k, -1, -1);
+  const std::vector<model::DraftBlock> slept =
+      dspark_drive(**m, ids, prompt, k, sleep_from, sleep_to);
+  ASSERT_EQ(awake.size(), slept.size());
+  auto at = [&](int64_t pos) { return static_cast<size_t>(pos - prompt); };
+  int64_t same = 0;
+  bool differed = false;
+  for (int64_t t = sleep_to; t + 1 < n; ++t) {
+    SCOPED_TRACE("position " + std::to_string(t));
+    const model::DraftBlock& a = awake[at(t)];
+    const model::DraftBlock& s = slept[at(t)];
+    ASSERT_EQ(a.tokens.size(), static_cast<size_t>(k));
+    EXPECT_EQ(s.tokens.size(), static_cast<size_t>(k));  // drafts again from its first step
+    // The draft anchored at position t + 1 reads the context rows [t + 1 - window, t]: all
+    // from sleep_to on once t + 1 - window >= sleep_to.
+    if (t + 1 - window >= sleep_to) {
+      EXPECT_EQ(a.tokens, s.tokens);
+      EXPECT_EQ(a.confidence, s.confidence);
+      ++same;
+    } else {
+      differed |= a.confidence != s.confidence;
+    }
+  }
+  EXPECT_GT(same, 10);
+  EXPECT_TRUE(differed) << "the context did not restart";
 }
 
 }  // namespace
