@@ -183,9 +183,11 @@ class Model {
   // Whether forwards keep the checkpoint's drafter context (DeepSeek-V4.1 DSpark: every row's
   // target features projected into each stage's window ring, which a draft reads). On by
   // default; a caller that will not draft with DSpark (the engine with another method or none)
-  // turns it off before the first forward and saves that work in every step: the sequences'
-  // drafter context then lags and dspark_draft refuses them (FailedPrecondition). Turning it on
-  // again only serves sequences made after that. No effect on other models.
+  // turns it off and saves that work in every step (the engine also while varlen has put DSpark
+  // to sleep): the sequences' drafter context then lags and dspark_draft refuses them
+  // (FailedPrecondition). With it on again, a lagging sequence's next forward restarts its
+  // context there (empty windows: drafts weaker until they refill, then exactly as if it had
+  // never stopped). Either setting may change between forwards. No effect on other models.
   virtual void set_draft_context(bool /*keep*/) {}
 
   // DeepSeek-V4.1 DSpark draft of `k` tokens after `anchor`, the token at position
