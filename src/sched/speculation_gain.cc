@@ -67,7 +67,13 @@ void SpeculationGain::observe(const Step& s) {
   Bucket& g = bucket(s.decodes);
   if (s.drafts_proposed > 0 && g.draft_cost_steps++ > 0) {  // its cost beyond a plain step
     const double cost = s.draft_seconds + std::max(0.0, s.sample_seconds - sample_per_decode_ * B);
-    g.draft_cost = g.draft_cost == 0 ? cost : g.draft_cost + 0.2 * (cost - g.draft_cost);
+    const auto seen = static_cast<size_t>(g.draft_cost_steps - 1);  // costs recorded so far
+    g.recent_costs[seen % Bucket::kCostsKept] = cost;
+    const size_t n = std::min(seen + 1, Bucket::kCostsKept);
+    std::array<double, Bucket::kCostsKept> sorted = g.recent_costs;
+    std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(n / 2),
+                     sorted.begin() + static_cast<std::ptrdiff_t>(n));
+    g.draft_cost = sorted[n / 2];
   }
   if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
   if (plain_step && g.probe_steps == 0 && g.filling == 0) return;  // not drafting yet

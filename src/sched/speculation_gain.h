@@ -98,11 +98,15 @@ class SpeculationGain {
     double gain_draft_spent = 0, gain_plain_sample = 0;
     int gain_steps = 0;
     // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
-    // rows' sampling beyond a plain step's), an EMA over the steps that drafted; 0: not measured
-    // yet. The budget charges it to every step that verifies drafts, so once it is known a batch
-    // where drafting cannot pay is paused without probing it again.
+    // rows' sampling beyond a plain step's): the median of the last kCostsKept steps that
+    // drafted (a median, not a mean: one slow step, a host hiccup, made an EMA charge 0.67 ms
+    // for a 0.3-0.4 ms draft on the H100 and predict a loss where probes measured 1.1-1.6x);
+    // 0: not measured yet. The budget charges it to every step that verifies drafts, so once it
+    // is known a batch where drafting cannot pay is paused without probing it again.
     double draft_cost = 0;
     int draft_cost_steps = 0;  // drafting steps seen (the first, which warms up, is skipped)
+    static constexpr size_t kCostsKept = 9;
+    std::array<double, kCostsKept> recent_costs{};  // a ring of the latest drafting costs
     // A probe found (or the draft-cost model predicts) a loss: pause from `step` on, the next
     // pause 4x longer; the probe's sums start over.
     void fail_probe(int64_t step);

@@ -227,3 +227,30 @@ TEST(SpeculationGain, ALossAfterAGainIsJudgedOverBothWindows) {
 
 }  // namespace
 }  // namespace deepinfer::sched
+
+namespace deepinfer::sched {
+namespace {
+
+// The drafting cost charged is the median of the latest drafting steps: one slow step (a host
+// hiccup) does not move it; a lasting change does, within a few steps.
+TEST(SpeculationGain, TheDraftingCostIsAMedianOfRecentSteps) {
+  SpeculationGain gain;
+  const SpeculationGain::Bucket& g = gain.bucket(1);
+  auto drafting = [&](int64_t at, double draft_ms) {
+    SpeculationGain::Step s = step(at, 3, 2, 2, kMs, kMs);
+    s.draft_seconds = draft_ms * kMs;
+    gain.observe(s);
+  };
+  int64_t at = 0;
+  drafting(at++, 9.0);  // the first drafting step warms up: not counted
+  EXPECT_EQ(g.draft_cost, 0);
+  for (int i = 0; i < 6; ++i) drafting(at++, 0.4);
+  EXPECT_DOUBLE_EQ(g.draft_cost, 0.4 * kMs);
+  drafting(at++, 4.0);  // a hiccup
+  EXPECT_DOUBLE_EQ(g.draft_cost, 0.4 * kMs);
+  for (int i = 0; i < 6; ++i) drafting(at++, 0.8);  // drafting got dearer for good
+  EXPECT_DOUBLE_EQ(g.draft_cost, 0.8 * kMs);
+}
+
+}  // namespace
+}  // namespace deepinfer::sched
