@@ -50,12 +50,9 @@ Expected<std::unique_ptr<spec::Drafter>> make_drafter(const EngineOptions& optio
 
 }  // namespace
 
-Expected<std::unique_ptr<EngineCore>> EngineCore::create(const EngineOptions& options,
-                                                         const model::ExpertParallel& ep,
-                                                         const model::TensorParallel& tp,
-                                                         const model::ContextParallel& cp,
-                                                         bool gpu_shared,
-                                                         const OpsDecorator& decorate) {
+Expected<std::unique_ptr<EngineCore>> EngineCore::create(
+    const EngineOptions& options, const model::ExpertParallel& ep, const model::TensorParallel& tp,
+    const model::ContextParallel& cp, bool gpu_shared, const OpsDecorator& decorate) {
   if ((ep.enabled() || tp.enabled() || cp.enabled()) && options.async_scheduling) {
     // Lockstep runs each step's forwards and its serving of peers on the thread that steps the
     // rank (data_parallel_engine.cc); a step left in flight between step() calls would hold the

@@ -66,8 +66,7 @@ class EngineCore final : public EngineDriver {
   // ranks given one GPU twice): it records no CUDA graphs (backend::make_ops says why).
   // `decorate` (tests): wraps the backend made for the options before anything uses it (e.g. a
   // CPU decorator that claims to record, so that recorded steps run on the CPU).
-  using OpsDecorator =
-      std::function<std::unique_ptr<backend::Ops>(std::unique_ptr<backend::Ops>)>;
+  using OpsDecorator = std::function<std::unique_ptr<backend::Ops>(std::unique_ptr<backend::Ops>)>;
   static Expected<std::unique_ptr<EngineCore>> create(const EngineOptions& options,
                                                       const model::ExpertParallel& ep = {},
                                                       const model::TensorParallel& tp = {},

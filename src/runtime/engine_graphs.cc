@@ -37,7 +37,8 @@ Status until_steady(backend::Ops& ops, Step&& step) {
 
 std::vector<int32_t> scratch_ids(int64_t n, int64_t vocab) {
   std::vector<int32_t> ids(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 1) % vocab);
+  for (int64_t i = 0; i < n; ++i)
+    ids[static_cast<size_t>(i)] = static_cast<int32_t>((i * 7919 + 1) % vocab);
   return ids;
 }
 }  // namespace
@@ -71,12 +72,13 @@ Status EngineCore::scratch_draft_step(int64_t seqs, int64_t rows_each) {
   std::vector<spec::DraftState> states(static_cast<size_t>(seqs));
   std::vector<spec::Drafter::Job> jobs(static_cast<size_t>(seqs));
   const int64_t per = prompt + rows_each + 1;
-  const size_t width = out.hidden.empty() ? 0 : out.hidden.size() / static_cast<size_t>(seqs * rows_each);
+  const size_t width =
+      out.hidden.empty() ? 0 : out.hidden.size() / static_cast<size_t>(seqs * rows_each);
   for (int64_t s = 0; s < seqs; ++s) {
     spec::Drafter::Job& j = jobs[static_cast<size_t>(s)];
     j.cache = &caches[static_cast<size_t>(s)];
     j.context = std::span<const int32_t>(ids).subspan(static_cast<size_t>(s * per),
-                                                     static_cast<size_t>(per));
+                                                      static_cast<size_t>(per));
     j.state = &states[static_cast<size_t>(s)];
     j.first = prompt;
     if (width > 0) {
@@ -95,8 +97,8 @@ void EngineCore::capture_graphs() {
   if (most <= 0 || stand_in_forward_ || lockstep_) return;
   const auto t0 = SteadyClock::now();
   const int64_t vocab = model_->vocab_size();
-  const bool drafts = drafter_ != nullptr &&
-                      (drafter_->wants_hidden() || drafter_->reads_draft_context());
+  const bool drafts =
+      drafter_ != nullptr && (drafter_->wants_hidden() || drafter_->reads_draft_context());
   const std::vector<int64_t> sizes = model::RecordedSteps::buckets(most, record_rows);
   const int64_t most_seqs = std::min<int64_t>(sched_->config().max_num_seqs, most);
   const std::vector<int64_t> seq_sizes = model::RecordedSteps::buckets(most_seqs, record_rows);

@@ -304,8 +304,8 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // measure only drafting's cost (a clear loss by construction: DSpark varlen at 64 requests,
   // H100, stop 38, and MTP varlen at 16 on the CPU, 48 tokens in 3 probe steps of 16 decodes).
   const double charged = g.predicted ? 0.0 : g.draft_cost;
-  const std::vector<int32_t> chosen = sched::choose_verify_lengths(
-      survival, base, base + spare, step_cost_, charged, &best_ratio);
+  const std::vector<int32_t> chosen =
+      sched::choose_verify_lengths(survival, base, base + spare, step_cost_, charged, &best_ratio);
   std::copy(chosen.begin(), chosen.end(), slots.begin());
   // The model says no verify length comes near paying for the drafting it needs (measured, with
   // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:

@@ -99,8 +99,7 @@ void SpeculationGain::observe(const Step& s) {
   // Far below parity, three steps decide, alone; near it, eight, and after a measured gain
   // together with the gain's window (noise, not a change, is the likelier reason one window of
   // eight reads a little below parity).
-  const bool clear_loss =
-      g.probe_steps >= 3 && (g.tokens / g.spent) / (g.decodes / g.plain) < 0.75;
+  const bool clear_loss = g.probe_steps >= 3 && (g.tokens / g.spent) / (g.decodes / g.plain) < 0.75;
   if (!clear_loss && g.probe_steps < 8) return;
   const bool after_gain = !clear_loss && g.measured_gain && g.gain_steps > 0;
   const double tokens = g.tokens + (after_gain ? g.gain_tokens : 0);

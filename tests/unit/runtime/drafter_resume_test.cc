@@ -21,8 +21,8 @@
 namespace deepinfer {
 namespace {
 
-using runtime::spec::DraftState;
 using runtime::spec::Drafter;
+using runtime::spec::DraftState;
 
 std::string model_dir(const char* name) {
   return std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/" + name;
