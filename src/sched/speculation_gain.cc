@@ -14,10 +14,19 @@ void SpeculationGain::Bucket::fail_probe(int64_t step) {
   end_probe();
 }
 
+SpeculationGain::Window& SpeculationGain::Window::operator+=(const Window& o) {
+  tokens += o.tokens;
+  spent += o.spent;
+  plain += o.plain;
+  decodes += o.decodes;
+  draft_spent += o.draft_spent;
+  plain_sample += o.plain_sample;
+  steps += o.steps;
+  return *this;
+}
+
 void SpeculationGain::Bucket::end_probe() {
-  tokens = spent = plain = decodes = 0;
-  draft_spent = plain_sample = 0;
-  probe_steps = 0;
+  window = {};
   filling = 0;
 }
 
@@ -76,63 +85,51 @@ void SpeculationGain::observe(const Step& s) {
     g.draft_cost = sorted[n / 2];
   }
   if (g.paused_until >= 0) return;  // paused (steps planned before the pause still land here)
-  if (plain_step && g.probe_steps == 0 && g.filling == 0) return;  // not drafting yet
+  if (plain_step && g.window.steps == 0 && g.filling == 0) return;  // not drafting yet
   // A probe's first steps draft for steps already planned without draft slots (the pipeline
   // fills: with asynchronous scheduling the first two), a cost every resumption pays once and
   // not the rate drafting goes on at: up to two leading steps that verified nothing are left
   // out of the sums. Later ones count (a budget that admits nothing is a loss like any other).
   constexpr int kFillSteps = 2;
-  if (g.probe_steps == 0 && s.drafts_verified == 0 && g.filling < kFillSteps) {
+  if (g.window.steps == 0 && s.drafts_verified == 0 && g.filling < kFillSteps) {
     ++g.filling;
     return;
   }
   const double plain = s.curve_seconds + sample_per_decode_ * B;
   const double spent = s.forward_seconds + s.sample_seconds + s.draft_seconds;
   if (s.tokens == 0 || plain <= 0 || spent <= 0) return;
-  g.tokens += static_cast<double>(s.tokens);
-  g.spent += spent;
-  g.plain += plain;
-  g.decodes += B;
-  g.draft_spent += s.draft_seconds;
-  g.plain_sample += sample_per_decode_ * B;
-  ++g.probe_steps;
+  Window& w = g.window;
+  w.tokens += static_cast<double>(s.tokens);
+  w.spent += spent;
+  w.plain += plain;
+  w.decodes += B;
+  w.draft_spent += s.draft_seconds;
+  w.plain_sample += sample_per_decode_ * B;
+  ++w.steps;
   // Far below parity, three steps decide, alone; near it, eight, and after a measured gain
   // together with the gain's window (noise, not a change, is the likelier reason one window of
   // eight reads a little below parity).
-  const bool clear_loss = g.probe_steps >= 3 && (g.tokens / g.spent) / (g.decodes / g.plain) < 0.75;
-  if (!clear_loss && g.probe_steps < 8) return;
-  const bool after_gain = !clear_loss && g.measured_gain && g.gain_steps > 0;
-  const double tokens = g.tokens + (after_gain ? g.gain_tokens : 0);
-  const double spent_sum = g.spent + (after_gain ? g.gain_spent : 0);
-  const double plain_sum = g.plain + (after_gain ? g.gain_plain : 0);
-  const double decodes = g.decodes + (after_gain ? g.gain_decodes : 0);
-  const int steps = g.probe_steps + (after_gain ? g.gain_steps : 0);
-  const double ratio = (tokens / spent_sum) / (decodes / plain_sum);
+  const bool clear_loss = w.steps >= 3 && w.ratio() < 0.75;
+  if (!clear_loss && w.steps < 8) return;
+  Window judged = w;
+  if (!clear_loss && g.measured_gain && g.gain.steps > 0) judged += g.gain;
+  const double ratio = judged.ratio();
   Probe p;
   p.plan_step = s.plan_step;
-  p.decodes = decodes / steps;
-  p.steps = steps;
+  p.decodes = judged.decodes / judged.steps;
+  p.steps = judged.steps;
   p.ratio = ratio;
   p.passed = ratio >= 1.0;
-  p.tokens = tokens;
-  p.spent_seconds = spent_sum;
-  p.plain_seconds = plain_sum;
-  p.draft_spent_seconds = g.draft_spent + (after_gain ? g.gain_draft_spent : 0);
-  p.plain_sample_seconds = g.plain_sample + (after_gain ? g.gain_plain_sample : 0);
+  p.tokens = judged.tokens;
+  p.spent_seconds = judged.spent;
+  p.plain_seconds = judged.plain;
+  p.draft_spent_seconds = judged.draft_spent;
+  p.plain_sample_seconds = judged.plain_sample;
   p.draft_cost_seconds = g.draft_cost;
   record(p);
   g.predicted = false;
   g.measured_gain = ratio >= 1.0;  // a measured gain stands until a measured loss
-  g.gain_steps = 0;
-  if (g.measured_gain) {  // this window's own sums, for the next one to be judged with
-    g.gain_tokens = g.tokens;
-    g.gain_spent = g.spent;
-    g.gain_plain = g.plain;
-    g.gain_decodes = g.decodes;
-    g.gain_draft_spent = g.draft_spent;
-    g.gain_plain_sample = g.plain_sample;
-    g.gain_steps = g.probe_steps;
-  }
+  g.gain = g.measured_gain ? w : Window{};  // this window's own sums, for the next to join
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
     ++counts_.probes_failed;

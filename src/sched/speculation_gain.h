@@ -81,22 +81,28 @@ class SpeculationGain {
   };
   static constexpr size_t kProbesKept = 8;
 
-  struct Bucket {
-    // Sums over the steps measured since drafting (re)started in this bucket: tokens emitted,
-    // executor seconds spent, and the estimate of the same decodes without drafting.
+  // Sums over a probe's measured steps: tokens emitted, executor seconds spent, the estimate of
+  // the same decodes without drafting, the decodes, and the parts of spent and plain that
+  // Probe reports (drafting; the estimate's sampling).
+  struct Window {
     double tokens = 0, spent = 0, plain = 0, decodes = 0;
-    double draft_spent = 0, plain_sample = 0;  // parts of spent and plain (Probe says which)
-    int probe_steps = 0;
+    double draft_spent = 0, plain_sample = 0;
+    int steps = 0;
+    Window& operator+=(const Window& o);
+    double ratio() const { return (tokens / spent) / (decodes / plain); }
+  };
+
+  struct Bucket {
+    Window window;  // the steps measured since drafting (re)started in this bucket
+    int probe_steps() const { return window.steps; }
     int filling = 0;  // leading steps of this probe that verified nothing (left out, at most 2)
     int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
     int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
     int failed = 0;             // failed probes in a row
     bool predicted = false;     // the latest decision was a predicted loss: the next is measured
     bool measured_gain = false;  // the latest measured probe paid: no prediction overrules it
-    // That probe's sums (measured_gain only): a loss right after it is judged over both.
-    double gain_tokens = 0, gain_spent = 0, gain_plain = 0, gain_decodes = 0;
-    double gain_draft_spent = 0, gain_plain_sample = 0;
-    int gain_steps = 0;
+    // That probe's own window (measured_gain only): a loss right after it is judged over both.
+    Window gain;
     // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
     // rows' sampling beyond a plain step's): the median of the last kCostsKept steps that
     // drafted (a median, not a mean: one slow step, a host hiccup, made an EMA charge 0.67 ms

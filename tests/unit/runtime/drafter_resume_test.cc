@@ -28,6 +28,33 @@ std::string model_dir(const char* name) {
   return std::string(DEEPINFER_TEST_SOURCE_DIR) + "/models/" + name;
 }
 
+// A model on the opt backend and the ids both tests feed: a prompt, positions before the sleep,
+// the sleep, then a window's worth and more after it. Arbitrary but fixed ids (the drafts'
+// values do not matter, only their equality).
+struct ResumeCase {
+  static constexpr int64_t kPrompt = 16, kSleepFrom = 24, kSleepTo = 64;
+  std::unique_ptr<backend::Ops> ops;
+  std::unique_ptr<model::Model> model;
+  int64_t window = 0;
+  std::vector<int32_t> ids;
+};
+
+ResumeCase set_up(const char* name) {
+  ResumeCase s;
+  auto ops = backend::make_ops("opt", 1);
+  EXPECT_TRUE(ops.ok()) << ops.status().message();
+  if (!ops.ok()) return s;
+  s.ops = std::move(ops).value();
+  auto m = model::load_model(model_dir(name), *s.ops);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  if (!m.ok()) return s;
+  s.model = std::move(m).value();
+  s.window = s.model->config().sliding_window;
+  const int64_t n = ResumeCase::kSleepTo + s.window + 24;
+  for (int64_t i = 0; i < n; ++i) s.ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  return s;
+}
+
 struct Proposal {
   std::vector<int32_t> tokens;
   std::vector<float> confidence;
@@ -67,28 +94,24 @@ std::vector<Proposal> drive(model::Model& m, Drafter& d, const std::vector<int32
 }
 
 TEST(MtpResume, ResumesAfterMissingRowsAndMatchesOnceTheWindowRefills) {
-  auto ops = backend::make_ops("opt", 1);
-  ASSERT_TRUE(ops.ok()) << ops.status().message();
-  auto m = model::load_model(model_dir("v4-small"), **ops);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  const int64_t window = (*m)->config().sliding_window;
-  ASSERT_GT(window, 0);
-  // Arbitrary but fixed ids (the drafts' values do not matter, only their equality).
-  std::vector<int32_t> ids;
-  const int64_t n = 24 + 40 + window + 24;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  ResumeCase su = set_up("v4-small");
+  ASSERT_NE(su.model, nullptr);
+  ASSERT_GT(su.window, 0);
+  model::Model* m = su.model.get();
+  const std::vector<int32_t>& ids = su.ids;
+  const int64_t window = su.window, n = static_cast<int64_t>(ids.size());
   const int k = 3;
-  const int64_t prompt = 16, sleep_from = 24, sleep_to = 64;
+  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom, sleep_to = ResumeCase::kSleepTo;
 
-  auto awake_drafter = runtime::spec::make_mtp_drafter(**m);
+  auto awake_drafter = runtime::spec::make_mtp_drafter(*m);
   ASSERT_TRUE(awake_drafter.ok());
   (*awake_drafter)->set_want_confidence(true);
-  const std::vector<Proposal> awake = drive(**m, **awake_drafter, ids, prompt, k, -1, -1);
-  auto sleepy_drafter = runtime::spec::make_mtp_drafter(**m);
+  const std::vector<Proposal> awake = drive(*m, **awake_drafter, ids, prompt, k, -1, -1);
+  auto sleepy_drafter = runtime::spec::make_mtp_drafter(*m);
   ASSERT_TRUE(sleepy_drafter.ok());
   (*sleepy_drafter)->set_want_confidence(true);
   const std::vector<Proposal> slept =
-      drive(**m, **sleepy_drafter, ids, prompt, k, sleep_from, sleep_to);
+      drive(*m, **sleepy_drafter, ids, prompt, k, sleep_from, sleep_to);
   ASSERT_EQ(awake.size(), slept.size());
 
   // proposal i was made after position prompt - 1 + i (i = 0: after the prompt)
@@ -148,20 +171,17 @@ std::vector<model::DraftBlock> dspark_drive(model::Model& m, const std::vector<i
 }
 
 TEST(DSparkResume, RestartsTheContextAndMatchesOnceTheWindowRefills) {
-  auto ops = backend::make_ops("opt", 1);
-  ASSERT_TRUE(ops.ok()) << ops.status().message();
-  auto m = model::load_model(model_dir("default"), **ops);
-  ASSERT_TRUE(m.ok()) << m.status().message();
-  const int64_t window = (*m)->config().sliding_window;
-  ASSERT_GT(window, 0);
-  std::vector<int32_t> ids;
-  const int64_t n = 24 + 40 + window + 24;
-  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  ResumeCase su = set_up("default");
+  ASSERT_NE(su.model, nullptr);
+  ASSERT_GT(su.window, 0);
+  model::Model* m = su.model.get();
+  const std::vector<int32_t>& ids = su.ids;
+  const int64_t window = su.window, n = static_cast<int64_t>(ids.size());
   const int k = 4;
-  const int64_t prompt = 16, sleep_from = 24, sleep_to = 64;
-  const std::vector<model::DraftBlock> awake = dspark_drive(**m, ids, prompt, k, -1, -1);
+  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom, sleep_to = ResumeCase::kSleepTo;
+  const std::vector<model::DraftBlock> awake = dspark_drive(*m, ids, prompt, k, -1, -1);
   const std::vector<model::DraftBlock> slept =
-      dspark_drive(**m, ids, prompt, k, sleep_from, sleep_to);
+      dspark_drive(*m, ids, prompt, k, sleep_from, sleep_to);
   ASSERT_EQ(awake.size(), slept.size());
   auto at = [&](int64_t pos) { return static_cast<size_t>(pos - prompt); };
   int64_t same = 0;

@@ -33,12 +33,12 @@ TEST(SpeculationGain, AClearLossPausesAfterThreeSteps) {
   int64_t at = 0;
   for (int i = 0; i < 4; ++i) gain.observe(step(at++, 1, 0, 0, kMs, kMs));
   const SpeculationGain::Bucket& g = gain.bucket(1);
-  EXPECT_EQ(g.probe_steps, 0);
+  EXPECT_EQ(g.probe_steps(), 0);
   for (int i = 0; i < 3; ++i) gain.observe(step(at++, i == 0 ? 2 : 1, 1, 1, 2 * kMs, kMs));
   EXPECT_EQ(g.failed, 1);
   EXPECT_EQ(g.paused_until, at - 1 + 16);
   EXPECT_EQ(g.pause, 64);
-  EXPECT_EQ(g.probe_steps, 0);
+  EXPECT_EQ(g.probe_steps(), 0);
   EXPECT_EQ(gain.counts().probes_failed, 1);
   // The decision is recorded with its sums: 4 tokens in 6 ms against 3 ms for 3 decodes.
   ASSERT_EQ(gain.recent_probes().size(), 1u);
@@ -90,7 +90,7 @@ TEST(SpeculationGain, ANarrowLossWaitsForEightStepsAndAGainResetsThePause) {
   EXPECT_NEAR(gain.recent_probes()[1].ratio, 1.25, 1e-9);
   EXPECT_EQ(g.failed, 0);
   EXPECT_EQ(g.pause, 16);
-  EXPECT_EQ(g.probe_steps, 0);
+  EXPECT_EQ(g.probe_steps(), 0);
 }
 
 // A probe's first steps only draft (the steps already planned had no draft slots): up to two
@@ -103,7 +103,7 @@ TEST(SpeculationGain, APipelineFillIsNotTheMeasure) {
   const SpeculationGain::Bucket& g = gain.bucket(1);
   int64_t at = 0;
   for (int i = 0; i < 2; ++i) gain.observe(step(at++, 1, 0, 3, 2 * kMs, kMs));
-  EXPECT_EQ(g.probe_steps, 0);
+  EXPECT_EQ(g.probe_steps(), 0);
   EXPECT_EQ(g.filling, 2);
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 4, 3, 3, 1.5 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_passed, 1);
