@@ -256,7 +256,8 @@ void EngineCore::profile_step_cost() {
 void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                                     std::span<int32_t> slots) {
   // This batch's controller (update_gain): paused, drafting stops (depth 0: the executor drafts
-  // nothing; from the second failed probe in a row a hidden-reading drafter also sleeps);
+  // nothing; from the second failed probe in a row the drafter also sleeps: MTP keeps no
+  // hidden streams, DSpark no context in the forwards, execute_unguarded);
   // when its pause is over, drafting resumes at full depth and it probes again.
   sched::SpeculationGain::Bucket& g = gain_.bucket(static_cast<int64_t>(cands.size()));
   const sched::SpeculationGain::Pause pause = gain_.pause_state(g);
