@@ -63,6 +63,11 @@ def test_deterministic_sampling_alone_batched_and_preempted(tiny_dir, tiny):
     assert stats["preemptions"] > 0
     # KV pages: what the pools took from the backend, and the most held at once.
     assert 0 < stats["kv_bytes_in_use_peak"] <= stats["kv_bytes_reserved"]
+    # CUDA graphs: a CPU backend never records, so nothing was set up, captured or replayed.
+    assert {k: stats[k] for k in ("graph_setup_steps", "graph_captures", "graph_replays",
+                                  "graph_drops", "graph_startup_seconds")} == {
+        "graph_setup_steps": 0, "graph_captures": 0, "graph_replays": 0, "graph_drops": 0,
+        "graph_startup_seconds": 0.0}
     assert batch2[2].outputs[0].token_ids == alone
     rechunked = LLM(str(tiny_dir), max_num_batched_tokens=3, num_threads=1)
     assert rechunked.generate([PROMPTS[2]], p, use_tqdm=False)[0].outputs[0].token_ids == alone
