@@ -9,8 +9,8 @@
 // rows, batches shrinking as requests end) kept paying both; varlen's probes leave such steps
 // out of what they measure, so it did not even see them. vLLM captures its graph sizes at
 // start-up for the same reason. Here: the largest step of each kind first (every buffer
-// reaches its size before anything is captured), then every bucket, largest first, until a
-// run adds no setup.
+// reaches its size before anything is captured), then every bucket, largest first, until its
+// units are captured.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -22,15 +22,20 @@
 namespace deepinfer::runtime {
 
 namespace {
-// Runs `step` until it ran no recording setup (a first run, a capture), at most a few times:
-// after a buffer grew, a unit takes three runs (the drop, a first run, the capture).
+// Runs `step` until every unit it runs is recorded: a run whose setups were all captures (or
+// refused captures) and that dropped nothing leaves only replays for the next one, so it is
+// the last (a replay run to confirm would cost a third of the start-up). At most a few runs:
+// after a buffer grew, a unit takes three (the drop, a first run, the capture).
 template <typename Step>
-Status until_steady(backend::Ops& ops, Step&& step) {
+Status until_recorded(backend::Ops& ops, Step&& step) {
   constexpr int kMostRuns = 4;
   for (int run = 0; run < kMostRuns; ++run) {
-    const int64_t setups = ops.recording_setups();
+    const backend::Ops::RecordingCounts before = ops.recording_counts();
     DI_TRY(step());
-    if (ops.recording_setups() == setups) break;
+    const backend::Ops::RecordingCounts after = ops.recording_counts();
+    const int64_t first_runs = (after.setups - before.setups) - (after.captured - before.captured) -
+                               (after.refused - before.refused);
+    if (first_runs == 0 && after.drops == before.drops) break;
   }
   return {};
 }
@@ -116,27 +121,23 @@ void EngineCore::capture_graphs() {
       DI_TRY(scratch_draft_step(seq_sizes.back(), 1));
     }
     for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
-      DI_TRY(until_steady(*ops_, [&] { return main_step(*b); }));
+      DI_TRY(until_recorded(*ops_, [&] { return main_step(*b); }));
     }
     // Varlen puts a drafter that does not pay to sleep, and DSpark's context with it: the main
-    // steps' other form (execute_unguarded).
+    // steps' other form (execute_unguarded; the context goes back on below, whatever happens).
     if (drafts && spec_varlen_ && drafter_->reads_draft_context()) {
       model_->set_draft_context(false);
       for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
-        const Status st = until_steady(*ops_, [&] { return main_step(*b); });
-        if (!st.ok()) {
-          model_->set_draft_context(true);
-          return st;
-        }
+        DI_TRY(until_recorded(*ops_, [&] { return main_step(*b); }));
       }
       model_->set_draft_context(true);
     }
     if (drafts) {
       for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
-        DI_TRY(until_steady(*ops_, [&] { return scratch_draft_step(1, *b); }));
+        DI_TRY(until_recorded(*ops_, [&] { return scratch_draft_step(1, *b); }));
       }
       for (auto b = seq_sizes.rbegin(); b != seq_sizes.rend(); ++b) {
-        DI_TRY(until_steady(*ops_, [&] { return scratch_draft_step(*b, 1); }));
+        DI_TRY(until_recorded(*ops_, [&] { return scratch_draft_step(*b, 1); }));
       }
     }
     return {};
@@ -147,6 +148,7 @@ void EngineCore::capture_graphs() {
     (void)record();
   } catch (const backend::OutOfMemory&) {
   }
+  if (drafts && drafter_->reads_draft_context()) model_->set_draft_context(true);
   stats_.graph_startup_seconds = seconds_since(t0);
 }
 

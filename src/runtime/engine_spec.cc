@@ -226,10 +226,10 @@ void EngineCore::profile_step_cost() {
   // One scratch sequence per size: a forward of B tokens stands in for a step of B rows (the
   // dense parts, which dominate, are the same work); live steps refine the curve. The seed is
   // the first forward after the first (which pays one-time setup) that ran no recorded unit's
-  // setup either (Ops::recording_setups). On the GPU a size's second and third forwards are
-  // still setups (the first one's buffer growth drops every recording, then a capture), and a
-  // seed taken there priced verify sizes several times their replayed cost, so the budget never
-  // admitted them (docs/speculative.md, stop 34). On a backend that never records, the second.
+  // setup either (Ops::recording_setups): a seed taken at a setup priced verify sizes several
+  // times their replayed cost, so the budget never admitted them (docs/speculative.md, stop
+  // 34). Since the engine records its graphs first (capture_graphs), sizes up to the graph limit
+  // are replays at once; larger ones, and a backend that never records, take the second.
   constexpr int kMostRuns = 6;  // a size whose setups outlast this is seeded by its last run
   const int64_t most = std::min<int64_t>(sched_->config().max_num_batched_tokens, 512);
   for (int64_t b = 1; b <= most; b *= 2) {

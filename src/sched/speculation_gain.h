@@ -25,9 +25,9 @@
 //
 // A narrow loss right after a measured gain is judged over both windows (the gain's steps and
 // the new ones; a clear loss still decides alone after three steps): one window of eight steps
-// is noisy (stop 39, H100, one request: windows of 1.04x,
-// 0.98x, 1.43x in a row while fixed-k MTP ran 1.51x; the 0.98x paused drafting for 16 steps and
-// the two steps the pipeline takes to refill), and a real loss still shows over sixteen.
+// is noisy (stop 39, H100, one request: windows of 1.04x, 0.98x, 1.43x in a row while fixed-k
+// MTP ran 1.51x; the 0.98x paused drafting for 16 steps and the two steps the pipeline takes to
+// refill), and a real loss still shows over sixteen.
 //
 // Known bias, measured and left as it is (docs/speculative.md, "Varlen on the H200, stop 33"):
 // the curve keeps the least of a count's recent steps, so the estimate reads below a typical
