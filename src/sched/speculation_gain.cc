@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 
 namespace deepinfer::sched {
 
@@ -23,6 +24,18 @@ SpeculationGain::Window& SpeculationGain::Window::operator+=(const Window& o) {
   plain_sample += o.plain_sample;
   steps += o.steps;
   return *this;
+}
+
+SpeculationGain::Window SpeculationGain::Window::scaled(double f) const {
+  Window w = *this;
+  w.tokens *= f;
+  w.spent *= f;
+  w.plain *= f;
+  w.decodes *= f;
+  w.draft_spent *= f;
+  w.plain_sample *= f;
+  w.steps *= f;
+  return w;
 }
 
 void SpeculationGain::Bucket::end_probe() {
@@ -106,18 +119,21 @@ void SpeculationGain::observe(const Step& s) {
   w.draft_spent += s.draft_seconds;
   w.plain_sample += sample_per_decode_ * B;
   ++w.steps;
-  // Far below parity, three steps decide, alone; near it, eight, and after a measured gain
-  // together with the gain's window (noise, not a change, is the likelier reason one window of
-  // eight reads a little below parity).
-  const bool clear_loss = w.steps >= 3 && w.ratio() < 0.75;
-  if (!clear_loss && w.steps < 8) return;
+  // Far below parity, three steps decide; near it, eight. While the latest measured probe paid,
+  // both are judged together with the gains measured since (noise, not a change, is the likelier
+  // reason a few steps read below parity right after a gain).
+  // Eight steps far below parity on their own are a change, whatever came before: judged alone.
   Window judged = w;
-  if (!clear_loss && g.measured_gain && g.gain.steps > 0) judged += g.gain;
+  if (g.measured_gain) judged += g.history;
+  const bool loss_alone = w.steps >= 8 && w.ratio() < 0.75;
+  const bool clear_loss = loss_alone || (w.steps >= 3 && judged.ratio() < 0.75);
+  if (!clear_loss && w.steps < 8) return;
+  if (loss_alone) judged = w;
   const double ratio = judged.ratio();
   Probe p;
   p.plan_step = s.plan_step;
   p.decodes = judged.decodes / judged.steps;
-  p.steps = judged.steps;
+  p.steps = static_cast<int>(std::lround(judged.steps));
   p.ratio = ratio;
   p.passed = ratio >= 1.0;
   p.tokens = judged.tokens;
@@ -129,7 +145,11 @@ void SpeculationGain::observe(const Step& s) {
   record(p);
   g.predicted = false;
   g.measured_gain = ratio >= 1.0;  // a measured gain stands until a measured loss
-  g.gain = g.measured_gain ? w : Window{};  // this window's own sums, for the next to join
+  // Older gains weigh half per decision; a measured loss ends the history (the next probe, after
+  // the pause, is judged alone).
+  Window history;
+  if (g.measured_gain) (history = g.history.scaled(0.5)) += w;
+  g.history = history;
   if (ratio < 1.0) {  // slower than plain decoding: stop drafting at this batch for a while
     g.fail_probe(s.plan_step);
     ++counts_.probes_failed;

@@ -23,11 +23,15 @@
 // of plain decoding) while fixed-k MTP ran 1.48x; with measured probes only after a prediction,
 // probes measured 1.39-1.63x and the predictor, at 0.66-0.68x, paused it again in between.
 //
-// A narrow loss right after a measured gain is judged over both windows (the gain's steps and
-// the new ones; a clear loss still decides alone after three steps): one window of eight steps
-// is noisy (stop 39, H100, one request: windows of 1.04x, 0.98x, 1.43x in a row while fixed-k
-// MTP ran 1.51x; the 0.98x paused drafting for 16 steps and the two steps the pipeline takes to
-// refill), and a real loss still shows over sixteen.
+// While the latest measured probe paid, the next is judged together with the gains measured
+// since (older windows weighing half as much per decision since), for a clear loss as for a
+// narrow one: a window of three or eight steps is noisy. Stop 39, H100, one request: windows of
+// 1.04x, 0.98x, 1.43x in a row while fixed-k MTP ran 1.51x; stop 40, same machine: after five
+// probes of 1.24-1.47x, four steps at a request's end read 0.74x alone, a clear loss, and with
+// the prediction and the 3-step probe that followed it paused drafting for the whole next
+// request (1.02x against fixed-k MTP's 1.50x). A real loss still shows within about sixteen
+// steps; after a measured loss the next probe is judged alone (a pause is the expensive error
+// there: it holds for 16 to 1024 steps, a probe for eight).
 //
 // Known bias, measured and left as it is (docs/speculative.md, "Varlen on the H200, stop 33"):
 // the curve keeps the least of a count's recent steps, so the estimate reads below a typical
@@ -87,22 +91,24 @@ class SpeculationGain {
   struct Window {
     double tokens = 0, spent = 0, plain = 0, decodes = 0;
     double draft_spent = 0, plain_sample = 0;
-    int steps = 0;
+    double steps = 0;  // steps summed (fractional once a history's weight has halved)
     Window& operator+=(const Window& o);
+    Window scaled(double f) const;
     double ratio() const { return (tokens / spent) / (decodes / plain); }
   };
 
   struct Bucket {
     Window window;  // the steps measured since drafting (re)started in this bucket
-    int probe_steps() const { return window.steps; }
+    int probe_steps() const { return static_cast<int>(window.steps); }
     int filling = 0;  // leading steps of this probe that verified nothing (left out, at most 2)
     int64_t paused_until = -1;  // plan step at which drafting resumes (-1: drafting)
     int64_t pause = 16;         // the next pause's length in steps (x4 while it does not pay)
     int failed = 0;             // failed probes in a row
     bool predicted = false;     // the latest decision was a predicted loss: the next is measured
     bool measured_gain = false;  // the latest measured probe paid: no prediction overrules it
-    // That probe's own window (measured_gain only): a loss right after it is judged over both.
-    Window gain;
+    // The windows of the gains measured since the latest measured loss (measured_gain only),
+    // each halved per later decision: the next probe is judged together with them.
+    Window history;
     // Executor seconds drafting adds to a step at this batch size (drafting, and the verify
     // rows' sampling beyond a plain step's): the median of the last kCostsKept steps that
     // drafted (a median, not a mean: one slow step, a host hiccup, made an EMA charge 0.67 ms

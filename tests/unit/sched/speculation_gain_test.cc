@@ -1,7 +1,8 @@
 // SpeculationGain (sched/speculation_gain.h): the varlen pause controller judges drafting by
 // tokens per executor second against the step-cost curve's estimate of the same decodes without
-// drafting: a clear loss pauses after three steps, a narrow one after eight, pauses grow 4x per
-// failed probe in a row, a probe that pays resets them, and each batch-size bucket is its own.
+// drafting: a clear loss pauses after three steps, a narrow one after eight (after a measured
+// gain, both judged together with the gains before), pauses grow 4x per failed probe in a row, a
+// probe that pays resets them, and each batch-size bucket is its own.
 #include "sched/speculation_gain.h"
 
 #include <gtest/gtest.h>
@@ -149,8 +150,8 @@ TEST(SpeculationGain, APredictedLossPausesFromTheLatestStep) {
 // After a predicted loss the next decision is measured: a paused batch learns nothing new, so a
 // prediction from early estimates must not renew itself. The probe after the pause passes here
 // (4 tokens per step at 1.5x the plain cost): no prediction may overrule that gain, until a
-// measured probe fails (3 steps at 2x the plain cost for one token each); then predictions are
-// allowed again.
+// measured probe fails (eight steps at 2x the plain cost for one token each: after gains, a loss
+// that far below parity decides on eight steps of its own); then predictions are allowed again.
 TEST(SpeculationGain, APredictedLossIsFollowedByAMeasuredProbe) {
   SpeculationGain gain;
   SpeculationGain::Bucket& g = gain.bucket(1);
@@ -167,7 +168,7 @@ TEST(SpeculationGain, APredictedLossIsFollowedByAMeasuredProbe) {
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 4, 3, 3, 1.5 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_passed, 2);
   EXPECT_FALSE(SpeculationGain::may_predict_loss(g));
-  for (int i = 0; i < 3; ++i) gain.observe(step(at++, 1, 1, 1, 2 * kMs, kMs));
+  for (int i = 0; i < 8; ++i) gain.observe(step(at++, 1, 1, 1, 2 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_failed, 1 + 1);
   EXPECT_TRUE(SpeculationGain::may_predict_loss(g));
 }
@@ -188,11 +189,12 @@ TEST(SpeculationGain, KeepsTheLatestDecisions) {
 namespace deepinfer::sched {
 namespace {
 
-// A window a little below parity right after a measured gain is judged together with the gain's
-// window: 1.5x, then 0.95x alone (1.22x over both: drafting goes on), then 0.83x alone, judged
-// over sixteen steps with the 0.95x window (0.88x): it pauses. A clear loss (0.5x) still pauses
-// after three steps of its own.
-TEST(SpeculationGain, ALossAfterAGainIsJudgedOverBothWindows) {
+// While the latest measured probe paid, the next is judged together with the gains measured since,
+// each older window weighing half per decision: 1.5x, then 0.95x alone (1.22x with the first:
+// drafting goes on), then 0.83x alone, judged with the history (half the 1.5x window and the
+// 0.95x one: 0.97x over twenty steps): it pauses. After the pause the probe is judged alone; a
+// severe loss (0.5x) after its gain is judged with it until eight steps of its own decide.
+TEST(SpeculationGain, ALossAfterAGainIsJudgedWithTheGainsBefore) {
   SpeculationGain gain;
   const SpeculationGain::Bucket& g = gain.bucket(1);
   int64_t at = 0;
@@ -204,6 +206,7 @@ TEST(SpeculationGain, ALossAfterAGainIsJudgedOverBothWindows) {
   ASSERT_EQ(gain.recent_probes().size(), 2u);
   EXPECT_EQ(gain.recent_probes().back().steps, 16);
   EXPECT_NEAR(gain.recent_probes().back().ratio, 40.0 / 32.8, 1e-9);
+  EXPECT_DOUBLE_EQ(g.history.steps, 12.0);  // half the first window, all of the second
   for (int i = 0; i < 7; ++i) {
     gain.observe(step(at++, 3, 2, 2, 3.6 * kMs, kMs));
     EXPECT_EQ(g.paused_until, -1) << "step " << i;
@@ -211,18 +214,48 @@ TEST(SpeculationGain, ALossAfterAGainIsJudgedOverBothWindows) {
   gain.observe(step(at++, 3, 2, 2, 3.6 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_failed, 1);
   EXPECT_EQ(g.paused_until, at - 1 + 16);
-  EXPECT_EQ(gain.recent_probes().back().steps, 16);
-  EXPECT_NEAR(gain.recent_probes().back().ratio, 40.0 / 45.6, 1e-9);
-  // After the pause, a probe that pays, then a clear loss: three steps of 0.5x pause it.
+  EXPECT_EQ(gain.recent_probes().back().steps, 20);
+  EXPECT_NEAR(gain.recent_probes().back().ratio, (12 + 16 + 24.0) / (8 + 16.8 + 28.8), 1e-9);
+  EXPECT_EQ(g.history.steps, 0);  // a measured loss ends the history
+  // After the pause, a probe that pays, then a severe loss: 0.5x.
   at = g.paused_until;
   gain.observe(step(at, 0, 0, 0, 0, 0, 0));  // the plan step the pause ends at
   SpeculationGain::Bucket& b = gain.bucket(1);
   EXPECT_EQ(gain.pause_state(b), SpeculationGain::Pause::kEnded);
   for (int i = 0; i < 8; ++i) gain.observe(step(at++, 3, 2, 2, 2 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_passed, 3);
-  for (int i = 0; i < 3; ++i) gain.observe(step(at++, 1, 2, 2, 2 * kMs, kMs));
+  EXPECT_EQ(gain.recent_probes().back().steps, 8);  // judged alone after the loss
+  for (int i = 0; i < 7; ++i) {
+    gain.observe(step(at++, 1, 2, 2, 2 * kMs, kMs));
+    EXPECT_EQ(gain.counts().probes_failed, 1) << "step " << i;
+  }
+  gain.observe(step(at++, 1, 2, 2, 2 * kMs, kMs));
   EXPECT_EQ(gain.counts().probes_failed, 2);
-  EXPECT_EQ(gain.recent_probes().back().steps, 3);
+  EXPECT_EQ(gain.recent_probes().back().steps, 8);
+  EXPECT_NEAR(gain.recent_probes().back().ratio, 0.5, 1e-9);
+}
+
+// Stop 40, H100, models/v4-small, one request, k = 3: five probes of 1.24-1.47x, then four
+// steps at a request's end at 0.74x (6 tokens in 4.494 ms against 2.232 ms plain). Judged alone
+// that was a clear loss, and a prediction and a three-step probe after it kept the next request
+// plain. Judged with the gains before it, drafting goes on, and no prediction may pause it.
+TEST(SpeculationGain, AShortDipAfterGainsDoesNotPause) {
+  SpeculationGain gain;
+  const SpeculationGain::Bucket& g = gain.bucket(1);
+  int64_t at = 0;
+  const int64_t tokens[8] = {2, 3, 3, 3, 2, 3, 3, 2};  // 42 per 16 steps in 17.5 ms (8.8 plain)
+  for (int probe = 0; probe < 5; ++probe) {
+    for (const int64_t t : tokens) gain.observe(step(at++, t, 3, 3, 1.094 * kMs, 0.55 * kMs));
+  }
+  EXPECT_EQ(gain.counts().probes_passed, 5);
+  for (int i = 0; i < 4; ++i) gain.observe(step(at++, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
+  EXPECT_EQ(gain.counts().probes_failed, 0);
+  EXPECT_EQ(g.paused_until, -1);
+  EXPECT_FALSE(SpeculationGain::may_predict_loss(g));
+  // The same four steps with nothing before them are a clear loss.
+  SpeculationGain fresh;
+  for (int i = 0; i < 4; ++i) fresh.observe(step(i, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
+  EXPECT_EQ(fresh.counts().probes_failed, 1);
 }
 
 }  // namespace
