@@ -282,8 +282,18 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }
-  std::vector<std::vector<float>> survival(cands.size());
+  // Two estimates per draft position: this step's (the requests' confidences, what the budget
+  // admits by) and a typical step's (each depth's observed survival, what a prediction judges
+  // by: a pause holds for 16 steps or more, and one step's confidences are too noisy to decide
+  // that on: stop 40, H100, one request, predicted 0.67x at a request's start, where probes
+  // measured 1.2-1.5x).
+  std::vector<std::vector<float>> survival(cands.size()), typical(cands.size());
   for (size_t r = 0; r < cands.size(); ++r) {
+    float t = 1.0f;
+    for (int32_t j = 0; j < cands[r].max_slots; ++j) {
+      t *= static_cast<float>(std::clamp(depth_calibration_.survival(j), 0.0, 1.0));
+      typical[r].push_back(t);
+    }
     const auto it = draft_confidence_.find(cands[r].id);
     float a = 1.0f;
     for (int32_t j = 0; j < cands[r].max_slots; ++j) {
@@ -306,10 +316,11 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // H100, stop 38, and MTP varlen at 16 on the CPU, 48 tokens in 3 probe steps of 16 decodes).
   const double charged = g.predicted ? 0.0 : g.draft_cost;
   const std::vector<int32_t> chosen =
-      sched::choose_verify_lengths(survival, base, base + spare, step_cost_, charged, &best_ratio);
+      sched::choose_verify_lengths(survival, base, base + spare, step_cost_, charged);
+  sched::choose_verify_lengths(typical, base, base + spare, step_cost_, charged, &best_ratio);
   std::copy(chosen.begin(), chosen.end(), slots.begin());
   // The model says no verify length comes near paying for the drafting it needs (measured, with
-  // the requests' confidences): a failed probe without spending steps on it. Only a clear loss:
+  // the depths' observed survival): a failed probe without spending steps on it. Only a clear loss:
   // near parity the estimates (confidences, the curve, the drafting cost) are too rough to
   // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
   // Not right after a predicted pause, nor while the latest measured probe paid: a prediction
