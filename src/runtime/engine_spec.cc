@@ -309,15 +309,18 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
     }
   }
   const int64_t base = static_cast<int64_t>(cands.size());
-  double best_ratio = 0;
-  // The probe after a predicted loss tests that prediction: its budget does not charge the
-  // drafting cost that made it, or it would admit nothing, draft anyway (a probe drafts) and
-  // measure only drafting's cost (a clear loss by construction: DSpark varlen at 64 requests,
-  // H100, stop 38, and MTP varlen at 16 on the CPU, 48 tokens in 3 probe steps of 16 decodes).
-  const double charged = g.predicted ? 0.0 : g.draft_cost;
+  // The drafts this step verifies are made already (the executor drafts after the step before,
+  // while this plan is made): their cost is spent whatever is verified, so the budget weighs
+  // only what verifying them costs (the step's extra rows). Charging it the drafting too made
+  // it admit nothing where drafting pays: the probe then measured drafting's cost alone, a clear
+  // loss by construction (stop 40, H100, MTP at 64 requests, k = 3: probes of 0.52-0.72x over
+  // 3 steps that verified no draft, while a fixed k ran 1.21x; before it, DSpark at 64 requests
+  // and MTP at 16 on the CPU, stop 38). Whether drafting pays at all, its cost included, is the
+  // probes' question and the prediction's below.
   const std::vector<int32_t> chosen =
-      sched::choose_verify_lengths(survival, base, base + spare, step_cost_, charged);
-  sched::choose_verify_lengths(typical, base, base + spare, step_cost_, charged, &best_ratio);
+      sched::choose_verify_lengths(survival, base, base + spare, step_cost_);
+  double best_ratio = 0;
+  sched::choose_verify_lengths(typical, base, base + spare, step_cost_, g.draft_cost, &best_ratio);
   std::copy(chosen.begin(), chosen.end(), slots.begin());
   // The model says no verify length comes near paying for the drafting it needs (measured, with
   // the depths' observed survival): a failed probe without spending steps on it. Only a clear loss:
@@ -325,9 +328,11 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // overrule what the gain controller measures. (The 0.85 is a judgement, not a measurement.)
   // Not right after a predicted pause, nor while the latest measured probe paid: a prediction
   // never overrules a measurement (speculation_gain.h).
+  // And only once verification has shown how often drafts survive (before that a depth's
+  // survival is a guess of 0.5: stop 40, H100, MTP at 64 requests predicted 0.80x at plan 3).
   constexpr double kClearPredictedLoss = 0.85;
-  if (sched::SpeculationGain::may_predict_loss(g) && g.draft_cost > 0 && best_ratio > 0 &&
-      best_ratio < kClearPredictedLoss) {
+  if (sched::SpeculationGain::may_predict_loss(g) && g.draft_cost > 0 &&
+      depth_calibration_.observed(0) && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g, static_cast<double>(cands.size()), best_ratio);
     draft_depth_ = 0;

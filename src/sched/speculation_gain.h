@@ -113,8 +113,9 @@ class SpeculationGain {
     // rows' sampling beyond a plain step's): the median of the last kCostsKept steps that
     // drafted (a median, not a mean: one slow step, a host hiccup, made an EMA charge 0.67 ms
     // for a 0.3-0.4 ms draft on the H100 and predict a loss where probes measured 1.1-1.6x);
-    // 0: not measured yet. The budget charges it to every step that verifies drafts, so once it
-    // is known a batch where drafting cannot pay is paused without probing it again.
+    // 0: not measured yet. The prediction charges it to a typical drafting step, so once it is
+    // known a batch where drafting cannot pay is paused without probing it again (the per-step
+    // budget does not: a step's drafts are made before it is planned).
     double draft_cost = 0;
     int draft_cost_steps = 0;  // drafting steps seen (the first, which warms up, is skipped)
     static constexpr size_t kCostsKept = 9;
