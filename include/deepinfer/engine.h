@@ -95,7 +95,7 @@ struct EngineStats {
   };
   std::vector<SpecProbe> spec_varlen_recent_probes;
   // The step-cost curve varlen decides from, as of the last step: (tokens, seconds) at 1, 2, 4,
-  // .., 64 tokens per step (start-up seeds until live steps of that size replace them); empty
+  // .., 512 tokens per step (start-up seeds until live steps of that size replace them); empty
   // without varlen. What a verify size costs against the decode step it replaces.
   std::vector<std::pair<int64_t, double>> spec_step_cost_seconds;
   // CUDA graphs (a recording backend; all 0 otherwise): steps during which a recorded unit ran

@@ -632,7 +632,7 @@ void EngineCore::update_gauges() {
   }
   if (spec_varlen_ && !step_cost_.empty()) {
     stats_.spec_step_cost_seconds.clear();
-    for (int64_t t = 1; t <= 64; t *= 2) {
+    for (int64_t t = 1; t <= 512; t *= 2) {
       stats_.spec_step_cost_seconds.emplace_back(t, step_cost_.seconds(t));
     }
   }

@@ -1,4 +1,5 @@
-// DepthCalibration: the observed survival per draft depth, and drafters' confidences scaled to it.
+// DepthCalibration: the observed survival per draft depth, and drafters' confidences read through
+// a reliability table per depth.
 #include "sched/depth_calibration.h"
 
 #include <gtest/gtest.h>
@@ -20,21 +21,44 @@ TEST(DepthCalibration, SurvivalIsAnEmaFromOneHalf) {
   EXPECT_NEAR(c.survival(0), 1.0, 1e-6);
 }
 
-// An MTP-like drafter: confidences 0.25 at depth 0 (its softmax maximum) while 90 % of its
-// drafts survive. Calibrated, a typical draft reads ~0.9, a less sure one proportionally less,
-// and nothing exceeds 1. Without confidences seen at a depth, a confidence reads as the depth's
-// survival (the 0.5 prior before any verification): the raw 0.25 would make the budget admit
-// almost no drafts, so none would ever be verified to calibrate it (MTP varlen on the H100,
-// stop 36: paused at one request where a fixed k = 3 ran 1.46x).
-TEST(DepthCalibration, ScalesConfidencesToObservedSurvival) {
+TEST(DepthCalibration, BinsAreHalfOctavesOfConfidence) {
+  EXPECT_EQ(DepthCalibration::bin(1.0f), 12);
+  EXPECT_EQ(DepthCalibration::bin(0.75f), 12);
+  EXPECT_EQ(DepthCalibration::bin(0.7f), 11);
+  EXPECT_EQ(DepthCalibration::bin(0.5f), 11);
+  EXPECT_EQ(DepthCalibration::bin(0.3f), 9);
+  EXPECT_EQ(DepthCalibration::bin(0.25f), 9);
+  EXPECT_EQ(DepthCalibration::bin(0.24f), 8);
+  EXPECT_EQ(DepthCalibration::bin(0.016f), 1);
+  EXPECT_EQ(DepthCalibration::bin(0.01f), 0);
+  EXPECT_EQ(DepthCalibration::bin(0.0f), 0);
+  EXPECT_EQ(DepthCalibration::bin(2.0f), 12);
+}
+
+// An MTP-like drafter whose confidence ranks its drafts only weakly: at confidence 0.25 (its
+// usual softmax maximum) 90 % of the drafts survive, at 0.06 still 80 %, at 0.6 95 %. Each
+// confidence reads as its own bin's survival, not as the confidence scaled (a linear scale by
+// the mean would read 0.06 as ~0.2); a confidence no draft has been verified at reads as the
+// depth's survival, a bin that has seen few drafts leans on it, and before any verification
+// every confidence reads 0.5 (the raw 0.25 would make the budget admit almost no drafts, so
+// none would ever be verified to calibrate it: MTP varlen on the H100, stop 36).
+TEST(DepthCalibration, ReadsConfidencesAsTheirBinsObservedSurvival) {
   DepthCalibration c;
   EXPECT_FLOAT_EQ(c.calibrated(0, 0.25f), 0.5f);
   EXPECT_FLOAT_EQ(c.calibrated(0, 0.05f), 0.5f);
-  for (int i = 0; i < 2000; ++i) c.observe(0, i % 10 != 0, 0.25f);
-  EXPECT_NEAR(c.survival(0), 0.9, 0.03);
-  EXPECT_NEAR(c.calibrated(0, 0.25f), 0.9f, 0.03f);
-  EXPECT_NEAR(c.calibrated(0, 0.125f), 0.45f, 0.02f);
-  EXPECT_FLOAT_EQ(c.calibrated(0, 0.9f), 1.0f);
+  for (int i = 0; i < 2000; ++i) {
+    c.observe(0, i % 10 != 0, 0.25f);
+    c.observe(0, i % 5 != 0, 0.06f);
+    c.observe(0, i % 20 != 0, 0.6f);
+  }
+  EXPECT_NEAR(c.calibrated(0, 0.25f), 0.9f, 0.05f);
+  EXPECT_NEAR(c.calibrated(0, 0.06f), 0.8f, 0.05f);
+  EXPECT_NEAR(c.calibrated(0, 0.6f), 0.95f, 0.05f);
+  const auto depth = static_cast<float>(c.survival(0));
+  EXPECT_FLOAT_EQ(c.calibrated(0, 0.01f), depth);  // never verified at that confidence
+  // Eight drafts that all failed at 0.015: half the way from the depth's survival to 0.
+  for (int i = 0; i < 8; ++i) c.observe(0, false, 0.015f);
+  EXPECT_NEAR(c.calibrated(0, 0.015f), 0.5 * c.survival(0), 1e-6);
   EXPECT_FLOAT_EQ(c.calibrated(1, 0.3f), 0.5f);  // depth 1 never observed: the prior
   c.observe(1, true, -1.0f);                     // observed, but without a confidence
   EXPECT_FLOAT_EQ(c.calibrated(1, 0.3f), static_cast<float>(c.survival(1)));
