@@ -39,6 +39,12 @@ class StepCostCurve {
   // tokens); 0 before any observation.
   double seconds(int64_t tokens) const;
   bool empty() const { return points_.empty(); }
+  // Whether live steps have measured `tokens` (beyond the first step at that count, which may
+  // pay one-time costs and stands in only where nothing else is known).
+  bool measured(int64_t tokens) const {
+    const auto it = live_.find(tokens);
+    return it != live_.end() && it->second.seen >= 2;
+  }
   const std::map<int64_t, double>& points() const { return points_; }
 
  private:

@@ -107,10 +107,14 @@ TEST(VerifyBudget, LiveStepsOverrideTheProfilesGuesses) {
   c.seed(64, 0.0060);  // the profile's one-sequence forward of 64 tokens
   c.seed(128, 0.0020);
   EXPECT_DOUBLE_EQ(c.seconds(64), 0.0060);
+  EXPECT_FALSE(c.measured(64));
   c.observe(64, 0.0900);  // the first live step at 64 captured its CUDA graph: not taken
   EXPECT_DOUBLE_EQ(c.seconds(64), 0.0060);
+  EXPECT_FALSE(c.measured(64));
   c.observe(64, 0.0035);  // a live decode step of 64 requests replaces the guess
   EXPECT_DOUBLE_EQ(c.seconds(64), 0.0035);
+  EXPECT_TRUE(c.measured(64));
+  EXPECT_FALSE(c.measured(128));
   c.observe(64, 0.0045);
   EXPECT_DOUBLE_EQ(c.seconds(64), 0.0035);
   EXPECT_GE(c.seconds(96), c.seconds(64));  // the guess at 128 does not pull 96 below 64's cost
