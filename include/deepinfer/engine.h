@@ -98,6 +98,10 @@ struct EngineStats {
   // .., 512 tokens per step (start-up seeds until live steps of that size replace them); empty
   // without varlen. What a verify size costs against the decode step it replaces.
   std::vector<std::pair<int64_t, double>> spec_step_cost_seconds;
+  // A drafter that reads the model's drafter context (DSpark), varlen: (tokens, share) of a
+  // forward of that many tokens the context costs, measured at start-up; the pause controller
+  // takes it off the plain estimate (plain decoding computes no context). Empty otherwise.
+  std::vector<std::pair<int64_t, double>> spec_draft_context_share;
   // CUDA graphs (a recording backend; all 0 otherwise): steps during which a recorded unit ran
   // its one-time setup (a first run or a graph capture) instead of a replay, and the executor
   // seconds those steps took (forward, sampling, drafting); graphs captured, replays, and the

@@ -244,6 +244,11 @@ nb::dict stats_to_dict(const EngineStats& s) {
     curve.append(nb::make_tuple(tokens, seconds));
   }
   d["spec_step_cost_seconds"] = curve;
+  nb::list share;
+  for (const auto& [tokens, part] : s.spec_draft_context_share) {
+    share.append(nb::make_tuple(tokens, part));
+  }
+  d["spec_draft_context_share"] = share;
   nb::list probes;
   for (const EngineStats::SpecProbe& p : s.spec_varlen_recent_probes) {
     nb::dict e;

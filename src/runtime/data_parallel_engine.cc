@@ -73,6 +73,7 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_varlen_probes_failed += s.spec_varlen_probes_failed;
   t.spec_varlen_paused_plans += s.spec_varlen_paused_plans;
   if (t.spec_step_cost_seconds.empty()) t.spec_step_cost_seconds = s.spec_step_cost_seconds;
+  if (t.spec_draft_context_share.empty()) t.spec_draft_context_share = s.spec_draft_context_share;
   t.kv_bytes_reserved += s.kv_bytes_reserved;
   t.kv_bytes_in_use_peak += s.kv_bytes_in_use_peak;
   t.num_running += s.num_running;

@@ -636,6 +636,10 @@ void EngineCore::update_gauges() {
       stats_.spec_step_cost_seconds.emplace_back(t, step_cost_.seconds(t));
     }
   }
+  if (stats_.spec_draft_context_share.size() != draft_context_share_.size()) {
+    stats_.spec_draft_context_share.assign(draft_context_share_.begin(),
+                                           draft_context_share_.end());
+  }
   const backend::Ops::RecordingCounts graphs = ops_->recording_counts();
   stats_.graph_captures = graphs.captured;
   stats_.graph_replays = graphs.replayed;

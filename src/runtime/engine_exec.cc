@@ -346,8 +346,11 @@ void EngineCore::execute_unguarded(StepJob& job) {
   // A sleeping drafter that reads the model's drafter context (DSpark) stops it too: every
   // forward's share of drafting then costs nothing (the sequences restart it when it wakes).
   // Not with lockstep ranks, whose forwards must stay the same on every rank.
-  if (drafter_ != nullptr && drafter_->reads_draft_context() && !lockstep_ && !stand_in_forward_) {
-    model_->set_draft_context(!drafter_asleep_.load(std::memory_order_relaxed));
+  const bool reads_context = drafter_ != nullptr && drafter_->reads_draft_context();
+  job.draft_context = reads_context;
+  if (reads_context && !lockstep_ && !stand_in_forward_) {
+    job.draft_context = !drafter_asleep_.load(std::memory_order_relaxed);
+    model_->set_draft_context(job.draft_context);
   }
   const int64_t setups = ops_->recording_setups();
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs

@@ -218,6 +218,8 @@ void EngineCore::update_gain(const StepJob& job) {
     s.sample_seconds = job.sample_seconds;
     s.draft_seconds = job.draft_seconds;
     s.curve_seconds = step_cost_.seconds(plan.num_decodes);
+    // The curve's steps computed the drafter's context, plain decoding would not.
+    if (job.draft_context) s.curve_seconds *= 1.0 - draft_context_share(plan.num_decodes);
   }
   gain_.observe(s);
 }
@@ -232,6 +234,8 @@ void EngineCore::profile_step_cost() {
   // are replays at once; larger ones, and a backend that never records, take the second.
   constexpr int kMostRuns = 6;  // a size whose setups outlast this is seeded by its last run
   const int64_t most = std::min<int64_t>(sched_->config().max_num_batched_tokens, 512);
+  bool measure_context = drafter_ != nullptr && drafter_->reads_draft_context() && !lockstep_ &&
+                         !stand_in_forward_;
   for (int64_t b = 1; b <= most; b *= 2) {
     std::vector<int32_t> ids(static_cast<size_t>(b), 0);
     for (int rep = 0; rep < kMostRuns; ++rep) {
@@ -250,7 +254,42 @@ void EngineCore::profile_step_cost() {
         return;  // the live steps measure the rest
       }
     }
+    if (measure_context && !measure_draft_context_share(b, ids)) measure_context = false;
   }
+}
+
+bool EngineCore::measure_draft_context_share(int64_t tokens, const std::vector<int32_t>& ids) {
+  // The least of three forwards with the context and three without (both forms recorded at
+  // start-up: replays), as a share of the first.
+  constexpr int kRuns = 3;
+  double on = 0, off = 0;
+  bool ok = true;
+  try {
+    for (int rep = 0; rep < 2 * kRuns && ok; ++rep) {
+      const bool context = rep % 2 == 0;
+      model_->set_draft_context(context);
+      model::SequenceCache seq = model_->new_sequence();
+      const auto t0 = SteadyClock::now();
+      ok = extend_model(seq, ids, model::LogitsWanted::kLast).ok();
+      const double s = seconds_since(t0);
+      double& least = context ? on : off;
+      least = least == 0 ? s : std::min(least, s);
+    }
+  } catch (const backend::OutOfMemory&) {
+    ok = false;
+  }
+  model_->set_draft_context(true);
+  if (!ok || on <= 0 || off <= 0) return false;
+  draft_context_share_[tokens] = std::clamp(1.0 - off / on, 0.0, 0.5);
+  return true;
+}
+
+double EngineCore::draft_context_share(int64_t tokens) const {
+  // The measured count at or below `tokens` (the profile's powers of two), else the smallest.
+  if (draft_context_share_.empty()) return 0;
+  auto it = draft_context_share_.upper_bound(tokens);
+  if (it != draft_context_share_.begin()) --it;
+  return it->second;
 }
 
 void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
@@ -355,7 +394,9 @@ void EngineCore::note_spec_results(const StepJob& job) {
   // A step that recorded CUDA graphs (a first run or a capture) costs what later steps of its
   // shape do not: measured at 2.4 ms against a 0.6-0.8 ms replay on an H100, it priced a verify
   // size out for good (the budget never admitted it again to measure it; stop 34).
-  if (job.forwards == 1 && job.fed_tokens > 0 && !job.recording_setup)
+  // A step without the drafter's context (DSpark asleep) is not what a drafting step costs.
+  const bool context_off = drafter_->reads_draft_context() && !job.draft_context;
+  if (job.forwards == 1 && job.fed_tokens > 0 && !job.recording_setup && !context_off)
     step_cost_.observe(job.fed_tokens, job.forward_seconds);
   update_gain(job);
   for (const Sampled& sm : job.sampled) {

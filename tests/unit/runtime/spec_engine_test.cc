@@ -151,6 +151,7 @@ TEST(SpecEngine, VarlenEqualsNoSpeculation) {
               std::string::npos)
         << on.describe;
     expect_same(off, on);
+    EXPECT_TRUE(on.stats.spec_draft_context_share.empty());  // no drafter context to measure
   }
 }
 
@@ -279,6 +280,21 @@ TEST(SpecEngine, BatchedDSparkEqualsNoSpeculationOnTheDefaultModel) {
     EXPECT_NE(varlen.describe.find("speculative dspark k=5 varlen"), std::string::npos)
         << varlen.describe;
     expect_same(off, varlen);
+    // The drafter's context, measured at start-up for varlen's plain estimate: a share of each
+    // profiled forward (1, 2, 4, .. tokens), some of it real work.
+    const auto& share = varlen.stats.spec_draft_context_share;
+    ASSERT_FALSE(share.empty());
+    int64_t tokens = 1;
+    double most = 0;
+    for (const auto& [n, part] : share) {
+      EXPECT_EQ(n, tokens);
+      tokens *= 2;
+      EXPECT_GE(part, 0.0);
+      EXPECT_LE(part, 0.5);
+      most = std::max(most, part);
+    }
+    EXPECT_GT(most, 0.0);
+    EXPECT_TRUE(on.stats.spec_draft_context_share.empty());  // a fixed k: no controller
   }
 }
 

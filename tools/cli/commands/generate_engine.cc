@@ -234,6 +234,17 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    static_cast<long long>(st.spec_varlen_probes_passed),
                    static_cast<long long>(st.spec_varlen_probes_failed),
                    static_cast<long long>(st.spec_varlen_paused_plans), curve.c_str());
+      if (!st.spec_draft_context_share.empty()) {
+        std::string share;
+        for (const auto& [tokens, part] : st.spec_draft_context_share) {
+          share += (share.empty() ? "" : ", ") + std::to_string(tokens) + ": " +
+                   std::to_string(100.0 * part).substr(0, 4);
+        }
+        std::fprintf(stderr,
+                     "varlen: drafter context %% of a forward by tokens {%s} (taken off the "
+                     "plain estimate)\n",
+                     share.c_str());
+      }
       // The latest decisions (a --warmup run's too): what a probe measured, or what the budget
       // predicted.
       // Data-parallel ranks decide each for its own batches: the rank is named past rank 0.
