@@ -234,8 +234,8 @@ void EngineCore::profile_step_cost() {
   // are replays at once; larger ones, and a backend that never records, take the second.
   constexpr int kMostRuns = 6;  // a size whose setups outlast this is seeded by its last run
   const int64_t most = std::min<int64_t>(sched_->config().max_num_batched_tokens, 512);
-  bool measure_context = drafter_ != nullptr && drafter_->reads_draft_context() && !lockstep_ &&
-                         !stand_in_forward_;
+  bool measure_context =
+      drafter_ != nullptr && drafter_->reads_draft_context() && !lockstep_ && !stand_in_forward_;
   for (int64_t b = 1; b <= most; b *= 2) {
     std::vector<int32_t> ids(static_cast<size_t>(b), 0);
     for (int rep = 0; rep < kMostRuns; ++rep) {

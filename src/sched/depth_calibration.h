@@ -48,7 +48,7 @@ class DepthCalibration {
     int64_t seen = 0;
     double rate = 0;  // running mean over the first 1 / kEma drafts, an EMA after
   };
-  std::vector<double> rate_;                    // survival per depth (EMA)
+  std::vector<double> rate_;                   // survival per depth (EMA)
   std::vector<std::array<Bin, kBins>> table_;  // per depth and confidence bin
 };
 

@@ -248,13 +248,15 @@ TEST(SpeculationGain, AShortDipAfterGainsDoesNotPause) {
     for (const int64_t t : tokens) gain.observe(step(at++, t, 3, 3, 1.094 * kMs, 0.55 * kMs));
   }
   EXPECT_EQ(gain.counts().probes_passed, 5);
-  for (int i = 0; i < 4; ++i) gain.observe(step(at++, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
+  for (int i = 0; i < 4; ++i)
+    gain.observe(step(at++, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
   EXPECT_EQ(gain.counts().probes_failed, 0);
   EXPECT_EQ(g.paused_until, -1);
   EXPECT_FALSE(SpeculationGain::may_predict_loss(g));
   // The same four steps with nothing before them are a clear loss.
   SpeculationGain fresh;
-  for (int i = 0; i < 4; ++i) fresh.observe(step(i, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
+  for (int i = 0; i < 4; ++i)
+    fresh.observe(step(i, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
   EXPECT_EQ(fresh.counts().probes_failed, 1);
 }
 
