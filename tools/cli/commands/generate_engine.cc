@@ -223,27 +223,28 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
                    1e3 * st.draft_seconds / n);
     }
     if ((*engine)->describe().find(" varlen") != std::string::npos) {
-      std::string curve;
-      for (const auto& [tokens, cost] : st.spec_step_cost_seconds) {
-        curve += (curve.empty() ? "" : ", ") + std::to_string(tokens) + ": " +
-                 std::to_string(1e3 * cost).substr(0, 5);
-      }
+      // "tokens: value, .." of a (tokens, value) table, each value scaled and cut to `width`.
+      auto by_tokens = [](const std::vector<std::pair<int64_t, double>>& table, double scale,
+                          size_t width) {
+        std::string out;
+        for (const auto& [tokens, value] : table) {
+          out += (out.empty() ? "" : ", ") + std::to_string(tokens) + ": " +
+                 std::to_string(scale * value).substr(0, width);
+        }
+        return out;
+      };
       std::fprintf(stderr,
                    "varlen: %lld probes passed, %lld failed; %lld plans paused; step cost ms by "
                    "tokens {%s}\n",
                    static_cast<long long>(st.spec_varlen_probes_passed),
                    static_cast<long long>(st.spec_varlen_probes_failed),
-                   static_cast<long long>(st.spec_varlen_paused_plans), curve.c_str());
+                   static_cast<long long>(st.spec_varlen_paused_plans),
+                   by_tokens(st.spec_step_cost_seconds, 1e3, 5).c_str());
       if (!st.spec_draft_context_share.empty()) {
-        std::string share;
-        for (const auto& [tokens, part] : st.spec_draft_context_share) {
-          share += (share.empty() ? "" : ", ") + std::to_string(tokens) + ": " +
-                   std::to_string(100.0 * part).substr(0, 4);
-        }
         std::fprintf(stderr,
                      "varlen: drafter context %% of a forward by tokens {%s} (taken off the "
                      "plain estimate)\n",
-                     share.c_str());
+                     by_tokens(st.spec_draft_context_share, 100.0, 4).c_str());
       }
       // The latest decisions (a --warmup run's too): what a probe measured, or what the budget
       // predicted.
