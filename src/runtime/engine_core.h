@@ -471,8 +471,9 @@ class EngineCore final : public EngineDriver {
   // On a recording backend: every step size's CUDA graphs (and the drafter's), made at
   // start-up, largest first (engine_graphs.cc).
   void capture_graphs();
-  // One drafting step on `seqs` scratch sequences, rows_each rows each (capture_graphs).
-  Status scratch_draft_step(int64_t seqs, int64_t rows_each);
+  // One drafting step on `seqs` scratch sequences, rows_each rows each (capture_graphs);
+  // `depth`: the draft positions (0: spec_tokens_).
+  Status scratch_draft_step(int64_t seqs, int64_t rows_each, int depth = 0);
   // The DraftBudget installed on the scheduler when varlen is on.
   void choose_draft_slots(std::span<const sched::DraftCandidate> cands, int64_t spare,
                           std::span<int32_t> slots);

@@ -48,7 +48,7 @@ std::vector<int32_t> scratch_ids(int64_t n, int64_t vocab) {
 }
 }  // namespace
 
-Status EngineCore::scratch_draft_step(int64_t seqs, int64_t rows_each) {
+Status EngineCore::scratch_draft_step(int64_t seqs, int64_t rows_each, int depth) {
   // `seqs` fresh sequences of a 2-token prompt (one forward), then one step of rows_each rows
   // each with the hidden streams kept, and the drafter's work after it (propose_all): what a
   // decode (rows_each 1) or a verify step whose drafts were all accepted costs the drafter.
@@ -92,7 +92,7 @@ Status EngineCore::scratch_draft_step(int64_t seqs, int64_t rows_each) {
                               static_cast<size_t>(rows_each) * width);
     }
   }
-  drafter_->propose_all(jobs, spec_tokens_);
+  drafter_->propose_all(jobs, depth > 0 ? depth : spec_tokens_);
   return {};
 }
 
@@ -138,6 +138,29 @@ void EngineCore::capture_graphs() {
       }
       for (auto b = seq_sizes.rbegin(); b != seq_sizes.rend(); ++b) {
         DI_TRY(until_recorded(*ops_, [&] { return scratch_draft_step(*b, 1); }));
+      }
+    }
+    // DSpark drafts a block of `depth` rows per sequence, for any number of sequences, and
+    // varlen drafts as deep as its budget admits (+1): its units' row counts are sequences x
+    // depth, up to the most sequences x k, landing in row buckets the sequence buckets x k above
+    // miss (3 sequences x 5 rows: 16; 4 x 5: 24). Every such row bucket, largest first, each
+    // from a (sequences, depth) pair that lands in it (stop 40, H100: without them DSpark varlen
+    // set up 1-10 steps per timed run, up to 31 ms of a 0.25 s run).
+    if (drafts && drafter_->reads_draft_context()) {
+      const int64_t k = spec_tokens_;
+      const std::vector<int64_t> rows = model::RecordedSteps::buckets(most_seqs * k, record_rows);
+      for (auto b = rows.rbegin(); b != rows.rend(); ++b) {
+        for (int64_t depth = k; depth >= 1; --depth) {
+          const int64_t seqs = *b / depth;
+          if (seqs < 1 || seqs > most_seqs ||
+              model::RecordedSteps::bucket(seqs * depth, record_rows) != *b) {
+            continue;
+          }
+          DI_TRY(until_recorded(*ops_, [&] {
+            return scratch_draft_step(seqs, 1, static_cast<int>(depth));
+          }));
+          break;
+        }
       }
     }
     return {};
