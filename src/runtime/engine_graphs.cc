@@ -156,9 +156,8 @@ void EngineCore::capture_graphs() {
               model::RecordedSteps::bucket(seqs * depth, record_rows) != *b) {
             continue;
           }
-          DI_TRY(until_recorded(*ops_, [&] {
-            return scratch_draft_step(seqs, 1, static_cast<int>(depth));
-          }));
+          DI_TRY(until_recorded(
+              *ops_, [&] { return scratch_draft_step(seqs, 1, static_cast<int>(depth)); }));
           break;
         }
       }

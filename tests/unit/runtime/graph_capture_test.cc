@@ -158,9 +158,10 @@ TEST(GraphCapture, DSparkBlocksOfEveryDepthAreRecordedAtStartUp) {
   ASSERT_EQ(eager.tokens.size(), 12u);
   EXPECT_EQ(early.tokens, eager.tokens);
   const int64_t setups = early.at_end.setups - early.at_start.setups;
-  std::printf("DSpark varlen: setups while serving after start-up recording %lld (%lld captured "
-              "at start-up)\n",
-              static_cast<long long>(setups), static_cast<long long>(early.at_start.captured));
+  std::printf(
+      "DSpark varlen: setups while serving after start-up recording %lld (%lld captured "
+      "at start-up)\n",
+      static_cast<long long>(setups), static_cast<long long>(early.at_start.captured));
   EXPECT_EQ(setups, 0);
   EXPECT_EQ(early.at_end.drops, early.at_start.drops) << "a drop while serving";
 }
