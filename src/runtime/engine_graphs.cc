@@ -145,8 +145,13 @@ void EngineCore::capture_graphs() {
     // depth, up to the most sequences x k, landing in row buckets the sequence buckets x k above
     // miss (3 sequences x 5 rows: 16; 4 x 5: 24). Every such row bucket, largest first, each
     // from a (sequences, depth) pair that lands in it (stop 40, H100: without them DSpark varlen
-    // set up 1-10 steps per timed run, up to 31 ms of a 0.25 s run).
-    if (drafts && drafter_->reads_draft_context()) {
+    // set up 1-10 steps per timed run, up to 31 ms of a 0.25 s run; with them none, start-up
+    // 0.96-1.32 s against 0.69-1.08). With varlen only: a fixed k's blocks are all k deep, so
+    // only its sequence counts between buckets still set up while serving (1 step per 64-request
+    // run with these recordings, 3 without), and the one H100 run of a fixed k with them read its
+    // 64-request verify forwards at 5.4-6.6 ms against 4.3-4.9 ms the call before, on another
+    // machine: not explained, so not kept for a fixed k.
+    if (drafts && spec_varlen_ && drafter_->reads_draft_context()) {
       const int64_t k = spec_tokens_;
       const std::vector<int64_t> rows = model::RecordedSteps::buckets(most_seqs * k, record_rows);
       for (auto b = rows.rbegin(); b != rows.rend(); ++b) {
