@@ -43,6 +43,10 @@ struct EnvOptions {
   bool cuda_pdl = true;
   // DEEPINFER_API_KEY: the key `deepinfer serve` requires when --api-key is not given.
   std::optional<std::string> api_key;
+  // DEEPINFER_VARLEN_TRACE (ours): a CSV file that confidence-scheduled verification appends a
+  // line to per engine step (its rows, times, tokens, drafts and what the controller decided),
+  // for diagnosing varlen's decisions; unset = no trace.
+  std::optional<std::string> varlen_trace;
 };
 
 // Parses from a getenv-like function so tests can pass their own environment.

@@ -80,6 +80,10 @@ struct EngineOptions {
   // request verifies all its drafts. Outputs are identical either way. Unset:
   // DEEPINFER_ENABLE_MTP_VARLEN (default off).
   std::optional<bool> speculative_varlen;
+  // With varlen: a CSV file the engine appends a line to per step (rows, times, tokens, drafts,
+  // the controller's decisions; docs/speculative.md, "The varlen trace"). Unset:
+  // DEEPINFER_VARLEN_TRACE (default none); "" = none.
+  std::optional<std::string> speculative_trace;
   // How a sampled request's drafts are judged (docs/speculative.md, "Acceptance"):
   // "identical" (the default): a draft survives when it equals the target's own seeded draw at
   // its position, so outputs are bitwise those without speculation. "residual": drafters that

@@ -353,6 +353,7 @@ EngineOptions engine_options(const std::string& model_dir, const nb::kwargs& kwa
       {"speculative_method", &set_option<&EngineOptions::speculative_method>},
       {"num_speculative_tokens", &set_option<&EngineOptions::num_speculative_tokens>},
       {"speculative_varlen", &set_option<&EngineOptions::speculative_varlen>},
+      {"speculative_trace", &set_option<&EngineOptions::speculative_trace>},
       {"speculative_acceptance", &set_option<&EngineOptions::speculative_acceptance>},
       {"load_format", &set_option<&EngineOptions::load_format>},  // "auto" | "dummy"
       {"data_parallel_size", &set_option<&EngineOptions::data_parallel_size>},

@@ -198,6 +198,7 @@ class LLM:
         sample_on: str = "auto",
         speculative_config: dict | None = None,
         speculative_varlen: bool | None = None,
+        speculative_trace: str | None = None,
         load_format: str = "auto",
         data_parallel_size: int = 1,
         enable_expert_parallel: bool = False,
@@ -228,7 +229,9 @@ class LLM:
         # distribution, more drafts accepted; requests without a seed only) or
         # "residual-always" (seeded requests too).
         # speculative_varlen: confidence-scheduled verification (None:
-        # DEEPINFER_ENABLE_MTP_VARLEN).
+        # DEEPINFER_ENABLE_MTP_VARLEN). speculative_trace: with it, a CSV file the engine appends
+        # a line to per step, for diagnosing its decisions (None: DEEPINFER_VARLEN_TRACE; "":
+        # none; docs/speculative.md, "The varlen trace").
         # load_format (vLLM's name): "auto" reads the model directory's safetensors; "dummy"
         # needs only config.json and generates random weights on the backend (the same on every
         # load, no drafter): a full-size layer stack to time without a checkpoint, not a model
@@ -275,6 +278,7 @@ class LLM:
             speculative_method=spec_method,
             num_speculative_tokens=-1 if spec_tokens is None else int(spec_tokens),
             speculative_varlen=speculative_varlen,
+            speculative_trace=speculative_trace,
             speculative_acceptance=spec_acceptance,
             load_format=load_format,
             data_parallel_size=int(data_parallel_size),

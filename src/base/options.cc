@@ -81,6 +81,7 @@ Expected<EnvOptions> parse_env_options(EnvLookup lookup, void* ctx) {
     DI_ASSIGN_OR_RETURN(o.cuda_pdl, parse_bool("DEEPINFER_CUDA_PDL", *v));
   }
   if (auto v = lookup("DEEPINFER_API_KEY", ctx); v && !v->empty()) o.api_key = *v;
+  if (auto v = lookup("DEEPINFER_VARLEN_TRACE", ctx); v && !v->empty()) o.varlen_trace = *v;
   return o;
 }
 
@@ -114,6 +115,7 @@ std::vector<std::string> describe_env_options(const EnvOptions& o) {
                   mark(o.cuda_pdl == d.cuda_pdl));
   lines.push_back(std::string("DEEPINFER_API_KEY=") + (o.api_key ? "(set, hidden)" : "") +
                   mark(!o.api_key));
+  lines.push_back("DEEPINFER_VARLEN_TRACE=" + o.varlen_trace.value_or("") + mark(!o.varlen_trace));
   return lines;
 }
 

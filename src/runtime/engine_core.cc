@@ -185,6 +185,15 @@ Expected<std::unique_ptr<EngineCore>> EngineCore::create(
     core->spec_varlen_ = env.ok() && env->enable_mtp_varlen;
   }
   if (core->drafter_ == nullptr) core->spec_varlen_ = false;
+  if (core->spec_varlen_) {
+    const auto& env = env_options();
+    const std::string trace = options.speculative_trace.value_or(
+        env.ok() ? env->varlen_trace.value_or("") : std::string());
+    if (!trace.empty()) {
+      static std::atomic<int> engines{0};
+      DI_ASSIGN_OR_RETURN(core->varlen_trace_, VarlenTrace::open(trace, engines++));
+    }
+  }
   if (core->drafter_ != nullptr) core->drafter_->set_want_confidence(core->spec_varlen_);
   if (core->drafter_ != nullptr && core->drafter_->proposes_distributions()) {
     core->residual_unseeded_ = acceptance != "identical";

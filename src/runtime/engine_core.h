@@ -39,6 +39,7 @@
 #include "runtime/lockstep.h"
 #include "runtime/spec/drafter.h"
 #include "runtime/step_executor.h"
+#include "runtime/varlen_trace.h"
 #include "sample/sampler.h"
 #include "sample/stop_checker.h"
 #include "sample/token_counts.h"
@@ -456,6 +457,7 @@ class EngineCore final : public EngineDriver {
   sched::StepCostCurve step_cost_;
   std::unordered_map<sched::RequestId, std::vector<float>> draft_confidence_;
   sched::DepthCalibration depth_calibration_;  // observed survival per draft depth
+  std::unique_ptr<VarlenTrace> varlen_trace_;  // DEEPINFER_VARLEN_TRACE (null: none)
   // A drafter that reads the model's drafter context (DSpark): the share of a forward of 1, 2,
   // 4, .. tokens that the context costs (1 - off / on, measured at start-up). Live steps carry
   // it, plain decoding without speculation does not: the pause controller takes it off the
@@ -482,6 +484,9 @@ class EngineCore final : public EngineDriver {
   void note_spec_results(const StepJob& job);
   // Varlen: pauses drafting while it is slower than plain decoding (gain_).
   void update_gain(const StepJob& job);
+  // DEEPINFER_VARLEN_TRACE: the step's line (`before`: the controller's counts before it).
+  void trace_step(const StepJob& job, const sched::SpeculationGain::Step& s,
+                  const sched::SpeculationGain::Counts& before);
 
   // Executor-only: prefix snapshots by the window block that ends at their boundary.
   int64_t block_size_ = 0;  // KV block size when prefix caching is on, else 0

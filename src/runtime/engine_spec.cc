@@ -221,7 +221,40 @@ void EngineCore::update_gain(const StepJob& job) {
     // The curve's steps computed the drafter's context, plain decoding would not.
     if (job.draft_context) s.curve_seconds *= 1.0 - draft_context_share(plan.num_decodes);
   }
+  const sched::SpeculationGain::Counts before = gain_.counts();
   gain_.observe(s);
+  if (varlen_trace_ != nullptr) trace_step(job, s, before);
+}
+
+void EngineCore::trace_step(const StepJob& job, const sched::SpeculationGain::Step& s,
+                            const sched::SpeculationGain::Counts& before) {
+  VarlenTrace::Step t;
+  t.plan_step = job.plan.step;
+  t.decodes = s.decodes;
+  t.fed_tokens = job.fed_tokens;
+  t.forwards = job.forwards;
+  t.forward_seconds = job.forward_seconds;
+  t.sample_seconds = job.sample_seconds;
+  t.draft_seconds = job.draft_seconds;
+  t.curve_seconds = s.curve_seconds;
+  for (const Sampled& sm : job.sampled) {
+    t.tokens += static_cast<int64_t>(sm.tokens.size());
+    t.drafts_verified += sm.drafts_verified;
+    t.drafts_proposed += sm.drafts_proposed;
+  }
+  t.recording_setup = job.recording_setup;
+  t.draft_context = job.draft_context;
+  t.draft_depth = draft_depth_.load(std::memory_order_relaxed);
+  t.asleep = drafter_asleep_.load(std::memory_order_relaxed);
+  if (s.decodes > 0) t.window_steps = gain_.bucket(s.decodes).probe_steps();
+  const sched::SpeculationGain::Counts& now = gain_.counts();
+  const bool decided =
+      now.probes_passed + now.probes_failed != before.probes_passed + before.probes_failed;
+  if (decided && !gain_.recent_probes().empty()) {
+    t.decision_ratio = gain_.recent_probes().back().ratio;
+    t.decision_steps = gain_.recent_probes().back().steps;
+  }
+  varlen_trace_->step(t);
 }
 
 void EngineCore::profile_step_cost() {
@@ -378,6 +411,10 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
       depth_calibration_.observed(0) && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g, static_cast<double>(cands.size()), best_ratio);
+    if (varlen_trace_ != nullptr) {
+      varlen_trace_->predicted(gain_.step(), static_cast<int64_t>(cands.size()), best_ratio,
+                               g.draft_cost);
+    }
     draft_depth_ = 0;
     drafter_asleep_ = g.failed >= 2;
     return;

@@ -43,7 +43,8 @@
 #          SPEC_TEMPERATURE (default 0.7; 0 = greedy); SPEC_REPEATS rounds (default 1; median
 #          tokens/s and the spread per configuration); batch-invariant bitwise checks on
 #          models/v4-small (MTP, n-gram) and v41_tiny_a (DSpark);
-#          spec.csv
+#          spec.csv; spec_logs.tar.gz: each run's --stats and, for varlen runs, its per-step trace
+#          (DEEPINFER_VARLEN_TRACE: spec_trace_N_CFG_rR.csv, the --warmup run's steps first)
 #   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched draft (DSpark, or V4's MTP
 #          chain; CUDA graphs on and off) vs the decode and verify steps it rides on, at
 #          DRAFT_BATCHES (default 1,16,64), with an op profile
@@ -333,7 +334,9 @@ PY
       method="${cfg%%_*}"; varlen=0; [[ "$cfg" == *_varlen* ]] && varlen=1
       acceptance=identical; [[ "$cfg" == *_residual* ]] && acceptance=residual-always
       k=$K; [ "$method" = off ] && k=0
-      DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model "${SPEC_MODEL:-models/default}" \
+      # varlen's per-step trace (docs/speculative.md, "The varlen trace"), into spec_logs.tar.gz
+      trace=""; [ "$varlen" = 1 ] && trace="$OUT/spec_trace_${n}_${cfg}_r$round.csv"
+      DEEPINFER_VARLEN_TRACE="$trace" DEEPINFER_ENABLE_MTP_VARLEN=$varlen timeout 120 "$BIN" generate --model "${SPEC_MODEL:-models/default}" \
         --prompts-file "$OUT/spec_prompts_$n.txt" --max-tokens "${SPEC_TOKENS:-128}" \
         --temperature "${SPEC_TEMPERATURE:-0.7}" --seed 1 --ignore-eos --json --stats --backend cuda --warmup \
         --speculative-method "$method" --num-speculative-tokens "$k" \
@@ -399,7 +402,7 @@ for n in sorted({int(m.group(1)) for f in glob.glob(out + '/spec_*_off_r1.log')
                     f"{steps},{int(same)},{len(rates)},{lo:.1f},{hi:.1f}")
 open(out + "/spec.csv", "w").write("\n".join(rows) + "\n")
 PY
-  tar czf "$OUT/spec_logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls spec_*.log) && rm -f "$OUT"/spec_*.log "$OUT"/spec_*.json "$OUT"/spec_prompts_*.txt
+  tar czf "$OUT/spec_logs.tar.gz" -C "$OUT" $(cd "$OUT" && ls spec_*.log spec_trace_*.csv 2>/dev/null) && rm -f "$OUT"/spec_*.log "$OUT"/spec_*.json "$OUT"/spec_prompts_*.txt "$OUT"/spec_trace_*.csv
 fi
 if has draft; then
   timeout 200 "$BUILD_DIR/bench/model_cuda/draft_bench" --model "${SPEC_MODEL:-models/default}" \

@@ -41,7 +41,8 @@ TEST(EnvOptions, ParsesEveryKnob) {
                   {"DEEPINFER_NUM_THREADS", "8"},
                   {"DEEPINFER_CUDA_GRAPH_MAX_ROWS", "64"},
                   {"DEEPINFER_CUDA_PDL", "0"},
-                  {"DEEPINFER_API_KEY", "sekret"}});
+                  {"DEEPINFER_API_KEY", "sekret"},
+                  {"DEEPINFER_VARLEN_TRACE", "/tmp/varlen.csv"}});
   ASSERT_TRUE(o.ok()) << o.status().to_string();
   EXPECT_EQ(o->accelerator, Accelerator::kNvidia);
   EXPECT_TRUE(o->batch_invariant);
@@ -54,8 +55,10 @@ TEST(EnvOptions, ParsesEveryKnob) {
   EXPECT_EQ(o->cuda_graph_max_rows, 64);
   EXPECT_FALSE(o->cuda_pdl);
   EXPECT_EQ(*o->api_key, "sekret");
+  EXPECT_EQ(*o->varlen_trace, "/tmp/varlen.csv");
   auto lines = describe_env_options(*o);
-  EXPECT_EQ(lines.size(), 11u);
+  EXPECT_EQ(lines.size(), 12u);
+  EXPECT_EQ(lines[11], "DEEPINFER_VARLEN_TRACE=/tmp/varlen.csv (set)");
   EXPECT_EQ(lines[8], "DEEPINFER_CUDA_GRAPH_MAX_ROWS=64 (set)");
   EXPECT_EQ(lines[9], "DEEPINFER_CUDA_PDL=0 (set)");
   EXPECT_EQ(lines[10], "DEEPINFER_API_KEY=(set, hidden) (set)");  // never printed

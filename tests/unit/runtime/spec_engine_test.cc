@@ -226,6 +226,66 @@ TEST(SpecEngine, BadSpeculationOptionsAreRefused) {
       << e.status().message();
 }
 
+// DEEPINFER_VARLEN_TRACE / EngineOptions::speculative_trace: with varlen, one CSV line per
+// engine step (20 columns, as the header says) and one per predicted loss; every decision the
+// controller made (`--stats` keeps the last eight) is on a line; the outputs do not move. A path
+// that cannot be opened stops the engine's creation with a message naming it.
+TEST(SpecEngine, VarlenTraceHasEveryStepAndEveryDecision) {
+  const std::vector<Req> reqs = default_model_requests();
+  EngineOptions o = default_options();
+  const EngineRun off = run_with(o, reqs, "off", 0);
+  const std::string path = ::testing::TempDir() + "varlen_trace_test.csv";
+  std::remove(path.c_str());
+  o.speculative_varlen = true;
+  o.speculative_trace = path;
+  const EngineRun on = run_with(o, reqs, "mtp", 3);
+  expect_same(off, on);
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  ASSERT_NE(f, nullptr);
+  std::vector<std::string> lines;
+  char buf[1024];
+  while (std::fgets(buf, sizeof buf, f) != nullptr) lines.emplace_back(buf);
+  std::fclose(f);
+  ASSERT_GT(lines.size(), 10u);
+  EXPECT_EQ(lines[0].rfind("engine,kind,plan_step,decodes,fed_tokens,", 0), 0u) << lines[0];
+  int64_t steps = 0, decisions = 0, decoding = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(std::count(lines[i].begin(), lines[i].end(), ','), 19)
+        << "line " << i << ": " << lines[i];
+    const std::vector<std::string> cells = [&] {
+      std::vector<std::string> c(1);
+      for (const char ch : lines[i]) {
+        if (ch == ',')
+          c.emplace_back();
+        else if (ch != '\n')
+          c.back() += ch;
+      }
+      return c;
+    }();
+    if (i == 0 || cells.size() != 20) continue;
+    if (cells[1] == "step") {
+      ++steps;
+      if (std::stoll(cells[3]) > 0) ++decoding;
+      if (!cells[18].empty()) ++decisions;
+    } else {
+      EXPECT_EQ(cells[1], "predicted");
+      ++decisions;
+    }
+  }
+  EXPECT_EQ(steps, on.stats.steps);
+  EXPECT_GT(decoding, 0);
+  EXPECT_EQ(decisions, on.stats.spec_varlen_probes_passed + on.stats.spec_varlen_probes_failed);
+  std::remove(path.c_str());
+
+  o.speculative_method = "mtp";
+  o.num_speculative_tokens = 3;
+  o.speculative_trace = ::testing::TempDir() + "no/such/dir/trace.csv";
+  auto e = Engine::create(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("no/such/dir/trace.csv"), std::string::npos)
+      << e.status().message();
+}
+
 // DeepSeek-V4.1's DSpark drafter on the tiny V4.1 checkpoint (random weights: acceptance is
 // whatever it is; the output must not move).
 TEST(SpecEngine, DSparkEqualsNoSpeculationOnV41) {
