@@ -56,6 +56,23 @@ def test_speculation_keeps_outputs_and_reports_acceptance(default_dir, spec, var
         assert st["spec_accepted_tokens"] > 0
 
 
+def test_varlen_trace_through_the_python_api(default_dir, tmp_path):
+    # LLM(speculative_trace=...): one CSV line per engine step and per predicted loss, every
+    # decision the controller made on a line (docs/speculative.md, "The varlen trace").
+    trace = tmp_path / "varlen.csv"
+    llm = LLM(default_dir, max_model_len=256, speculative_config={"method": "mtp",
+              "num_speculative_tokens": 3}, speculative_varlen=True, speculative_trace=str(trace))
+    outputs(llm)
+    st = llm.stats()
+    lines = trace.read_text().splitlines()
+    assert lines[0].startswith("engine,kind,plan_step,decodes,")
+    rows = [line.split(",") for line in lines[1:]]
+    assert all(len(r) == 20 for r in rows)
+    assert sum(r[1] == "step" for r in rows) == st["steps"]
+    decided = sum(r[1] == "predicted" or (r[1] == "step" and r[18] != "") for r in rows)
+    assert decided == st["spec_varlen_probes_passed"] + st["spec_varlen_probes_failed"]
+
+
 def test_bad_speculative_config_is_refused(default_dir):
     with pytest.raises(ValueError, match="unknown keys"):
         LLM(default_dir, speculative_config={"method": "ngram", "prompt_lookup_max": 4})
