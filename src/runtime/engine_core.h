@@ -484,8 +484,10 @@ class EngineCore final : public EngineDriver {
   void note_spec_results(const StepJob& job);
   // Varlen: pauses drafting while it is slower than plain decoding (gain_).
   void update_gain(const StepJob& job);
-  // DEEPINFER_VARLEN_TRACE: the step's line (`before`: the controller's counts before it).
-  void trace_step(const StepJob& job, const sched::SpeculationGain::Step& s,
+  // DEEPINFER_VARLEN_TRACE: the step's line (`ran`: its sums and times; `measured`: what the
+  // controller took of it; `before`: the controller's counts before it).
+  void trace_step(const StepJob& job, const sched::SpeculationGain::Step& ran,
+                  const sched::SpeculationGain::Step& measured,
                   const sched::SpeculationGain::Counts& before);
 
   // Executor-only: prefix snapshots by the window block that ends at their boundary.

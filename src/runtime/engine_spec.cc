@@ -205,48 +205,50 @@ void EngineCore::update_gain(const StepJob& job) {
   // speculation (sched/speculation_gain.h).
   const bool decode_only =
       plan.num_decodes > 0 && plan.num_decodes == static_cast<int32_t>(plan.requests.size());
-  sched::SpeculationGain::Step s;
+  sched::SpeculationGain::Step ran;  // the step as it ran (the trace's)
+  ran.plan_step = plan.step;
+  for (const Sampled& sm : job.sampled) {
+    ran.tokens += static_cast<int64_t>(sm.tokens.size());
+    ran.drafts_verified += sm.drafts_verified;
+    ran.drafts_proposed += sm.drafts_proposed;
+  }
+  ran.forward_seconds = job.forward_seconds;
+  ran.sample_seconds = job.sample_seconds;
+  ran.draft_seconds = job.draft_seconds;
+  sched::SpeculationGain::Step s;  // what the controller measures
   s.plan_step = plan.step;
   if (decode_only && !job.recording_setup) {  // a step that recorded graphs is not measured
+    s = ran;
     s.decodes = plan.num_decodes;
-    for (const Sampled& sm : job.sampled) {
-      s.tokens += static_cast<int64_t>(sm.tokens.size());
-      s.drafts_verified += sm.drafts_verified;
-      s.drafts_proposed += sm.drafts_proposed;
-    }
-    s.forward_seconds = job.forward_seconds;
-    s.sample_seconds = job.sample_seconds;
-    s.draft_seconds = job.draft_seconds;
     s.curve_seconds = step_cost_.seconds(plan.num_decodes);
     // The curve's steps computed the drafter's context, plain decoding would not.
     if (job.draft_context) s.curve_seconds *= 1.0 - draft_context_share(plan.num_decodes);
   }
   const sched::SpeculationGain::Counts before = gain_.counts();
   gain_.observe(s);
-  if (varlen_trace_ != nullptr) trace_step(job, s, before);
+  if (varlen_trace_ != nullptr) trace_step(job, ran, s, before);
 }
 
-void EngineCore::trace_step(const StepJob& job, const sched::SpeculationGain::Step& s,
+void EngineCore::trace_step(const StepJob& job, const sched::SpeculationGain::Step& ran,
+                            const sched::SpeculationGain::Step& measured,
                             const sched::SpeculationGain::Counts& before) {
   VarlenTrace::Step t;
-  t.plan_step = job.plan.step;
-  t.decodes = s.decodes;
+  t.plan_step = ran.plan_step;
+  t.decodes = measured.decodes;
   t.fed_tokens = job.fed_tokens;
   t.forwards = job.forwards;
-  t.forward_seconds = job.forward_seconds;
-  t.sample_seconds = job.sample_seconds;
-  t.draft_seconds = job.draft_seconds;
-  t.curve_seconds = s.curve_seconds;
-  for (const Sampled& sm : job.sampled) {
-    t.tokens += static_cast<int64_t>(sm.tokens.size());
-    t.drafts_verified += sm.drafts_verified;
-    t.drafts_proposed += sm.drafts_proposed;
-  }
+  t.forward_seconds = ran.forward_seconds;
+  t.sample_seconds = ran.sample_seconds;
+  t.draft_seconds = ran.draft_seconds;
+  t.curve_seconds = measured.curve_seconds;
+  t.tokens = ran.tokens;
+  t.drafts_verified = ran.drafts_verified;
+  t.drafts_proposed = ran.drafts_proposed;
   t.recording_setup = job.recording_setup;
   t.draft_context = job.draft_context;
   t.draft_depth = draft_depth_.load(std::memory_order_relaxed);
   t.asleep = drafter_asleep_.load(std::memory_order_relaxed);
-  if (s.decodes > 0) t.window_steps = gain_.bucket(s.decodes).probe_steps();
+  if (measured.decodes > 0) t.window_steps = gain_.bucket(measured.decodes).probe_steps();
   const sched::SpeculationGain::Counts& now = gain_.counts();
   const bool decided =
       now.probes_passed + now.probes_failed != before.probes_passed + before.probes_failed;
