@@ -360,18 +360,10 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
     std::fill(slots.begin(), slots.end(), 0);
     return;
   }
-  // Two estimates per draft position: this step's (the requests' confidences, what the budget
-  // admits by) and a typical step's (each depth's observed survival, what a prediction judges
-  // by: a pause holds for 16 steps or more, and one step's confidences are too noisy to decide
-  // that on: stop 40, H100, one request, predicted 0.67x at a request's start, where probes
-  // measured 1.2-1.5x).
-  std::vector<std::vector<float>> survival(cands.size()), typical(cands.size());
+  // Each draft position's survival as this step's confidences estimate it (what the budget
+  // admits by).
+  std::vector<std::vector<float>> survival(cands.size());
   for (size_t r = 0; r < cands.size(); ++r) {
-    float t = 1.0f;
-    for (int32_t j = 0; j < cands[r].max_slots; ++j) {
-      t *= static_cast<float>(std::clamp(depth_calibration_.survival(j), 0.0, 1.0));
-      typical[r].push_back(t);
-    }
     const auto it = draft_confidence_.find(cands[r].id);
     float a = 1.0f;
     for (int32_t j = 0; j < cands[r].max_slots; ++j) {
@@ -397,8 +389,6 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // probes' question and the prediction's below.
   const std::vector<int32_t> chosen =
       sched::choose_verify_lengths(survival, base, base + spare, step_cost_);
-  double best_ratio = 0;
-  sched::choose_verify_lengths(typical, base, base + spare, step_cost_, g.draft_cost, &best_ratio);
   std::copy(chosen.begin(), chosen.end(), slots.begin());
   // The model says no verify length comes near paying for the drafting it needs (measured, with
   // the depths' observed survival): a failed probe without spending steps on it. Only a clear loss:
@@ -408,9 +398,29 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // never overrules a measurement (speculation_gain.h).
   // And only once verification has shown how often drafts survive (before that a depth's
   // survival is a guess of 0.5: stop 40, H100, MTP at 64 requests predicted 0.80x at plan 3).
+  // A prediction judges a typical step, each depth at its observed survival, not this step's
+  // confidences: a pause holds for 16 steps or more, and one step's confidences are too noisy
+  // to decide that on (stop 40, H100, one request: predicted 0.67x at a request's start, where
+  // probes measured 1.2-1.5x).
   constexpr double kClearPredictedLoss = 0.85;
+  double best_ratio = 0;
   if (sched::SpeculationGain::may_predict_loss(g) && g.draft_cost > 0 &&
-      depth_calibration_.observed(0) && best_ratio > 0 && best_ratio < kClearPredictedLoss) {
+      depth_calibration_.observed(0)) {
+    std::vector<float> depths;  // a typical request's survival by depth
+    float t = 1.0f;
+    for (int32_t j = 0; j < spec_tokens_; ++j) {
+      t *= static_cast<float>(std::clamp(depth_calibration_.survival(j), 0.0, 1.0));
+      depths.push_back(t);
+    }
+    std::vector<std::vector<float>> typical(cands.size());
+    for (size_t r = 0; r < cands.size(); ++r) {
+      const auto n = static_cast<size_t>(std::clamp<int32_t>(cands[r].max_slots, 0, spec_tokens_));
+      typical[r].assign(depths.begin(), depths.begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    sched::choose_verify_lengths(typical, base, base + spare, step_cost_, g.draft_cost,
+                                 &best_ratio);
+  }
+  if (best_ratio > 0 && best_ratio < kClearPredictedLoss) {
     std::fill(slots.begin(), slots.end(), 0);
     gain_.predicted_loss(g, static_cast<double>(cands.size()), best_ratio);
     if (varlen_trace_ != nullptr) {
