@@ -107,6 +107,9 @@ void EngineCore::capture_graphs() {
   const std::vector<int64_t> sizes = model::RecordedSteps::buckets(most, record_rows);
   const int64_t most_seqs = std::min<int64_t>(sched_->config().max_num_seqs, most);
   const std::vector<int64_t> seq_sizes = model::RecordedSteps::buckets(most_seqs, record_rows);
+  // DSpark with varlen: its blocks in every row bucket (below), which covers the sequence
+  // buckets x k that the loop for other drafters records.
+  const bool every_depth = drafts && spec_varlen_ && drafter_->reads_draft_context();
   auto main_step = [&](int64_t rows) {
     model::SequenceCache seq = model_->new_sequence();
     return extend_model(seq, scratch_ids(rows, vocab), model::LogitsWanted::kLast).status();
@@ -125,7 +128,7 @@ void EngineCore::capture_graphs() {
     }
     // Varlen puts a drafter that does not pay to sleep, and DSpark's context with it: the main
     // steps' other form (execute_unguarded; the context goes back on below, whatever happens).
-    if (drafts && spec_varlen_ && drafter_->reads_draft_context()) {
+    if (every_depth) {
       model_->set_draft_context(false);
       for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
         DI_TRY(until_recorded(*ops_, [&] { return main_step(*b); }));
@@ -136,7 +139,7 @@ void EngineCore::capture_graphs() {
       for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
         DI_TRY(until_recorded(*ops_, [&] { return scratch_draft_step(1, *b); }));
       }
-      for (auto b = seq_sizes.rbegin(); b != seq_sizes.rend(); ++b) {
+      for (auto b = seq_sizes.rbegin(); b != seq_sizes.rend() && !every_depth; ++b) {
         DI_TRY(until_recorded(*ops_, [&] { return scratch_draft_step(*b, 1); }));
       }
     }
@@ -151,7 +154,7 @@ void EngineCore::capture_graphs() {
     // run with these recordings, 3 without), and the one H100 run of a fixed k with them read its
     // 64-request verify forwards at 5.4-6.6 ms against 4.3-4.9 ms the call before, on another
     // machine: not explained, so not kept for a fixed k.
-    if (drafts && spec_varlen_ && drafter_->reads_draft_context()) {
+    if (every_depth) {
       const int64_t k = spec_tokens_;
       const std::vector<int64_t> rows = model::RecordedSteps::buckets(most_seqs * k, record_rows);
       for (auto b = rows.rbegin(); b != rows.rend(); ++b) {

@@ -159,9 +159,10 @@ TEST(GraphCapture, DSparkBlocksOfEveryDepthAreRecordedAtStartUp) {
   EXPECT_EQ(early.tokens, eager.tokens);
   const int64_t setups = early.at_end.setups - early.at_start.setups;
   std::printf(
-      "DSpark varlen: setups while serving after start-up recording %lld (%lld captured "
-      "at start-up)\n",
-      static_cast<long long>(setups), static_cast<long long>(early.at_start.captured));
+      "DSpark varlen: setups while serving after start-up recording %lld (%lld captured and "
+      "%lld replayed at start-up)\n",
+      static_cast<long long>(setups), static_cast<long long>(early.at_start.captured),
+      static_cast<long long>(early.at_start.replayed));
   EXPECT_EQ(setups, 0);
   EXPECT_EQ(early.at_end.drops, early.at_start.drops) << "a drop while serving";
 }
