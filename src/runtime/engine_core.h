@@ -461,8 +461,9 @@ class EngineCore final : public EngineDriver {
   // A drafter that reads the model's drafter context (DSpark): the share of a forward of 1, 2,
   // 4, .. tokens that the context costs (1 - off / on, measured at start-up). Live steps carry
   // it, plain decoding without speculation does not: the pause controller takes it off the
-  // curve's plain estimate (stop 40, H100, default model, 16 requests: 1.85 ms steps with it
-  // against 1.74 ms without a drafter, and probes read 1.04-1.13x while the run read 0.91x).
+  // curve's plain estimate. Stop 40, H100, default model: 3-4 % of a forward at 1-64 tokens
+  // (`--stats`, calls 5-6 of bench/results/h100_2026-12-07_stop40.txt); at 16 requests the
+  // probes read 1.02-1.12x while the run read 0.92x, a gap this share explains only a part of.
   std::map<int64_t, double> draft_context_share_;
   double draft_context_share(int64_t tokens) const;
   // Varlen: seeds step_cost_ with forwards of 1, 2, 4, .. tokens on a scratch sequence (and
