@@ -352,8 +352,9 @@ void EngineCore::choose_draft_slots(std::span<const sched::DraftCandidate> cands
   // batched decode steps on a GPU, where those are graph replays; a profile point above the live
   // decode step makes plain decoding look slow and drafting look like a gain: the likely reason
   // DSpark varlen drafted through a whole 64-request run on the H200 at 0.80x, 2026-12-03). Once
-  // measured, every 16th is a cost for nothing: at one request each gives 1 token instead of ~3,
-  // an estimated ~4 % of the speed (stop 40, H100: varlen 1.44x against a fixed k's 1.50x).
+  // measured, every 16th is a cost for little: at one request each gives 1 token in 0.55 ms
+  // where a drafting step gives 3.1 in 1.16 ms (stop 40, H100, models/v4-small, k = 3), about 1 %
+  // of the speed by that arithmetic (not measured alone).
   const int64_t plan_index = gain_.next_plan();
   const int64_t plain_every = step_cost_.measured(static_cast<int64_t>(cands.size())) ? 64 : 16;
   if (plan_index < 2 || plan_index % plain_every == 0) {  // a count's first step is not taken
