@@ -183,12 +183,6 @@ TEST(SpeculationGain, KeepsTheLatestDecisions) {
   EXPECT_DOUBLE_EQ(gain.recent_probes().back().ratio, 0.1 * 10);
 }
 
-}  // namespace
-}  // namespace deepinfer::sched
-
-namespace deepinfer::sched {
-namespace {
-
 // While the latest measured probe paid, the next is judged together with the gains measured since,
 // each older window weighing half per decision: 1.5x, then 0.95x alone (1.22x with the first:
 // drafting goes on), then 0.83x alone, judged with the history (half the 1.5x window and the
@@ -259,12 +253,6 @@ TEST(SpeculationGain, AShortDipAfterGainsDoesNotPause) {
     fresh.observe(step(i, i < 2 ? 2 : 1, 3, 3, 1.1235 * kMs, 0.558 * kMs));
   EXPECT_EQ(fresh.counts().probes_failed, 1);
 }
-
-}  // namespace
-}  // namespace deepinfer::sched
-
-namespace deepinfer::sched {
-namespace {
 
 // The drafting cost charged is the median of the latest drafting steps: one slow step (a host
 // hiccup) does not move it; a lasting change does, within a few steps.
