@@ -51,7 +51,8 @@ ResumeCase set_up(const char* name) {
   s.model = std::move(m).value();
   s.window = s.model->config().sliding_window;
   const int64_t n = ResumeCase::kSleepTo + s.window + 24;
-  for (int64_t i = 0; i < n; ++i) s.ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  for (int64_t i = 0; i < n; ++i)
+    s.ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
   return s;
 }
 
@@ -101,7 +102,8 @@ TEST(MtpResume, ResumesAfterMissingRowsAndMatchesOnceTheWindowRefills) {
   const std::vector<int32_t>& ids = su.ids;
   const int64_t window = su.window, n = static_cast<int64_t>(ids.size());
   const int k = 3;
-  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom, sleep_to = ResumeCase::kSleepTo;
+  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom,
+                sleep_to = ResumeCase::kSleepTo;
 
   auto awake_drafter = runtime::spec::make_mtp_drafter(*m);
   ASSERT_TRUE(awake_drafter.ok());
@@ -178,7 +180,8 @@ TEST(DSparkResume, RestartsTheContextAndMatchesOnceTheWindowRefills) {
   const std::vector<int32_t>& ids = su.ids;
   const int64_t window = su.window, n = static_cast<int64_t>(ids.size());
   const int k = 4;
-  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom, sleep_to = ResumeCase::kSleepTo;
+  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom,
+                sleep_to = ResumeCase::kSleepTo;
   const std::vector<model::DraftBlock> awake = dspark_drive(*m, ids, prompt, k, -1, -1);
   const std::vector<model::DraftBlock> slept =
       dspark_drive(*m, ids, prompt, k, sleep_from, sleep_to);

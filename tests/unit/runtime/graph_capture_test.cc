@@ -135,12 +135,13 @@ TEST(GraphCapture, ServingAfterStartUpNeitherDropsNorSetsUpMuch) {
   EXPECT_GT(lazy.at_end.drops, 0);
   EXPECT_EQ(early.at_end.drops, early.at_start.drops) << "a drop while serving";
   // The figures quoted in docs/cuda_backend.md (147 setups and 9 drops lazily, none after).
-  std::printf("setups while serving: lazily %lld (%lld drops of every recording), after start-up "
-              "recording %lld (%lld drops; %lld captured at start-up)\n",
-              static_cast<long long>(lazy_setups), static_cast<long long>(lazy.at_end.drops),
-              static_cast<long long>(early_setups),
-              static_cast<long long>(early.at_end.drops - early.at_start.drops),
-              static_cast<long long>(early.at_start.captured));
+  std::printf(
+      "setups while serving: lazily %lld (%lld drops of every recording), after start-up "
+      "recording %lld (%lld drops; %lld captured at start-up)\n",
+      static_cast<long long>(lazy_setups), static_cast<long long>(lazy.at_end.drops),
+      static_cast<long long>(early_setups),
+      static_cast<long long>(early.at_end.drops - early.at_start.drops),
+      static_cast<long long>(early.at_start.captured));
   EXPECT_LT(early_setups * 4, lazy_setups) << "early " << early_setups << ", lazy " << lazy_setups;
 }
 
