@@ -38,6 +38,14 @@ std::vector<int64_t> RecordedSteps::buckets(int64_t rows, int64_t max_rows) {
   return out;
 }
 
+std::span<const int32_t> RecordedSteps::padded(std::span<const int32_t> rows, int64_t to,
+                                               std::vector<int32_t>& buf) {
+  if (static_cast<int64_t>(rows.size()) >= to || rows.empty()) return rows;
+  buf.assign(rows.begin(), rows.end());
+  buf.resize(static_cast<size_t>(to), rows.back());
+  return buf;
+}
+
 void RecordedSteps::run(size_t unit, int64_t Mb, const std::function<void()>& body) {
   uint64_t key = id_ * 0x9E3779B97F4A7C15ull;
   key ^= (static_cast<uint64_t>(unit) << 32) ^ static_cast<uint64_t>(Mb) ^

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,18 @@ class RecordedSteps {
   // Every bucket of a step of 1..rows rows (rows <= max_rows), ascending: the graph sets a
   // workload of steps up to that size can use (the engine records them at start-up).
   static std::vector<int64_t> buckets(int64_t rows, int64_t max_rows);
+  // The rows an eager op over n rows runs with on a recording backend: n, or its bucket when
+  // n is at most max_rows (the extra rows' values are whatever their buffer holds; the op is
+  // row-wise, so they change no real row).
+  static int64_t padded_count(int64_t n, int64_t max_rows) {
+    return n > 0 && n <= max_rows ? bucket(n, max_rows) : n;
+  }
+  // `rows` (row ids of a step) padded to `to` entries with copies of its last id, in `buf`: the
+  // rows an eager op that is not recorded (the LM head) runs with so that its row count is a
+  // bucket. A backend's per-shape setups (cuBLAS's, at the first call of a row count) then
+  // happen at start-up, which runs every bucket, not in the middle of serving.
+  static std::span<const int32_t> padded(std::span<const int32_t> rows, int64_t to,
+                                         std::vector<int32_t>& buf);
 
   // Runs `body` as unit `unit` of a step padded to Mb rows.
   void run(size_t unit, int64_t Mb, const std::function<void()>& body);

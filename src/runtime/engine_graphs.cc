@@ -13,11 +13,13 @@
 // units are captured.
 #include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <vector>
 
 #include "base/clock.h"
 #include "model/recorded_steps.h"
 #include "runtime/engine_core.h"
+#include "sample/sample_spec.h"
 
 namespace deepinfer::runtime {
 
@@ -110,9 +112,20 @@ void EngineCore::capture_graphs() {
   // DSpark with varlen: its blocks in every row bucket (below), which covers the sequence
   // buckets x k that the loop for other drafters records.
   const bool every_depth = drafts && spec_varlen_ && drafter_->reads_draft_context();
-  auto main_step = [&](int64_t rows) {
+  // One fresh sequence's prompt of `rows` tokens, every row's logits drawn greedily on the
+  // backend (nothing vocabulary-sized comes back): that bucket's recorded units, and the LM head
+  // at that row count. The head is eager, and its GEMM's first call at a row count is a setup
+  // (cuBLAS's: 2.5-5.9 ms on an H100, stop 41) that must not land in serving; the models run it
+  // over their logits rows padded to a bucket, so these are all the counts it meets.
+  auto main_step = [&](int64_t rows) -> Status {
     model::SequenceCache seq = model_->new_sequence();
-    return extend_model(seq, scratch_ids(rows, vocab), model::LogitsWanted::kLast).status();
+    const std::vector<int32_t> ids = scratch_ids(rows, vocab);
+    std::vector<int32_t> pos(static_cast<size_t>(rows));
+    std::iota(pos.begin(), pos.end(), 0);
+    const model::SequenceSpan span{&seq, 0, rows, model::LogitsWanted::kAll};
+    const std::vector<sample::SampleSpec> greedy(static_cast<size_t>(rows));
+    model::StepOutputs out;
+    return forward_model(model::StepInputs{ids, pos, {&span, 1}, false, greedy}, out);
   };
   const auto record = [&]() -> Status {
     // Every buffer at its largest first: the biggest main step, the drafter's biggest steps

@@ -22,6 +22,7 @@
 
 #include "backend/profiling_ops.h"
 #include "model_test_util.h"
+#include "model/recorded_steps.h"
 #include "serve_pattern.h"
 
 namespace deepinfer::model::testing {
@@ -65,6 +66,11 @@ class RecordingOps : public backend::ProfilingOps {
   void linear(backend::CMat x, const backend::WeightRef& w, backend::Mat y,
               const backend::LinearOpts& o) override {
     note("linear", x.data, y.data, x.rows);
+    // Outside the units (the LM head): a row count of at most the recorded rows is a bucket, so
+    // a device backend's per-shape setup (cuBLAS's first call) happens at start-up.
+    if (!in_unit_ && x.rows <= max_rows_ && RecordedSteps::bucket(x.rows, max_rows_) != x.rows) {
+      ++eager_linears_off_bucket_;
+    }
     ProfilingOps::linear(x, w, y, o);
   }
   void copy_rows(backend::CMat src, const int32_t* rows, backend::Mat dst) override {
@@ -97,6 +103,7 @@ class RecordingOps : public backend::ProfilingOps {
   int64_t drops() const { return drops_; }
   int64_t trace_changes() const { return trace_changes_; }
   int64_t host_arrays() const { return host_arrays_; }
+  int64_t eager_linears_off_bucket() const { return eager_linears_off_bucket_; }
   size_t recorded_keys() const { return traces_.size(); }
 
  private:
@@ -120,6 +127,7 @@ class RecordingOps : public backend::ProfilingOps {
   std::map<uint64_t, std::vector<Call>> traces_;
   std::map<const char*, size_t> allocations_;
   int64_t runs_ = 0, drops_ = 0, trace_changes_ = 0, host_arrays_ = 0;
+  int64_t eager_linears_off_bucket_ = 0;
 };
 
 std::vector<float> serve(Model& m, std::span<const int32_t> prompt) {
@@ -151,6 +159,7 @@ void expect_padded_equals_eager(
   EXPECT_GT(rec.drops(), 0);
   EXPECT_EQ(rec.trace_changes(), 0);
   EXPECT_EQ(rec.host_arrays(), 0);
+  EXPECT_EQ(rec.eager_linears_off_bucket(), 0);
 }
 
 TEST(ModelRecorded, PaddedUnitsEqualEagerSteps) {
@@ -196,6 +205,7 @@ void expect_same_drafting(const std::vector<float>& want, const std::vector<floa
   EXPECT_GT(rec.runs(), 0);
   EXPECT_EQ(rec.trace_changes(), 0);
   EXPECT_EQ(rec.host_arrays(), 0);
+  EXPECT_EQ(rec.eager_linears_off_bucket(), 0);
 }
 
 // DeepSeek-V4's MTP block drafting on a recording backend (mtp_run's recorded form): catch-up

@@ -137,18 +137,24 @@ class V4Model final : public model::Model {
     last = mtp_x;
     lg = mtp_logits;
     if (lg.data != nullptr) return;
-    if (mtp_x.rows != R) {  // several rows per entry: gather the last ones
+    // The head runs over R rows padded to their bucket (head_rows says why).
+    const int64_t Rb = std::max(R, recorded_bucket(R));
+    Mat all = mtp_x;
+    if (mtp_x.rows != R || Rb != R) {  // several rows per entry, or padding: gather
       std::vector<int32_t> at;
       int64_t row = 0;
       for (const MtpRows& m : rows) {
         row += static_cast<int64_t>(m.next_ids.size());
         at.push_back(static_cast<int32_t>(row - 1));
       }
-      last = Mat(fit(head_in, R * mtp_x.cols), R, mtp_x.cols);
-      ops->copy_rows(mtp_x, at.data(), last);
+      at.resize(static_cast<size_t>(Rb), at.back());
+      all = Mat(fit(head_in, Rb * mtp_x.cols), Rb, mtp_x.cols);
+      ops->copy_rows(mtp_x, at.data(), all);
+      last = all.rows_slice(0, R);
     }
-    lg = Mat(fit(logits_buf, R * cfg().vocab_size), R, cfg().vocab_size);
-    head(w.mtp[0].head, last, lg);
+    const Mat lgb(fit(logits_buf, Rb * cfg().vocab_size), Rb, cfg().vocab_size);
+    head(w.mtp[0].head, all, lgb);
+    lg = lgb.rows_slice(0, R);
   }
 
   // The buffer a chained MTP step of M rows reads its hidden rows from: the recorded set's
@@ -190,7 +196,7 @@ class V4Model final : public model::Model {
     // and every step's tokens and probabilities (written between units, step-major).
     backend::Buffer ids, tokens, probs;
   } mtp_recorded;
-  std::vector<int32_t> mtp_pos, head_row_ids, row_host, mtp_ids;
+  std::vector<int32_t> mtp_pos, head_row_ids, head_row_pad, row_host, mtp_ids;
   std::vector<float> mtp_hidden_host;
   Mat mtp_x;  // the last mtp_run's output streams (eager.x, or the recorded set's x)
   Mat mtp_logits;  // the head over every row of mtp_x when the recorded step ran it, else empty
@@ -442,15 +448,22 @@ class V4Model final : public model::Model {
     ops->embed_streams(ids, M, w.embed, n, num.official, X);
   }
 
-  // logits [R, V] of the step rows `rows` of X, in the backend's memory.
+  // logits [R, V] of the step rows `rows` of X, in the backend's memory. On a recording backend
+  // the head runs over the rows padded to their bucket (copies of the last row), of which the
+  // first R are returned: its GEMM is eager, and cuBLAS's first call at a row count it has not
+  // seen cost 2.5-5.9 ms on an H100 (stop 41: every varlen verify step of a new row count, 38 of
+  // 1,362 steps at 64 requests, against ~1.4 ms for the step); start-up recording runs the head
+  // at every bucket (EngineCore::capture_graphs), so serving meets none.
   Mat head_rows(CMat X, std::span<const int32_t> rows) {
     const int64_t R = static_cast<int64_t>(rows.size()), nD = X.cols, V = cfg().vocab_size;
-    Mat lg(fit(logits_buf, R * V), R, V);
+    const int64_t Rb = std::max(R, recorded_bucket(R));
+    const Mat lg(fit(logits_buf, Rb * V), Rb, V);
     if (R == 0) return lg;
-    Mat Xs(fit(head_in, R * nD), R, nD);
-    ops->copy_rows(X, rows.data(), Xs);
+    const std::span<const int32_t> padded = RecordedSteps::padded(rows, Rb, head_row_pad);
+    Mat Xs(fit(head_in, Rb * nD), Rb, nD);
+    ops->copy_rows(X, padded.data(), Xs);
     head(w.head, Xs, lg);
-    return lg;
+    return lg.rows_slice(0, R);
   }
 };
 
@@ -649,9 +662,12 @@ Expected<std::vector<float>> V4Model::mtp_draft(SequenceCache& cache, std::span<
     const int64_t M = static_cast<int64_t>(next_ids.size());
     std::vector<float> logits;
     if (M == 0) return logits;
-    Mat lg(fit(logits_buf, M * cfg().vocab_size), M, cfg().vocab_size);
-    head(w.mtp[0].head, mtp_x, lg);
-    backend::download_mat(*ops, lg, logits);
+    // Over the rows padded to their bucket (head_rows says why): mtp_run's recorded step
+    // computed them (mtp_x views its first M), an eager one is never padded.
+    const int64_t Rb = std::max(M, recorded_bucket(M));
+    const Mat lg(fit(logits_buf, Rb * cfg().vocab_size), Rb, cfg().vocab_size);
+    head(w.mtp[0].head, CMat(mtp_x.data, Rb, mtp_x.cols, mtp_x.ld), lg);
+    backend::download_mat(*ops, lg.rows_slice(0, M), logits);
     return logits;
   } catch (const backend::OutOfMemory& e) {
     return out_of_memory_status(e, "drafting " + std::to_string(next_ids.size()) + " MTP rows",

@@ -3,6 +3,7 @@
 
 #include "base/check.h"
 #include "model/layers/compressor.h"
+#include "model/recorded_steps.h"
 
 namespace deepinfer::model::deepseek_v41 {
 
@@ -24,10 +25,15 @@ void compress_full(const LayerEnv& env, const AttentionWeights& w, const Attenti
   const int64_t n = latent.rows, d = cfg.head_dim, di = cfg.index_head_dim;
   const int32_t* pos = s.comp.positions.data();  // each row's first token: w · ratio
   const std::span<const float> freqs = env.rope.compress;
-  Mat keys(fit(cs.keys, n * di), n, di), kv(fit(cs.rows, n * d), n, d);
+  // wk runs over the rows padded to their bucket (compressor_pool leaves room): an eager GEMM's
+  // first call at a row count is a setup on a GPU (cuBLAS's; V4Model::head_rows).
+  const int64_t nb = RecordedSteps::padded_count(n, ops.record_max_rows());
+  Mat keys_all(fit(cs.keys, nb * di), nb, di), kv(fit(cs.rows, n * d), n, d);
+  const Mat keys = keys_all.rows_slice(0, n);
   if (n > 0) {
     // Index keys from the unrotated latent: wk (plain linear), k_norm, RoPE, MXFP4.
-    ops.linear(latent, *ix.wk, keys, num.gemm_rounded());
+    ops.linear(CMat(latent.data, nb, latent.cols, latent.ld), *ix.wk, keys_all,
+               num.gemm_rounded());
     num.rms_norm_act(ops, keys, &*ix.k_norm, 0, keys);
     num.rope_act(ops, keys, 1, di, pos, freqs, false);
     ops.fake_quant_fp4(keys, kIndexerFp4Block);

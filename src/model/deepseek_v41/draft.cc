@@ -66,16 +66,25 @@ void V41Model::draft_context(const StepInputs& in, CMat feats, DenseBuffers& d) 
   backend::Ops& o = *ops;
   const io::ModelConfig& c = cfg();
   const DSparkWeights& dw = *w.dspark;
-  const int64_t M = feats.rows, D = c.hidden_size, hd = c.head_dim;
-  Mat ctx(fit(d.ctx, M * D), M, D);
+  const auto M = static_cast<int64_t>(in.token_ids.size());
+  const int64_t D = c.hidden_size, hd = c.head_dim;
+  // Eager, over the step's rows padded to their bucket where feats has them (a recorded step's
+  // buffers do): a GEMM's first call at a row count is a setup on a GPU (cuBLAS's; stop 41,
+  // V4Model::head_rows), and varlen steps meet many counts. The padded rows take the last
+  // real row's position; only real rows reach the caches.
+  const int64_t Mr = std::min(feats.rows, RecordedSteps::padded_count(M, o.record_max_rows()));
+  feats = feats.rows_slice(0, Mr);
+  ctx_positions.assign(in.positions.begin(), in.positions.end());
+  if (M > 0) ctx_positions.resize(static_cast<size_t>(Mr), in.positions.back());
+  Mat ctx(fit(d.ctx, Mr * D), Mr, D);
   o.linear(feats, dw.main_proj, ctx, num.gemm_rounded());
   num.rms_norm_act(o, ctx, &dw.main_norm, 0, ctx);
-  Mat kv(fit(d.ctx_kv, M * hd), M, hd);
+  Mat kv(fit(d.ctx_kv, Mr * hd), Mr, hd);
   for (size_t s = 0; s < dw.stages.size(); ++s) {
     const AttentionWeights& a = dw.stages[s].attn;
     o.linear(ctx, a.wkv, kv, num.gemm_rounded());
     num.rms_norm_act(o, kv, &a.kv_norm, 0, kv);
-    num.rope_act(o, kv, 1, hd, in.positions.data(), rope.main, false);
+    num.rope_act(o, kv, 1, hd, ctx_positions.data(), rope.main, false);
     o.fake_quant_fp8(kv, hd, kV41WindowFp8Block);
     attn.win_src.clear();
     attn.win_dst.clear();
@@ -216,11 +225,20 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     out.confidence.resize(static_cast<size_t>(K));
     out.tokens.resize(static_cast<size_t>(K));
   }
-  Mat cat(fit(draft_cat, N * (D + r)), N, D + r);
+  // The two heads' GEMMs run over the jobs padded to their bucket (Nb rows; the extra rows hold
+  // whatever their buffers do and are dropped): a GEMM's first call at a row count is a setup on
+  // a GPU (cuBLAS's, from 5 rows; V4Model::head_rows), and the jobs' count changes as requests
+  // come and go. A slot's padded confidences spill into the next slot's rows, written after it,
+  // and past the last slot into room of their own.
+  const int64_t Nb = RecordedSteps::padded_count(N, o.record_max_rows());
+  Mat cat_all(fit(draft_cat, Nb * (D + r)), Nb, D + r);
+  Mat cat = cat_all.rows_slice(0, N);
   Mat emb = cat.cols_slice(D, r);
-  Mat tj(fit(markov, N * V), N, V);
+  Mat tj_all(fit(markov, Nb * V), Nb, V);
+  Mat tj = tj_all.rows_slice(0, N);
   Mat lj(fit(markov_sum, N * V), N, V);
-  Mat conf_all(fit(draft_conf, K * N), K * N, 1);                 // row j·N + e: slot j of job e
+  float* conf_room = fit(draft_conf, K * N + Nb - N);
+  Mat conf_all(conf_room, K * N, 1);                              // row j·N + e: slot j of job e
   std::vector<sample::SampleSpec> specs(static_cast<size_t>(N));  // greedy by default
   std::vector<float> lrow;
   std::vector<int32_t> prev(static_cast<size_t>(N)), slot_rows(static_cast<size_t>(N)),
@@ -232,11 +250,11 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
   for (int64_t j = 0; j < K; ++j) {
     o.embed(prev.data(), N, dw.markov_embed, emb);
     num.act(o, emb);
-    o.linear(emb, dw.markov_head, tj, num.rounded({}));
+    o.linear(cat_all.cols_slice(D, r), dw.markov_head, tj_all, num.rounded({}));
     for (int64_t e = 0; e < N; ++e)
       slot_rows[static_cast<size_t>(e)] = static_cast<int32_t>(e * K + j);
     o.copy_rows(CMat(nj), slot_rows.data(), cat.cols_slice(0, D));
-    o.linear(cat, confidence, conf_all.rows_slice(j * N, N));
+    o.linear(cat_all, confidence, Mat(conf_room + j * N, Nb, 1));
     o.copy_rows(CMat(lg), slot_rows.data(), lj);
     o.add(lj, tj, lj);  // base + T_j, in that order (FP32, as the host sum was)
     for (int64_t e = 0; e < N; ++e) {

@@ -296,7 +296,7 @@ Status V41Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
     }
     const StepInputs& top = upper.active ? upper.in : in;  // the rows the last layer ran
     if (context && !top.token_ids.empty()) {
-      draft_context(top, CMat(feats).rows_slice(0, static_cast<int64_t>(top.token_ids.size())), d);
+      draft_context(top, feats, d);
     }
     if (engram_lookup) engram_lookup->push_history(in);
   } else if (exchange) {
@@ -314,16 +314,21 @@ Status V41Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
   if (upper.active) {  // X holds the kept rows only (check_replay_step: logits rows are kept)
     for (int32_t& r : head_rows) r = upper.kept_of[static_cast<size_t>(r)];
   }
-  Mat lg(fit(logits_buf, R * V), R, V);
+  // Over the rows padded to their bucket on a recording backend (V4Model::head_rows says why:
+  // cuBLAS's first call at a new row count), the first R returned.
+  const int64_t Rb = exchange || tp_gather || cp_split ? R : std::max(R, recording.bucket(R));
+  const Mat lg_all(fit(logits_buf, Rb * V), Rb, V);
+  const Mat lg = lg_all.rows_slice(0, R);
   if (R > 0) {
-    Mat Xs(fit(head_in, R * nD), R, nD), ps(fit(head_pre, R * n), R, n);
-    Mat y(fit(head_y, R * D), R, D);
-    o.copy_rows(X, head_rows.data(), Xs);
-    o.copy_rows(pre_prev, head_rows.data(), ps);
+    const std::span<const int32_t> padded = RecordedSteps::padded(head_rows, Rb, head_row_pad);
+    Mat Xs(fit(head_in, Rb * nD), Rb, nD), ps(fit(head_pre, Rb * n), Rb, n);
+    Mat y(fit(head_y, Rb * D), Rb, D);
+    o.copy_rows(X, padded.data(), Xs);
+    o.copy_rows(pre_prev, padded.data(), ps);
     o.hc_collapse(Xs, ps, static_cast<int>(n), y);
     num.act(o, y);
     num.rms_norm_act(o, y, &w.norm, 0, y);
-    lm_head(y, lg);
+    lm_head(y, lg_all);
   }
   if (in.sample_specs.empty()) {
     out.sampled.clear();

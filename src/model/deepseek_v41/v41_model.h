@@ -258,7 +258,8 @@ class V41Model final : public model::Model {
 
   // The DSpark context of the step's positions (spec §6.7 item 10): the target features
   // projected once (main_proj, main_norm), then each stage's K=V rows of them (its wkv, kv_norm,
-  // RoPE, FP8) into the stage's window ring, which a draft reads.
+  // RoPE, FP8) into the stage's window ring, which a draft reads. feats: at least the step's
+  // rows (a recorded step's padded rows too, which it then computes and drops).
   void draft_context(const StepInputs& in, CMat feats, DenseBuffers& d);
 
   Expected<std::vector<DraftBlock>> draft_unguarded(std::span<const DSparkJob> jobs, int k,
@@ -291,6 +292,8 @@ class V41Model final : public model::Model {
   backend::Buffer rec_onehot, rec_quarter;  // recorded steps' constant rows (never move in a unit)
   backend::Buffer rec_draft_logits;         // a recorded draft's base logits
   std::vector<int32_t> row_host;            // recorded steps: the row inputs before their upload
+  std::vector<int32_t> head_row_pad;        // the head's rows padded to their bucket
+  std::vector<int32_t> ctx_positions;       // draft_context's rows' positions, padded
   std::shared_ptr<backend::PagePools> pages;
   // Declared last: its destructor drops this model's recordings before the buffers they use go.
   RecordedSteps recording;

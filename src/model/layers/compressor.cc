@@ -4,6 +4,7 @@
 #include "model/layers/compressor.h"
 
 #include "base/check.h"
+#include "model/recorded_steps.h"
 
 namespace deepinfer::model {
 
@@ -40,7 +41,10 @@ Mat compressor_pool(backend::Ops& ops, const Numerics& num, const CompressorWeig
     n_new += closing(j).second - closing(j).first;
   }
   int32_t* pos = fit_n(scratch.positions, n_new);
-  Mat out(fit(scratch.rows, n_new * d_c), n_new, d_c);
+  // Room for the rows padded to their bucket (compress_full's eager index-key linear reads
+  // them: RecordedSteps::padded_count).
+  const int64_t room = RecordedSteps::padded_count(n_new, ops.record_max_rows());
+  Mat out(fit(scratch.rows, room * d_c), n_new, d_c);
   if (!state) {  // the latents are the kv rows of the step, in job order
     int64_t r_all = 0;
     std::vector<int32_t>& rows = scratch.row_ids;
