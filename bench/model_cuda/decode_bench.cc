@@ -18,6 +18,9 @@
 // --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
 // a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
 // GEMV.
+// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish) run as the
+// ops they stand for (CudaOps::set_fused_small_ops(false)): the same bits, the A/B of the
+// launches fused away.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence
@@ -176,6 +179,7 @@ int main(int argc, char** argv) {
   int full_layers_arg = 0;  // 0: the released Flash model's layer count for the family
   bool profile = false, batch_invariant = false, mtp = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
+  bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
@@ -215,6 +219,8 @@ int main(int argc, char** argv) {
       load_format_s = next();
     else if (a == "--fused-act-quant")
       fused_act_quant = true;
+    else if (a == "--unfused-small-ops")
+      fused_small_ops = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -295,6 +301,7 @@ int main(int argc, char** argv) {
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant, graph_max_rows);
   if (!gpu.ok()) return 1;
   (*gpu)->set_fused_act_quant(fused_act_quant);
+  (*gpu)->set_fused_small_ops(fused_small_ops);
   size_t free0 = 0, total = 0;
   DI_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
   const auto t_load = Clock::now();

@@ -30,6 +30,9 @@
 // --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
 // a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
 // GEMV.
+// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish) run as the
+// ops they stand for (CudaOps::set_fused_small_ops(false)): the same bits, the A/B of the
+// launches fused away.
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and
@@ -164,6 +167,7 @@ int main(int argc, char** argv) {
   int k = 5, context = 64, reps = 20;
   bool profile = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
+  bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -175,6 +179,7 @@ int main(int argc, char** argv) {
     else if (a == "--out") out_path = next();
     else if (a == "--profile") profile = true;
     else if (a == "--fused-act-quant") fused_act_quant = true;
+    else if (a == "--unfused-small-ops") fused_small_ops = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -191,6 +196,7 @@ int main(int argc, char** argv) {
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, false, 256);
   if (!gpu.ok()) return 1;
   (*gpu)->set_fused_act_quant(fused_act_quant);
+  (*gpu)->set_fused_small_ops(fused_small_ops);
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
   auto loaded = deepinfer::model::load_model(model_dir, prof);

@@ -251,6 +251,24 @@ class Ops {
     round_bf16(x);
   }
 
+  // A K=V row's finishing chain (spec §2.3 step 3; V4.1 §6.7 item 6), in place on every row of
+  // x (one head of x.cols channels): rms_norm with w and eps, RoPE on the last 2·freqs.size()
+  // channels at the row's position, each rounded to BF16 when `rounded` (rms_norm_rounded,
+  // rope_rounded), then the FP8 round trip of channels [0, quant_cols) in blocks of quant_block
+  // (fake_quant_fp8; quant_cols 0: none). A backend may do it in one pass. Default: the ops.
+  virtual void kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
+                              std::span<const float> freqs, bool rounded, int64_t quant_cols,
+                              int64_t quant_block) {
+    if (rounded) {
+      rms_norm_rounded(x, &w, eps, 0, x);
+      rope_rounded(x, 1, x.cols, positions, freqs, false);
+    } else {
+      rms_norm(x, &w, eps, 0, x);
+      rope(x, 1, x.cols, positions, freqs, false);
+    }
+    if (quant_cols > 0) fake_quant_fp8(x, quant_cols, quant_block);
+  }
+
   // mHC pre-mix (spec §2.2 steps 1-6) for streams [M, n·D] (stream i = cols [iD, (i+1)D)):
   // ρ = 1/sqrt(mean(x²)+norm_eps); μ = (fn·x)·ρ; pre = sigmoid(μ_pre·s0+b)+hc_eps;
   // post = 2·sigmoid(μ_post·s1+b); C = μ_comb·s2+b then Sinkhorn (softmax_row + eps, col-norm,

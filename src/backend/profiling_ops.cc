@@ -84,6 +84,12 @@ void ProfilingOps::rope_rounded(Mat x, int64_t h, int64_t d, const int32_t* pos,
                                 std::span<const float> f, bool inv) {
   timed("rope", [&] { inner_.rope_rounded(x, h, d, pos, f, inv); });
 }
+void ProfilingOps::kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* pos,
+                                  std::span<const float> f, bool rounded, int64_t quant_cols,
+                                  int64_t quant_block) {
+  timed("kv_rows_finish",
+        [&] { inner_.kv_rows_finish(x, w, eps, pos, f, rounded, quant_cols, quant_block); });
+}
 void ProfilingOps::hc_pre(CMat s, const HcParams& p, CMat cp, Mat y, Mat pre, Mat post, Mat comb) {
   timed("hc_pre", [&] { inner_.hc_pre(s, p, cp, y, pre, post, comb); });
 }

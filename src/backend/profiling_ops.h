@@ -55,6 +55,9 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                     std::span<const float> freqs, bool inverse) override;
   void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
+  void kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
+                      std::span<const float> freqs, bool rounded, int64_t quant_cols,
+                      int64_t quant_block) override;
   void hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
                       Mat comb) override;
   void hc_head(CMat streams, const HcParams& p, Mat y) override;

@@ -317,6 +317,22 @@ void CudaOps::rope_impl(Mat x, int64_t n_heads, int64_t head_dim, const int32_t*
                   on_device(freqs.data(), nf), nf, inverse, round_out, stream_);
 }
 
+void CudaOps::kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
+                             std::span<const float> freqs, bool rounded, int64_t quant_cols,
+                             int64_t quant_block) {
+  const auto nf = static_cast<int64_t>(freqs.size());
+  if (x.rows == 0) return;
+  if (!fused_small_ops_ || w.quantized() || w.n * w.k != x.cols || quant_block <= 0 ||
+      !kc::kv_rows_finish_supported(md(x), nf, quant_cols)) {
+    Ops::kv_rows_finish(x, w, eps, positions, freqs, rounded, quant_cols, quant_block);
+    return;
+  }
+  arena().reset();
+  kc::launch_kv_rows_finish(md(x), wd(w), eps, on_device(positions, x.rows),
+                            on_device(freqs.data(), nf), nf, rounded, quant_cols, quant_block,
+                            stream_);
+}
+
 namespace {
 kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
   kc::HcDesc d;

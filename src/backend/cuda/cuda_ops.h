@@ -92,6 +92,10 @@ class CudaOps : public Ops {
   // bits, but slower (its per-block scale prologue costs more than the launch it saves:
   // docs/cuda_backend.md), so off by default; the benchmarks' A/B and the harness's check.
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
+  // Off: ops a kernel of this library does in one pass where their defaults take several
+  // (kv_rows_finish: norm, RoPE and FP8 round trip) run as those several ops: the same bits;
+  // the benchmarks' A/B of the launches fused away (issue 19's launch count).
+  void set_fused_small_ops(bool on) { fused_small_ops_ = on; }
   // Off: sparse attention with BF16 probabilities (official semantics) stays on the SIMT group
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
   // benchmarks' A/B.
@@ -129,6 +133,9 @@ class CudaOps : public Ops {
   void add_streams(CMat b, int64_t streams, bool round, Mat X) override;
   void scale(Mat x, float s) override;
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
+  void kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
+                      std::span<const float> freqs, bool rounded, int64_t quant_cols,
+                      int64_t quant_block) override;
   void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                     std::span<const float> freqs, bool inverse) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
@@ -319,6 +326,7 @@ class CudaOps : public Ops {
   int moe_pair_tiles_ = 0;
   bool stream_gemv_ = true;
   bool fused_act_quant_ = false;
+  bool fused_small_ops_ = true;
   bool sparse_mma_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi

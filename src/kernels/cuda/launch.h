@@ -143,6 +143,14 @@ void launch_rope(MatDesc x, int64_t n_heads, int64_t head_dim, const int32_t* po
                  const float* freqs, int64_t n_freqs, bool inverse, bool round_out,
                  cudaStream_t stream);
 
+// Ops::kv_rows_finish in one launch (rms_norm, rope(_rounded), fake_quant_fp8 over
+// [0, quant_cols)), the three kernels' bits; supported: even x.cols, the RoPE channels and the
+// quantized ones inside the row.
+bool kv_rows_finish_supported(MatDesc x, int64_t n_freqs, int64_t quant_cols);
+void launch_kv_rows_finish(MatDesc x, const WeightDesc& w, float eps, const int32_t* positions,
+                           const float* freqs, int64_t n_freqs, bool rounded, int64_t quant_cols,
+                           int64_t quant_block, cudaStream_t stream);
+
 // ---- quant/ -------------------------------------------------------------------------------
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);
 // out = the FP8 act-quantization round trip of x (all columns; launch_fake_quant_fp8's bits),

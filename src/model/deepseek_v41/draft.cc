@@ -83,9 +83,8 @@ void V41Model::draft_context(const StepInputs& in, CMat feats, DenseBuffers& d) 
   for (size_t s = 0; s < dw.stages.size(); ++s) {
     const AttentionWeights& a = dw.stages[s].attn;
     o.linear(ctx, a.wkv, kv, num.gemm_rounded());
-    num.rms_norm_act(o, kv, &a.kv_norm, 0, kv);
-    num.rope_act(o, kv, 1, hd, ctx_positions.data(), rope.main, false);
-    o.fake_quant_fp8(kv, hd, kV41WindowFp8Block);
+    o.kv_rows_finish(kv, a.kv_norm, num.eps, ctx_positions.data(), rope.main, num.official, hd,
+                     kV41WindowFp8Block);
     attn.win_src.clear();
     attn.win_dst.clear();
     for (const SequenceSpan& sq : in.sequences) {

@@ -33,13 +33,12 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   }
 
   ops.linear(u, w.wkv, kv, num.gemm_rounded());
-  num.rms_norm_act(ops, kv, &w.kv_norm, 0, kv);
-  num.rope_act(ops, kv, 1, d, pos, freqs, false);
-  if (num.v41) {  // every forward, all channels (spec §6.7 item 6)
-    ops.fake_quant_fp8(kv, d, kV41WindowFp8Block);
-  } else if (num.official) {
-    ops.fake_quant_fp8(kv, d - 2 * static_cast<int64_t>(freqs.size()), kKvFp8Block);
-  }
+  // kv_norm, RoPE and the FP8 round trip: V4.1 in every forward over all channels (spec §6.7
+  // item 6), V4 in official semantics over the non-RoPE channels.
+  const int64_t nope = d - 2 * static_cast<int64_t>(freqs.size());
+  ops.kv_rows_finish(kv, w.kv_norm, num.eps, pos, freqs, num.official,
+                     num.v41 ? d : (num.official ? nope : 0),
+                     num.v41 ? kV41WindowFp8Block : kKvFp8Block);
 }
 
 // Indexer query and head weights (spec §2.5 steps 1-2) for all rows.

@@ -396,6 +396,44 @@ OP_CASE(rope, kOnAll) {
   }
 }
 
+// kv_rows_finish: a K=V row's norm, RoPE and FP8 round trip in one op; on every backend the bits
+// of the three ops it stands for, run one after the other on that backend.
+OP_CASE(kv_rows_finish, kOnAll, Feature::kDenseBf16, Feature::kDenseF32, Feature::kFakeQuantFp8) {
+  const std::vector<float> freqs = make_rope_freqs(10000.0f, 64, nullptr);
+  const auto nf = static_cast<int64_t>(freqs.size());
+  for (const int64_t d : {512, 96}) {
+    auto w = test_weight(ctx, d == 512 ? WKind::kBf16 : WKind::kF32, 1, d, 1.0f);
+    for (const int64_t M : {1, 7, 300}) {
+      std::vector<int32_t> pos(static_cast<size_t>(M));
+      for (int64_t i = 0; i < M; ++i)
+        pos[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7919 % 70000);
+      const Buf x = random_buf(ctx.rng, M, d, -3.0f, 3.0f);
+      for (const bool rounded : {false, true}) {
+        for (const auto& [qcols, qblock] :
+             {std::pair<int64_t, int64_t>{0, 64}, {d - 2 * nf, 64}, {d, 32}}) {
+          DBuf want = dev_copy(ctx, x, 1);
+          if (rounded) {
+            ctx.ops->rms_norm_rounded(want.cmat(), &w->dev.ref, 1e-6f, 0, want.mat());
+            ctx.ops->rope_rounded(want.mat(), 1, d, pos.data(), freqs, false);
+          } else {
+            ctx.ops->rms_norm(want.cmat(), &w->dev.ref, 1e-6f, 0, want.mat());
+            ctx.ops->rope(want.mat(), 1, d, pos.data(), freqs, false);
+          }
+          if (qcols > 0) ctx.ops->fake_quant_fp8(want.mat(), qcols, qblock);
+          DBuf got = dev_copy(ctx, x, 1);
+          ctx.ops->kv_rows_finish(got.mat(), w->dev.ref, 1e-6f, pos.data(), freqs, rounded, qcols,
+                                  qblock);
+          close(ctx,
+                "kv_rows_finish d=" + std::to_string(d) + " M=" + std::to_string(M) +
+                    (rounded ? " rounded" : "") + " quant " + std::to_string(qcols) + "/" +
+                    std::to_string(qblock),
+                got.download(), want.download(), 0.0);
+        }
+      }
+    }
+  }
+}
+
 OP_CASE(quant_and_hadamard, kOnAll, Feature::kFakeQuantFp8, Feature::kFakeQuantFp4,
         Feature::kActQuantFp8, Feature::kHadamard128) {
   const Buf x = random_buf(ctx.rng, 13, 384, -5.0f, 5.0f);

@@ -1,0 +1,80 @@
+// A K=V row's finishing chain in one launch (Ops::kv_rows_finish): RMS norm, RoPE on the last
+// 2·n_freqs channels, then the FP8 round trip per quant block, where rowwise.cu, rope.cu and
+// quant.cu took three. One block per row. Each stage is its own kernel's arithmetic, so the bits
+// are the same: the norm with rms_norm_kernel's threads per row and reduction tree (each thread
+// sums channels tid, tid + T, ... then block_sum), the rotation with rope_kernel's /
+// rope_rounded_kernel's per-pair formula, the round trip with fake_quant_kernel's (one warp per
+// block: warp_block_amax, a power-of-two scale, act_quant_fp8_d). A stage reads what the block
+// wrote before it only after a barrier.
+#include "kernels/cuda/common.cuh"
+
+namespace deepinfer::kernels::cuda {
+namespace {
+
+__global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const int32_t* positions,
+                                      const float* freqs, int n_freqs, bool rounded,
+                                      int64_t quant_cols, int64_t quant_block) {
+  grid_dependency_sync();
+  __shared__ float red[32];
+  const int64_t g = x.cols;
+  float* xr = x.data + static_cast<int64_t>(blockIdx.x) * x.ld;
+  // rms_norm_kernel (one group: the whole row), in place.
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
+  ss = block_sum(ss, red);
+  const float r = 1.0f / sqrtf(ss / static_cast<float>(g) + eps);
+  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
+    const float out = xr[c] * r * weight_at_d(w, 0, c);
+    xr[c] = rounded ? bf16_round_d(out) : out;
+  }
+  __syncthreads();
+  // rope_rounded_kernel (every pair, rotated where it is a RoPE pair, rounded) or rope_kernel
+  // (the RoPE pairs only).
+  const float pos = static_cast<float>(positions[blockIdx.x]);
+  const int pairs = static_cast<int>(g / 2);
+  const int tid = static_cast<int>(threadIdx.x), step = static_cast<int>(blockDim.x);
+  for (int p = rounded ? tid : pairs - n_freqs + tid; p < pairs; p += step) {
+    const int j = p - (pairs - n_freqs);
+    float a = xr[2 * p], b = xr[2 * p + 1];
+    if (j >= 0) {
+      const float angle = pos * freqs[j];
+      const float c = cosf(angle), s = sinf(angle);
+      const float ra = a * c - b * s, rb = a * s + b * c;
+      a = ra, b = rb;
+    }
+    xr[2 * p] = rounded ? bf16_round_d(a) : a;
+    xr[2 * p + 1] = rounded ? bf16_round_d(b) : b;
+  }
+  if (quant_cols <= 0) return;
+  __syncthreads();
+  // fake_quant_kernel<Fq::kFp8>, a warp per block of channels.
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  const int64_t blocks = (quant_cols + quant_block - 1) / quant_block;
+  for (int64_t b = warp; b < blocks; b += warps) {
+    const int64_t b0 = b * quant_block;
+    const int64_t len = quant_cols - b0 < quant_block ? quant_cols - b0 : quant_block;
+    float* p = xr + b0;
+    const float s = pow2_scale_d(warp_block_amax(p, len, lane), kFp8MaxD);
+    for (int64_t i = lane; i < len; i += 32) p[i] = act_quant_fp8_d(p[i], s);
+  }
+}
+
+}  // namespace
+
+bool kv_rows_finish_supported(MatDesc x, int64_t n_freqs, int64_t quant_cols) {
+  return x.rows > 0 && x.rows <= 0x7fffffff && x.cols % 2 == 0 && 2 * n_freqs <= x.cols &&
+         quant_cols <= x.cols;
+}
+
+void launch_kv_rows_finish(MatDesc x, const WeightDesc& w, float eps, const int32_t* positions,
+                           const float* freqs, int64_t n_freqs, bool rounded, int64_t quant_cols,
+                           int64_t quant_block, cudaStream_t stream) {
+  // launch_rms_norm's threads for a group of x.cols channels: the same reduction tree.
+  const int64_t g = x.cols;
+  const int threads = g >= 1024 ? 512 : (g >= 256 ? 256 : 128);
+  launch_kernel(kv_rows_finish_kernel, static_cast<unsigned>(x.rows), threads, 0, stream, x, w,
+                eps, positions, freqs, static_cast<int>(n_freqs), rounded, quant_cols,
+                quant_block);
+}
+
+}  // namespace deepinfer::kernels::cuda
