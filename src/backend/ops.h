@@ -219,6 +219,19 @@ class Ops {
     hc_pre(streams, p, collapse_pre, y, pre, post, comb);
     round_bf16(y);
   }
+  // A block half's entry (spec §2.2): hc_pre (hc_pre_rounded when `rounded`) into y, then
+  // rms_norm of y with w and eps over whole rows into u (rms_norm_rounded when `rounded`). A
+  // backend may do both in one pass. Default: the two ops.
+  virtual void hc_pre_norm(CMat streams, const HcParams& p, CMat collapse_pre, const WeightRef& w,
+                           float eps, bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) {
+    if (rounded) {
+      hc_pre_rounded(streams, p, collapse_pre, y, pre, post, comb);
+      rms_norm_rounded(y, &w, eps, 0, u);
+    } else {
+      hc_pre(streams, p, collapse_pre, y, pre, post, comb);
+      rms_norm(y, &w, eps, 0, u);
+    }
+  }
 
   // Glue the model needs so it never touches activation memory itself (a device backend's Mat
   // points to device memory). add: out = a + b, where b has a.rows rows or 1 row (broadcast,

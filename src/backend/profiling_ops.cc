@@ -84,6 +84,11 @@ void ProfilingOps::rope_rounded(Mat x, int64_t h, int64_t d, const int32_t* pos,
                                 std::span<const float> f, bool inv) {
   timed("rope", [&] { inner_.rope_rounded(x, h, d, pos, f, inv); });
 }
+void ProfilingOps::hc_pre_norm(CMat s, const HcParams& p, CMat cp, const WeightRef& w, float eps,
+                               bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) {
+  timed("hc_pre_norm",
+        [&] { inner_.hc_pre_norm(s, p, cp, w, eps, rounded, y, pre, post, comb, u); });
+}
 void ProfilingOps::kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* pos,
                                   std::span<const float> f, bool rounded, int64_t quant_cols,
                                   int64_t quant_block) {

@@ -356,7 +356,8 @@ void CudaOps::hc_pre_rounded(CMat streams, const HcParams& p, CMat collapse_pre,
   hc_pre_impl(streams, p, collapse_pre, y, pre, post, comb, true);
 }
 void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre,
-                          Mat post, Mat comb, bool round_y) {
+                          Mat post, Mat comb, bool round_y, const WeightRef* norm, float eps,
+                          Mat u) {
   const int n = p.n;
   DI_CHECK(collapse_pre.data == nullptr ||
            (collapse_pre.cols == n && collapse_pre.rows == streams.rows));
@@ -369,8 +370,23 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
   float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1));
   const bool dots_ready = hc_dots_gemm(streams, p.fn.rows_slice(0, (2 + n) * n), (2 + n) * n, dots);
-  kc::launch_hc_pre(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb), dots,
-                    dots_ready, round_y, stream_);
+  if (norm != nullptr) {
+    kc::launch_hc_pre_norm(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb),
+                           dots, dots_ready, round_y, wd(*norm), eps, md(u), stream_);
+  } else {
+    kc::launch_hc_pre(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb), dots,
+                      dots_ready, round_y, stream_);
+  }
+}
+
+void CudaOps::hc_pre_norm(CMat streams, const HcParams& p, CMat collapse_pre, const WeightRef& w,
+                          float eps, bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) {
+  if (!fused_small_ops_ || w.quantized() || w.n * w.k != y.cols || u.rows != y.rows ||
+      u.cols != y.cols) {
+    Ops::hc_pre_norm(streams, p, collapse_pre, w, eps, rounded, y, pre, post, comb, u);
+    return;
+  }
+  hc_pre_impl(streams, p, collapse_pre, y, pre, post, comb, rounded, &w, eps, u);
 }
 
 void CudaOps::hc_post(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) {

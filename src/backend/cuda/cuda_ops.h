@@ -93,7 +93,8 @@ class CudaOps : public Ops {
   // docs/cuda_backend.md), so off by default; the benchmarks' A/B and the harness's check.
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Off: ops a kernel of this library does in one pass where their defaults take several
-  // (kv_rows_finish: norm, RoPE and FP8 round trip) run as those several ops: the same bits;
+  // (kv_rows_finish: norm, RoPE and FP8 round trip; hc_pre_norm: mHC pre-mix and norm) run as
+  // those several ops: the same bits;
   // the benchmarks' A/B of the launches fused away (issue 19's launch count).
   void set_fused_small_ops(bool on) { fused_small_ops_ = on; }
   // Off: sparse attention with BF16 probabilities (official semantics) stays on the SIMT group
@@ -133,6 +134,8 @@ class CudaOps : public Ops {
   void add_streams(CMat b, int64_t streams, bool round, Mat X) override;
   void scale(Mat x, float s) override;
   void copy_rows(CMat src, const int32_t* rows, Mat dst) override;
+  void hc_pre_norm(CMat streams, const HcParams& p, CMat collapse_pre, const WeightRef& w,
+                   float eps, bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) override;
   void kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
                       std::span<const float> freqs, bool rounded, int64_t quant_cols,
                       int64_t quant_block) override;
@@ -247,8 +250,11 @@ class CudaOps : public Ops {
   void hc_post_impl(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out, bool round_out);
   void rope_impl(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                  std::span<const float> freqs, bool inverse, bool round_out);
+  // hc_pre (round_y: hc_pre_rounded); with `norm`, rms_norm of y with it and eps into u in the
+  // same launch (hc_pre_norm, round_y rounding u too).
   void hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Mat y, Mat pre, Mat post,
-                   Mat comb, bool round_y);
+                   Mat comb, bool round_y, const WeightRef* norm = nullptr, float eps = 0.0f,
+                   Mat u = {});
   // Writes n ints from device `src` to `dst` (device: async copy; host: copy + synchronise).
   void store_ints(const int32_t* src, int32_t* dst, int64_t n);
   // y = x · Wᵀ on already-device operands: FP8 or BF16 tensor cores (cuda_gemm.cc), else the

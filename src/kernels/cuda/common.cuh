@@ -102,6 +102,17 @@ DI_HD float fp4_e2m1_to_f(uint32_t code) {
   return (code & 8u) ? -mag : mag;
 }
 
+// One RoPE pair rotation, (a + ib)·(c + is), each product and the sum rounded on its own
+// (__fmul_rn / __fadd_rn are never contracted into an FMA): every kernel that rotates (rope.cu,
+// kv_rows_finish.cu) then gives the same bits, whatever the compiler fuses around it, and they
+// are the CPU reference's arithmetic.
+__device__ __forceinline__ void rope_rotate_d(float& a, float& b, float c, float s) {
+  const float ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+  const float rb = __fadd_rn(__fmul_rn(a, s), __fmul_rn(b, c));
+  a = ra;
+  b = rb;
+}
+
 // Round to nearest even BF16, NaN kept quiet (same as base/numeric_types.h float_to_bf16).
 DI_HD float bf16_round_d(float v) {
   uint32_t bits = f2u(v);

@@ -189,6 +189,12 @@ inline constexpr int kMaxHcStreams = 8;
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
                    MatDesc post, MatDesc comb, float* scratch, bool dots_ready, bool round_y,
                    cudaStream_t stream);
+// launch_hc_pre with round_y = rounded, then launch_rms_norm(y, w, eps, whole rows, u, rounded)
+// in the same launch, those kernels' bits (Ops::hc_pre_norm).
+void launch_hc_pre_norm(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y,
+                        MatDesc pre_out, MatDesc post, MatDesc comb, float* scratch,
+                        bool dots_ready, bool rounded, const WeightDesc& w, float eps, MatDesc u,
+                        cudaStream_t stream);
 // out[m · out_ld] = Σ_c x[m, c]² (FP32, a fixed per-row order).
 void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream);
 // y [rows, D] = Σ_i pre[m, i] · X_i (V4.1's final collapse, DSpark's feature mean).

@@ -261,8 +261,7 @@ class V4Model final : public model::Model {
     const int64_t M = X.rows, D = cfg().hidden_size, n = cfg().hc_mult;
     Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D);
     Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
-    num.hc_pre_act(o, X, hc_params(b.hc_attn), {}, y, {}, post, comb);
-    num.rms_norm_act(o, y, &b.attn_norm, 0, u);
+    num.hc_pre_norm_act(o, X, hc_params(b.hc_attn), {}, b.attn_norm, y, {}, post, comb, u);
     attention_project(env(), b.attn, b.spec, u, rows, d.attn,
                       attention_rows(env(), b.attn, M, d.attn));
   }
@@ -277,8 +276,7 @@ class V4Model final : public model::Model {
                      attention_rows(env(), b.attn, M, d.attn), out, d.attn);
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
 
-    num.hc_pre_act(o, X, hc_params(b.hc_ffn), {}, y, {}, post, comb);
-    num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
+    num.hc_pre_norm_act(o, X, hc_params(b.hc_ffn), {}, b.ffn_norm, y, {}, post, comb, u);
     moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get(), tp_gather.get());
     num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
   }

@@ -75,8 +75,7 @@ void V41Model::attention_in(const BlockWeights& b, Mat X, Mat pre_prev, const Ro
   Mat y(fit(d.y, M * D), M, D), u(fit(d.u, M * D), M, D);
   Mat post(fit(d.post, M * n), M, n), comb(fit(d.comb, M * n * n), M, n * n);
   Mat pre_a(fit(d.pre_a, M * n), M, n);
-  num.hc_pre_act(o, X, hc_params(b.hc_attn), pre_prev, y, pre_a, post, comb);
-  num.rms_norm_act(o, y, &b.attn_norm, 0, u);
+  num.hc_pre_norm_act(o, X, hc_params(b.hc_attn), pre_prev, b.attn_norm, y, pre_a, post, comb, u);
   attention_project(env(), b.attn, b.spec, u, rows, d.attn,
                     attention_rows(env(), b.attn, M, d.attn));
 }
@@ -92,8 +91,7 @@ void V41Model::attention_out_ffn(const BlockWeights& b, Mat X, Mat pre_prev, con
                    out, d.attn);
   num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
 
-  num.hc_pre_act(o, X, hc_params(b.hc_ffn), pre_a, y, pre_prev, post, comb);
-  num.rms_norm_act(o, y, &b.ffn_norm, 0, u);
+  num.hc_pre_norm_act(o, X, hc_params(b.hc_ffn), pre_a, b.ffn_norm, y, pre_prev, post, comb, u);
   moe_forward(o, cfg(), num, b.moe, u, rows.ids, out, d.moe, exchange.get(), tp_gather.get());
   num.hc_post_act(o, X, out, post, comb, static_cast<int>(n), X);
 }

@@ -88,6 +88,14 @@ struct Numerics {
       ops.hc_pre(streams, p, collapse_pre, y, pre, post, comb);
     }
   }
+  // hc_pre_act, then rms_norm_act of y into u with w: one op (Ops::hc_pre_norm), which a backend
+  // may do in one pass.
+  void hc_pre_norm_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
+                       backend::CMat collapse_pre, const backend::WeightRef& w, backend::Mat y,
+                       backend::Mat pre, backend::Mat post, backend::Mat comb,
+                       backend::Mat u) const {
+    ops.hc_pre_norm(streams, p, collapse_pre, w, eps, official, y, pre, post, comb, u);
+  }
   // Sparse attention (BF16 probabilities in official semantics), then act on its output.
   void sparse_attention_rows_act(backend::Ops& ops, backend::CMat q, int64_t n_heads,
                                  const float* const* key_rows, int64_t L, int64_t d,

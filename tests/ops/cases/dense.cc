@@ -501,6 +501,7 @@ OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
       const BackendMem dbase = dev_array(ctx, base.v), dscale = dev_array(ctx, scale.v);
       HcParams hp{n, fn.cmat(), base.v.data(), scale.v.data()};
       HcParams dp{n, dfn.cmat(), dbase.as<float>(), dscale.as<float>()};
+      auto wnorm = test_weight(ctx, WKind::kBf16, 1, D, 1.0f);  // hc_pre_norm's norm weight
       HcParams dp_host_small = dp;  // base/scale as host arrays: staged by the op
       dp_host_small.base = base.v.data();
       dp_host_small.scale = scale.v.data();
@@ -524,6 +525,36 @@ OP_CASE(hyper_connections, kOnAll, Feature::kHyperConnections) {
           DBuf dyr = dev_poisoned(ctx, M, D);
           ctx.ops->hc_pre_rounded(dx.cmat(), *p, {}, dyr.mat(), {}, dpost.mat(), dcomb.mat());
           close(ctx, t + " y rounded", dyr.download(), yr, 0.0);
+          // hc_pre_norm: hc_pre(_rounded), then rms_norm(_rounded) of y, the two ops' bits on
+          // this backend (one launch on CUDA); with this site's pre out and, as V4.1 does, y
+          // collapsed with another pre.
+          const DBuf collapse = dev_copy(ctx, random_buf(ctx.rng, M, n, 0.1f, 1.0f));
+          for (const bool rounded : {false, true}) {
+            for (const bool v41 : {false, true}) {
+              const CMat cp = v41 ? collapse.cmat() : CMat();
+              DBuf wy = dev_poisoned(ctx, M, D), wu = dev_poisoned(ctx, M, D),
+                   wpre = dev_poisoned(ctx, M, n), fy = dev_poisoned(ctx, M, D),
+                   fu = dev_poisoned(ctx, M, D), fpre = dev_poisoned(ctx, M, n),
+                   fpost = dev_poisoned(ctx, M, n), fcomb = dev_poisoned(ctx, M, n * n);
+              if (rounded) {
+                ctx.ops->hc_pre_rounded(dx.cmat(), *p, cp, wy.mat(), wpre.mat(), dpost.mat(),
+                                        dcomb.mat());
+                ctx.ops->rms_norm_rounded(wy.cmat(), &wnorm->dev.ref, 1e-6f, 0, wu.mat());
+              } else {
+                ctx.ops->hc_pre(dx.cmat(), *p, cp, wy.mat(), wpre.mat(), dpost.mat(), dcomb.mat());
+                ctx.ops->rms_norm(wy.cmat(), &wnorm->dev.ref, 1e-6f, 0, wu.mat());
+              }
+              ctx.ops->hc_pre_norm(dx.cmat(), *p, cp, wnorm->dev.ref, 1e-6f, rounded, fy.mat(),
+                                   fpre.mat(), fpost.mat(), fcomb.mat(), fu.mat());
+              const std::string tn =
+                  t + " hc_pre_norm" + (rounded ? " rounded" : "") + (v41 ? " collapse" : "");
+              close(ctx, tn + " u", fu.download(), wu.download(), 0.0);
+              close(ctx, tn + " y", fy.download(), wy.download(), 0.0);
+              close(ctx, tn + " pre", fpre.download(), wpre.download(), 0.0);
+              close(ctx, tn + " post", fpost.download(), dpost.download(), 0.0);
+              close(ctx, tn + " comb", fcomb.download(), dcomb.download(), 0.0);
+            }
+          }
         }
         // hc_post, out aliasing streams.
         const Buf o = random_buf(ctx.rng, M, D);

@@ -170,12 +170,15 @@ __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float
   if (lane < 16) comb[e] = c;
 }
 
-__global__ void __launch_bounds__(kThreads)
-    hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
-                  MatDesc pre_out, MatDesc post, MatDesc comb, bool round_y) {
-  grid_dependency_sync();
-  __shared__ float mu[kMaxLogits];
-  __shared__ float pre[kMaxHcStreams];
+// The pre-mix of token blockIdx.x with any block size (hc_pre_kernel's body): mu and pre are
+// shared arrays of kMaxLogits and kMaxHcStreams floats. Channel c of y is thread c mod blockDim's;
+// it returns the sum of y_c² over this thread's channels in ascending c (FMAs), the per-thread
+// part of rms_norm_kernel's reduction of y.
+__device__ __forceinline__ float hc_pre_row(const MatDesc& streams, const HcDesc& p,
+                                            const float* dots, const MatDesc& collapse,
+                                            const MatDesc& y, const MatDesc& pre_out,
+                                            const MatDesc& post, const MatDesc& comb, bool round_y,
+                                            float* mu, float* pre) {
   const int n = p.n;
   const int64_t D = streams.cols / n, m = blockIdx.x;
   const float* x = streams.data + m * streams.ld;
@@ -193,10 +196,48 @@ __global__ void __launch_bounds__(kThreads)
   }
   // V4.1 single pass: the streams collapse with the previous site's pre.
   const float* c_row = collapse.data != nullptr ? collapse.data + m * collapse.ld : pre;
+  float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < n; ++i) acc = fmaf(c_row[i], x[i * D + c], acc);
-    y.data[m * y.ld + c] = round_y ? bf16_round_d(acc) : acc;
+    const float v = round_y ? bf16_round_d(acc) : acc;
+    y.data[m * y.ld + c] = v;
+    ss = fmaf(v, v, ss);
+  }
+  return ss;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
+                  MatDesc pre_out, MatDesc post, MatDesc comb, bool round_y) {
+  grid_dependency_sync();
+  __shared__ float mu[kMaxLogits];
+  __shared__ float pre[kMaxHcStreams];
+  (void)hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, round_y, mu, pre);
+}
+
+// hc_pre, then rms_norm of y into u (Ops::hc_pre_norm) in one launch: with rms_norm_kernel's
+// threads per row (T) each thread's channels of y are the ones it sums there, so after the same
+// block_sum u has rms_norm_kernel's bits; y is written as by hc_pre_kernel (each thread reads
+// back only its own stores).
+template <int T>
+__global__ void __launch_bounds__(T)
+    hc_pre_norm_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
+                       MatDesc pre_out, MatDesc post, MatDesc comb, bool rounded, WeightDesc w,
+                       float eps, MatDesc u) {
+  grid_dependency_sync();
+  __shared__ float mu[kMaxLogits];
+  __shared__ float pre[kMaxHcStreams];
+  __shared__ float red[32];
+  float ss = hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, rounded, mu, pre);
+  ss = block_sum(ss, red);
+  const int64_t D = y.cols, m = blockIdx.x;
+  const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
+  const float* yr = y.data + m * y.ld;
+  float* ur = u.data + m * u.ld;
+  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
+    const float out = yr[c] * r * weight_at_d(w, 0, c);
+    ur[c] = rounded ? bf16_round_d(out) : out;
   }
 }
 
@@ -269,6 +310,30 @@ void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y
   }
   launch_kernel(hc_pre_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams, p,
                 scratch, collapse, y, pre_out, post, comb, round_y);
+}
+void launch_hc_pre_norm(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y,
+                        MatDesc pre_out, MatDesc post, MatDesc comb, float* scratch,
+                        bool dots_ready, bool rounded, const WeightDesc& w, float eps, MatDesc u,
+                        cudaStream_t stream) {
+  if (streams.rows == 0) return;
+  const int rows = (2 + p.n) * p.n;
+  if (!dots_ready) {
+    launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0,
+                  stream, streams, p.fn, rows, scratch);
+  }
+  // launch_rms_norm's threads for a group of D channels: the same reduction tree.
+  const int64_t D = y.cols;
+  const auto grid = static_cast<unsigned>(streams.rows);
+  if (D >= 1024) {
+    launch_kernel(hc_pre_norm_kernel<512>, grid, 512, 0, stream, streams, p, scratch, collapse, y,
+                  pre_out, post, comb, rounded, w, eps, u);
+  } else if (D >= 256) {
+    launch_kernel(hc_pre_norm_kernel<256>, grid, 256, 0, stream, streams, p, scratch, collapse, y,
+                  pre_out, post, comb, rounded, w, eps, u);
+  } else {
+    launch_kernel(hc_pre_norm_kernel<128>, grid, 128, 0, stream, streams, p, scratch, collapse, y,
+                  pre_out, post, comb, rounded, w, eps, u);
+  }
 }
 void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream) {
   if (x.rows == 0) return;

@@ -2,10 +2,9 @@
 // 2·n_freqs channels, then the FP8 round trip per quant block, where rowwise.cu, rope.cu and
 // quant.cu took three. One block per row. Each stage is its own kernel's arithmetic, so the bits
 // are the same: the norm with rms_norm_kernel's threads per row and reduction tree (each thread
-// sums channels tid, tid + T, ... then block_sum), the rotation with rope_kernel's /
-// rope_rounded_kernel's per-pair formula, the round trip with fake_quant_kernel's (one warp per
-// block: warp_block_amax, a power-of-two scale, act_quant_fp8_d). A stage reads what the block
-// wrote before it only after a barrier.
+// sums channels tid, tid + T, ... then block_sum), the rotation with rope_rotate_d (as rope.cu),
+// the round trip with fake_quant_kernel's (one warp per block: warp_block_amax, a power-of-two
+// scale, act_quant_fp8_d). A stage reads what the block wrote before it only after a barrier.
 #include "kernels/cuda/common.cuh"
 
 namespace deepinfer::kernels::cuda {
@@ -38,9 +37,7 @@ __global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const 
     float a = xr[2 * p], b = xr[2 * p + 1];
     if (j >= 0) {
       const float angle = pos * freqs[j];
-      const float c = cosf(angle), s = sinf(angle);
-      const float ra = a * c - b * s, rb = a * s + b * c;
-      a = ra, b = rb;
+      rope_rotate_d(a, b, cosf(angle), sinf(angle));
     }
     xr[2 * p] = rounded ? bf16_round_d(a) : a;
     xr[2 * p + 1] = rounded ? bf16_round_d(b) : b;

@@ -26,9 +26,10 @@ __global__ void rope_kernel(MatDesc x, int n_heads, int head_dim, const int32_t*
     const float angle = static_cast<float>(positions[row]) * freqs[j];
     const float c = cosf(angle);
     const float s = inverse ? -sinf(angle) : sinf(angle);
-    const float a = r[2 * j], b = r[2 * j + 1];
-    r[2 * j] = a * c - b * s;
-    r[2 * j + 1] = a * s + b * c;
+    float a = r[2 * j], b = r[2 * j + 1];
+    rope_rotate_d(a, b, c, s);
+    r[2 * j] = a;
+    r[2 * j + 1] = b;
   }
 }
 
@@ -49,8 +50,7 @@ __global__ void rope_rounded_kernel(MatDesc x, int n_heads, int head_dim,
       const float angle = static_cast<float>(positions[row]) * freqs[j];
       const float c = cosf(angle);
       const float s = inverse ? -sinf(angle) : sinf(angle);
-      const float ra = a * c - b * s, rb = a * s + b * c;
-      a = ra, b = rb;
+      rope_rotate_d(a, b, c, s);
     }
     r[0] = bf16_round_d(a);
     r[1] = bf16_round_d(b);
