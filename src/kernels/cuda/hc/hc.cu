@@ -297,17 +297,23 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
   }
 }
 
+// hc_pre's logits' dot products into scratch, unless the backend made them (dots_ready).
+void launch_hc_pre_dots(MatDesc streams, const HcDesc& p, float* scratch, bool dots_ready,
+                        cudaStream_t stream) {
+  const int rows = (2 + p.n) * p.n;
+  if (!dots_ready) {
+    launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0,
+                  stream, streams, p.fn, rows, scratch);
+  }
+}
+
 }  // namespace
 
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
                    MatDesc post, MatDesc comb, float* scratch, bool dots_ready, bool round_y,
                    cudaStream_t stream) {
   if (streams.rows == 0) return;
-  const int rows = (2 + p.n) * p.n;
-  if (!dots_ready) {
-    launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0,
-                  stream, streams, p.fn, rows, scratch);
-  }
+  launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
   launch_kernel(hc_pre_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams, p,
                 scratch, collapse, y, pre_out, post, comb, round_y);
 }
@@ -316,11 +322,7 @@ void launch_hc_pre_norm(MatDesc streams, const HcDesc& p, MatDesc collapse, MatD
                         bool dots_ready, bool rounded, const WeightDesc& w, float eps, MatDesc u,
                         cudaStream_t stream) {
   if (streams.rows == 0) return;
-  const int rows = (2 + p.n) * p.n;
-  if (!dots_ready) {
-    launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0,
-                  stream, streams, p.fn, rows, scratch);
-  }
+  launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
   // launch_rms_norm's threads for a group of D channels: the same reduction tree.
   const int64_t D = y.cols;
   const auto grid = static_cast<unsigned>(streams.rows);
