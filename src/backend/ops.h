@@ -282,6 +282,23 @@ class Ops {
     if (quant_cols > 0) fake_quant_fp8(x, quant_cols, quant_block);
   }
 
+  // The queries' per-head finishing chain of V4 (spec §2.3 step 3), in place on the n_heads
+  // head_dim-wide heads of every row: the per-head norm (official: rms_norm_bf16 with group
+  // head_dim; else rms_norm without weight over groups of head_dim), then RoPE on each head's last
+  // 2·freqs.size() channels (official: rope_rounded; else rope). A backend may do it in one pass.
+  // Default: the two ops.
+  virtual void q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps,
+                              const int32_t* positions, std::span<const float> freqs,
+                              bool official) {
+    if (official) {
+      rms_norm_bf16(q, head_dim, eps);
+      rope_rounded(q, n_heads, head_dim, positions, freqs, false);
+    } else {
+      rms_norm(q, nullptr, eps, head_dim, q);
+      rope(q, n_heads, head_dim, positions, freqs, false);
+    }
+  }
+
   // mHC pre-mix (spec §2.2 steps 1-6) for streams [M, n·D] (stream i = cols [iD, (i+1)D)):
   // ρ = 1/sqrt(mean(x²)+norm_eps); μ = (fn·x)·ρ; pre = sigmoid(μ_pre·s0+b)+hc_eps;
   // post = 2·sigmoid(μ_post·s1+b); C = μ_comb·s2+b then Sinkhorn (softmax_row + eps, col-norm,

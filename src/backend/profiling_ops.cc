@@ -89,6 +89,10 @@ void ProfilingOps::hc_pre_norm(CMat s, const HcParams& p, CMat cp, const WeightR
   timed("hc_pre_norm",
         [&] { inner_.hc_pre_norm(s, p, cp, w, eps, rounded, y, pre, post, comb, u); });
 }
+void ProfilingOps::q_heads_finish(Mat q, int64_t h, int64_t d, float eps, const int32_t* pos,
+                                  std::span<const float> f, bool official) {
+  timed("q_heads_finish", [&] { inner_.q_heads_finish(q, h, d, eps, pos, f, official); });
+}
 void ProfilingOps::kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* pos,
                                   std::span<const float> f, bool rounded, int64_t quant_cols,
                                   int64_t quant_block) {

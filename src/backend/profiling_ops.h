@@ -57,6 +57,8 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void hc_post_rounded(CMat streams, CMat o, CMat post, CMat comb, int n, Mat out) override;
   void hc_pre_norm(CMat streams, const HcParams& p, CMat collapse_pre, const WeightRef& w,
                    float eps, bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) override;
+  void q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps, const int32_t* positions,
+                      std::span<const float> freqs, bool official) override;
   void kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
                       std::span<const float> freqs, bool rounded, int64_t quant_cols,
                       int64_t quant_block) override;

@@ -333,6 +333,21 @@ void CudaOps::kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t
                             stream_);
 }
 
+void CudaOps::q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps,
+                             const int32_t* positions, std::span<const float> freqs,
+                             bool official) {
+  const auto nf = static_cast<int64_t>(freqs.size());
+  if (q.rows == 0 || n_heads == 0) return;
+  if (!fused_small_ops_ || !official || q.cols != n_heads * head_dim || head_dim % 2 != 0 ||
+      2 * nf > head_dim) {
+    Ops::q_heads_finish(q, n_heads, head_dim, eps, positions, freqs, official);
+    return;
+  }
+  arena().reset();
+  kc::launch_q_heads_finish(md(q), n_heads, head_dim, eps, on_device(positions, q.rows),
+                            on_device(freqs.data(), nf), nf, stream_);
+}
+
 namespace {
 kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
   kc::HcDesc d;

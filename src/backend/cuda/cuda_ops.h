@@ -93,7 +93,8 @@ class CudaOps : public Ops {
   // docs/cuda_backend.md), so off by default; the benchmarks' A/B and the harness's check.
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Off: ops a kernel of this library does in one pass where their defaults take several
-  // (kv_rows_finish: norm, RoPE and FP8 round trip; hc_pre_norm: mHC pre-mix and norm) run as
+  // (kv_rows_finish: norm, RoPE and FP8 round trip; q_heads_finish: per-head norm and RoPE;
+  // hc_pre_norm: mHC pre-mix and norm) run as
   // those several ops: the same bits;
   // the benchmarks' A/B of the launches fused away (issue 19's launch count).
   void set_fused_small_ops(bool on) { fused_small_ops_ = on; }
@@ -139,6 +140,8 @@ class CudaOps : public Ops {
   void kv_rows_finish(Mat x, const WeightRef& w, float eps, const int32_t* positions,
                       std::span<const float> freqs, bool rounded, int64_t quant_cols,
                       int64_t quant_block) override;
+  void q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps, const int32_t* positions,
+                      std::span<const float> freqs, bool official) override;
   void rope_rounded(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                     std::span<const float> freqs, bool inverse) override;
   void rope(Mat x, int64_t n_heads, int64_t head_dim, const int32_t* positions,

@@ -151,6 +151,12 @@ void launch_kv_rows_finish(MatDesc x, const WeightDesc& w, float eps, const int3
                            const float* freqs, int64_t n_freqs, bool rounded, int64_t quant_cols,
                            int64_t quant_block, cudaStream_t stream);
 
+// Ops::q_heads_finish, official form, in one launch (rms_norm_bf16 per head_dim group, then
+// rope_rounded), the two kernels' bits: one warp per (row, head).
+void launch_q_heads_finish(MatDesc q, int64_t n_heads, int64_t head_dim, float eps,
+                           const int32_t* positions, const float* freqs, int64_t n_freqs,
+                           cudaStream_t stream);
+
 // ---- quant/ -------------------------------------------------------------------------------
 void launch_fake_quant_fp8(MatDesc x, int64_t n, int64_t block, cudaStream_t stream);
 // out = the FP8 act-quantization round trip of x (all columns; launch_fake_quant_fp8's bits),

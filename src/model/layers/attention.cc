@@ -28,8 +28,11 @@ void project_qkv(const LayerEnv& env, const AttentionWeights& w, std::span<const
   num.rms_norm_act(ops, qr, &w.q_norm, 0, qr);
   if (H > 0) {  // a tensor-parallel rank may hold no heads (more ranks than groups)
     ops.linear(qr, w.wq_b, q, num.gemm_rounded());
-    if (!num.v41) head_rms_norm(ops, num, q, d);  // V4.1 has no per-head q norm (spec §6.1)
-    num.rope_act(ops, q, H, d, pos, freqs, false);
+    if (num.v41) {  // V4.1 has no per-head q norm (spec §6.1)
+      num.rope_act(ops, q, H, d, pos, freqs, false);
+    } else {
+      ops.q_heads_finish(q, H, d, num.eps, pos, freqs, num.official);
+    }
   }
 
   ops.linear(u, w.wkv, kv, num.gemm_rounded());

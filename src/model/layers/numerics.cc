@@ -17,14 +17,6 @@ Numerics Numerics::from_config(const io::ModelConfig& c) {
   return n;
 }
 
-void head_rms_norm(backend::Ops& ops, const Numerics& num, backend::Mat q, int64_t d) {
-  if (num.official) {
-    ops.rms_norm_bf16(q, d, num.eps);
-  } else {
-    ops.rms_norm(q, nullptr, num.eps, d, q);
-  }
-}
-
 namespace {
 std::vector<float> freqs_for(const io::RopeSpec& r, int rope_dim) {
   if (!r.yarn) return backend::make_rope_freqs(static_cast<float>(r.theta), rope_dim, nullptr);

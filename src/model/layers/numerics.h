@@ -124,11 +124,6 @@ struct Numerics {
   }
 };
 
-// Per-head RMS normalisation of q (spec §2.3 step 3) over `heads` groups of `d` channels, in
-// place. Official: the reference's BF16 arithmetic (ms = bf16(mean(bf16(q²))),
-// r = bf16(rsqrt(bf16(ms + eps))), q = bf16(q·r): ops.rms_norm_bf16); HF: FP32 via ops.rms_norm.
-void head_rms_norm(backend::Ops& ops, const Numerics& num, backend::Mat q, int64_t d);
-
 // RoPE frequency tables of the two variants (spec §2.6), in the backend's memory: a device
 // backend reads them in place (no staging per rope call, so recorded units may use them).
 struct RopeTables {

@@ -434,6 +434,36 @@ OP_CASE(kv_rows_finish, kOnAll, Feature::kDenseBf16, Feature::kDenseF32, Feature
   }
 }
 
+// q_heads_finish: the queries' per-head norm and RoPE in one op; on every backend the bits of
+// the two ops it stands for (official: rms_norm_bf16 + rope_rounded; else rms_norm + rope).
+OP_CASE(q_heads_finish, kOnAll) {
+  const std::vector<float> freqs = make_rope_freqs(10000.0f, 64, nullptr);
+  for (const auto& [H, hd] : {std::pair<int64_t, int64_t>{4, 512}, {3, 96}}) {
+    for (const int64_t M : {1, 7, 130}) {
+      std::vector<int32_t> pos(static_cast<size_t>(M));
+      for (int64_t i = 0; i < M; ++i)
+        pos[static_cast<size_t>(i)] = static_cast<int32_t>(i * 7919 % 70000);
+      const Buf x = random_buf(ctx.rng, M, H * hd, -3.0f, 3.0f);
+      for (const bool official : {false, true}) {
+        DBuf want = dev_copy(ctx, x, 1);
+        if (official) {
+          ctx.ops->rms_norm_bf16(want.mat(), hd, 1e-6f);
+          ctx.ops->rope_rounded(want.mat(), H, hd, pos.data(), freqs, false);
+        } else {
+          ctx.ops->rms_norm(want.cmat(), nullptr, 1e-6f, hd, want.mat());
+          ctx.ops->rope(want.mat(), H, hd, pos.data(), freqs, false);
+        }
+        DBuf got = dev_copy(ctx, x, 1);
+        ctx.ops->q_heads_finish(got.mat(), H, hd, 1e-6f, pos.data(), freqs, official);
+        close(ctx,
+              "q_heads_finish " + std::to_string(H) + "x" + std::to_string(hd) +
+                  " M=" + std::to_string(M) + (official ? " official" : ""),
+              got.download(), want.download(), 0.0);
+      }
+    }
+  }
+}
+
 OP_CASE(quant_and_hadamard, kOnAll, Feature::kFakeQuantFp8, Feature::kFakeQuantFp4,
         Feature::kActQuantFp8, Feature::kHadamard128) {
   const Buf x = random_buf(ctx.rng, 13, 384, -5.0f, 5.0f);

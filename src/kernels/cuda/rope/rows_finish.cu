@@ -1,4 +1,6 @@
-// A K=V row's finishing chain in one launch (Ops::kv_rows_finish): RMS norm, RoPE on the last
+// Finishing chains of the attention rows in one launch each, with the separate kernels' bits.
+//
+// kv_rows_finish: a K=V row's chain (Ops::kv_rows_finish): RMS norm, RoPE on the last
 // 2·n_freqs channels, then the FP8 round trip per quant block, where rowwise.cu, rope.cu and
 // quant.cu took three. One block per row. Each stage is its own kernel's arithmetic, so the bits
 // are the same: the norm with rms_norm_kernel's threads per row and reduction tree (each thread
@@ -56,7 +58,49 @@ __global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const 
   }
 }
 
+// q_heads_finish (official): one warp per (row, head), rms_norm_bf16_kernel's warp for that
+// group (lanes sum bf16(x²) over channels lane, lane + 32, ...; warp_sum; the BF16 steps), then
+// rope_rounded_kernel's pairs of the head by the same warp after __syncwarp.
+__global__ void q_heads_finish_kernel(MatDesc q, int n_heads, int head_dim, float eps,
+                                      const int32_t* positions, const float* freqs, int n_freqs) {
+  grid_dependency_sync();
+  const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (t >= q.rows * n_heads) return;  // whole warps exit together
+  const int64_t row = t / n_heads;
+  float* p = q.data + row * q.ld + (t % n_heads) * head_dim;
+  float ss = 0.0f;
+  for (int c = lane; c < head_dim; c += 32) ss += bf16_round_d(p[c] * p[c]);
+  ss = warp_sum(ss);
+  const float ms = bf16_round_d(ss / static_cast<float>(head_dim));
+  const float r = bf16_round_d(1.0f / sqrtf(bf16_round_d(ms + eps)));
+  for (int c = lane; c < head_dim; c += 32) p[c] = bf16_round_d(p[c] * r);
+  __syncwarp();
+  const float pos = static_cast<float>(positions[row]);
+  const int pairs = head_dim / 2;
+  for (int i = lane; i < pairs; i += 32) {
+    const int j = i - (pairs - n_freqs);
+    float a = p[2 * i], b = p[2 * i + 1];
+    if (j >= 0) {
+      const float angle = pos * freqs[j];
+      rope_rotate_d(a, b, cosf(angle), sinf(angle));
+    }
+    p[2 * i] = bf16_round_d(a);
+    p[2 * i + 1] = bf16_round_d(b);
+  }
+}
+
 }  // namespace
+
+void launch_q_heads_finish(MatDesc q, int64_t n_heads, int64_t head_dim, float eps,
+                           const int32_t* positions, const float* freqs, int64_t n_freqs,
+                           cudaStream_t stream) {
+  const int64_t threads = q.rows * n_heads * 32;
+  if (threads == 0) return;
+  launch_kernel(q_heads_finish_kernel, grid_for(threads, 256), 256, 0, stream, q,
+                static_cast<int>(n_heads), static_cast<int>(head_dim), eps, positions, freqs,
+                static_cast<int>(n_freqs));
+}
 
 bool kv_rows_finish_supported(MatDesc x, int64_t n_freqs, int64_t quant_cols) {
   return x.rows > 0 && x.rows <= 0x7fffffff && x.cols % 2 == 0 && 2 * n_freqs <= x.cols &&
@@ -69,9 +113,8 @@ void launch_kv_rows_finish(MatDesc x, const WeightDesc& w, float eps, const int3
   // launch_rms_norm's threads for a group of x.cols channels: the same reduction tree.
   const int64_t g = x.cols;
   const int threads = g >= 1024 ? 512 : (g >= 256 ? 256 : 128);
-  launch_kernel(kv_rows_finish_kernel, static_cast<unsigned>(x.rows), threads, 0, stream, x, w,
-                eps, positions, freqs, static_cast<int>(n_freqs), rounded, quant_cols,
-                quant_block);
+  launch_kernel(kv_rows_finish_kernel, static_cast<unsigned>(x.rows), threads, 0, stream, x, w, eps,
+                positions, freqs, static_cast<int>(n_freqs), rounded, quant_cols, quant_block);
 }
 
 }  // namespace deepinfer::kernels::cuda
