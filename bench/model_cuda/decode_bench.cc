@@ -21,6 +21,8 @@
 // --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish) run as the
 // ops they stand for (CudaOps::set_fused_small_ops(false)): the same bits, the A/B of the
 // launches fused away.
+// --fused-norm-chains: hc_pre_norm and q_heads_finish take their one-launch kernels too
+// (CudaOps::set_fused_norm_chains(true); off by default until their first GPU run).
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence
@@ -180,6 +182,7 @@ int main(int argc, char** argv) {
   bool profile = false, batch_invariant = false, mtp = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
+  bool fused_norm_chains = false;  // --fused-norm-chains: CudaOps::set_fused_norm_chains
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
@@ -221,6 +224,8 @@ int main(int argc, char** argv) {
       fused_act_quant = true;
     else if (a == "--unfused-small-ops")
       fused_small_ops = false;
+    else if (a == "--fused-norm-chains")
+      fused_norm_chains = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -302,6 +307,7 @@ int main(int argc, char** argv) {
   if (!gpu.ok()) return 1;
   (*gpu)->set_fused_act_quant(fused_act_quant);
   (*gpu)->set_fused_small_ops(fused_small_ops);
+  (*gpu)->set_fused_norm_chains(fused_norm_chains);
   size_t free0 = 0, total = 0;
   DI_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
   const auto t_load = Clock::now();
