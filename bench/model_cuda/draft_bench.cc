@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;
     else if (a == "--fused-act-quant") fused_act_quant = true;
     else if (a == "--unfused-small-ops") fused_small_ops = false;
-    else if (a == "--fused-norm-chains") fused_norm_chains = true;
+    else if (a == "--fused-norm-chains")
+      fused_norm_chains = true;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -339,8 +339,7 @@ void CudaOps::q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps
   const auto nf = static_cast<int64_t>(freqs.size());
   if (q.rows == 0 || n_heads == 0) return;
   if (!fused_small_ops_ || !fused_norm_chains_ || !official || q.cols != n_heads * head_dim ||
-      head_dim % 2 != 0 ||
-      2 * nf > head_dim) {
+      head_dim % 2 != 0 || 2 * nf > head_dim) {
     Ops::q_heads_finish(q, n_heads, head_dim, eps, positions, freqs, official);
     return;
   }
@@ -398,8 +397,7 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
 void CudaOps::hc_pre_norm(CMat streams, const HcParams& p, CMat collapse_pre, const WeightRef& w,
                           float eps, bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) {
   if (!fused_small_ops_ || !fused_norm_chains_ || w.quantized() || w.n * w.k != y.cols ||
-      u.rows != y.rows ||
-      u.cols != y.cols) {
+      u.rows != y.rows || u.cols != y.cols) {
     Ops::hc_pre_norm(streams, p, collapse_pre, w, eps, rounded, y, pre, post, comb, u);
     return;
   }
