@@ -170,6 +170,7 @@ void EngineCore::capture_graphs() {
     if (every_depth) {
       const int64_t k = spec_tokens_;
       const std::vector<int64_t> rows = model::RecordedSteps::buckets(most_seqs * k, record_rows);
+      std::vector<int64_t> drafted;  // the sequence counts drafted so far
       for (auto b = rows.rbegin(); b != rows.rend(); ++b) {
         for (int64_t depth = k; depth >= 1; --depth) {
           const int64_t seqs = *b / depth;
@@ -179,8 +180,16 @@ void EngineCore::capture_graphs() {
           }
           DI_TRY(until_recorded(
               *ops_, [&] { return scratch_draft_step(seqs, 1, static_cast<int>(depth)); }));
+          drafted.push_back(model::RecordedSteps::bucket(seqs, record_rows));
           break;
         }
+      }
+      // The drafter's eager heads (DSpark's Markov and confidence heads) run over the drafted
+      // sequences padded to their bucket: every sequence bucket once, so serving meets no first
+      // GEMM call at a new row count (stop 41; GraphCapture tests).
+      for (const int64_t seqs : seq_sizes) {
+        if (std::find(drafted.begin(), drafted.end(), seqs) != drafted.end()) continue;
+        DI_TRY(until_recorded(*ops_, [&] { return scratch_draft_step(seqs, 1, 1); }));
       }
     }
     return {};

@@ -12,7 +12,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/profiling_ops.h"
@@ -44,7 +46,25 @@ class CountingRecorder : private OwnedInner, public backend::ProfilingOps {
     } else {
       ++counts_.replayed;
     }
+    ++in_unit_;
     body();
+    --in_unit_;
+  }
+  // An eager linear (outside every unit) of at most max_rows rows: on a GPU, cuBLAS's first call
+  // at a shape is a setup of milliseconds (stop 41), so serving should meet only shapes that
+  // start-up met. Shapes are (rows, N, K).
+  void linear(backend::CMat x, const backend::WeightRef& w, backend::Mat y,
+              const backend::LinearOpts& o) override {
+    if (in_unit_ == 0 && x.rows <= max_rows_) {
+      const std::tuple<int64_t, int64_t, int64_t> shape{x.rows, w.n, w.k};
+      if (serving_ && !eager_shapes_.contains(shape)) new_eager_shapes_.insert(shape);
+      eager_shapes_.insert(shape);
+    }
+    ProfilingOps::linear(x, w, y, o);
+  }
+  void start_serving() { serving_ = true; }
+  const std::set<std::tuple<int64_t, int64_t, int64_t>>& new_eager_shapes() const {
+    return new_eager_shapes_;
   }
   void drop_recordings() override {
     if (!runs_.empty()) ++counts_.drops;
@@ -57,11 +77,16 @@ class CountingRecorder : private OwnedInner, public backend::ProfilingOps {
   int64_t max_rows_;
   std::map<uint64_t, int64_t> runs_;
   RecordingCounts counts_;
+  int in_unit_ = 0;
+  bool serving_ = false;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> eager_shapes_, new_eager_shapes_;
 };
 
 struct Served {
   std::map<RequestHandle, std::vector<int32_t>> tokens;
   backend::Ops::RecordingCounts at_start, at_end;
+  // Eager linears' shapes (rows, N, K) first met while serving (CountingRecorder::linear).
+  std::set<std::tuple<int64_t, int64_t, int64_t>> new_eager_shapes;
 };
 
 // How the engine drafts: the trained small V4's MTP at a fixed k (verifies and catches up
@@ -98,8 +123,11 @@ Served serve(bool record, bool capture_at_start, const Drafting& how = {}) {
   EXPECT_TRUE(core.ok()) << core.status().message();
   Served out;
   if (!core.ok()) return out;
-  if (rec != nullptr) rec->set_max_rows(kRecordRows);
-  if (rec != nullptr) out.at_start = rec->recording_counts();
+  if (rec != nullptr) {
+    rec->set_max_rows(kRecordRows);
+    rec->start_serving();
+    out.at_start = rec->recording_counts();
+  }
   for (int i = 0; i < 12; ++i) {
     std::vector<int32_t> prompt;
     for (int j = 0; j < 5 + 7 * i; ++j) prompt.push_back((j * 131 + i * 17) % 4000 + 50);
@@ -115,8 +143,19 @@ Served serve(bool record, bool capture_at_start, const Drafting& how = {}) {
       if (r.finished) out.tokens[r.id] = r.outputs.at(0).token_ids;
     }
   }
-  if (rec != nullptr) out.at_end = rec->recording_counts();
+  if (rec != nullptr) {
+    out.at_end = rec->recording_counts();
+    out.new_eager_shapes = rec->new_eager_shapes();
+  }
   return out;
+}
+
+std::string shapes_text(const std::set<std::tuple<int64_t, int64_t, int64_t>>& shapes) {
+  std::string t;
+  for (const auto& [m, n, k] : shapes) {
+    t += std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " ";
+  }
+  return t;
 }
 
 TEST(GraphCapture, ServingAfterStartUpNeitherDropsNorSetsUpMuch) {
@@ -143,6 +182,7 @@ TEST(GraphCapture, ServingAfterStartUpNeitherDropsNorSetsUpMuch) {
       static_cast<long long>(early.at_end.drops - early.at_start.drops),
       static_cast<long long>(early.at_start.captured));
   EXPECT_LT(early_setups * 4, lazy_setups) << "early " << early_setups << ", lazy " << lazy_setups;
+  EXPECT_EQ(shapes_text(early.new_eager_shapes), "") << "eager linears first met while serving";
 }
 
 // DSpark with varlen drafts blocks of every depth from 1 to k: start-up records every row
@@ -166,6 +206,7 @@ TEST(GraphCapture, DSparkBlocksOfEveryDepthAreRecordedAtStartUp) {
       static_cast<long long>(early.at_start.replayed));
   EXPECT_EQ(setups, 0);
   EXPECT_EQ(early.at_end.drops, early.at_start.drops) << "a drop while serving";
+  EXPECT_EQ(shapes_text(early.new_eager_shapes), "") << "eager linears first met while serving";
 }
 
 }  // namespace
