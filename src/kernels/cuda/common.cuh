@@ -220,6 +220,18 @@ __device__ __forceinline__ float warp_block_amax(const float* p, int64_t len, in
   for (int64_t i = lane; i < len; i += 32) amax = fmaxf(amax, fabsf(p[i]));
   return warp_max(amax);
 }
+// The official per-head norm of one group of `group` values by one warp, in place, in BF16
+// arithmetic: ms = bf16(mean(bf16(x²))) (lanes sum channels lane, lane + 32, ..., then
+// warp_sum), r = bf16(1/sqrt(bf16(ms + eps))), x = bf16(x·r). rms_norm_bf16_kernel and
+// q_heads_finish_kernel share it, so they have the same bits.
+__device__ __forceinline__ void rms_norm_bf16_warp(float* p, int64_t group, float eps, int lane) {
+  float ss = 0.0f;
+  for (int64_t c = lane; c < group; c += 32) ss += bf16_round_d(p[c] * p[c]);
+  ss = warp_sum(ss);
+  const float ms = bf16_round_d(ss / static_cast<float>(group));
+  const float r = bf16_round_d(1.0f / sqrtf(bf16_round_d(ms + eps)));
+  for (int64_t c = lane; c < group; c += 32) p[c] = bf16_round_d(p[c] * r);
+}
 // Sum over the block (blockDim.x a multiple of 32, <= 1024); every thread gets the result.
 // `red` is 32 floats of shared memory; the fixed tree order keeps results deterministic.
 __device__ __forceinline__ float block_sum(float v, float* red) {

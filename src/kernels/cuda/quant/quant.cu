@@ -92,13 +92,8 @@ __global__ void rms_norm_bf16_kernel(MatDesc x, int64_t group, int64_t groups_pe
   const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (t >= x.rows * groups_per_row) return;  // whole warps exit together
-  float* p = x.data + (t / groups_per_row) * x.ld + (t % groups_per_row) * group;
-  float ss = 0.0f;
-  for (int64_t c = lane; c < group; c += 32) ss += bf16_round_d(p[c] * p[c]);
-  ss = warp_sum(ss);
-  const float ms = bf16_round_d(ss / static_cast<float>(group));
-  const float r = bf16_round_d(1.0f / sqrtf(bf16_round_d(ms + eps)));
-  for (int64_t c = lane; c < group; c += 32) p[c] = bf16_round_d(p[c] * r);
+  rms_norm_bf16_warp(x.data + (t / groups_per_row) * x.ld + (t % groups_per_row) * group, group,
+                     eps, lane);
 }
 
 template <Fq kMode>

@@ -59,8 +59,8 @@ __global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const 
 }
 
 // q_heads_finish (official): one warp per (row, head), rms_norm_bf16_kernel's warp for that
-// group (lanes sum bf16(x²) over channels lane, lane + 32, ...; warp_sum; the BF16 steps), then
-// rope_rounded_kernel's pairs of the head by the same warp after __syncwarp.
+// group (rms_norm_bf16_warp), then rope_rounded_kernel's pairs of the head by the same warp
+// after __syncwarp.
 __global__ void q_heads_finish_kernel(MatDesc q, int n_heads, int head_dim, float eps,
                                       const int32_t* positions, const float* freqs, int n_freqs) {
   grid_dependency_sync();
@@ -69,12 +69,7 @@ __global__ void q_heads_finish_kernel(MatDesc q, int n_heads, int head_dim, floa
   if (t >= q.rows * n_heads) return;  // whole warps exit together
   const int64_t row = t / n_heads;
   float* p = q.data + row * q.ld + (t % n_heads) * head_dim;
-  float ss = 0.0f;
-  for (int c = lane; c < head_dim; c += 32) ss += bf16_round_d(p[c] * p[c]);
-  ss = warp_sum(ss);
-  const float ms = bf16_round_d(ss / static_cast<float>(head_dim));
-  const float r = bf16_round_d(1.0f / sqrtf(bf16_round_d(ms + eps)));
-  for (int c = lane; c < head_dim; c += 32) p[c] = bf16_round_d(p[c] * r);
+  rms_norm_bf16_warp(p, head_dim, eps, lane);
   __syncwarp();
   const float pos = static_cast<float>(positions[row]);
   const int pairs = head_dim / 2;
