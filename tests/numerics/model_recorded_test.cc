@@ -84,6 +84,22 @@ class RecordingOps : public backend::ProfilingOps {
     note("rope", x.data, positions, x.rows);
     ProfilingOps::rope(x, h, d, positions, freqs, inverse);
   }
+  // The fused chains read positions too (kv_rows_finish, q_heads_finish): inside a unit they
+  // must be backend memory, as rope's.
+  void kv_rows_finish(backend::Mat x, const backend::WeightRef& w, float eps,
+                      const int32_t* positions, std::span<const float> freqs, bool rounded,
+                      int64_t quant_cols, int64_t quant_block) override {
+    note_ints(positions);
+    note("kv_rows_finish", x.data, positions, x.rows);
+    ProfilingOps::kv_rows_finish(x, w, eps, positions, freqs, rounded, quant_cols, quant_block);
+  }
+  void q_heads_finish(backend::Mat q, int64_t n_heads, int64_t head_dim, float eps,
+                      const int32_t* positions, std::span<const float> freqs,
+                      bool official) override {
+    note_ints(positions);
+    note("q_heads_finish", q.data, positions, q.rows);
+    ProfilingOps::q_heads_finish(q, n_heads, head_dim, eps, positions, freqs, official);
+  }
   void moe_route_hash(backend::CMat x, const int32_t* token_ids, const TensorView& tid2eid,
                       const backend::WeightRef& gate, float s, int32_t* ids,
                       backend::Mat weights) override {
