@@ -104,7 +104,7 @@ DI_HD float fp4_e2m1_to_f(uint32_t code) {
 
 // One RoPE pair rotation, (a + ib)·(c + is), each product and the sum rounded on its own
 // (__fmul_rn / __fadd_rn are never contracted into an FMA): every kernel that rotates (rope.cu,
-// kv_rows_finish.cu) then gives the same bits, whatever the compiler fuses around it, and they
+// rows_finish.cu) then gives the same bits, whatever the compiler fuses around it, and they
 // are the CPU reference's arithmetic.
 __device__ __forceinline__ void rope_rotate_d(float& a, float& b, float c, float s) {
   const float ra = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
@@ -251,6 +251,37 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   __syncthreads();
   float t = lane < nw ? red[lane] : -__int_as_float(0x7f800000);
   return warp_max(t);
+}
+
+// RMS norm of one row (or group) of g values by a whole block, the steps of rms_norm_kernel;
+// every kernel that norms a row (rowwise.cu, and the fused chains of rows_finish.cu and hc.cu)
+// takes them, with rms_norm_threads(g) threads, so they share one reduction tree and its bits.
+inline int rms_norm_threads(int64_t g) { return g >= 1024 ? 512 : (g >= 256 ? 256 : 128); }
+// This thread's part of Σ x_c²: channels tid, tid + blockDim, ... in ascending order (FMAs).
+__device__ __forceinline__ float rms_sumsq_thread(const float* x, int64_t g) {
+  float ss = 0.0f;
+  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) ss = fmaf(x[c], x[c], ss);
+  return ss;
+}
+// y_c = x_c · r (· w_c with has_w), r = 1/sqrt(sumsq/g + eps), sumsq the block_sum of the
+// threads' parts; rounded to BF16 when round_out. y may alias x (each thread its own channels).
+__device__ __forceinline__ void rms_norm_apply(const float* x, float* y, int64_t g, float sumsq,
+                                               float eps, const WeightDesc& w, bool has_w,
+                                               bool round_out) {
+  const float r = 1.0f / sqrtf(sumsq / static_cast<float>(g) + eps);
+  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
+    const float v = x[c] * r;
+    const float out = has_w ? v * weight_at_d(w, 0, c) : v;
+    y[c] = round_out ? bf16_round_d(out) : out;
+  }
+}
+
+// The FP8 round trip of one block of len values by one warp (fake_quant_kernel's kFp8 form):
+// amax a warp max, a power-of-two scale, each lane its elements; q may alias p.
+__device__ __forceinline__ void act_quant_fp8_warp(const float* p, float* q, int64_t len,
+                                                   int lane) {
+  const float s = pow2_scale_d(warp_block_amax(p, len, lane), kFp8MaxD);
+  for (int64_t i = lane; i < len; i += 32) q[i] = act_quant_fp8_d(p[i], s);
 }
 
 inline unsigned grid_for(int64_t work, int block) {

@@ -171,14 +171,12 @@ __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float
 }
 
 // The pre-mix of token blockIdx.x with any block size (hc_pre_kernel's body): mu and pre are
-// shared arrays of kMaxLogits and kMaxHcStreams floats. Channel c of y is thread c mod blockDim's;
-// it returns the sum of y_c² over this thread's channels in ascending c (FMAs), the per-thread
-// part of rms_norm_kernel's reduction of y.
-__device__ __forceinline__ float hc_pre_row(const MatDesc& streams, const HcDesc& p,
-                                            const float* dots, const MatDesc& collapse,
-                                            const MatDesc& y, const MatDesc& pre_out,
-                                            const MatDesc& post, const MatDesc& comb, bool round_y,
-                                            float* mu, float* pre) {
+// shared arrays of kMaxLogits and kMaxHcStreams floats. Channel c of y is thread c mod blockDim's.
+__device__ __forceinline__ void hc_pre_row(const MatDesc& streams, const HcDesc& p,
+                                           const float* dots, const MatDesc& collapse,
+                                           const MatDesc& y, const MatDesc& pre_out,
+                                           const MatDesc& post, const MatDesc& comb, bool round_y,
+                                           float* mu, float* pre) {
   const int n = p.n;
   const int64_t D = streams.cols / n, m = blockIdx.x;
   const float* x = streams.data + m * streams.ld;
@@ -196,15 +194,11 @@ __device__ __forceinline__ float hc_pre_row(const MatDesc& streams, const HcDesc
   }
   // V4.1 single pass: the streams collapse with the previous site's pre.
   const float* c_row = collapse.data != nullptr ? collapse.data + m * collapse.ld : pre;
-  float ss = 0.0f;
   for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
     float acc = 0.0f;
     for (int i = 0; i < n; ++i) acc = fmaf(c_row[i], x[i * D + c], acc);
-    const float v = round_y ? bf16_round_d(acc) : acc;
-    y.data[m * y.ld + c] = v;
-    ss = fmaf(v, v, ss);
+    y.data[m * y.ld + c] = round_y ? bf16_round_d(acc) : acc;
   }
-  return ss;
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -213,13 +207,12 @@ __global__ void __launch_bounds__(kThreads)
   grid_dependency_sync();
   __shared__ float mu[kMaxLogits];
   __shared__ float pre[kMaxHcStreams];
-  (void)hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, round_y, mu, pre);
+  hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, round_y, mu, pre);
 }
 
-// hc_pre, then rms_norm of y into u (Ops::hc_pre_norm) in one launch: with rms_norm_kernel's
-// threads per row (T) each thread's channels of y are the ones it sums there, so after the same
-// block_sum u has rms_norm_kernel's bits; y is written as by hc_pre_kernel (each thread reads
-// back only its own stores).
+// hc_pre, then rms_norm of y into u (Ops::hc_pre_norm) in one launch, with rms_norm_kernel's
+// threads (T = rms_norm_threads(D)) and helpers (common.cuh), so u has its bits; y is written as
+// by hc_pre_kernel, and each thread's norm channels are the y channels it wrote itself.
 template <int T>
 __global__ void __launch_bounds__(T)
     hc_pre_norm_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
@@ -229,16 +222,11 @@ __global__ void __launch_bounds__(T)
   __shared__ float mu[kMaxLogits];
   __shared__ float pre[kMaxHcStreams];
   __shared__ float red[32];
-  float ss = hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, rounded, mu, pre);
-  ss = block_sum(ss, red);
+  hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, rounded, mu, pre);
   const int64_t D = y.cols, m = blockIdx.x;
-  const float r = 1.0f / sqrtf(ss / static_cast<float>(D) + eps);
   const float* yr = y.data + m * y.ld;
-  float* ur = u.data + m * u.ld;
-  for (int64_t c = threadIdx.x; c < D; c += blockDim.x) {
-    const float out = yr[c] * r * weight_at_d(w, 0, c);
-    ur[c] = rounded ? bf16_round_d(out) : out;
-  }
+  rms_norm_apply(yr, u.data + m * u.ld, D, block_sum(rms_sumsq_thread(yr, D), red), eps, w, true,
+                 rounded);
 }
 
 __global__ void hc_collapse_kernel(MatDesc streams, MatDesc pre, int n, MatDesc y) {
@@ -323,13 +311,12 @@ void launch_hc_pre_norm(MatDesc streams, const HcDesc& p, MatDesc collapse, MatD
                         cudaStream_t stream) {
   if (streams.rows == 0) return;
   launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
-  // launch_rms_norm's threads for a group of D channels: the same reduction tree.
-  const int64_t D = y.cols;
+  const int threads = rms_norm_threads(y.cols);  // the norm's reduction tree
   const auto grid = static_cast<unsigned>(streams.rows);
-  if (D >= 1024) {
+  if (threads == 512) {
     launch_kernel(hc_pre_norm_kernel<512>, grid, 512, 0, stream, streams, p, scratch, collapse, y,
                   pre_out, post, comb, rounded, w, eps, u);
-  } else if (D >= 256) {
+  } else if (threads == 256) {
     launch_kernel(hc_pre_norm_kernel<256>, grid, 256, 0, stream, streams, p, scratch, collapse, y,
                   pre_out, post, comb, rounded, w, eps, u);
   } else {

@@ -30,16 +30,8 @@ __global__ void rms_norm_kernel(MatDesc x, WeightDesc w, bool has_w, float eps, 
   const int64_t groups = x.cols / g;
   const int64_t row = blockIdx.x / groups, c0 = (blockIdx.x % groups) * g;
   const float* xr = x.data + row * x.ld + c0;
-  float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
-  ss = block_sum(ss, red);
-  const float r = 1.0f / sqrtf(ss / static_cast<float>(g) + eps);
-  float* yr = y.data + row * y.ld + c0;
-  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
-    const float v = xr[c] * r;
-    const float out = has_w ? v * weight_at_d(w, 0, c) : v;
-    yr[c] = round_out ? bf16_round_d(out) : out;
-  }
+  const float ss = block_sum(rms_sumsq_thread(xr, g), red);
+  rms_norm_apply(xr, y.data + row * y.ld + c0, g, ss, eps, w, has_w, round_out);
 }
 
 __global__ void round_bf16_kernel(MatDesc x) {
@@ -152,8 +144,7 @@ void launch_rms_norm(MatDesc x, const WeightDesc* w, float eps, int64_t group, M
   const int64_t g = group > 0 ? group : x.cols;
   if (x.rows == 0 || g == 0) return;
   const int64_t blocks = x.rows * (x.cols / g);
-  const int threads = g >= 1024 ? 512 : (g >= 256 ? 256 : 128);
-  launch_kernel(rms_norm_kernel, static_cast<unsigned>(blocks), threads, 0, stream, x,
+  launch_kernel(rms_norm_kernel, static_cast<unsigned>(blocks), rms_norm_threads(g), 0, stream, x,
                 w ? *w : WeightDesc{}, w != nullptr, eps, g, y, round_out);
 }
 

@@ -27,21 +27,15 @@ __global__ void fake_quant_kernel(MatDesc x, MatDesc out, int64_t n, int64_t blo
   const int64_t len = (n - b0) < block ? (n - b0) : block;
   const float* p = x.data + row * x.ld + b0;
   float* q = out.data + row * out.ld + b0;
-  const float amax = warp_block_amax(p, len, lane);
-  float s;
-  if constexpr (kMode == Fq::kFp4) {
-    s = pow2_scale_d(amax, kFp4MaxD, kFp4AmaxFloorD);
-  } else if constexpr (kMode == Fq::kNvfp4) {
-    s = fp8_e4m3_round_d((amax < kNvfp4AmaxFloorD ? kNvfp4AmaxFloorD : amax) / kFp4MaxD);
+  if constexpr (kMode == Fq::kFp8) {
+    act_quant_fp8_warp(p, q, len, lane);
   } else {
-    s = pow2_scale_d(amax, kFp8MaxD);
-  }
-  for (int64_t i = lane; i < len; i += 32) {
-    if constexpr (kMode != Fq::kFp8) {
-      q[i] = fp4_e2m1_round_d(p[i] / s) * s;
-    } else {
-      q[i] = act_quant_fp8_d(p[i], s);
-    }
+    const float amax = warp_block_amax(p, len, lane);
+    const float s =
+        kMode == Fq::kFp4
+            ? pow2_scale_d(amax, kFp4MaxD, kFp4AmaxFloorD)
+            : fp8_e4m3_round_d((amax < kNvfp4AmaxFloorD ? kNvfp4AmaxFloorD : amax) / kFp4MaxD);
+    for (int64_t i = lane; i < len; i += 32) q[i] = fp4_e2m1_round_d(p[i] / s) * s;
   }
 }
 

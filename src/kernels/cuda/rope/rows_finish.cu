@@ -2,11 +2,10 @@
 //
 // kv_rows_finish: a K=V row's chain (Ops::kv_rows_finish): RMS norm, RoPE on the last
 // 2·n_freqs channels, then the FP8 round trip per quant block, where rowwise.cu, rope.cu and
-// quant.cu took three. One block per row. Each stage is its own kernel's arithmetic, so the bits
-// are the same: the norm with rms_norm_kernel's threads per row and reduction tree (each thread
-// sums channels tid, tid + T, ... then block_sum), the rotation with rope_rotate_d (as rope.cu),
-// the round trip with fake_quant_kernel's (one warp per block: warp_block_amax, a power-of-two
-// scale, act_quant_fp8_d). A stage reads what the block wrote before it only after a barrier.
+// quant.cu took three. One block per row. Each stage calls the device helpers its own kernel
+// calls (common.cuh: rms_sumsq_thread / rms_norm_apply with rms_norm_threads, rope_rotate_d,
+// act_quant_fp8_warp), so the bits are the same by construction. A stage reads what the block
+// wrote before it only after a barrier.
 #include "kernels/cuda/common.cuh"
 
 namespace deepinfer::kernels::cuda {
@@ -20,14 +19,7 @@ __global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const 
   const int64_t g = x.cols;
   float* xr = x.data + static_cast<int64_t>(blockIdx.x) * x.ld;
   // rms_norm_kernel (one group: the whole row), in place.
-  float ss = 0.0f;
-  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) ss = fmaf(xr[c], xr[c], ss);
-  ss = block_sum(ss, red);
-  const float r = 1.0f / sqrtf(ss / static_cast<float>(g) + eps);
-  for (int64_t c = threadIdx.x; c < g; c += blockDim.x) {
-    const float out = xr[c] * r * weight_at_d(w, 0, c);
-    xr[c] = rounded ? bf16_round_d(out) : out;
-  }
+  rms_norm_apply(xr, xr, g, block_sum(rms_sumsq_thread(xr, g), red), eps, w, true, rounded);
   __syncthreads();
   // rope_rounded_kernel (every pair, rotated where it is a RoPE pair, rounded) or rope_kernel
   // (the RoPE pairs only).
@@ -52,9 +44,7 @@ __global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const 
   for (int64_t b = warp; b < blocks; b += warps) {
     const int64_t b0 = b * quant_block;
     const int64_t len = quant_cols - b0 < quant_block ? quant_cols - b0 : quant_block;
-    float* p = xr + b0;
-    const float s = pow2_scale_d(warp_block_amax(p, len, lane), kFp8MaxD);
-    for (int64_t i = lane; i < len; i += 32) p[i] = act_quant_fp8_d(p[i], s);
+    act_quant_fp8_warp(xr + b0, xr + b0, len, lane);
   }
 }
 
@@ -105,11 +95,9 @@ bool kv_rows_finish_supported(MatDesc x, int64_t n_freqs, int64_t quant_cols) {
 void launch_kv_rows_finish(MatDesc x, const WeightDesc& w, float eps, const int32_t* positions,
                            const float* freqs, int64_t n_freqs, bool rounded, int64_t quant_cols,
                            int64_t quant_block, cudaStream_t stream) {
-  // launch_rms_norm's threads for a group of x.cols channels: the same reduction tree.
-  const int64_t g = x.cols;
-  const int threads = g >= 1024 ? 512 : (g >= 256 ? 256 : 128);
-  launch_kernel(kv_rows_finish_kernel, static_cast<unsigned>(x.rows), threads, 0, stream, x, w, eps,
-                positions, freqs, static_cast<int>(n_freqs), rounded, quant_cols, quant_block);
+  launch_kernel(kv_rows_finish_kernel, static_cast<unsigned>(x.rows), rms_norm_threads(x.cols), 0,
+                stream, x, w, eps, positions, freqs, static_cast<int>(n_freqs), rounded, quant_cols,
+                quant_block);
 }
 
 }  // namespace deepinfer::kernels::cuda
