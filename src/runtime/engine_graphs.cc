@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -112,18 +113,20 @@ void EngineCore::capture_graphs() {
   // DSpark with varlen: its blocks in every row bucket (below), which covers the sequence
   // buckets x k that the loop for other drafters records.
   const bool every_depth = drafts && spec_varlen_ && drafter_->reads_draft_context();
-  // One fresh sequence's prompt of `rows` tokens, every row's logits drawn greedily on the
-  // backend (nothing vocabulary-sized comes back): that bucket's recorded units, and the LM head
-  // at that row count. The head is eager, and its GEMM's first call at a row count is a setup
-  // (cuBLAS's: 2.5-5.9 ms on an H100, stop 41) that must not land in serving; the models run it
-  // over their logits rows padded to a bucket, so these are all the counts it meets.
-  auto main_step = [&](int64_t rows) -> Status {
+  // One fresh sequence's prompt of `rows` tokens: that bucket's recorded units, and with
+  // `all_logits` the LM head at that row count too, every row's logits drawn greedily on the
+  // backend (nothing vocabulary-sized comes back). The head is eager, and on a GPU the steps
+  // whose head met a row count for the first time were slow (2.5-5.9 ms against ~1.4 ms, stop
+  // 41: cuBLAS sets a shape up at its first call); the models run it over their logits rows
+  // padded to a bucket, so these are all the counts it meets, and once each is enough.
+  auto main_step = [&](int64_t rows, bool all_logits) -> Status {
     model::SequenceCache seq = model_->new_sequence();
     const std::vector<int32_t> ids = scratch_ids(rows, vocab);
     std::vector<int32_t> pos(static_cast<size_t>(rows));
     std::iota(pos.begin(), pos.end(), 0);
-    const model::SequenceSpan span{&seq, 0, rows, model::LogitsWanted::kAll};
-    const std::vector<sample::SampleSpec> greedy(static_cast<size_t>(rows));
+    const model::SequenceSpan span{
+        &seq, 0, rows, all_logits ? model::LogitsWanted::kAll : model::LogitsWanted::kLast};
+    const std::vector<sample::SampleSpec> greedy(static_cast<size_t>(all_logits ? rows : 1));
     model::StepOutputs out;
     return forward_model(model::StepInputs{ids, pos, {&span, 1}, false, greedy}, out);
   };
@@ -131,20 +134,21 @@ void EngineCore::capture_graphs() {
     // Every buffer at its largest first: the biggest main step, the drafter's biggest steps
     // (many rows of one sequence: MTP catching up a prompt or accepted drafts; one row of each
     // of the most sequences: its head and chained drafts, DSpark's blocks).
-    DI_TRY(main_step(sizes.back()));
+    DI_TRY(main_step(sizes.back(), false));
     if (drafts) {
       DI_TRY(scratch_draft_step(1, sizes.back()));
       DI_TRY(scratch_draft_step(seq_sizes.back(), 1));
     }
     for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
-      DI_TRY(until_recorded(*ops_, [&] { return main_step(*b); }));
+      bool head = true;  // the head's row count: the bucket's first run only
+      DI_TRY(until_recorded(*ops_, [&] { return main_step(*b, std::exchange(head, false)); }));
     }
     // Varlen puts a drafter that does not pay to sleep, and DSpark's context with it: the main
     // steps' other form (execute_unguarded; the context goes back on below, whatever happens).
     if (every_depth) {
       model_->set_draft_context(false);
       for (auto b = sizes.rbegin(); b != sizes.rend(); ++b) {
-        DI_TRY(until_recorded(*ops_, [&] { return main_step(*b); }));
+        DI_TRY(until_recorded(*ops_, [&] { return main_step(*b, false); }));
       }
       model_->set_draft_context(true);
     }

@@ -448,10 +448,11 @@ class V4Model final : public model::Model {
 
   // logits [R, V] of the step rows `rows` of X, in the backend's memory. On a recording backend
   // the head runs over the rows padded to their bucket (copies of the last row), of which the
-  // first R are returned: its GEMM is eager, and cuBLAS's first call at a row count it has not
-  // seen cost 2.5-5.9 ms on an H100 (stop 41: every varlen verify step of a new row count, 38 of
-  // 1,362 steps at 64 requests, against ~1.4 ms for the step); start-up recording runs the head
-  // at every bucket (EngineCore::capture_graphs), so serving meets none.
+  // first R are returned: its GEMM is eager, and on an H100 every step whose head met a row count
+  // for the first time took 2.5-5.9 ms against ~1.4 ms (stop 41: 38 of 1,362 varlen steps at 64
+  // requests; cuBLAS sets a shape up at its first call, the likely cost, not timed apart);
+  // start-up recording runs the head at every bucket (EngineCore::capture_graphs), so serving
+  // meets none.
   Mat head_rows(CMat X, std::span<const int32_t> rows) {
     const int64_t R = static_cast<int64_t>(rows.size()), nD = X.cols, V = cfg().vocab_size;
     const int64_t Rb = std::max(R, recorded_bucket(R));

@@ -26,7 +26,7 @@ void compress_full(const LayerEnv& env, const AttentionWeights& w, const Attenti
   const int32_t* pos = s.comp.positions.data();  // each row's first token: w · ratio
   const std::span<const float> freqs = env.rope.compress;
   // wk runs over the rows padded to their bucket (compressor_pool leaves room): an eager GEMM's
-  // first call at a row count is a setup on a GPU (cuBLAS's; V4Model::head_rows).
+  // first call at a row count is slow on a GPU (cuBLAS sets a shape up; V4Model::head_rows).
   const int64_t nb = RecordedSteps::padded_count(n, ops.record_max_rows());
   Mat keys_all(fit(cs.keys, nb * di), nb, di), kv(fit(cs.rows, n * d), n, d);
   const Mat keys = keys_all.rows_slice(0, n);

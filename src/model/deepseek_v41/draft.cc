@@ -69,9 +69,9 @@ void V41Model::draft_context(const StepInputs& in, CMat feats, DenseBuffers& d) 
   const auto M = static_cast<int64_t>(in.token_ids.size());
   const int64_t D = c.hidden_size, hd = c.head_dim;
   // Eager, over the step's rows padded to their bucket where feats has them (a recorded step's
-  // buffers do): a GEMM's first call at a row count is a setup on a GPU (cuBLAS's; stop 41,
-  // V4Model::head_rows), and varlen steps meet many counts. The padded rows take the last
-  // real row's position; only real rows reach the caches.
+  // buffers do): a GEMM's first call at a row count is slow on a GPU (V4Model::head_rows), and
+  // varlen steps meet many counts. The padded rows take the last real row's position; only real
+  // rows reach the caches.
   const int64_t Mr = std::min(feats.rows, RecordedSteps::padded_count(M, o.record_max_rows()));
   feats = feats.rows_slice(0, Mr);
   ctx_positions.assign(in.positions.begin(), in.positions.end());
@@ -225,10 +225,10 @@ Expected<std::vector<DraftBlock>> V41Model::draft_unguarded(std::span<const DSpa
     out.tokens.resize(static_cast<size_t>(K));
   }
   // The two heads' GEMMs run over the jobs padded to their bucket (Nb rows; the extra rows hold
-  // whatever their buffers do and are dropped): a GEMM's first call at a row count is a setup on
-  // a GPU (cuBLAS's, from 5 rows; V4Model::head_rows), and the jobs' count changes as requests
-  // come and go. A slot's padded confidences spill into the next slot's rows, written after it,
-  // and past the last slot into room of their own.
+  // whatever their buffers do and are dropped): a GEMM's first call at a row count is slow on a
+  // GPU (cuBLAS takes dense GEMMs from 5 rows; V4Model::head_rows), and the jobs' count changes as
+  // requests come and go. A slot's padded confidences spill into the next slot's rows, written
+  // after it, and past the last slot into room of their own.
   const int64_t Nb = RecordedSteps::padded_count(N, o.record_max_rows());
   Mat cat_all(fit(draft_cat, Nb * (D + r)), Nb, D + r);
   Mat cat = cat_all.rows_slice(0, N);
