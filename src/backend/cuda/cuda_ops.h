@@ -94,9 +94,8 @@ class CudaOps : public Ops {
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Off: ops a kernel of this library does in one pass where their defaults take several
   // (kv_rows_finish: norm, RoPE and FP8 round trip; with set_fused_norm_chains, q_heads_finish:
-  // per-head norm and RoPE, hc_pre_norm: mHC pre-mix and norm) run as
-  // those several ops: the same bits;
-  // the benchmarks' A/B of the launches fused away (issue 19's launch count).
+  // per-head norm and RoPE, hc_pre_norm: mHC pre-mix and norm) run as those several ops, with
+  // the same bits: the benchmarks' A/B of the launches fused away (issue 19's launch count).
   void set_fused_small_ops(bool on) { fused_small_ops_ = on; }
   // On: hc_pre_norm and q_heads_finish take their one-launch kernels too. Off by default: built
   // in stop 41 and checked on the CPU (the op harness's default path), but the device budget ran
