@@ -18,11 +18,11 @@
 // --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
 // a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
 // GEMV.
-// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish) run as the
-// ops they stand for (CudaOps::set_fused_small_ops(false)): the same bits, the A/B of the
-// launches fused away.
-// --fused-norm-chains: hc_pre_norm and q_heads_finish take their one-launch kernels too
-// (CudaOps::set_fused_norm_chains(true); off by default until their first GPU run).
+// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish,
+// q_heads_finish, hc_pre_norm) run as the ops they stand for (CudaOps::set_fused_small_ops(false)):
+// the same bits, the A/B of the launches fused away.
+// --ungrouped-linear: V4's grouped output projection (wo_a) as one linear per group instead of
+// Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)), its A/B.
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   bool profile = false, batch_invariant = false, mtp = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
-  bool fused_norm_chains = false;  // --fused-norm-chains: CudaOps::set_fused_norm_chains
+  bool grouped_linear = true;  // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
@@ -224,8 +224,8 @@ int main(int argc, char** argv) {
       fused_act_quant = true;
     else if (a == "--unfused-small-ops")
       fused_small_ops = false;
-    else if (a == "--fused-norm-chains")
-      fused_norm_chains = true;
+    else if (a == "--ungrouped-linear")
+      grouped_linear = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -307,7 +307,7 @@ int main(int argc, char** argv) {
   if (!gpu.ok()) return 1;
   (*gpu)->set_fused_act_quant(fused_act_quant);
   (*gpu)->set_fused_small_ops(fused_small_ops);
-  (*gpu)->set_fused_norm_chains(fused_norm_chains);
+  (*gpu)->set_grouped_linear(grouped_linear);
   size_t free0 = 0, total = 0;
   DI_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
   const auto t_load = Clock::now();

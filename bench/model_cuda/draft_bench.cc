@@ -30,11 +30,11 @@
 // --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
 // a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
 // GEMV.
-// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish) run as the
-// ops they stand for (CudaOps::set_fused_small_ops(false)): the same bits, the A/B of the
-// launches fused away.
-// --fused-norm-chains: hc_pre_norm and q_heads_finish take their one-launch kernels too
-// (CudaOps::set_fused_norm_chains(true); off by default until their first GPU run).
+// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish,
+// q_heads_finish, hc_pre_norm) run as the ops they stand for (CudaOps::set_fused_small_ops(false)):
+// the same bits, the A/B of the launches fused away.
+// --ungrouped-linear: V4's grouped output projection (wo_a) as one linear per group instead of
+// Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)), its A/B.
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
-  bool fused_norm_chains = false;  // --fused-norm-chains: CudaOps::set_fused_norm_chains
+  bool grouped_linear = true;  // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -183,8 +183,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;
     else if (a == "--fused-act-quant") fused_act_quant = true;
     else if (a == "--unfused-small-ops") fused_small_ops = false;
-    else if (a == "--fused-norm-chains")
-      fused_norm_chains = true;
+    else if (a == "--ungrouped-linear") grouped_linear = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -202,7 +201,7 @@ int main(int argc, char** argv) {
   if (!gpu.ok()) return 1;
   (*gpu)->set_fused_act_quant(fused_act_quant);
   (*gpu)->set_fused_small_ops(fused_small_ops);
-  (*gpu)->set_fused_norm_chains(fused_norm_chains);
+  (*gpu)->set_grouped_linear(grouped_linear);
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
   auto loaded = deepinfer::model::load_model(model_dir, prof);

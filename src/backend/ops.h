@@ -34,6 +34,7 @@
 
 #include "backend/mat.h"
 #include "backend/weight_ref.h"
+#include "base/check.h"
 #include "base/status.h"
 #include "sample/sample_spec.h"
 #include "tensor/random_fill.h"
@@ -193,6 +194,19 @@ class Ops {
   // y[M, N] = x[M, K] · Wᵀ, W [N, K] in any WeightFormat, FP32 accumulation (spec §2.0).
   // With opts.act_quant and a quantized W: x is first replaced by act_quant_fp8(x, act_block).
   virtual void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts = {}) = 0;
+  // A block-diagonal product of `groups` groups (V4's grouped output projection wo_a): W
+  // [groups·n, k], x [M, groups·k], y [M, groups·n], and group g computes
+  // y[:, g·n, (g+1)·n) = x[:, g·k, (g+1)·k) · W[g·n, (g+1)·n)ᵀ, each with linear's rules.
+  // Default: one linear per group (the same bits); a device backend does it in one launch.
+  virtual void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
+                              const LinearOpts& opts = {}) {
+    DI_CHECK(groups > 0 && w.n % groups == 0 && x.cols == groups * w.k &&
+             y.cols == w.n && y.rows == x.rows);
+    const int64_t n = w.n / groups, k = w.k;
+    for (int64_t g = 0; g < groups; ++g) {
+      linear(x.cols_slice(g * k, k), w.slice_rows(g * n, n), y.cols_slice(g * n, n), opts);
+    }
+  }
 
   // y = x · 1/sqrt(mean(x²) + eps) [⊙ w], per row (group == 0) or per group of `group`
   // consecutive channels (per-head q norm, spec §2.3 step 3). w: dense [group or cols] or null.

@@ -58,6 +58,11 @@ void ProfilingOps::embed_streams(const int32_t* ids, int64_t n, const WeightRef&
 void ProfilingOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& o) {
   timed(linear_tag(w, x.rows), [&] { inner_.linear(x, w, y, o); });
 }
+void ProfilingOps::linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
+                                  const LinearOpts& o) {
+  timed(linear_tag(w, x.rows) + " grouped",
+        [&] { inner_.linear_grouped(x, w, groups, y, o); });
+}
 void ProfilingOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t g, Mat y) {
   timed("rms_norm", [&] { inner_.rms_norm(x, w, eps, g, y); });
 }

@@ -39,6 +39,8 @@ class ProfilingOps : public Ops {  // not final: tests decorate it further
   void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
                      bool round, Mat X) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
+  void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
+                      const LinearOpts& opts) override;
   void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void round_bf16(Mat x) override;
   void add(CMat a, CMat b, Mat out) override;

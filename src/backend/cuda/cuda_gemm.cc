@@ -77,6 +77,11 @@ struct CublasApi {
                             int, const void*, void*, cudaDataType, int, cublasComputeType_t,
                             cublasGemmAlgo_t) = nullptr;
   cublasStatus_t (*set_workspace)(cublasHandle_t, void*, size_t) = nullptr;  // optional
+  cublasStatus_t (*gemm_strided_batched_ex)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*,
+      const void*, cudaDataType, int, long long, const void*, cudaDataType, int, long long,
+      const void*, void*, cudaDataType, int, long long, int, cublasComputeType_t,
+      cublasGemmAlgo_t) = nullptr;  // optional: linear_grouped loops without it
   bool ok() const { return create && destroy && set_stream && gemm_ex; }
 };
 
@@ -95,6 +100,7 @@ const CublasApi& cublas_api() {
     resolve_symbol(lib, "cublasSetStream_v2", a.set_stream);
     resolve_symbol(lib, "cublasGemmEx", a.gemm_ex);
     resolve_symbol(lib, "cublasSetWorkspace_v2", a.set_workspace);
+    resolve_symbol(lib, "cublasGemmStridedBatchedEx", a.gemm_strided_batched_ex);
     return a;
   }();
   return api;
@@ -251,6 +257,38 @@ void CudaOps::matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16
   gemm_bf16(cublas_, wmat, hi, M, N, K, y, 0.0f);
   gemm_bf16(cublas_, wmat, mid, M, N, K, y, 1.0f);
   gemm_bf16(cublas_, wmat, lo, M, N, K, y, 1.0f);
+}
+
+bool CudaOps::matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
+                             const LinearOpts& opts) {
+  const CublasApi& api = cublas_api();
+  const int64_t M = x.rows, N = w.n / groups, K = w.k;
+  const bool quantized = w.quantized() && w.scale.dtype == DType::kF8E8M0;
+  const bool dense = !w.quantized() && w.weight.dtype == DType::kBF16 && w.weight.is_contiguous();
+  if (cublas_ == nullptr || api.gemm_strided_batched_ex == nullptr || !opts.x_bf16 ||
+      M < kTensorCoreMinRows || !(quantized || dense)) {
+    return false;
+  }
+  const void* wmat = w.weight.data;
+  if (quantized) {  // E4M3/E2M1 times a power of two: exact in BF16
+    uint16_t* wb = arena().alloc_n<uint16_t>(w.n * K);
+    kc::launch_weight_to_bf16(wd(w), wb, stream_);
+    wmat = wb;
+  }
+  uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);  // dense [M, groups·K]
+  kc::launch_mat_to_bf16(md(x), xb, stream_);
+  // Group g, column-major: yᵀ[g·N.., M] = W_gᵀᵀ · x_gᵀ, W_g = wmat + g·N·K (ld K), x_g = xb +
+  // g·K (ld groups·K), y_g = y + g·N (ld y.ld).
+  const float alpha = 1.0f, beta = 0.0f;
+  cublas_check(api.gemm_strided_batched_ex(
+                   cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                   static_cast<int>(K), &alpha, wmat, CUDA_R_16BF, static_cast<int>(K), N * K, xb,
+                   CUDA_R_16BF, static_cast<int>(x.cols), K, &beta, y.data, CUDA_R_32F,
+                   static_cast<int>(y.ld), N, static_cast<int>(groups), CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
+  if (opts.round_bf16) kc::launch_round_bf16(md(y), stream_);
+  return true;
 }
 
 bool CudaOps::hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots) {

@@ -93,16 +93,14 @@ class CudaOps : public Ops {
   // docs/cuda_backend.md), so off by default; the benchmarks' A/B and the harness's check.
   void set_fused_act_quant(bool on) { fused_act_quant_ = on; }
   // Off: ops a kernel of this library does in one pass where their defaults take several
-  // (kv_rows_finish: norm, RoPE and FP8 round trip; with set_fused_norm_chains, q_heads_finish:
-  // per-head norm and RoPE, hc_pre_norm: mHC pre-mix and norm) run as those several ops, with
-  // the same bits: the benchmarks' A/B of the launches fused away (issue 19's launch count).
+  // (kv_rows_finish: norm, RoPE and FP8 round trip; q_heads_finish: per-head norm and RoPE;
+  // hc_pre_norm: mHC pre-mix and norm) run as those several ops, with the same bits: the
+  // benchmarks' A/B of the launches fused away (issue 19's launch count). The op harness
+  // compares each fused op with its separate ops on the same backend, bit for bit.
   void set_fused_small_ops(bool on) { fused_small_ops_ = on; }
-  // On: hc_pre_norm and q_heads_finish take their one-launch kernels too. Off by default: built
-  // in stop 41 and checked on the CPU (the op harness's default path), but the device budget ran
-  // out before their first GPU run; the CUDA op harness turns it on (cases hyper_connections and
-  // q_heads_finish compare them with the separate kernels bit for bit), and decode_bench /
-  // draft_bench --fused-norm-chains give the A/B. Turn on by default once they have run there.
-  void set_fused_norm_chains(bool on) { fused_norm_chains_ = on; }
+  // Off: linear_grouped runs one linear per group (Ops' default) instead of its one-launch GEMV
+  // and strided-batched GEMM: the benchmarks' A/B (--ungrouped-linear).
+  void set_grouped_linear(bool on) { grouped_linear_ = on; }
   // Off: sparse attention with BF16 probabilities (official semantics) stays on the SIMT group
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
   // benchmarks' A/B.
@@ -133,6 +131,11 @@ class CudaOps : public Ops {
   void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
                      bool round, Mat X) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
+  // One launch of the decode GEMV for 1-4 rows (each group the bits of its own linear), one
+  // dequantisation and one strided-batched cuBLAS GEMM from 17 rows on BF16 numbers (x_bf16);
+  // act-quantized groups, batch-invariant mode and other shapes loop over linear.
+  void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
+                      const LinearOpts& opts) override;
   void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void rms_norm_rounded(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
   void round_bf16(Mat x) override;
@@ -289,6 +292,10 @@ class CudaOps : public Ops {
   void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16, uint16_t* wb,
                            uint16_t* xb, bool quantized);
   bool tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const;
+  // linear_grouped on the tensor cores (x_bf16, from kTensorCoreMinRows rows, FP8/FP4 E8M0 or
+  // dense BF16 W): the whole W dequantised once, x converted once, one strided-batched GEMM.
+  // False, nothing queued, where it does not apply.
+  bool matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y, const LinearOpts& opts);
   void init_cublas();
   void destroy_cublas();
   // moe_experts for shapes the grouped kernels do not take (cuda_ops_moe.cc).
@@ -341,7 +348,7 @@ class CudaOps : public Ops {
   bool stream_gemv_ = true;
   bool fused_act_quant_ = false;
   bool fused_small_ops_ = true;
-  bool fused_norm_chains_ = false;
+  bool grouped_linear_ = true;
   bool sparse_mma_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi

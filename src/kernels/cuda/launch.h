@@ -92,6 +92,11 @@ void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cu
 // the caller quantizes a copy and calls launch_linear.
 bool launch_linear_quantized(MatDesc x, const WeightDesc& w, MatDesc y, int act_block,
                              bool round_out, cudaStream_t stream);
+// Ops::linear_grouped (W [groups·n, k], x [M, groups·k]) in one launch of the streaming GEMV,
+// each group the bits of launch_linear on its slices. False, and nothing launched, where that
+// GEMV does not take it (M > 4, other weight formats, unaligned x): the caller loops.
+bool launch_linear_grouped(MatDesc x, const WeightDesc& w, int64_t groups, MatDesc y,
+                           bool round_out, cudaStream_t stream);
 // The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
 // how many rows there are (batch-invariant mode).
 void launch_linear_invariant(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);

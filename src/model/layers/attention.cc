@@ -352,17 +352,14 @@ void attention_output(const LayerEnv& env, const AttentionWeights& w, const io::
   const Mat o = r.o.rows_slice(0, M);
   if (H > 0) num.rope_act(ops, o, H, d, positions, env.rope.for_kind(spec.attention), true);
 
-  // Grouped output projection: group g = heads [g·H/G, (g+1)·H/G) -> rows [g·r, (g+1)·r) of wo_a.
-  // The reference runs wo_a as a BF16 einsum on the dequantized weight: no activation quant.
-  // Split: this rank's G groups of its H heads.
-  const int64_t G = static_cast<int64_t>(w.wo_a_groups.size()), R = cfg.o_lora_rank;
-  const int64_t gw = cfg.num_heads / cfg.o_groups * d;
+  // Grouped output projection: group g = heads [g·H/G, (g+1)·H/G) -> rows [g·r, (g+1)·r) of wo_a,
+  // one block-diagonal product (Ops::linear_grouped), rounded to BF16 in its store. The reference
+  // runs wo_a as a BF16 einsum on the dequantized weight: no activation quant. Split: this
+  // rank's G groups of its H heads (wo_a holds their rows; none on a rank past the groups).
+  const int64_t R = cfg.o_lora_rank, G = w.wo_a.n / R;
+  DI_CHECK(G * R == w.wo_a.n && o.cols == G * w.wo_a.k);
   Mat z(fit(b.z, M * G * R), M, G * R);
-  for (int64_t g = 0; g < G; ++g) {
-    ops.linear(CMat(o).cols_slice(g * gw, gw), w.wo_a_groups[static_cast<size_t>(g)],
-               z.cols_slice(g * R, R), num.gemm_on_act());
-  }
-  num.act(ops, z);
+  if (G > 0) ops.linear_grouped(o, w.wo_a, G, z, num.rounded(num.gemm_on_act()));
   if (!w.tp.split) {
     ops.linear(z, w.wo_b, out, num.gemm_rounded());
     return;

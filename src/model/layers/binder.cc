@@ -302,9 +302,6 @@ Expected<BlockWeights> Binder::block_common(const std::string& p, const io::Laye
         " neither a multiple nor a divisor of its scale block " + std::to_string(a.wo_a.block_n) +
         " (a group would straddle two scale blocks)");
   }
-  for (int64_t g = 0; g < groups.count; ++g) {
-    a.wo_a_groups.push_back(a.wo_a.slice_rows(g * c.o_lora_rank, c.o_lora_rank));
-  }
   DI_ASSIGN_OR_RETURN(a.sink, floats(ap + "attn_sink"));
   if (a.sink != nullptr) a.sink += heads.begin;
 

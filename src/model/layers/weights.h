@@ -84,8 +84,6 @@ struct AttentionWeights {
   // With tensor parallelism wq_b holds the rows of this rank's heads, wo_b the rows of its
   // hidden channels (tp).
   backend::WeightRef wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b;
-  // wo_a rows [g·o_lora, (g+1)·o_lora), per group (this rank's groups, tp.groups).
-  std::vector<backend::WeightRef> wo_a_groups;
   const float* sink = nullptr;  // [heads]: this rank's heads
   int64_t heads = 0;            // query heads here: num_heads, or this rank's share
   TensorSplit tp;

@@ -131,6 +131,67 @@ OP_CASE(linear_x_bf16, kOnAll, Feature::kDenseBf16, Feature::kFp8Weights, Featur
   }
 }
 
+// Ops::linear_grouped (V4's wo_a: group g's outputs read only x's g-th column block): against
+// the oracle's linear per group, bit for bit against the same backend's linear per group where
+// CUDA takes the one-launch GEMV (1-4 rows; each group keeps the form it gets alone), and the
+// rounded form against the unrounded one rounded. BF16-valued x (the model's x_bf16 input)
+// takes CUDA's strided-batched tensor-core path from 17 rows; a padded x (ld not a multiple of
+// 4) and act-quantized groups take the per-group loop.
+OP_CASE(linear_grouped, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights, Feature::kFp4Weights,
+        Feature::kActQuantFp8) {
+  struct Shape {
+    int64_t groups, n, k;
+  };
+  // 8 x 256 x 1024: a group of 64 chunks takes one row per warp over 2 warps; 2 x 2048 x 256:
+  // a group 2048 rows wide takes 1-2 rows per warp; 3 x 40 x 96: groups inside one FP8 scale
+  // block, a last row group past the group's end.
+  for (WKind kind : {WKind::kFp8E8m0, WKind::kFp4, WKind::kBf16}) {
+    for (const Shape& s : {Shape{8, 256, 1024}, Shape{2, 2048, 256}, Shape{3, 40, 96}}) {
+      if (kind == WKind::kFp4 && s.k % 32 != 0) continue;
+      auto w = test_weight(ctx, kind, s.groups * s.n, s.k);
+      const int64_t cols = s.groups * s.k, N = s.groups * s.n;
+      for (int64_t M : {1, 2, 4, 5, 17, 33}) {
+        Buf x = random_buf(ctx.rng, M, cols);
+        for (float& v : x.v) v = bf16_to_float(float_to_bf16(v));
+        for (bool aq : {false, true}) {
+          if (aq && !w->ref.quantized()) continue;
+          const LinearOpts opts{.act_quant = aq, .x_bf16 = !aq};
+          Buf want(M, N);
+          for (int64_t g = 0; g < s.groups; ++g) {
+            ctx.ref->linear(x.cmat().cols_slice(g * s.k, s.k), w->ref.slice_rows(g * s.n, s.n),
+                            want.mat().cols_slice(g * s.n, s.n), opts);
+          }
+          for (int64_t pad : {0, 3}) {
+            const DBuf dx = dev_copy(ctx, x, pad);
+            DBuf dy = dev_poisoned(ctx, M, N, pad), each = dev_poisoned(ctx, M, N, pad);
+            ctx.ops->linear_grouped(dx.cmat(), w->dev.ref, s.groups, dy.mat(), opts);
+            for (int64_t g = 0; g < s.groups; ++g) {
+              ctx.ops->linear(dx.cmat().cols_slice(g * s.k, s.k),
+                              w->dev.ref.slice_rows(g * s.n, s.n),
+                              each.mat().cols_slice(g * s.n, s.n), opts);
+            }
+            const std::string t = std::string(aq ? "linear_grouped+aq " : "linear_grouped ") +
+                                  wkind_name(kind) + " G=" + std::to_string(s.groups) +
+                                  " M=" + std::to_string(M) + " N=" + std::to_string(s.n) +
+                                  " K=" + std::to_string(s.k) + " pad=" + std::to_string(pad);
+            const std::vector<float> got = dy.download();
+            close(ctx, t, got, want.v, 2e-5);
+            if (M <= 4) close(ctx, t + " == linear per group", got, each.download(), 0.0);
+            if (pad != 0) continue;
+            LinearOpts ro = opts;
+            ro.round_bf16 = true;
+            DBuf dr = dev_poisoned(ctx, M, N);
+            ctx.ops->linear_grouped(dx.cmat(), w->dev.ref, s.groups, dr.mat(), ro);
+            std::vector<float> rounded = got;
+            for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
+            close(ctx, t + " rounded", dr.download(), rounded, 0.0);
+          }
+        }
+      }
+    }
+  }
+}
+
 // The decode GEMV's shapes at 1-4 rows for FP8 (128 x 128) and FP4 weights: CUDA picks rows
 // per warp and warps per row by N and K (kernels/cuda/gemm/gemv_stream.cu), and these shapes
 // take each form (four, two and one rows per warp; one row over 2, 4 and 8 warps; a last row

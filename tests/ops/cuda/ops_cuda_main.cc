@@ -95,9 +95,6 @@ int main(int argc, char** argv) {
   testing::CaseContext ctx;
   ctx.ops = gpu.value().get();
   ctx.ref = ref.get();
-  // The one-launch norm chains (off by default until they have run on a GPU): the cases
-  // hyper_connections and q_heads_finish compare them with the separate kernels.
-  gpu.value()->set_fused_norm_chains(true);
   auto invariant = cuda::CudaOps::create(0, /*batch_invariant=*/true);
   if (!invariant.ok()) {
     std::printf("FAIL: the batch-invariant backend: %s\n", invariant.status().to_string().c_str());

@@ -21,8 +21,9 @@ inline constexpr int64_t kGemvStreamMaxM = 4;
 bool gemv_stream_supported(MatDesc x, const WeightDesc& w);
 // ... and can act-quantize x itself in blocks of qblock channels (qblock > 0).
 bool gemv_stream_quantizes(MatDesc x, const WeightDesc& w, int qblock);
+// groups > 1: Ops::linear_grouped's block-diagonal product (x [M, groups·w.k], w.n = groups·n).
 void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
-                        cudaStream_t stream);
+                        cudaStream_t stream, int64_t groups = 1);
 void launch_gemm_tiled(MatDesc x, const WeightDesc& w, MatDesc y, cudaStream_t stream);
 
 }  // namespace deepinfer::kernels::cuda

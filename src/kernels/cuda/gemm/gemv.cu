@@ -213,6 +213,16 @@ void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cu
   }
 }
 
+bool launch_linear_grouped(MatDesc x, const WeightDesc& w, int64_t groups, MatDesc y,
+                           bool round_out, cudaStream_t stream) {
+  if (groups < 1 || w.n % groups != 0 || x.cols != groups * w.k || w.k % 4 != 0) return false;
+  MatDesc first = x;  // a group's view of x: what the GEMV's alignment rules look at
+  first.cols = w.k;
+  if (!gemv_stream_supported(first, w)) return false;
+  if (x.rows > 0 && w.n > 0) launch_gemv_stream(x, w, y, round_out, 0, stream, groups);
+  return true;
+}
+
 bool launch_linear_quantized(MatDesc x, const WeightDesc& w, MatDesc y, int act_block,
                              bool round_out, cudaStream_t stream) {
   if (x.rows == 0 || w.n == 0 || !gemv_stream_quantizes(x, w, act_block)) return false;

@@ -20,6 +20,12 @@
 // same bits): the block first finds every (row, q-block) scale into shared memory, then each
 // chunk's activations are quantized as they are loaded. One launch instead of two per FP8
 // linear at batch 1-4 (the decode step's most frequent pair).
+//
+// Groups (Ops::linear_grouped, V4's wo_a: a block-diagonal product): the grid is `groups` runs of
+// the one-group grid, group g's blocks reading x's columns [g·k, (g+1)·k) and W's and y's
+// [g·n, (g+1)·n); the form (R, S) is the one a group alone gets, so each group's values are the
+// bits of its own launch (the lanes' chunk order, the butterfly and the warp order depend on S
+// and k only).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
 #include "kernels/cuda/gemm/stream_chunk.cuh"
@@ -33,8 +39,13 @@ constexpr int kLoadsPerLane = 8;  // R x U: 16-byte loads each lane has in fligh
 template <WFmt F, int MT, int R, int S>
 __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two blocks per SM
     gemv_stream_kernel(const float* __restrict__ x, int64_t xld, int M, WeightDesc w,
-                       float* __restrict__ y, int64_t yld, bool round_out, int qblock) {
+                       float* __restrict__ y, int64_t yld, bool round_out, int qblock,
+                       int64_t group_n, int64_t group_xcols, unsigned group_blocks) {
   grid_dependency_sync();
+  // This block's group: W rows [n_begin, n_end), x columns from g·group_xcols.
+  const unsigned g = blockIdx.x / group_blocks, gblock = blockIdx.x % group_blocks;
+  const int64_t n_begin = static_cast<int64_t>(g) * group_n, n_end = n_begin + group_n;
+  x += static_cast<int64_t>(g) * group_xcols;
   extern __shared__ float xscale[];  // [MT][qblocks] when qblock > 0
   const int64_t qblocks = qblock > 0 ? (w.k + qblock - 1) / qblock : 0;
   if (qblock > 0) {
@@ -51,12 +62,12 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
   constexpr int U = kLoadsPerLane / R;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int part = warp % S;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * (kWarps / S) + warp / S) * R;
+  const int64_t n0 = n_begin + (static_cast<int64_t>(gblock) * (kWarps / S) + warp / S) * R;
   const int64_t nchunks = w.k / E;
   const uint8_t* srow[R];
 #pragma unroll
-  for (int r = 0; r < R; ++r) {  // rows past N read row N - 1 and are not stored
-    srow[r] = stream_scale_row<F>(w, n0 + r < w.n ? n0 + r : w.n - 1);
+  for (int r = 0; r < R; ++r) {  // rows past the group's end read its last row, not stored
+    srow[r] = stream_scale_row<F>(w, n0 + r < n_end ? n0 + r : n_end - 1);
   }
   float acc[R][MT];
 #pragma unroll
@@ -71,7 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
       const int64_t c = c0 + static_cast<int64_t>(u) * 32 * S;
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int64_t n = n0 + r < w.n ? n0 + r : w.n - 1;
+        const int64_t n = n0 + r < n_end ? n0 + r : n_end - 1;
         raw[r][u] = c < nchunks ? load_stream_chunk<F>(w, n, c) : make_uint4(0, 0, 0, 0);
       }
     }
@@ -140,7 +151,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2)  // <= 128 registers: two bloc
   if (lane != 0) return;
 #pragma unroll
   for (int r = 0; r < R; ++r) {
-    if (n0 + r >= w.n) break;
+    if (n0 + r >= n_end) break;
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       if (m >= M) break;
@@ -155,13 +166,15 @@ constexpr int64_t kTargetWarps = 2048;
 
 template <WFmt F, int MT, int R, int S>
 void launch_form(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
-                 cudaStream_t stream) {
-  const int64_t rows_per_block = kWarps / S * R;
-  const unsigned grid = static_cast<unsigned>((w.n + rows_per_block - 1) / rows_per_block);
+                 int64_t groups, cudaStream_t stream) {
+  const int64_t rows_per_block = kWarps / S * R, n = w.n / groups;
+  const auto group_blocks = static_cast<unsigned>((n + rows_per_block - 1) / rows_per_block);
+  const auto grid = static_cast<unsigned>(groups) * group_blocks;
   const size_t smem =
       qblock > 0 ? static_cast<size_t>(MT * ((w.k + qblock - 1) / qblock)) * sizeof(float) : 0;
   launch_kernel(gemv_stream_kernel<F, MT, R, S>, grid, kWarps * 32, smem, stream, x.data, x.ld,
-                static_cast<int>(x.rows), w, y.data, y.ld, round_out, qblock);
+                static_cast<int>(x.rows), w, y.data, y.ld, round_out, qblock, n,
+                groups > 1 ? w.k : int64_t{0}, group_blocks);
 }
 
 // The most rows a warp takes without spilling (ptxas, sm_90a, <= 128 registers): each row holds
@@ -171,24 +184,24 @@ constexpr int kMaxRows = F == WFmt::kFp8 ? (MT == 1 ? 4 : 2) : (MT == 1 ? 2 : 1)
 
 template <WFmt F, int MT>
 void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
-               cudaStream_t stream) {
-  const int64_t nchunks = w.k / stream_chunk_elems<F>;
+               int64_t groups, cudaStream_t stream) {
+  const int64_t nchunks = w.k / stream_chunk_elems<F>, n = w.n / groups;  // a group's rows
   if constexpr (kMaxRows<F, MT> >= 4) {
-    if (w.n >= 4 * kTargetWarps)
-      return launch_form<F, MT, 4, 1>(x, w, y, round_out, qblock, stream);
+    if (n >= 4 * kTargetWarps)
+      return launch_form<F, MT, 4, 1>(x, w, y, round_out, qblock, groups, stream);
   }
   if constexpr (kMaxRows<F, MT> >= 2) {
-    if (w.n >= 2 * kTargetWarps)
-      return launch_form<F, MT, 2, 1>(x, w, y, round_out, qblock, stream);
+    if (n >= 2 * kTargetWarps)
+      return launch_form<F, MT, 2, 1>(x, w, y, round_out, qblock, groups, stream);
   }
-  if (w.n >= kTargetWarps || nchunks < 64) {
-    launch_form<F, MT, 1, 1>(x, w, y, round_out, qblock, stream);
-  } else if (2 * w.n >= kTargetWarps || nchunks < 128) {
-    launch_form<F, MT, 1, 2>(x, w, y, round_out, qblock, stream);
-  } else if (4 * w.n >= kTargetWarps || nchunks < 256) {
-    launch_form<F, MT, 1, 4>(x, w, y, round_out, qblock, stream);
+  if (n >= kTargetWarps || nchunks < 64) {
+    launch_form<F, MT, 1, 1>(x, w, y, round_out, qblock, groups, stream);
+  } else if (2 * n >= kTargetWarps || nchunks < 128) {
+    launch_form<F, MT, 1, 2>(x, w, y, round_out, qblock, groups, stream);
+  } else if (4 * n >= kTargetWarps || nchunks < 256) {
+    launch_form<F, MT, 1, 4>(x, w, y, round_out, qblock, groups, stream);
   } else {
-    launch_form<F, MT, 1, 8>(x, w, y, round_out, qblock, stream);
+    launch_form<F, MT, 1, 8>(x, w, y, round_out, qblock, groups, stream);
   }
 }
 
@@ -207,14 +220,14 @@ bool gemv_stream_quantizes(MatDesc x, const WeightDesc& w, int qblock) {
 }
 
 void launch_gemv_stream(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, int64_t groups) {
   const bool one = x.rows == 1;
   if (w.fmt == WFmt::kFp8) {
-    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, qblock, stream)
-        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, qblock, stream);
+    one ? launch_mt<WFmt::kFp8, 1>(x, w, y, round_out, qblock, groups, stream)
+        : launch_mt<WFmt::kFp8, kGemvStreamMaxM>(x, w, y, round_out, qblock, groups, stream);
   } else {
-    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, qblock, stream)
-        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, qblock, stream);
+    one ? launch_mt<WFmt::kFp4, 1>(x, w, y, round_out, qblock, groups, stream)
+        : launch_mt<WFmt::kFp4, kGemvStreamMaxM>(x, w, y, round_out, qblock, groups, stream);
   }
 }
 
