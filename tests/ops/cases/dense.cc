@@ -142,11 +142,14 @@ OP_CASE(linear_grouped, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weigh
   struct Shape {
     int64_t groups, n, k;
   };
-  // 8 x 256 x 1024: a group of 64 chunks takes one row per warp over 2 warps; 2 x 2048 x 256:
-  // a group 2048 rows wide takes 1-2 rows per warp; 3 x 40 x 96: groups inside one FP8 scale
-  // block, a last row group past the group's end.
+  // CUDA's GEMV picks its form for the whole weight: 8 x 256 x 1024 one row per warp; 4 x 2048 x
+  // 128 (FP8: four rows per warp at one row, two at 2-4) and 4 x 2050 x 128 (FP4, per-row
+  // scales: two rows per warp, each group's last warp past the group's end; an FP8 group must
+  // start on a 128-row scale block, WeightRef::slice_rows); 3 x 40 x 96: groups inside one FP8
+  // scale block.
   for (WKind kind : {WKind::kFp8E8m0, WKind::kFp4, WKind::kBf16}) {
-    for (const Shape& s : {Shape{8, 256, 1024}, Shape{2, 2048, 256}, Shape{3, 40, 96}}) {
+    const int64_t wide = kind == WKind::kFp8E8m0 ? 2048 : 2050;
+    for (const Shape& s : {Shape{8, 256, 1024}, Shape{4, wide, 128}, Shape{3, 40, 96}}) {
       if (kind == WKind::kFp4 && s.k % 32 != 0) continue;
       auto w = test_weight(ctx, kind, s.groups * s.n, s.k);
       const int64_t cols = s.groups * s.k, N = s.groups * s.n;
