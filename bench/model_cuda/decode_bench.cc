@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
   bool profile = false, batch_invariant = false, mtp = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
-  bool grouped_linear = true;  // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
+  bool grouped_linear = true;    // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {

@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   bool profile = false;
   bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
   bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
-  bool grouped_linear = true;  // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
+  bool grouped_linear = true;    // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -183,7 +183,8 @@ int main(int argc, char** argv) {
     else if (a == "--profile") profile = true;
     else if (a == "--fused-act-quant") fused_act_quant = true;
     else if (a == "--unfused-small-ops") fused_small_ops = false;
-    else if (a == "--ungrouped-linear") grouped_linear = false;
+    else if (a == "--ungrouped-linear")
+      grouped_linear = false;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -200,8 +200,8 @@ class Ops {
   // Default: one linear per group (the same bits); a device backend does it in one launch.
   virtual void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
                               const LinearOpts& opts = {}) {
-    DI_CHECK(groups > 0 && w.n % groups == 0 && x.cols == groups * w.k &&
-             y.cols == w.n && y.rows == x.rows);
+    DI_CHECK(groups > 0 && w.n % groups == 0 && x.cols == groups * w.k && y.cols == w.n &&
+             y.rows == x.rows);
     const int64_t n = w.n / groups, k = w.k;
     for (int64_t g = 0; g < groups; ++g) {
       linear(x.cols_slice(g * k, k), w.slice_rows(g * n, n), y.cols_slice(g * n, n), opts);

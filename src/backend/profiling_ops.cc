@@ -60,8 +60,7 @@ void ProfilingOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& o
 }
 void ProfilingOps::linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
                                   const LinearOpts& o) {
-  timed(linear_tag(w, x.rows) + " grouped",
-        [&] { inner_.linear_grouped(x, w, groups, y, o); });
+  timed(linear_tag(w, x.rows) + " grouped", [&] { inner_.linear_grouped(x, w, groups, y, o); });
 }
 void ProfilingOps::rms_norm(CMat x, const WeightRef* w, float eps, int64_t g, Mat y) {
   timed("rms_norm", [&] { inner_.rms_norm(x, w, eps, g, y); });

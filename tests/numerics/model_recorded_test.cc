@@ -73,8 +73,8 @@ class RecordingOps : public backend::ProfilingOps {
     }
     ProfilingOps::linear(x, w, y, o);
   }
-  void linear_grouped(backend::CMat x, const backend::WeightRef& w, int64_t groups,
-                      backend::Mat y, const backend::LinearOpts& o) override {
+  void linear_grouped(backend::CMat x, const backend::WeightRef& w, int64_t groups, backend::Mat y,
+                      const backend::LinearOpts& o) override {
     note("linear_grouped", x.data, y.data, x.rows);
     if (!in_unit_ && x.rows <= max_rows_ && RecordedSteps::bucket(x.rows, max_rows_) != x.rows) {
       ++eager_linears_off_bucket_;

@@ -140,12 +140,12 @@ void gemm_bf16(cublasHandle_t h, const void* w, const void* x, int64_t M, int64_
                Mat y, float beta, int64_t ldx = 0) {  // ldx 0: K
   // Row-major y[M, N] = x[M, K] · W[N, K]ᵀ is column-major yᵀ[N, M] = Wᵀᵀ · xᵀ.
   const float alpha = 1.0f;
-  cublas_check(
-      cublas_api().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
-                           static_cast<int>(K), &alpha, w, CUDA_R_16BF, static_cast<int>(K), x,
-                           CUDA_R_16BF, static_cast<int>(ldx > 0 ? ldx : K), &beta, y.data, CUDA_R_32F,
-                           static_cast<int>(y.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx");
+  cublas_check(cublas_api().gemm_ex(
+                   h, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+                   static_cast<int>(K), &alpha, w, CUDA_R_16BF, static_cast<int>(K), x, CUDA_R_16BF,
+                   static_cast<int>(ldx > 0 ? ldx : K), &beta, y.data, CUDA_R_32F,
+                   static_cast<int>(y.ld), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
 }
 }  // namespace
 
@@ -273,8 +273,7 @@ bool CudaOps::matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
   // strided-batched GEMM of V4-Flash's 8 wo_a groups took 106 µs per call at 64 rows on an H100,
   // profiled, bench/results/gpu_2026-12-07_stop42.txt; not yet timed against these).
   for (int64_t g = 0; g < groups; ++g) {
-    gemm_bf16(cublas_, wmat + g * N * K, xb + g * K, M, N, K, y.cols_slice(g * N, N), 0.0f,
-              x.cols);
+    gemm_bf16(cublas_, wmat + g * N * K, xb + g * K, M, N, K, y.cols_slice(g * N, N), 0.0f, x.cols);
   }
   if (opts.round_bf16) kc::launch_round_bf16(md(y), stream_);
   return true;

@@ -266,8 +266,8 @@ void CudaOps::linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
            y.rows == x.rows);
   if (grouped_linear_ && groups > 1 && !batch_invariant_ && !(opts.act_quant && w.quantized())) {
     arena().reset();
-    if (stream_gemv_ && kc::launch_linear_grouped(md(x), wd(w), groups, md(y), opts.round_bf16,
-                                                  stream_)) {
+    if (stream_gemv_ &&
+        kc::launch_linear_grouped(md(x), wd(w), groups, md(y), opts.round_bf16, stream_)) {
       return;
     }
     if (matmul_grouped(x, w, groups, y, opts)) return;
@@ -353,8 +353,8 @@ void CudaOps::q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps
                              bool official) {
   const auto nf = static_cast<int64_t>(freqs.size());
   if (q.rows == 0 || n_heads == 0) return;
-  if (!fused_small_ops_ || !official || q.cols != n_heads * head_dim ||
-      head_dim % 2 != 0 || 2 * nf > head_dim) {
+  if (!fused_small_ops_ || !official || q.cols != n_heads * head_dim || head_dim % 2 != 0 ||
+      2 * nf > head_dim) {
     Ops::q_heads_finish(q, n_heads, head_dim, eps, positions, freqs, official);
     return;
   }
@@ -411,8 +411,8 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
 
 void CudaOps::hc_pre_norm(CMat streams, const HcParams& p, CMat collapse_pre, const WeightRef& w,
                           float eps, bool rounded, Mat y, Mat pre, Mat post, Mat comb, Mat u) {
-  if (!fused_small_ops_ || w.quantized() || w.n * w.k != y.cols ||
-      u.rows != y.rows || u.cols != y.cols) {
+  if (!fused_small_ops_ || w.quantized() || w.n * w.k != y.cols || u.rows != y.rows ||
+      u.cols != y.cols) {
     Ops::hc_pre_norm(streams, p, collapse_pre, w, eps, rounded, y, pre, post, comb, u);
     return;
   }

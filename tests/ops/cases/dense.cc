@@ -137,8 +137,8 @@ OP_CASE(linear_x_bf16, kOnAll, Feature::kDenseBf16, Feature::kFp8Weights, Featur
 // form equals the unrounded one rounded. BF16-valued x (the model's x_bf16 input) takes CUDA's
 // shared-copy tensor-core path from 17 rows; a padded x (ld not a multiple of 4) and
 // act-quantized groups take the per-group loop.
-OP_CASE(linear_grouped, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights, Feature::kFp4Weights,
-        Feature::kActQuantFp8) {
+OP_CASE(linear_grouped, kOnAll | kHeavy, Feature::kDenseBf16, Feature::kFp8Weights,
+        Feature::kFp4Weights, Feature::kActQuantFp8) {
   struct Shape {
     int64_t groups, n, k;
   };
