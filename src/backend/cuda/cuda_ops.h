@@ -131,10 +131,9 @@ class CudaOps : public Ops {
   void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
                      bool round, Mat X) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
-  // One launch of the decode GEMV for 1-4 rows (its form picked for the whole weight), one
-  // dequantisation and one BF16 copy of x for the groups' cuBLAS GEMMs from 17 rows on BF16
-  // numbers (x_bf16); act-quantized groups, batch-invariant mode and other shapes loop over
-  // linear.
+  // One launch of the decode GEMV for 1-4 rows (each group the bits of its own linear), one
+  // dequantisation and one strided-batched cuBLAS GEMM from 17 rows on BF16 numbers (x_bf16);
+  // act-quantized groups, batch-invariant mode and other shapes loop over linear.
   void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
                       const LinearOpts& opts) override;
   void rms_norm(CMat x, const WeightRef* w, float eps, int64_t group, Mat y) override;
@@ -294,8 +293,8 @@ class CudaOps : public Ops {
                            uint16_t* xb, bool quantized);
   bool tensor_core_eligible(int64_t rows, const WeightRef& w, bool x_act_quantized) const;
   // linear_grouped on the tensor cores (x_bf16, from kTensorCoreMinRows rows, FP8/FP4 E8M0 or
-  // dense BF16 W): the whole W dequantised once, x converted once, one GEMM per group. False,
-  // nothing queued, where it does not apply.
+  // dense BF16 W): the whole W dequantised once, x converted once, one strided-batched GEMM.
+  // False, nothing queued, where it does not apply.
   bool matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y, const LinearOpts& opts);
   void init_cublas();
   void destroy_cublas();

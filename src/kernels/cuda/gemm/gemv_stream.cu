@@ -22,13 +22,13 @@
 // linear at batch 1-4 (the decode step's most frequent pair).
 //
 // Groups (Ops::linear_grouped, V4's wo_a: a block-diagonal product): the grid is `groups` runs of
-// a one-group grid, group g's blocks reading x's columns [g·k, (g+1)·k) and W's and y's
-// [g·n, (g+1)·n). The form (R, S) is picked for the whole weight, not for one group: in one
-// group's form (V4-Flash's 8 groups of 1024 rows: 2 warps per row, 4 chunks per lane, one round
-// of loads per warp) the launch took 43 µs per layer on an H100 (profiled, every op
-// synchronised; 33.5 MB, bench/results/gpu_2026-12-07_stop42.txt), where the whole weight's form
-// keeps 4 rows per warp and 8 chunks per lane in flight. A group's values may differ in the last
-// bits from its own launch's (S changes the summation order); a row's depend only on its row.
+// the one-group grid, group g's blocks reading x's columns [g·k, (g+1)·k) and W's and y's
+// [g·n, (g+1)·n); the form (R, S) is the one a group alone gets, so each group's values are the
+// bits of its own launch (the lanes' chunk order, the butterfly and the warp order depend on S
+// and k only). Measured (H100, stop 42, bench/results/gpu_2026-12-07_stop42.txt): V4-Flash's 8
+// groups of 1024 rows take 2 warps per row and one round of loads each, 43 µs per layer at one
+// row (profiled), a quarter of the copy bandwidth; the whole weight's form (4 rows per warp, as
+// wq_b) should stream near it, at the price of bits that differ from the per-group launches.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
 #include "kernels/cuda/gemm/stream_chunk.cuh"
@@ -188,7 +188,7 @@ constexpr int kMaxRows = F == WFmt::kFp8 ? (MT == 1 ? 4 : 2) : (MT == 1 ? 2 : 1)
 template <WFmt F, int MT>
 void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
                int64_t groups, cudaStream_t stream) {
-  const int64_t nchunks = w.k / stream_chunk_elems<F>, n = w.n;  // the whole weight's rows
+  const int64_t nchunks = w.k / stream_chunk_elems<F>, n = w.n / groups;  // a group's rows
   if constexpr (kMaxRows<F, MT> >= 4) {
     if (n >= 4 * kTargetWarps)
       return launch_form<F, MT, 4, 1>(x, w, y, round_out, qblock, groups, stream);
