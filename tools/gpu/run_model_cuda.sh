@@ -54,6 +54,13 @@
 #          DEEPINFER_CUDA_PDL=0, then =1; the harnesses with it on (ops_cuda_test,
 #          model_cuda_test); then both benches again with PDL off and --fused-act-quant (the
 #          fused act-quant GEMV's A/B); pdl_draft_{0,1,fused}.log, pdl_decode_{0,1,fused}.log
+#   ab     (not default) the A/B of one switch, same build, same machine: decode_bench on the
+#          V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES, no prefill) and draft_bench
+#          on SPEC_MODEL (default models/v4-small, k = SPEC_K, DRAFT_BATCHES), each plain (A) and
+#          with AB_FLAG (a flag both benches take, e.g. --ungrouped-linear, --unfused-small-ops)
+#          and AB_ENV (e.g. DEEPINFER_CUDA_PDL=0) (B), alternating AB_ROUNDS times (default 2);
+#          ab.txt / ab.csv: per batch and metric the median of each side, B/A and every round's
+#          value (bench/model_cuda/ab_summary.py)
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
@@ -301,6 +308,31 @@ else:
     same = sum(x == y for x, y in zip(a, b))
     print(f"dp: batch-invariant token ids equal one rank vs ranks: {same}/{len(a)} requests")
 PY
+fi
+if has ab; then
+  [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \
+    --layers "$SYNTH_LAYERS" --config-only > "$OUT/synth.log" 2>&1
+  say "ab: B = ${AB_FLAG:-} ${AB_ENV:-} (A: neither)"
+  for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+    for side in a b; do
+      flag=(); envs=()
+      if [ "$side" = b ]; then
+        read -r -a flag <<< "${AB_FLAG:-}"
+        read -r -a envs <<< "${AB_ENV:-}"
+      fi
+      env "${envs[@]}" timeout 150 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" \
+        --batches "$BATCHES" --load-format dummy --long-context 0 --prefill 0 \
+        --out "$OUT/ab_decode_${side}_$round.json" "${flag[@]}" > "$OUT/ab_decode_${side}_$round.log" 2>&1
+      say "ab: decode_bench $side round $round exit $?"
+      env "${envs[@]}" timeout 150 "$BUILD_DIR/bench/model_cuda/draft_bench" \
+        --model "${SPEC_MODEL:-models/v4-small}" --batches "${DRAFT_BATCHES:-1,16,64}" \
+        --k "${SPEC_K:-3}" --out "$OUT/ab_draft_${side}_$round.json" "${flag[@]}" \
+        > "$OUT/ab_draft_${side}_$round.log" 2>&1
+      say "ab: draft_bench $side round $round exit $?"
+    done
+  done
+  python3 bench/model_cuda/ab_summary.py "$OUT" --csv "$OUT/ab.csv" > "$OUT/ab.txt" 2>&1
+  tee -a "$OUT/summary.txt" < "$OUT/ab.txt"
 fi
 if has spec; then
   # Speculative decoding on the GPU through the engine (`deepinfer generate --backend cuda`): the
