@@ -112,6 +112,14 @@ __device__ __forceinline__ void rope_rotate_d(float& a, float& b, float c, float
   a = ra;
   b = rb;
 }
+// The pair of frequency `freq` at position `pos` (the angle pos · freq in FP32, accurate
+// cosf / sinf; `inverse`: the conjugate): the whole RoPE step of every rotating kernel.
+__device__ __forceinline__ void rope_pair_d(float& a, float& b, float pos, float freq,
+                                            bool inverse) {
+  const float angle = pos * freq;
+  const float s = sinf(angle);
+  rope_rotate_d(a, b, cosf(angle), inverse ? -s : s);
+}
 
 // Round to nearest even BF16, NaN kept quiet (same as base/numeric_types.h float_to_bf16).
 DI_HD float bf16_round_d(float v) {

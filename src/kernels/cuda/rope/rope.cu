@@ -23,11 +23,8 @@ __global__ void rope_kernel(MatDesc x, int n_heads, int head_dim, const int32_t*
   const int h = i / n_freqs, j = i % n_freqs;
   for (int64_t row = blockIdx.y; row < x.rows; row += gridDim.y) {
     float* r = x.data + row * x.ld + h * head_dim + (head_dim - 2 * n_freqs);
-    const float angle = static_cast<float>(positions[row]) * freqs[j];
-    const float c = cosf(angle);
-    const float s = inverse ? -sinf(angle) : sinf(angle);
     float a = r[2 * j], b = r[2 * j + 1];
-    rope_rotate_d(a, b, c, s);
+    rope_pair_d(a, b, static_cast<float>(positions[row]), freqs[j], inverse);
     r[2 * j] = a;
     r[2 * j + 1] = b;
   }
@@ -46,12 +43,7 @@ __global__ void rope_rounded_kernel(MatDesc x, int n_heads, int head_dim,
   for (int64_t row = blockIdx.y; row < x.rows; row += gridDim.y) {
     float* r = x.data + row * x.ld + h * head_dim + 2 * p;
     float a = r[0], b = r[1];
-    if (j >= 0) {
-      const float angle = static_cast<float>(positions[row]) * freqs[j];
-      const float c = cosf(angle);
-      const float s = inverse ? -sinf(angle) : sinf(angle);
-      rope_rotate_d(a, b, c, s);
-    }
+    if (j >= 0) rope_pair_d(a, b, static_cast<float>(positions[row]), freqs[j], inverse);
     r[0] = bf16_round_d(a);
     r[1] = bf16_round_d(b);
   }

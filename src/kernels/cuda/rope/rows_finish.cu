@@ -3,7 +3,7 @@
 // kv_rows_finish: a K=V row's chain (Ops::kv_rows_finish): RMS norm, RoPE on the last
 // 2·n_freqs channels, then the FP8 round trip per quant block, where rowwise.cu, rope.cu and
 // quant.cu took three. One block per row. Each stage calls the device helpers its own kernel
-// calls (common.cuh: rms_sumsq_thread / rms_norm_apply with rms_norm_threads, rope_rotate_d,
+// calls (common.cuh: rms_sumsq_thread / rms_norm_apply with rms_norm_threads, rope_pair_d,
 // act_quant_fp8_warp), so the bits are the same by construction. A stage reads what the block
 // wrote before it only after a barrier.
 #include "kernels/cuda/common.cuh"
@@ -29,10 +29,7 @@ __global__ void kv_rows_finish_kernel(MatDesc x, WeightDesc w, float eps, const 
   for (int p = rounded ? tid : pairs - n_freqs + tid; p < pairs; p += step) {
     const int j = p - (pairs - n_freqs);
     float a = xr[2 * p], b = xr[2 * p + 1];
-    if (j >= 0) {
-      const float angle = pos * freqs[j];
-      rope_rotate_d(a, b, cosf(angle), sinf(angle));
-    }
+    if (j >= 0) rope_pair_d(a, b, pos, freqs[j], false);
     xr[2 * p] = rounded ? bf16_round_d(a) : a;
     xr[2 * p + 1] = rounded ? bf16_round_d(b) : b;
   }
@@ -66,10 +63,7 @@ __global__ void q_heads_finish_kernel(MatDesc q, int n_heads, int head_dim, floa
   for (int i = lane; i < pairs; i += 32) {
     const int j = i - (pairs - n_freqs);
     float a = p[2 * i], b = p[2 * i + 1];
-    if (j >= 0) {
-      const float angle = pos * freqs[j];
-      rope_rotate_d(a, b, cosf(angle), sinf(angle));
-    }
+    if (j >= 0) rope_pair_d(a, b, pos, freqs[j], false);
     p[2 * i] = bf16_round_d(a);
     p[2 * i + 1] = bf16_round_d(b);
   }
