@@ -200,12 +200,16 @@ class Ops {
   // Default: one linear per group (the same bits); a device backend does it in one launch.
   virtual void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
                               const LinearOpts& opts = {}) {
-    DI_CHECK(groups > 0 && w.n % groups == 0 && x.cols == groups * w.k && y.cols == w.n &&
-             y.rows == x.rows);
+    check_linear_grouped(x, w, groups, y);
     const int64_t n = w.n / groups, k = w.k;
     for (int64_t g = 0; g < groups; ++g) {
       linear(x.cols_slice(g * k, k), w.slice_rows(g * n, n), y.cols_slice(g * n, n), opts);
     }
+  }
+  // linear_grouped's shape contract (an override checks it before its own paths).
+  static void check_linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y) {
+    DI_CHECK(groups > 0 && w.n % groups == 0 && x.cols == groups * w.k && y.cols == w.n &&
+             y.rows == x.rows);
   }
 
   // y = x · 1/sqrt(mean(x²) + eps) [⊙ w], per row (group == 0) or per group of `group`

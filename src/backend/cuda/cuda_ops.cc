@@ -262,8 +262,7 @@ void CudaOps::linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) 
 
 void CudaOps::linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
                              const LinearOpts& opts) {
-  DI_CHECK(groups > 0 && w.n % groups == 0 && x.cols == groups * w.k && y.cols == w.n &&
-           y.rows == x.rows);
+  check_linear_grouped(x, w, groups, y);
   if (grouped_linear_ && groups > 1 && !batch_invariant_ && !(opts.act_quant && w.quantized())) {
     arena().reset();
     if (stream_gemv_ &&

@@ -79,17 +79,8 @@ struct Numerics {
       ops.rope(x, n_heads, head_dim, positions, freqs, inverse);
     }
   }
-  void hc_pre_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
-                  backend::CMat collapse_pre, backend::Mat y, backend::Mat pre, backend::Mat post,
-                  backend::Mat comb) const {
-    if (official) {
-      ops.hc_pre_rounded(streams, p, collapse_pre, y, pre, post, comb);
-    } else {
-      ops.hc_pre(streams, p, collapse_pre, y, pre, post, comb);
-    }
-  }
-  // hc_pre_act, then rms_norm_act of y into u with w: one op (Ops::hc_pre_norm), which a backend
-  // may do in one pass.
+  // hc_pre (hc_pre_rounded in official semantics), then rms_norm_act of y into u with w: one op
+  // (Ops::hc_pre_norm), which a backend may do in one pass.
   void hc_pre_norm_act(backend::Ops& ops, backend::CMat streams, const backend::HcParams& p,
                        backend::CMat collapse_pre, const backend::WeightRef& w, backend::Mat y,
                        backend::Mat pre, backend::Mat post, backend::Mat comb,
