@@ -15,14 +15,8 @@
 // against the default's copy of every logits row to the host (which the engine then samples).
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
-// --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
-// a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
-// GEMV.
-// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish,
-// q_heads_finish, hc_pre_norm) run as the ops they stand for (CudaOps::set_fused_small_ops(false)):
-// the same bits, the A/B of the launches fused away.
-// --ungrouped-linear: V4's grouped output projection (wo_a) as one linear per group instead of
-// Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)), its A/B.
+// --fused-act-quant, --unfused-small-ops, --ungrouped-linear: the CudaOps A/B switches
+// (backend_switches.h says what each does).
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence
@@ -80,6 +74,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "backend/profiling_ops.h"
+#include "backend_switches.h"
 #include "ceilings.h"
 #include "full_model.h"
 #include "io/checkpoint.h"
@@ -180,9 +175,7 @@ int main(int argc, char** argv) {
   int context = 64, steps = 8, prefill = 4096, long_context = 0;
   int full_layers_arg = 0;  // 0: the released Flash model's layer count for the family
   bool profile = false, batch_invariant = false, mtp = false;
-  bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
-  bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
-  bool grouped_linear = true;    // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
+  deepinfer::bench::BackendSwitches switches;  // backend_switches.h
   int graph_max_rows = 256;
   double matmul_tflops = 0;  // 0: the rate measured in this run
   for (int i = 1; i < argc; ++i) {
@@ -220,12 +213,8 @@ int main(int argc, char** argv) {
       full_layers_arg = std::stoi(next());
     else if (a == "--load-format")
       load_format_s = next();
-    else if (a == "--fused-act-quant")
-      fused_act_quant = true;
-    else if (a == "--unfused-small-ops")
-      fused_small_ops = false;
-    else if (a == "--ungrouped-linear")
-      grouped_linear = false;
+    else if (switches.parse(a))
+      continue;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -305,9 +294,7 @@ int main(int argc, char** argv) {
 
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, batch_invariant, graph_max_rows);
   if (!gpu.ok()) return 1;
-  (*gpu)->set_fused_act_quant(fused_act_quant);
-  (*gpu)->set_fused_small_ops(fused_small_ops);
-  (*gpu)->set_grouped_linear(grouped_linear);
+  switches.apply(**gpu);
   size_t free0 = 0, total = 0;
   DI_CUDA_CHECK(cudaMemGetInfo(&free0, &total));
   const auto t_load = Clock::now();

@@ -27,14 +27,8 @@
 // Then, per batch, this library's kernel launches of one draft, decode step and verify step
 // (kernels::cuda::kernel_launches() over one more run of each with replay off; cuBLAS calls not
 // counted): what a launch-bound step costs is mostly how many there are.
-// --fused-act-quant: FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV instead of
-// a pass of their own (CudaOps::set_fused_act_quant(true); off by default), the A/B of the fused
-// GEMV.
-// --unfused-small-ops: the ops this library fuses into one kernel (kv_rows_finish,
-// q_heads_finish, hc_pre_norm) run as the ops they stand for (CudaOps::set_fused_small_ops(false)):
-// the same bits, the A/B of the launches fused away.
-// --ungrouped-linear: V4's grouped output projection (wo_a) as one linear per group instead of
-// Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)), its A/B.
+// --fused-act-quant, --unfused-small-ops, --ungrouped-linear: the CudaOps A/B switches
+// (backend_switches.h says what each does).
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and
@@ -54,6 +48,7 @@
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/device.h"
 #include "backend/profiling_ops.h"
+#include "backend_switches.h"
 #include "kernels/cuda/launch.h"
 #include "launch_report.h"
 #include "model/model.h"
@@ -168,9 +163,7 @@ int main(int argc, char** argv) {
   std::string model_dir, out_path, batches_s = "1,16,64";
   int k = 5, context = 64, reps = 20;
   bool profile = false;
-  bool fused_act_quant = false;  // --fused-act-quant: the A/B of CudaOps::set_fused_act_quant
-  bool fused_small_ops = true;   // --unfused-small-ops: the A/B of CudaOps::set_fused_small_ops
-  bool grouped_linear = true;    // --ungrouped-linear: the A/B of CudaOps::set_grouped_linear
+  deepinfer::bench::BackendSwitches switches;  // backend_switches.h
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
@@ -181,10 +174,8 @@ int main(int argc, char** argv) {
     else if (a == "--reps") reps = std::stoi(next());
     else if (a == "--out") out_path = next();
     else if (a == "--profile") profile = true;
-    else if (a == "--fused-act-quant") fused_act_quant = true;
-    else if (a == "--unfused-small-ops") fused_small_ops = false;
-    else if (a == "--ungrouped-linear")
-      grouped_linear = false;
+    else if (switches.parse(a))
+      continue;
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -200,9 +191,7 @@ int main(int argc, char** argv) {
   }
   auto gpu = deepinfer::backend::cuda::CudaOps::create(0, false, 256);
   if (!gpu.ok()) return 1;
-  (*gpu)->set_fused_act_quant(fused_act_quant);
-  (*gpu)->set_fused_small_ops(fused_small_ops);
-  (*gpu)->set_grouped_linear(grouped_linear);
+  switches.apply(**gpu);
   deepinfer::backend::ProfilingOps prof(**gpu);
   prof.set_enabled(false);
   auto loaded = deepinfer::model::load_model(model_dir, prof);

@@ -1,0 +1,46 @@
+// The CudaOps A/B switches that decode_bench and draft_bench both take, parsed and applied in
+// one place (tools/gpu/run_model_cuda.sh's `ab` stage passes one of them as AB_FLAG):
+//
+//   --fused-act-quant    FP8/FP4 linears of 1-4 rows act-quantize x inside the decode GEMV
+//                        instead of a pass of their own (CudaOps::set_fused_act_quant(true); off
+//                        by default), the A/B of the fused GEMV.
+//   --unfused-small-ops  the ops this library fuses into one kernel (kv_rows_finish,
+//                        q_heads_finish, hc_pre_norm) run as the ops they stand for
+//                        (CudaOps::set_fused_small_ops(false)): the same bits, the A/B of the
+//                        launches fused away.
+//   --ungrouped-linear   V4's grouped output projection (wo_a) as one linear per group instead
+//                        of Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)).
+#pragma once
+
+#include <string>
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace deepinfer::bench {
+
+struct BackendSwitches {
+  bool fused_act_quant = false;
+  bool fused_small_ops = true;
+  bool grouped_linear = true;
+
+  // True when `flag` is one of the switches above (and taken).
+  bool parse(const std::string& flag) {
+    if (flag == "--fused-act-quant") {
+      fused_act_quant = true;
+    } else if (flag == "--unfused-small-ops") {
+      fused_small_ops = false;
+    } else if (flag == "--ungrouped-linear") {
+      grouped_linear = false;
+    } else {
+      return false;
+    }
+    return true;
+  }
+  void apply(backend::cuda::CudaOps& ops) const {
+    ops.set_fused_act_quant(fused_act_quant);
+    ops.set_fused_small_ops(fused_small_ops);
+    ops.set_grouped_linear(grouped_linear);
+  }
+};
+
+}  // namespace deepinfer::bench
