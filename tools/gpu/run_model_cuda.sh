@@ -48,19 +48,14 @@
 #   draft  bench/model_cuda/draft_bench on SPEC_MODEL: one batched draft (DSpark, or V4's MTP
 #          chain; CUDA graphs on and off) vs the decode and verify steps it rides on, at
 #          DRAFT_BATCHES (default 1,16,64), with an op profile
-#   pdl    (not default) programmatic dependent launch A/B, same machine, same build:
-#          draft_bench on SPEC_MODEL (default models/v4-small, k = SPEC_K, DRAFT_BATCHES) and
-#          decode_bench on the V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES) with
-#          DEEPINFER_CUDA_PDL=0, then =1; the harnesses with it on (ops_cuda_test,
-#          model_cuda_test); then both benches again with PDL off and --fused-act-quant (the
-#          fused act-quant GEMV's A/B); pdl_draft_{0,1,fused}.log, pdl_decode_{0,1,fused}.log
 #   ab     (not default) the A/B of one switch, same build, same machine: decode_bench on the
 #          V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES, no prefill) and draft_bench
 #          on SPEC_MODEL (default models/v4-small, k = SPEC_K, DRAFT_BATCHES), each plain (A) and
 #          with AB_FLAG (a flag both benches take, e.g. --ungrouped-linear, --unfused-small-ops)
 #          and AB_ENV (e.g. DEEPINFER_CUDA_PDL=0) (B), alternating AB_ROUNDS times (default 2);
 #          ab.txt / ab.csv: per batch and metric the median of each side, B/A and every round's
-#          value (bench/model_cuda/ab_summary.py)
+#          value (bench/model_cuda/ab_summary.py). It replaces stop 36's `pdl` stage: PDL's A/B
+#          is AB_ENV=DEEPINFER_CUDA_PDL=0, the fused act-quant GEMV's AB_FLAG=--fused-act-quant
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
@@ -442,38 +437,6 @@ if has draft; then
     > "$OUT/draft.log" 2>&1
   say "draft_bench exit $?"
   head -6 "$OUT/draft.log" | tee -a "$OUT/summary.txt"
-fi
-if has pdl; then
-  for pdl in 0 1; do
-    DEEPINFER_CUDA_PDL=$pdl timeout 200 "$BUILD_DIR/bench/model_cuda/draft_bench" \
-      --model "${SPEC_MODEL:-models/v4-small}" --batches "${DRAFT_BATCHES:-1,16,64}" \
-      --k "${SPEC_K:-3}" > "$OUT/pdl_draft_$pdl.log" 2>&1
-    say "draft_bench DEEPINFER_CUDA_PDL=$pdl exit $?"; head -5 "$OUT/pdl_draft_$pdl.log" | tee -a "$OUT/summary.txt"
-  done
-  [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \
-    --layers "$SYNTH_LAYERS" --config-only > "$OUT/synth.log" 2>&1
-  for pdl in 0 1; do
-    DEEPINFER_CUDA_PDL=$pdl timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" \
-      --batches "$BATCHES" --prefill "${PREFILL:-1024}" --long-context 0 --load-format dummy \
-      > "$OUT/pdl_decode_$pdl.log" 2>&1
-    say "decode_bench DEEPINFER_CUDA_PDL=$pdl exit $?"
-    grep -v "^{" "$OUT/pdl_decode_$pdl.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
-  done
-  # The fused act-quant GEMV's A/B (PDL off): FP8/FP4 linears of 1-4 rows with x quantized inside
-  # the decode GEMV (off by default), same build.
-  DEEPINFER_CUDA_PDL=0 timeout 200 "$BUILD_DIR/bench/model_cuda/draft_bench" \
-    --model "${SPEC_MODEL:-models/v4-small}" --batches "${DRAFT_BATCHES:-1,16,64}" \
-    --k "${SPEC_K:-3}" --fused-act-quant > "$OUT/pdl_draft_fused.log" 2>&1
-  say "draft_bench --fused-act-quant exit $?"; head -5 "$OUT/pdl_draft_fused.log" | tee -a "$OUT/summary.txt"
-  DEEPINFER_CUDA_PDL=0 timeout 300 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" \
-    --batches "$BATCHES" --prefill "${PREFILL:-1024}" --long-context 0 --load-format dummy \
-    --fused-act-quant > "$OUT/pdl_decode_fused.log" 2>&1
-  say "decode_bench --fused-act-quant exit $?"
-  grep -v "^{" "$OUT/pdl_decode_fused.log" | grep -v -E ' calls +[0-9.]+ ms +[0-9.]+%$' | tail -12 | tee -a "$OUT/summary.txt"
-  DEEPINFER_CUDA_PDL=1 timeout 240 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" > "$OUT/pdl_ops.log" 2>&1
-  say "ops_cuda_test with PDL exit $?: $(tail -1 "$OUT/pdl_ops.log")"
-  DEEPINFER_CUDA_PDL=1 timeout 240 "$BUILD_DIR/tests/numerics/cuda/model_cuda_test" "$PWD" > "$OUT/pdl_model.log" 2>&1
-  say "model_cuda_test with PDL exit $?: $(tail -1 "$OUT/pdl_model.log")"
 fi
 if has replay; then
   # The full tree with its benchmarks (configure only adds them; only replay_bench is built).
