@@ -55,12 +55,22 @@ class CountingRecorder : private OwnedInner, public backend::ProfilingOps {
   // start-up met. Shapes are (rows, N, K).
   void linear(backend::CMat x, const backend::WeightRef& w, backend::Mat y,
               const backend::LinearOpts& o) override {
-    if (in_unit_ == 0 && x.rows <= max_rows_) {
-      const std::tuple<int64_t, int64_t, int64_t> shape{x.rows, w.n, w.k};
+    note_eager(x.rows, w);
+    ProfilingOps::linear(x, w, y, o);
+  }
+  // The grouped product (wo_a) is its own op on a device (ProfilingOps forwards it whole): its
+  // shapes count too.
+  void linear_grouped(backend::CMat x, const backend::WeightRef& w, int64_t groups, backend::Mat y,
+                      const backend::LinearOpts& o) override {
+    note_eager(x.rows, w);
+    ProfilingOps::linear_grouped(x, w, groups, y, o);
+  }
+  void note_eager(int64_t rows, const backend::WeightRef& w) {
+    if (in_unit_ == 0 && rows <= max_rows_) {
+      const std::tuple<int64_t, int64_t, int64_t> shape{rows, w.n, w.k};
       if (serving_ && !eager_shapes_.contains(shape)) new_eager_shapes_.insert(shape);
       eager_shapes_.insert(shape);
     }
-    ProfilingOps::linear(x, w, y, o);
   }
   void start_serving() { serving_ = true; }
   const std::set<std::tuple<int64_t, int64_t, int64_t>>& new_eager_shapes() const {
