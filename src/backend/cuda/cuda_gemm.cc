@@ -277,10 +277,9 @@ bool CudaOps::matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
   }
   uint16_t* xb = arena().alloc_n<uint16_t>(M * x.cols);  // dense [M, groups·K]
   kc::launch_mat_to_bf16(md(x), xb, stream_);
-  // Measured (H100, stop 42, bench/results/gpu_2026-12-07_stop42.txt): 106 µs per layer for
-  // V4-Flash's wo_a at 64 rows (profiled); with the grouped op the GPU-sampled 64-row step was 2 %
-  // faster than with 8 separate linears. One GEMM per group on the shared copies (commit
-  // f89e680) is not yet timed against this.
+  // One strided-batched GEMM, not one GEMM per group on the same copies: with it the GPU-sampled
+  // 64-row step of the 4-layer V4-Flash config was 0.97 of 8 separate linears' on an H100, with
+  // per-group GEMMs 0.995 (bench/results/gpu_2026-12-07_stop43.txt).
   // Group g, column-major: yᵀ[g·N.., M] = W_gᵀᵀ · x_gᵀ, W_g = wmat + g·N·K (ld K), x_g = xb +
   // g·K (ld groups·K), y_g = y + g·N (ld y.ld).
   const float alpha = 1.0f, beta = 0.0f;

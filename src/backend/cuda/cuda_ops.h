@@ -131,7 +131,7 @@ class CudaOps : public Ops {
   void embed_streams(const int32_t* ids, int64_t n, const WeightRef& table, int64_t streams,
                      bool round, Mat X) override;
   void linear(CMat x, const WeightRef& w, Mat y, const LinearOpts& opts) override;
-  // One launch of the decode GEMV for 1-4 rows (each group the bits of its own linear), one
+  // One launch of the decode GEMV for 1-4 rows (its form picked for the whole weight), one
   // dequantisation and one strided-batched cuBLAS GEMM from 17 rows on BF16 numbers (x_bf16);
   // act-quantized groups, batch-invariant mode and other shapes loop over linear.
   void linear_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,

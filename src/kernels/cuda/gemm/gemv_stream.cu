@@ -22,13 +22,14 @@
 // linear at batch 1-4 (the decode step's most frequent pair).
 //
 // Groups (Ops::linear_grouped, V4's wo_a: a block-diagonal product): the grid is `groups` runs of
-// the one-group grid, group g's blocks reading x's columns [g·k, (g+1)·k) and W's and y's
-// [g·n, (g+1)·n); the form (R, S) is the one a group alone gets, so each group's values are the
-// bits of its own launch (the lanes' chunk order, the butterfly and the warp order depend on S
-// and k only). Measured (H100, stop 42, bench/results/gpu_2026-12-07_stop42.txt): V4-Flash's 8
-// groups of 1024 rows take 2 warps per row and one round of loads each, 43 µs per layer at one
-// row (profiled), a quarter of the copy bandwidth; the whole weight's form (4 rows per warp, as
-// wq_b) should stream near it, at the price of bits that differ from the per-group launches.
+// a one-group grid, group g's blocks reading x's columns [g·k, (g+1)·k) and W's and y's
+// [g·n, (g+1)·n). The form (R, S) is picked for the whole weight, not for one group, so a
+// group's values may differ in the last bits from its own launch's (S changes the summation
+// order); a row's depend only on its row. Measured on an H100 (V4-Flash's wo_a, 8 groups of
+// 1024 rows, 33.5 MB; bench/results/gpu_2026-12-07_stop43.txt): one group's form (2 warps per
+// row, one round of loads per warp) took the 4-layer decode step to 0.97 / 0.96 of 8 separate
+// linears at batch 1 / 4, the whole weight's form (4 rows per warp, 8 chunks per lane in
+// flight) to 0.95 / 0.94, same build and machine, two alternating rounds each.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemm_internal.h"
 #include "kernels/cuda/gemm/stream_chunk.cuh"
@@ -188,7 +189,7 @@ constexpr int kMaxRows = F == WFmt::kFp8 ? (MT == 1 ? 4 : 2) : (MT == 1 ? 2 : 1)
 template <WFmt F, int MT>
 void launch_mt(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, int qblock,
                int64_t groups, cudaStream_t stream) {
-  const int64_t nchunks = w.k / stream_chunk_elems<F>, n = w.n / groups;  // a group's rows
+  const int64_t nchunks = w.k / stream_chunk_elems<F>, n = w.n;  // the whole weight's rows
   if constexpr (kMaxRows<F, MT> >= 4) {
     if (n >= 4 * kTargetWarps)
       return launch_form<F, MT, 4, 1>(x, w, y, round_out, qblock, groups, stream);
