@@ -397,7 +397,8 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
   DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
   arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
-  float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1));
+  float* dots =
+      arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1) * kc::hc_dot_chunks(streams.cols));
   const bool dots_ready = hc_dots_gemm(streams, p.fn.rows_slice(0, (2 + n) * n), (2 + n) * n, dots);
   if (norm != nullptr) {
     kc::launch_hc_pre_norm(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb),
@@ -445,9 +446,10 @@ void CudaOps::hc_head_impl(CMat streams, const HcParams& p, Mat y, bool round_y)
   DI_CHECK(y.cols == D && p.fn.cols == n * D && p.fn.rows >= n);
   arena().reset();
   const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1));
-  float* dots = arena().alloc_n<float>(streams.rows * (n + 1));
-  // Its n logits stay a block per (token, logit): at n = 4 the GEMM lost at 256 rows (0.122 vs
-  // 0.059 ms, decode_bench --profile, bench/results/model_cuda_h200_2026-12-03_stop31*.log).
+  float* dots = arena().alloc_n<float>(streams.rows * (n + 1) * kc::hc_dot_chunks(streams.cols));
+  // Its n logits stay on hc_dots_kernel: at n = 4 the GEMM lost to that kernel's earlier form at
+  // 256 rows (0.122 vs 0.059 ms, decode_bench --profile,
+  // bench/results/model_cuda_h200_2026-12-03_stop31*.log).
   kc::launch_hc_head(md(streams), d, md(y), dots, round_y, stream_);
 }
 

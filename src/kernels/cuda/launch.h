@@ -192,11 +192,14 @@ struct HcDesc {
   int sinkhorn_iters = 20;
 };
 inline constexpr int kMaxHcStreams = 8;
-// scratch: device, rows · ((2+n)n + 1) floats (hc_head: rows · (n + 1)). collapse (data may be
+// Chunks of the logits' partial sums for k = n·D stream values: scratch of hc_pre / hc_head is
+// rows · ((2+n)n + 1) · hc_dot_chunks(n·D) floats (hc_head: rows · (n + 1) · hc_dot_chunks(n·D)).
+int64_t hc_dot_chunks(int64_t k);
+// collapse (data may be
 // null): V4.1's single pass, y = Σ collapse[m, i] X_i instead of the site's own pre; pre_out
 // (data may be null) receives the site's pre [rows, n].
 // dots_ready: scratch already holds the logits' dot products [rows, (2+n)n + 1] (the last
-// column Σ x², launch_row_sumsq), e.g. from a GEMM; else the kernel makes them.
+// column Σ x², launch_row_sumsq), e.g. from a GEMM; else the kernels make them as partial sums.
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,
                    MatDesc post, MatDesc comb, float* scratch, bool dots_ready, bool round_y,
                    cudaStream_t stream);

@@ -3,6 +3,7 @@
 // per kernel family. Each is tagged with the backends that promise it.
 #include <bit>
 #include <string>
+#include <utility>
 
 #include "../op_harness.h"
 
@@ -99,6 +100,55 @@ OP_CASE(determinism_and_batch_invariance, kOnCuda, Feature::kFp8Weights, Feature
     const std::vector<float> all = o.download();
     close(ctx, "sparse_attention token alone", o1.download(),
           std::vector<float>(all.begin() + 2 * H * d, all.end()), 0.0);
+  }
+}
+
+// mHC's logits (CUDA: hc.cu's dot products as partial sums over fixed chunks of the n·D stream
+// values, blocks of 1-32 tokens by the token count): a token's hc_pre and hc_head outputs are
+// the same bits alone and in a batch. 40 tokens (D = 4096: blocks of 3 and a tail) on the
+// backend, 300 (blocks of 19) in its batch-invariant mode, where hc_pre's logits are never the
+// cuBLAS GEMM that the default mode takes from 128 rows; D = 4096 (V4-Flash: 64 chunks) and
+// D = 100 (a short last chunk); n = 5 gives 36 dot products (a warp's second group).
+OP_CASE(hc_batch_invariance, kOnAll, Feature::kHyperConnections) {
+  ctx.rng.seed(17);
+  for (const auto& [n, D] :
+       {std::pair{4, int64_t{4096}}, std::pair{4, int64_t{100}}, std::pair{5, int64_t{256}}}) {
+    const DBuf fn = dev_copy(ctx, random_buf(ctx.rng, (2 + n) * n, n * D, -0.05f, 0.05f));
+    const BackendMem base = dev_array(ctx, random_buf(ctx.rng, 1, (2 + n) * n).v);
+    const BackendMem scale = dev_array(ctx, random_buf(ctx.rng, 1, 3, 0.5f, 1.5f).v);
+    const HcParams pre{n, fn.cmat(), base.as<float>(), scale.as<float>()};
+    const HcParams head{n, fn.cmat().rows_slice(0, n), base.as<float>(), scale.as<float>()};
+    for (const auto& [be, M] :
+         {std::pair{ctx.ops, int64_t{40}},
+          std::pair{ctx.invariant_ops ? ctx.invariant_ops : ctx.ops, int64_t{300}}}) {
+      const DBuf x = dev_copy(ctx, random_buf(ctx.rng, M, n * D, -2.0f, 2.0f));
+      DBuf y = dev_poisoned(ctx, M, D), post = dev_poisoned(ctx, M, n),
+           comb = dev_poisoned(ctx, M, n * n), yh = dev_poisoned(ctx, M, D);
+      ctx.ops->synchronize();  // uploads are queued on ctx.ops's stream
+      be->hc_pre(x.cmat(), pre, {}, y.mat(), {}, post.mat(), comb.mat());
+      be->hc_head(x.cmat(), head, yh.mat());
+      const std::vector<float> all[4] = {y.download(), post.download(), comb.download(),
+                                         yh.download()};
+      for (const int64_t row : {int64_t{0}, int64_t{13}, M - 1}) {
+        DBuf y1 = dev_poisoned(ctx, 1, D), post1 = dev_poisoned(ctx, 1, n),
+             comb1 = dev_poisoned(ctx, 1, n * n), yh1 = dev_poisoned(ctx, 1, D);
+        ctx.ops->synchronize();
+        be->hc_pre(x.cmat().rows_slice(row, 1), pre, {}, y1.mat(), {}, post1.mat(), comb1.mat());
+        be->hc_head(x.cmat().rows_slice(row, 1), head, yh1.mat());
+        const std::vector<float> one[4] = {y1.download(), post1.download(), comb1.download(),
+                                           yh1.download()};
+        const char* what[4] = {"hc_pre y", "hc_pre post", "hc_pre comb", "hc_head y"};
+        for (int i = 0; i < 4; ++i) {
+          const int64_t w = static_cast<int64_t>(one[i].size());
+          close(ctx,
+                std::string(what[i]) + " n=" + std::to_string(n) + " D=" + std::to_string(D) +
+                    " M=" + std::to_string(M) + " row " + std::to_string(row) +
+                    " alone == in batch",
+                one[i],
+                std::vector<float>(all[i].begin() + row * w, all[i].begin() + (row + 1) * w), 0.0);
+        }
+      }
+    }
   }
 }
 

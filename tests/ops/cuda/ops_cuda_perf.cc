@@ -491,7 +491,7 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
   const BackendMem scale = dev_array(p.ctx, std::vector<float>{1.0f, 1.0f, 1.0f});
   const std::vector<float> freqs = make_rope_freqs(10000.0f, 64);
   const BackendMem dfreqs = dev_array(p.ctx, freqs);
-  for (int64_t M : {1, 16, 128, 4096}) {
+  for (int64_t M : {1, 16, 64, 128, 4096}) {
     const std::string ms_ = " M=" + std::to_string(M);
     const DBuf x = dev_random(p, rng, M, D), streams = dev_random(p, rng, M, n * D);
     DBuf y = dev_poisoned(p.ctx, M, D), post = dev_poisoned(p.ctx, M, n),
@@ -513,17 +513,15 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
       });
       report(p, "hc_pre", "n4 D4096" + ms_, ms, 2.0 * M * 24 * n * D,
              4.0 * (M * n * D + M * D + 24.0 * n * D));
-      if (M >= 16) {  // the logits' dots as a block per (token, logit) vs the GEMM, same run
+      if (M >= 16) {  // the logits' dots by hc_dots_kernel (partial sums) vs the GEMM, same run
         const bool gemm = M >= 128;  // CudaOps' threshold
         p.gpu->set_hc_gemm_min_rows(gemm ? int64_t{1} << 40 : 1);
         const double ms_other = time_ms(*p.gpu, [&] {
           p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
         });
         p.gpu->set_hc_gemm_min_rows(128);
-        report(p, "hc_pre",
-               "n4 D4096" + ms_ + (gemm ? " dots a block per (token, logit)" : " dots by the GEMM"),
-               ms_other,
-               2.0 * M * 24 * n * D, 4.0 * (M * n * D + M * D + 24.0 * n * D));
+        report(p, "hc_pre", "n4 D4096" + ms_ + (gemm ? " dots by the kernel" : " dots by the GEMM"),
+               ms_other, 2.0 * M * 24 * n * D, 4.0 * (M * n * D + M * D + 24.0 * n * D));
       }
     }
     if (wanted(p, "hc_post")) {

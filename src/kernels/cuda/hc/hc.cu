@@ -1,12 +1,15 @@
 // Manifold hyper-connections (mHC, spec §2.2): pre-mix with Sinkhorn, post-mix, head collapse.
 //
 // hc_pre / hc_head: the (2+n)n (or n) logits are dot products of the token's n·D stream values
-// with fn rows, one block per (token, row) (hc_dots_kernel, into scratch; for hc_pre the backend
-// may make them with a cuBLAS FP32 GEMM and launch_row_sumsq instead, dots_ready); then one block
-// per token: the tiny n x n Sinkhorn on one thread exactly in the reference's order (in registers
-// for n = 4),
-// and y = Σ pre_i X_i. hc_post: one thread per (token, channel) holding the n stream values in
+// with fn rows, and Σ x² their norm. hc_dots_kernel makes them as partial sums over chunks of
+// kDotChunk values (scratch [token, dot, chunk]); the consumer (one block per token) adds each
+// dot's partials in a fixed order (hc_gather_dots). For hc_pre the backend may make them with a
+// cuBLAS FP32 GEMM and launch_row_sumsq instead (dots_ready: one partial per dot). Then the tiny
+// n x n Sinkhorn on one thread exactly in the reference's order (in a warp for n = 4), and
+// y = Σ pre_i X_i. hc_post: one thread per (token, channel) holding the n stream values in
 // registers, so out may alias streams.
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 
 namespace deepinfer::kernels::cuda {
@@ -17,10 +20,6 @@ constexpr int kMaxLogits = (2 + kMaxHcStreams) * kMaxHcStreams;
 
 __device__ float sigmoid_d(float v) { return 1.0f / (1.0f + expf(-v)); }
 
-// dots[m, r] = fn[r] · x_m for r < rows and dots[m, rows] = Σ x_m², one block per (m, r):
-// enough blocks to keep the reads of fn in flight at decode sizes (a block per token alone was
-// latency-bound: 0.7 ms per call at M = 1, D = 4096). Four independent accumulators per thread,
-// a fixed-order block sum: each value is independent of M (batch-invariant).
 // f · x over len values by the whole block: four independent accumulators per thread, then a
 // fixed-order block sum (the same bits for the same inputs, whatever the grid).
 __device__ __forceinline__ float block_dot(const float* f, const float* x, int64_t len,
@@ -37,31 +36,115 @@ __device__ __forceinline__ float block_dot(const float* f, const float* x, int64
   return block_sum((a0 + a1) + (a2 + a3), red);
 }
 
-__global__ void __launch_bounds__(kThreads)
-    hc_dots_kernel(MatDesc streams, MatDesc fn, int rows, float* dots) {
-  grid_dependency_sync();
-  __shared__ float red[32];
-  const int64_t m = blockIdx.x;
-  const int r = static_cast<int>(blockIdx.y);
-  const float* x = streams.data + m * streams.ld;
-  const float d = block_dot(r < rows ? fn.data + r * fn.ld : x, x, streams.cols, red);
-  if (threadIdx.x == 0) dots[m * (rows + 1) + r] = d;
+// The logits' dot products as partial sums: partials[(m·R + r)·S + s] = Σ fn[r, c] · x_m[c]
+// over chunk s (c in [s·kDotChunk, (s+1)·kDotChunk)), r < rows, and Σ x_m[c]² for r = rows
+// (R = rows + 1, S = hc_dot_chunks(K)). Block (s, t) takes chunk s of tokens
+// [t·tokens_per_block, ...); warp w the dots w, w + 8, ... in groups of kDotGroup, whose fn
+// values it holds in registers while it walks the tokens. Lane l adds values l, l + 32, ... of
+// the chunk in order, then a butterfly: each partial's order is fixed by K alone, so the bits
+// do not depend on the token count or the tiling (batch-invariant). The form before stop 43, a
+// block per (token, dot) over all n·D values, ran 25 blocks at one token, each reading 128 KB of
+// fn and x in 16 dependent rounds; here V4-Flash's K takes 64 blocks of 26 KB, one round each,
+// and at 64 tokens fn is read once per 8 tokens, not once per token.
+constexpr int kDotChunk = 256, kDotLanes = kDotChunk / 32, kDotWarps = 8, kDotGroup = 4;
+
+__device__ __forceinline__ float warp_sum_butterfly(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // same in every lane
+  return v;
 }
 
-// out[m * out_ld] = Σ x_m², one block per row (the dots' last column when cuBLAS made the others).
+__global__ void __launch_bounds__(kDotWarps * 32)
+    hc_dots_kernel(MatDesc streams, MatDesc fn, int rows, int64_t tokens_per_block,
+                   float* partials) {
+  grid_dependency_sync();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, R = rows + 1;
+  const int64_t K = streams.cols, S = gridDim.x, s = blockIdx.x;
+  const int64_t c0 = s * kDotChunk + lane;
+  const int64_t m0 = blockIdx.y * tokens_per_block;
+  const int64_t m1 = m0 + tokens_per_block < streams.rows ? m0 + tokens_per_block : streams.rows;
+  for (int g = warp; g < R; g += kDotWarps * kDotGroup) {
+    float f[kDotGroup][kDotLanes];
+#pragma unroll
+    for (int j = 0; j < kDotGroup; ++j) {
+      const int r = g + j * kDotWarps;
+#pragma unroll
+      for (int i = 0; i < kDotLanes; ++i) {
+        const int64_t c = c0 + 32 * i;
+        f[j][i] = r < rows && c < K ? fn.data[r * fn.ld + c] : 0.0f;
+      }
+    }
+    // The next token's x is loaded before this token's sums and stores, so its reads are in
+    // flight while they run.
+    float xv[kDotLanes], xn[kDotLanes];
+    auto load_x = [&](int64_t m, float* v) {
+      const float* x = streams.data + m * streams.ld;
+#pragma unroll
+      for (int i = 0; i < kDotLanes; ++i) v[i] = c0 + 32 * i < K ? x[c0 + 32 * i] : 0.0f;
+    };
+    if (m0 < m1) load_x(m0, xv);
+    for (int64_t m = m0; m < m1; ++m) {
+      if (m + 1 < m1) load_x(m + 1, xn);
+#pragma unroll
+      for (int j = 0; j < kDotGroup; ++j) {
+        const int r = g + j * kDotWarps;
+        if (r >= R) break;
+        float acc = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kDotLanes; ++i) acc = fmaf(r < rows ? f[j][i] : xv[i], xv[i], acc);
+        acc = warp_sum_butterfly(acc);
+        if (lane == 0) partials[(m * R + r) * S + s] = acc;
+      }
+#pragma unroll
+      for (int i = 0; i < kDotLanes; ++i) xv[i] = xn[i];
+    }
+  }
+}
+
+// Token m's R dot products into out (shared memory), each the sum of its S partial sums
+// (hc_dots_kernel's layout; S = 1 where cuBLAS made the dots). A group of L lanes per dot (L
+// the power of two from ceil(S / 4), at most 32: V4-Flash's S = 64 takes 16) adds partials
+// l, l + L, ... in order, then a butterfly inside the group: the order is fixed by S alone.
+// Every dot of the block's round is in flight at once (32 / L per warp), not one per warp in
+// turn: with 4 warps and 25 dots that was 7 dependent reads of L2 (measured on models/v4-small,
+// stop 43: its decode step 4 % slower than before the partial sums). With S = 1 the value is
+// the partial itself (its sum with zeros).
+__device__ void hc_gather_dots(const float* partials, int64_t S, int64_t m, int R, float* out) {
+  int L = 1;
+  while (L < 32 && L * 4 < S) L *= 2;
+  const int lane = threadIdx.x & 31, sub = lane & (L - 1);
+  const int per_round = static_cast<int>(blockDim.x) / L;  // blockDim is a multiple of 32
+  for (int base = 0; base < R; base += per_round) {        // uniform across the block
+    const int r = base + static_cast<int>(threadIdx.x) / L;
+    float acc = 0.0f;
+    if (r < R) {
+      const float* p = partials + (m * R + r) * S;
+      for (int64_t s = sub; s < S; s += L) acc += p[s];
+    }
+    for (int o = L / 2; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (r < R && sub == 0) out[r] = acc;
+  }
+  __syncthreads();
+}
+
+// out[m * out_ld] = Σ x_m², one block per row (the dots' last column when cuBLAS made the others;
+// in a different order from hc_dots_kernel's, as the GEMM's dots are).
 __global__ void __launch_bounds__(kThreads)
     row_sumsq_kernel(MatDesc x, float* out, int64_t out_ld) {
   grid_dependency_sync();
   __shared__ float red[32];
   const float* r = x.data + static_cast<int64_t>(blockIdx.x) * x.ld;
-  const float d = block_dot(r, r, x.cols, red);  // hc_dots_kernel's Σ x², the same bits
+  const float d = block_dot(r, r, x.cols, red);
   if (threadIdx.x == 0) out[blockIdx.x * out_ld] = d;
 }
 
-// mu[r] = dots[r] · rho, rho = 1 / sqrt(mean(x²) + eps), into shared memory.
-__device__ void hc_logits(const float* dots, int64_t len, const HcDesc& p, int rows, float* mu) {
-  const float rho = 1.0f / sqrtf(dots[rows] / static_cast<float>(len) + p.norm_eps);
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) mu[r] = dots[r] * rho;
+// mu[r] = dots[r] · rho, rho = 1 / sqrt(mean(x²) + eps), in shared memory (rows + 1 floats: the
+// last holds Σ x²), token m's dots gathered from their S partial sums first.
+__device__ void hc_logits(const float* partials, int64_t S, int64_t m, int64_t len, const HcDesc& p,
+                          int rows, float* mu) {
+  hc_gather_dots(partials, S, m, rows + 1, mu);
+  const float rho = 1.0f / sqrtf(mu[rows] / static_cast<float>(len) + p.norm_eps);
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) mu[r] *= rho;
   __syncthreads();
 }
 
@@ -171,16 +254,17 @@ __device__ void hc_mix4_warp(const float* mu, const HcDesc& p, float* pre, float
 }
 
 // The pre-mix of token blockIdx.x with any block size (hc_pre_kernel's body): mu and pre are
-// shared arrays of kMaxLogits and kMaxHcStreams floats. Channel c of y is thread c mod blockDim's.
+// shared arrays of kMaxLogits + 1 and kMaxHcStreams floats; dots has `splits` partial sums per dot.
+// Channel c of y is thread c mod blockDim's.
 __device__ __forceinline__ void hc_pre_row(const MatDesc& streams, const HcDesc& p,
                                            const float* dots, const MatDesc& collapse,
                                            const MatDesc& y, const MatDesc& pre_out,
                                            const MatDesc& post, const MatDesc& comb, bool round_y,
-                                           float* mu, float* pre) {
+                                           int64_t splits, float* mu, float* pre) {
   const int n = p.n;
   const int64_t D = streams.cols / n, m = blockIdx.x;
   const float* x = streams.data + m * streams.ld;
-  hc_logits(dots + m * ((2 + n) * n + 1), n * D, p, (2 + n) * n, mu);
+  hc_logits(dots, splits, m, n * D, p, (2 + n) * n, mu);
   float* pm = post.data + m * post.ld;
   float* cm = comb.data + m * comb.ld;
   if (n == 4) {
@@ -202,12 +286,12 @@ __device__ __forceinline__ void hc_pre_row(const MatDesc& streams, const HcDesc&
 }
 
 __global__ void __launch_bounds__(kThreads)
-    hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
-                  MatDesc pre_out, MatDesc post, MatDesc comb, bool round_y) {
+    hc_pre_kernel(MatDesc streams, HcDesc p, const float* dots, int64_t splits, MatDesc collapse,
+                  MatDesc y, MatDesc pre_out, MatDesc post, MatDesc comb, bool round_y) {
   grid_dependency_sync();
-  __shared__ float mu[kMaxLogits];
+  __shared__ float mu[kMaxLogits + 1];
   __shared__ float pre[kMaxHcStreams];
-  hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, round_y, mu, pre);
+  hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, round_y, splits, mu, pre);
 }
 
 // hc_pre, then rms_norm of y into u (Ops::hc_pre_norm) in one launch, with rms_norm_kernel's
@@ -215,14 +299,14 @@ __global__ void __launch_bounds__(kThreads)
 // by hc_pre_kernel, and each thread's norm channels are the y channels it wrote itself.
 template <int T>
 __global__ void __launch_bounds__(T)
-    hc_pre_norm_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc collapse, MatDesc y,
-                       MatDesc pre_out, MatDesc post, MatDesc comb, bool rounded, WeightDesc w,
-                       float eps, MatDesc u) {
+    hc_pre_norm_kernel(MatDesc streams, HcDesc p, const float* dots, int64_t splits,
+                       MatDesc collapse, MatDesc y, MatDesc pre_out, MatDesc post, MatDesc comb,
+                       bool rounded, WeightDesc w, float eps, MatDesc u) {
   grid_dependency_sync();
-  __shared__ float mu[kMaxLogits];
+  __shared__ float mu[kMaxLogits + 1];
   __shared__ float pre[kMaxHcStreams];
   __shared__ float red[32];
-  hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, rounded, mu, pre);
+  hc_pre_row(streams, p, dots, collapse, y, pre_out, post, comb, rounded, splits, mu, pre);
   const int64_t D = y.cols, m = blockIdx.x;
   const float* yr = y.data + m * y.ld;
   rms_norm_apply(yr, u.data + m * u.ld, D, block_sum(rms_sumsq_thread(yr, D), red), eps, w, true,
@@ -243,13 +327,14 @@ __global__ void hc_collapse_kernel(MatDesc streams, MatDesc pre, int n, MatDesc 
 }
 
 __global__ void __launch_bounds__(kThreads)
-    hc_head_kernel(MatDesc streams, HcDesc p, const float* dots, MatDesc y, bool round_y) {
+    hc_head_kernel(MatDesc streams, HcDesc p, const float* dots, int64_t splits, MatDesc y,
+                   bool round_y) {
   grid_dependency_sync();
-  __shared__ float mu[kMaxHcStreams];
+  __shared__ float mu[kMaxHcStreams + 1];
   const int n = p.n;
   const int64_t D = streams.cols / n, m = blockIdx.x;
   const float* x = streams.data + m * streams.ld;
-  hc_logits(dots + m * (n + 1), n * D, p, n, mu);
+  hc_logits(dots, splits, m, n * D, p, n, mu);
   float pre[kMaxHcStreams];
 #pragma unroll
   for (int i = 0; i < kMaxHcStreams; ++i)
@@ -285,14 +370,30 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
   }
 }
 
-// hc_pre's logits' dot products into scratch, unless the backend made them (dots_ready).
-void launch_hc_pre_dots(MatDesc streams, const HcDesc& p, float* scratch, bool dots_ready,
-                        cudaStream_t stream) {
-  const int rows = (2 + p.n) * p.n;
-  if (!dots_ready) {
-    launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), rows + 1), kThreads, 0,
-                  stream, streams, p.fn, rows, scratch);
-  }
+// The R = rows + 1 dot products of every token as partial sums into scratch (hc_dots_kernel);
+// returns the partials per dot. Tokens per block: as many as keep ~1024 blocks, 1 to 32: each
+// block reads its 26 KB chunk of fn once for all its tokens, and its warps walk them one after
+// another. A fixed 8 per block (below 256 tokens) left models/v4-small's K (2 chunks) 16 blocks
+// at 64 tokens, its decode step 6-9 % slower than with the earlier block per (token, dot) on an
+// H100; this rule took it 5 % below at 64 (1-2 % above at one token). At V4-Flash's K (64 chunks)
+// the op harness's perf mode read hc_pre at 16 / 64 tokens in 18.2 / 25.8 µs with 8 per block
+// and 20.3 / 30.4 µs with this rule's 1 / 4 (two calls on H100s, not one run: the next A/B to make;
+// the decode steps did not move past the spread). Either way the same bits.
+int64_t launch_hc_dots(MatDesc streams, MatDesc fn, int rows, float* scratch, cudaStream_t stream) {
+  const int64_t S = hc_dot_chunks(streams.cols);
+  const int64_t per = std::min<int64_t>(32, std::max<int64_t>(1, (streams.rows * S + 1023) / 1024));
+  const auto tiles = static_cast<unsigned>((streams.rows + per - 1) / per);
+  launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(S), tiles), kDotWarps * 32, 0, stream,
+                streams, fn, rows, per, scratch);
+  return S;
+}
+
+// hc_pre's logits' dot products into scratch, unless the backend made them (dots_ready: one
+// partial per dot); returns the partials per dot.
+int64_t launch_hc_pre_dots(MatDesc streams, const HcDesc& p, float* scratch, bool dots_ready,
+                           cudaStream_t stream) {
+  if (dots_ready) return 1;
+  return launch_hc_dots(streams, p.fn, (2 + p.n) * p.n, scratch, stream);
 }
 
 }  // namespace
@@ -301,29 +402,30 @@ void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y
                    MatDesc post, MatDesc comb, float* scratch, bool dots_ready, bool round_y,
                    cudaStream_t stream) {
   if (streams.rows == 0) return;
-  launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
+  const int64_t S = launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
   launch_kernel(hc_pre_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams, p,
-                scratch, collapse, y, pre_out, post, comb, round_y);
+                scratch, S, collapse, y, pre_out, post, comb, round_y);
 }
 void launch_hc_pre_norm(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y,
                         MatDesc pre_out, MatDesc post, MatDesc comb, float* scratch,
                         bool dots_ready, bool rounded, const WeightDesc& w, float eps, MatDesc u,
                         cudaStream_t stream) {
   if (streams.rows == 0) return;
-  launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
+  const int64_t S = launch_hc_pre_dots(streams, p, scratch, dots_ready, stream);
   const int threads = rms_norm_threads(y.cols);  // the norm's reduction tree
   const auto grid = static_cast<unsigned>(streams.rows);
   if (threads == 512) {
-    launch_kernel(hc_pre_norm_kernel<512>, grid, 512, 0, stream, streams, p, scratch, collapse, y,
-                  pre_out, post, comb, rounded, w, eps, u);
+    launch_kernel(hc_pre_norm_kernel<512>, grid, 512, 0, stream, streams, p, scratch, S, collapse,
+                  y, pre_out, post, comb, rounded, w, eps, u);
   } else if (threads == 256) {
-    launch_kernel(hc_pre_norm_kernel<256>, grid, 256, 0, stream, streams, p, scratch, collapse, y,
-                  pre_out, post, comb, rounded, w, eps, u);
+    launch_kernel(hc_pre_norm_kernel<256>, grid, 256, 0, stream, streams, p, scratch, S, collapse,
+                  y, pre_out, post, comb, rounded, w, eps, u);
   } else {
-    launch_kernel(hc_pre_norm_kernel<128>, grid, 128, 0, stream, streams, p, scratch, collapse, y,
-                  pre_out, post, comb, rounded, w, eps, u);
+    launch_kernel(hc_pre_norm_kernel<128>, grid, 128, 0, stream, streams, p, scratch, S, collapse,
+                  y, pre_out, post, comb, rounded, w, eps, u);
   }
 }
+int64_t hc_dot_chunks(int64_t k) { return (k + kDotChunk - 1) / kDotChunk; }
 void launch_row_sumsq(MatDesc x, float* out, int64_t out_ld, cudaStream_t stream) {
   if (x.rows == 0) return;
   launch_kernel(row_sumsq_kernel, static_cast<unsigned>(x.rows), kThreads, 0, stream, x, out,
@@ -344,10 +446,9 @@ void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int 
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool round_y,
                     cudaStream_t stream) {
   if (streams.rows == 0) return;
-  launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(streams.rows), p.n + 1), kThreads, 0,
-                stream, streams, p.fn, p.n, scratch);
+  const int64_t S = launch_hc_dots(streams, p.fn, p.n, scratch, stream);
   launch_kernel(hc_head_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams,
-                p, scratch, y, round_y);
+                p, scratch, S, y, round_y);
 }
 
 }  // namespace deepinfer::kernels::cuda
