@@ -10,8 +10,11 @@
 //                        launches fused away.
 //   --ungrouped-linear   V4's grouped output projection (wo_a) as one linear per group instead
 //                        of Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)).
+//   --hc-dot-tokens=N    tokens per block of mHC's logit partial sums (hc.cu; default: the
+//                        kernel's rule), the same bits: CudaOps::set_hc_dot_tokens(N).
 #pragma once
 
+#include <cstdlib>
 #include <string>
 
 #include "backend/cuda/cuda_ops.h"
@@ -22,6 +25,7 @@ struct BackendSwitches {
   bool fused_act_quant = false;
   bool fused_small_ops = true;
   bool grouped_linear = true;
+  int hc_dot_tokens = 0;
 
   // True when `flag` is one of the switches above (and taken).
   bool parse(const std::string& flag) {
@@ -31,6 +35,9 @@ struct BackendSwitches {
       fused_small_ops = false;
     } else if (flag == "--ungrouped-linear") {
       grouped_linear = false;
+    } else if (flag.rfind("--hc-dot-tokens=", 0) == 0) {
+      hc_dot_tokens = std::atoi(flag.c_str() + 16);
+      if (hc_dot_tokens < 1 || hc_dot_tokens > 1024) return false;  // the caller's usage error
     } else {
       return false;
     }
@@ -40,6 +47,7 @@ struct BackendSwitches {
     ops.set_fused_act_quant(fused_act_quant);
     ops.set_fused_small_ops(fused_small_ops);
     ops.set_grouped_linear(grouped_linear);
+    ops.set_hc_dot_tokens(hc_dot_tokens);
   }
 };
 

@@ -60,6 +60,10 @@
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
 #          keeps REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
+# An A/B across two source versions (a driver that patches the tree): build the other side in
+# its own BUILD_DIR. The device keeps build outputs between calls of a warm machine and the tree
+# it receives keeps this machine's file times, so objects built there from patched sources can
+# look newer than the sources of the next call and be kept (stop 43: a stale cuda_ops.cc.o).
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u

@@ -363,8 +363,9 @@ void CudaOps::q_heads_finish(Mat q, int64_t n_heads, int64_t head_dim, float eps
 }
 
 namespace {
-kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale) {
+kc::HcDesc hc_desc(const HcParams& p, const float* base, const float* scale, int dot_tokens) {
   kc::HcDesc d;
+  d.dot_tokens = dot_tokens;
   d.n = p.n;
   d.fn = md(p.fn);
   d.base = base;
@@ -396,7 +397,8 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
   DI_CHECK(streams.cols == n * D && y.cols == D && post.cols == n && comb.cols == n * n);
   DI_CHECK(p.fn.cols == n * D && p.fn.rows >= (2 + n) * n);
   arena().reset();
-  const kc::HcDesc d = hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3));
+  const kc::HcDesc d =
+      hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3), hc_dot_tokens_);
   float* dots =
       arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1) * kc::hc_dot_chunks(streams.cols));
   const bool dots_ready = hc_dots_gemm(streams, p.fn.rows_slice(0, (2 + n) * n), (2 + n) * n, dots);
@@ -445,7 +447,7 @@ void CudaOps::hc_head_impl(CMat streams, const HcParams& p, Mat y, bool round_y)
   const int64_t D = streams.cols / n;
   DI_CHECK(y.cols == D && p.fn.cols == n * D && p.fn.rows >= n);
   arena().reset();
-  const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1));
+  const kc::HcDesc d = hc_desc(p, on_device(p.base, n), on_device(p.scale, 1), hc_dot_tokens_);
   float* dots = arena().alloc_n<float>(streams.rows * (n + 1) * kc::hc_dot_chunks(streams.cols));
   // Its n logits stay on hc_dots_kernel: at n = 4 the GEMM lost to that kernel's earlier form at
   // 256 rows (0.122 vs 0.059 ms, decode_bench --profile,

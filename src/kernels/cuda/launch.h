@@ -190,6 +190,9 @@ struct HcDesc {
   const float* scale = nullptr;
   float norm_eps = 1e-6f, hc_eps = 1e-6f;
   int sinkhorn_iters = 20;
+  // Tokens per block of the logits' partial sums (hc.cu hc_dots_kernel); 0: its own rule. Any
+  // value gives the same bits (an A/B knob: CudaOps::set_hc_dot_tokens).
+  int dot_tokens = 0;
 };
 inline constexpr int kMaxHcStreams = 8;
 // Chunks of the logits' partial sums for k = n·D stream values: scratch of hc_pre / hc_head is

@@ -523,6 +523,19 @@ void perf_rowwise(Perf& p, std::mt19937& rng) {
         report(p, "hc_pre", "n4 D4096" + ms_ + (gemm ? " dots by the kernel" : " dots by the GEMM"),
                ms_other, 2.0 * M * 24 * n * D, 4.0 * (M * n * D + M * D + 24.0 * n * D));
       }
+      if (M > 1 && M <= 128) {  // the dots kernel's tokens per block, same run (same bits)
+        p.gpu->set_hc_gemm_min_rows(int64_t{1} << 40);
+        for (int per : {1, 4, 8, 16}) {
+          p.gpu->set_hc_dot_tokens(per);
+          const double ms_per = time_ms(*p.gpu, [&] {
+            p.gpu->hc_pre(streams.cmat(), hp, {}, y.mat(), {}, post.mat(), comb.mat());
+          });
+          report(p, "hc_pre", "n4 D4096" + ms_ + " dots " + std::to_string(per) + " tok/block",
+                 ms_per, 2.0 * M * 24 * n * D, 4.0 * (M * n * D + M * D + 24.0 * n * D));
+        }
+        p.gpu->set_hc_dot_tokens(0);
+        p.gpu->set_hc_gemm_min_rows(128);
+      }
     }
     if (wanted(p, "hc_post")) {
       DBuf s2 = dev_random(p, rng, M, n * D);

@@ -371,17 +371,22 @@ __global__ void hc_post_kernel(MatDesc streams, MatDesc o, MatDesc post, MatDesc
 }
 
 // The R = rows + 1 dot products of every token as partial sums into scratch (hc_dots_kernel);
-// returns the partials per dot. Tokens per block: as many as keep ~1024 blocks, 1 to 32: each
-// block reads its 26 KB chunk of fn once for all its tokens, and its warps walk them one after
-// another. A fixed 8 per block (below 256 tokens) left models/v4-small's K (2 chunks) 16 blocks
-// at 64 tokens, its decode step 6-9 % slower than with the earlier block per (token, dot) on an
-// H100; this rule took it 5 % below at 64 (1-2 % above at one token). At V4-Flash's K (64 chunks)
-// the op harness's perf mode read hc_pre at 16 / 64 tokens in 18.2 / 25.8 µs with 8 per block
-// and 20.3 / 30.4 µs with this rule's 1 / 4 (two calls on H100s, not one run: the next A/B to make;
-// the decode steps did not move past the spread). Either way the same bits.
-int64_t launch_hc_dots(MatDesc streams, MatDesc fn, int rows, float* scratch, cudaStream_t stream) {
+// returns the partials per dot. Tokens per block (dot_tokens, else this rule): as many as keep
+// ~1024 blocks, 1 to 32: each block reads its 26 KB chunk of fn once for all its tokens, and
+// its warps walk them one after another. A fixed 8 per block (below 256 tokens) left
+// models/v4-small's K (2 chunks) 16 blocks at 64 tokens, its decode step 6-9 % slower than with
+// the earlier block per (token, dot) on an H100; this rule took it 5 % below at 64 (1-2 %
+// above at one token). At V4-Flash's K (64 chunks) the op harness's perf mode read hc_pre at
+// 16 / 64 tokens in 18.2 / 25.8 µs with 8 per block and 20.3 / 30.4 µs with this rule's 1 / 4
+// (two calls on H100s, not one run; the decode steps did not move past the spread): the next
+// A/B to make (--perf, --hc-dot-tokens). Either way the same bits.
+int64_t launch_hc_dots(MatDesc streams, MatDesc fn, int rows, int dot_tokens, float* scratch,
+                       cudaStream_t stream) {
   const int64_t S = hc_dot_chunks(streams.cols);
-  const int64_t per = std::min<int64_t>(32, std::max<int64_t>(1, (streams.rows * S + 1023) / 1024));
+  const int64_t per =
+      dot_tokens > 0
+          ? dot_tokens
+          : std::min<int64_t>(32, std::max<int64_t>(1, (streams.rows * S + 1023) / 1024));
   const auto tiles = static_cast<unsigned>((streams.rows + per - 1) / per);
   launch_kernel(hc_dots_kernel, dim3(static_cast<unsigned>(S), tiles), kDotWarps * 32, 0, stream,
                 streams, fn, rows, per, scratch);
@@ -393,7 +398,7 @@ int64_t launch_hc_dots(MatDesc streams, MatDesc fn, int rows, float* scratch, cu
 int64_t launch_hc_pre_dots(MatDesc streams, const HcDesc& p, float* scratch, bool dots_ready,
                            cudaStream_t stream) {
   if (dots_ready) return 1;
-  return launch_hc_dots(streams, p.fn, (2 + p.n) * p.n, scratch, stream);
+  return launch_hc_dots(streams, p.fn, (2 + p.n) * p.n, p.dot_tokens, scratch, stream);
 }
 
 }  // namespace
@@ -446,7 +451,7 @@ void launch_hc_post(MatDesc streams, MatDesc o, MatDesc post, MatDesc comb, int 
 void launch_hc_head(MatDesc streams, const HcDesc& p, MatDesc y, float* scratch, bool round_y,
                     cudaStream_t stream) {
   if (streams.rows == 0) return;
-  const int64_t S = launch_hc_dots(streams, p.fn, p.n, scratch, stream);
+  const int64_t S = launch_hc_dots(streams, p.fn, p.n, p.dot_tokens, scratch, stream);
   launch_kernel(hc_head_kernel, static_cast<unsigned>(streams.rows), kThreads, 0, stream, streams,
                 p, scratch, S, y, round_y);
 }
