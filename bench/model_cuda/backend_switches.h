@@ -14,6 +14,7 @@
 //                        kernel's rule), the same bits: CudaOps::set_hc_dot_tokens(N).
 #pragma once
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -37,7 +38,11 @@ struct BackendSwitches {
       grouped_linear = false;
     } else if (flag.rfind("--hc-dot-tokens=", 0) == 0) {
       hc_dot_tokens = std::atoi(flag.c_str() + 16);
-      if (hc_dot_tokens < 1 || hc_dot_tokens > 1024) return false;  // the caller's usage error
+      if (hc_dot_tokens < 1 || hc_dot_tokens > 1024) {
+        std::fprintf(stderr, "--hc-dot-tokens takes 1 to 1024 tokens per block, not '%s'\n",
+                     flag.c_str() + 16);
+        return false;  // then the caller's usage error
+      }
     } else {
       return false;
     }
