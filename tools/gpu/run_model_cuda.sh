@@ -60,6 +60,14 @@
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
 #          keeps REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
+#   flashmla (not default; never run yet) FlashMLA built from source beside us, the sparse
+#          attention peer of issue 19: carry .deps/flashmla.tar.xz (tools/gpu/make_flashmla_carry.sh),
+#          unpacked once into .deps/flashmla (a warm machine keeps its build), built for sm_90a
+#          (FLASH_MLA_DISABLE_SM100=1, FLASHMLA_BUILD_S seconds, default 500: a cold build may
+#          need a second call), then bench/model_cuda/flashmla_peer.py at FLASHMLA_BATCHES
+#          (default 2,64,128,256; 2 queries per sequence, 512 + 128 keys) against our
+#          `ops_cuda_test --perf --filter=sparse_attention` at M = 2 x batch; flashmla.csv,
+#          flashmla_ratio.csv (ours / FlashMLA), flashmla_build.log
 # An A/B across two source versions (a driver that patches the tree): build the other side in
 # its own BUILD_DIR. The device keeps build outputs between calls of a warm machine and the tree
 # it receives keeps this machine's file times, so objects built there from patched sources can
@@ -441,6 +449,31 @@ if has draft; then
     > "$OUT/draft.log" 2>&1
   say "draft_bench exit $?"
   head -6 "$OUT/draft.log" | tee -a "$OUT/summary.txt"
+fi
+if has flashmla; then
+  FM="$PWD/.deps/flashmla/src"
+  if [ ! -d "$FM" ] && [ -f .deps/flashmla.tar.xz ]; then
+    mkdir -p .deps/flashmla && tar -C .deps/flashmla -xJf .deps/flashmla.tar.xz
+    # No git and no network there: the CUTLASS headers came in the archive.
+    sed -i 's/^subprocess.run(\["git", "submodule"/# &/' "$FM/setup.py"
+  fi
+  if [ ! -d "$FM" ]; then
+    say "flashmla: no .deps/flashmla.tar.xz (tools/gpu/make_flashmla_carry.sh, then carry it)"
+  else
+    cat "$FM/FLASHMLA_CARRY.txt" >> "$OUT/summary.txt"
+    (cd "$FM" && FLASH_MLA_DISABLE_SM100=1 MAX_JOBS="${JOBS:-16}" NVCC_THREADS=2 \
+      timeout "${FLASHMLA_BUILD_S:-500}" python3 setup.py build_ext --inplace) \
+      > "$OUT/flashmla_build.log" 2>&1
+    say "flashmla: build exit $?"
+    PYTHONPATH="$FM" timeout 150 python3 bench/model_cuda/flashmla_peer.py run \
+      --batches "${FLASHMLA_BATCHES:-2,64,128,256}" --csv "$OUT/flashmla.csv" \
+      > "$OUT/flashmla.log" 2>&1
+    say "flashmla: peer exit $?"; tail -4 "$OUT/flashmla.log" | tee -a "$OUT/summary.txt"
+    timeout 200 "$BUILD_DIR/tests/ops/cuda/ops_cuda_test" --perf --filter=sparse_attention \
+      > "$OUT/sparse_perf.log" 2>&1
+    python3 bench/model_cuda/flashmla_peer.py compare "$OUT/flashmla.csv" "$OUT/sparse_perf.log" \
+      --csv "$OUT/flashmla_ratio.csv" 2>&1 | tee -a "$OUT/summary.txt"
+  fi
 fi
 if has replay; then
   # The full tree with its benchmarks (configure only adds them; only replay_bench is built).

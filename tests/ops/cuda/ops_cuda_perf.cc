@@ -315,42 +315,48 @@ void perf_moe(Perf& p, std::mt19937& rng) {
   }
 }
 
+// Sparse attention at V4's decode shape (64 heads, d 512, 640 keys per query row): M = 2 x the
+// batch of FlashMLA's peer runs (bench/model_cuda/flashmla_peer.py: 2 queries per sequence, a
+// batch of 2 / 64 / 128 / 256), 1 and 16, and 4096 (a prefill chunk: the tensor-core kernel
+// against the group one).
+void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
+  if (!wanted(p, "sparse_attention")) return;
+  const int64_t H = 64, d = 512, R = 8192, L = 640;
+  const DBuf kv = dev_random(p, rng, R, d), q = dev_random(p, rng, M, H * d, -0.1f, 0.1f);
+  const DBuf sink = dev_random(p, rng, 1, H);
+  std::vector<int32_t> idx(static_cast<size_t>(M * L));
+  for (auto& i : idx) i = static_cast<int32_t>(rng() % R);
+  const BackendMem didx = dev_array(p.ctx, idx);
+  DBuf o = dev_poisoned(p.ctx, M, H * d);
+  // The same call on a batch-invariant backend: the single-pass SIMT kernel (no key split,
+  // no tensor cores), the same-run peer of the split path that small M takes and of the
+  // tensor-core kernel that M = 128 and 4096 take.
+  static auto single = cuda::CudaOps::create(0, /*batch_invariant=*/true);
+  for (cuda::CudaOps* ops : {p.gpu, single.ok() ? single->get() : nullptr}) {
+    if (ops == nullptr) continue;
+    const double ms = time_ms(*ops, [&] {
+      ops->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
+                            0.044f, true, o.mat());
+    });
+    report(p, ops == p.gpu ? "sparse_attention" : "sparse_attention single-pass",
+           "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
+           4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+  }
+  // The same keys by address (what the model runs: cache rows read in place).
+  std::vector<const float*> rows(idx.size());
+  for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);
+  const BackendMem drows = dev_array(p.ctx, rows);
+  const double ms = time_ms(*p.gpu, [&] {
+    p.gpu->sparse_attention_rows(q.cmat(), H, drows.as<const float* const>(), L, d,
+                                 sink.mem.as<float>(), 0.044f, true, o.mat());
+  });
+  report(p, "sparse_attention by address", "H64 d512 L640 M=" + std::to_string(M), ms,
+         4.0 * M * H * L * d, 4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+}
+
 void perf_attention_side(Perf& p, std::mt19937& rng) {
-  // M = 4096: a prefill chunk (sparse attention: the tensor-core kernel against the group one).
+  for (int64_t M : {1, 4, 16, 128, 256, 512, 4096}) perf_sparse_attention(p, rng, M);
   for (int64_t M : {1, 16, 128, 4096}) {
-    if (wanted(p, "sparse_attention")) {
-      const int64_t H = 64, d = 512, R = 8192, L = 640;
-      const DBuf kv = dev_random(p, rng, R, d), q = dev_random(p, rng, M, H * d, -0.1f, 0.1f);
-      const DBuf sink = dev_random(p, rng, 1, H);
-      std::vector<int32_t> idx(static_cast<size_t>(M * L));
-      for (auto& i : idx) i = static_cast<int32_t>(rng() % R);
-      const BackendMem didx = dev_array(p.ctx, idx);
-      DBuf o = dev_poisoned(p.ctx, M, H * d);
-      // The same call on a batch-invariant backend: the single-pass SIMT kernel (no key split,
-      // no tensor cores), the same-run peer of the split path that small M takes and of the
-      // tensor-core kernel that M = 128 and 4096 take.
-      static auto single = cuda::CudaOps::create(0, /*batch_invariant=*/true);
-      for (cuda::CudaOps* ops : {p.gpu, single.ok() ? single->get() : nullptr}) {
-        if (ops == nullptr) continue;
-        const double ms = time_ms(*ops, [&] {
-          ops->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
-                                0.044f, true, o.mat());
-        });
-        report(p, ops == p.gpu ? "sparse_attention" : "sparse_attention single-pass",
-               "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
-               4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
-      }
-      // The same keys by address (what the model runs: cache rows read in place).
-      std::vector<const float*> rows(idx.size());
-      for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);
-      const BackendMem drows = dev_array(p.ctx, rows);
-      const double ms = time_ms(*p.gpu, [&] {
-        p.gpu->sparse_attention_rows(q.cmat(), H, drows.as<const float* const>(), L, d,
-                                     sink.mem.as<float>(), 0.044f, true, o.mat());
-      });
-      report(p, "sparse_attention by address", "H64 d512 L640 M=" + std::to_string(M), ms,
-             4.0 * M * H * L * d, 4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
-    }
     if (wanted(p, "indexer_scores")) {
       const int64_t H = 64, di = 128, R = 4096;
       const DBuf q = dev_random(p, rng, M, H * di), w = dev_random(p, rng, M, H),
