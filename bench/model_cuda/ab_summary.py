@@ -10,7 +10,7 @@ same rows.
 Metrics: decode_bench's step_ms (logits copied to pageable host memory: its speed varies by
 process, so compare GPU-sampled steps where the switch does not touch the copy),
 gpu_sampled_step_ms, eager_step_ms and kernel_launches_per_step, and as batch 0 the process's
-device-to-host rate d2h_gbps; draft_bench's draft_ms,
+device-to-host rate d2h_gbps (and into pinned memory, d2h_pinned_gbps); draft_bench's draft_ms,
 decode_ms, verify_ms and their launch counts.
 
   python3 bench/model_cuda/ab_summary.py OUT_DIR [--csv ab.csv]
@@ -46,10 +46,12 @@ def collect(out_dir: Path) -> dict:
         except (OSError, json.JSONDecodeError) as e:
             print(f"ab_summary: skipping {p.name}: {e}", file=sys.stderr)
             continue
-        # The logits' copy speed of the process (decode_bench's step_ms depends on it): batch 0.
-        if bench == "decode" and isinstance(doc.get("d2h_gbps"), (int, float)):
-            values.setdefault((bench, 0, "d2h_gbps"), {"a": [], "b": []})[side].append(
-                float(doc["d2h_gbps"]))
+        # The logits' copy speed of the process (decode_bench's step_ms depends on it) and the
+        # pinned-memory rate beside it: batch 0.
+        for rate in ("d2h_gbps", "d2h_pinned_gbps"):
+            if bench == "decode" and isinstance(doc.get(rate), (int, float)):
+                values.setdefault((bench, 0, rate), {"a": [], "b": []})[side].append(
+                    float(doc[rate]))
         for row in batches_of(bench, doc):
             for metric in DECODE if bench == "decode" else DRAFT:
                 if isinstance(row.get(metric), (int, float)):

@@ -25,6 +25,9 @@ double measure_copy_gbps();
 
 // Device-to-host copy rate into pageable memory, GB/s, for copies of `bytes`.
 double measure_d2h_gbps(size_t bytes);
+// The same into page-locked memory (cudaMallocHost): what the logits' copy could reach if
+// StepOutputs held them there; 0 when the host allocation fails.
+double measure_d2h_pinned_gbps(size_t bytes);
 
 struct GemmRates {
   int n = 0;               // the GEMM was n x n x n
