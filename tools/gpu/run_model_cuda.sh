@@ -55,7 +55,12 @@
 #          and AB_ENV (e.g. DEEPINFER_CUDA_PDL=0) (B), alternating AB_ROUNDS times (default 2);
 #          ab.txt / ab.csv: per batch and metric the median of each side, B/A and every round's
 #          value (bench/model_cuda/ab_summary.py). It replaces stop 36's `pdl` stage: PDL's A/B
-#          is AB_ENV=DEEPINFER_CUDA_PDL=0, the fused act-quant GEMV's AB_FLAG=--fused-act-quant
+#          is AB_ENV=DEEPINFER_CUDA_PDL=0, the fused act-quant GEMV's AB_FLAG=--fused-act-quant.
+#          AB_PATCH (a patch file in the tree, paths from its root, e.g. `git diff BASE -- src
+#          tests bench > ab.patch`, left untracked so that it travels): A is then the tree with
+#          the patch reverse-applied, copied to AB_TREE (default /tmp/ab_a) and built there in its
+#          own build folder, so this tree's BUILD_DIR never holds objects of the other version
+#          (stop 43's stale-object trap, below); B is this tree, with AB_FLAG / AB_ENV if given
 #   replay bench/replay/replay_bench --backend cuda on models/default (SWA bounded replay: prefill
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
@@ -68,10 +73,11 @@
 #          (default 2,64,128,256; 2 queries per sequence, 512 + 128 keys) against our
 #          `ops_cuda_test --perf --filter=sparse_attention` at M = 2 x batch; flashmla.csv,
 #          flashmla_ratio.csv (ours / FlashMLA), flashmla_build.log
-# An A/B across two source versions (a driver that patches the tree): build the other side in
-# its own BUILD_DIR. The device keeps build outputs between calls of a warm machine and the tree
-# it receives keeps this machine's file times, so objects built there from patched sources can
-# look newer than the sources of the next call and be kept (stop 43: a stale cuda_ops.cc.o).
+# An A/B across two source versions: stage ab with AB_PATCH, which builds the other side in its
+# own copy and build folder. Never patch this tree and rebuild BUILD_DIR for it: the device keeps
+# build outputs between calls of a warm machine and the tree it receives keeps this machine's
+# file times, so objects built there from patched sources can look newer than the sources of
+# the next call and be kept (stop 43: a stale cuda_ops.cc.o, an illegal address).
 # Each stage has a time limit. Logs: env.log, configure.log, build.log, harness.log, model.log,
 # synth.log, bench.log, bench.json, hf.log, hf.json, summary.txt.
 set -u
@@ -116,16 +122,21 @@ build_engine_bin() {
 }
 export PYTHONUNBUFFERED=1
 
-if has build; then
-  NVCC="$(command -v nvcc || true)"
-  [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
-  { nvidia-smi 2>&1 | head -15; [ -n "$NVCC" ] && "$NVCC" --version; cmake --version | head -1; } \
-    > "$OUT/env.log" 2>&1
-  GEN="Unix Makefiles"; command -v ninja >/dev/null 2>&1 && GEN=Ninja
-  CFG=(-S . -B "$BUILD_DIR" -G "$GEN" -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_BUILD_MINIMAL=ON
+NVCC="$(command -v nvcc || true)"
+[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+# minimal_cfg SRC BUILD: CFG = the configure arguments of the minimal CUDA tree at SRC.
+minimal_cfg() {
+  local gen="Unix Makefiles"; command -v ninja >/dev/null 2>&1 && gen=Ninja
+  CFG=(-S "$1" -B "$2" -G "$gen" -DCMAKE_BUILD_TYPE=Release -DDEEPINFER_BUILD_MINIMAL=ON
        -DDEEPINFER_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DDEEPINFER_WERROR=OFF
        "-DDEEPINFER_NLOHMANN_INCLUDE=$NLOHMANN_INCLUDE" "${ICU_ARGS[@]}")
   [ -n "$NVCC" ] && CFG+=("-DCMAKE_CUDA_COMPILER=$NVCC")
+}
+
+if has build; then
+  { nvidia-smi 2>&1 | head -15; [ -n "$NVCC" ] && "$NVCC" --version; cmake --version | head -1; } \
+    > "$OUT/env.log" 2>&1
+  minimal_cfg . "$BUILD_DIR"
   if ! timeout 120 cmake "${CFG[@]}" > "$OUT/configure.log" 2>&1; then
     say "configure FAILED"; tail -20 "$OUT/configure.log" | tee -a "$OUT/summary.txt"; exit 3
   fi
@@ -319,19 +330,37 @@ fi
 if has ab; then
   [ -f "$SYNTH_DIR/config.json" ] || python3 tools/gpu/make_synthetic_v4.py "$SYNTH_DIR" \
     --layers "$SYNTH_LAYERS" --config-only > "$OUT/synth.log" 2>&1
-  say "ab: B = ${AB_FLAG:-} ${AB_ENV:-} (A: neither)"
+  A_BENCH="$BUILD_DIR/bench/model_cuda"
+  if [ -n "${AB_PATCH:-}" ]; then  # A: this tree without the patch, in its own copy and build
+    AT="${AB_TREE:-/tmp/ab_a}" AP="$(realpath "$AB_PATCH")"
+    rm -rf "$AT" && mkdir -p "$AT"
+    tar --exclude=./build --exclude=./.deps --exclude=./.venv --exclude=./.git -cf - . |
+      tar -x -C "$AT"
+    if ! (cd "$AT" && patch -R -p1 < "$AP") > "$OUT/ab_patch.log" 2>&1; then
+      say "ab: the patch does not reverse-apply (ab_patch.log)"; exit 3
+    fi
+    minimal_cfg "$AT" "$AT/build"
+    if ! { timeout 120 cmake "${CFG[@]}" > "$OUT/ab_configure.log" 2>&1 &&
+           timeout 360 cmake --build "$AT/build" --target decode_bench draft_bench \
+             -j "${JOBS:-16}" > "$OUT/ab_build.log" 2>&1; }; then
+      say "ab: building A FAILED (ab_configure.log, ab_build.log)"; exit 3
+    fi
+    A_BENCH="$AT/build/bench/model_cuda"
+  fi
+  say "ab: B = ${AB_PATCH:+the tree with $AB_PATCH }${AB_FLAG:-} ${AB_ENV:-} (A: ${AB_PATCH:+without it, }neither)"
   for round in $(seq 1 "${AB_ROUNDS:-2}"); do
     for side in a b; do
-      flag=(); envs=()
+      flag=(); envs=(); bench="$A_BENCH"
       if [ "$side" = b ]; then
         read -r -a flag <<< "${AB_FLAG:-}"
         read -r -a envs <<< "${AB_ENV:-}"
+        bench="$BUILD_DIR/bench/model_cuda"
       fi
-      env "${envs[@]}" timeout 150 "$BUILD_DIR/bench/model_cuda/decode_bench" --model "$SYNTH_DIR" \
+      env "${envs[@]}" timeout 150 "$bench/decode_bench" --model "$SYNTH_DIR" \
         --batches "$BATCHES" --load-format dummy --long-context 0 --prefill 0 \
         --out "$OUT/ab_decode_${side}_$round.json" "${flag[@]}" > "$OUT/ab_decode_${side}_$round.log" 2>&1
       say "ab: decode_bench $side round $round exit $?"
-      env "${envs[@]}" timeout 150 "$BUILD_DIR/bench/model_cuda/draft_bench" \
+      env "${envs[@]}" timeout 150 "$bench/draft_bench" \
         --model "${SPEC_MODEL:-models/v4-small}" --batches "${DRAFT_BATCHES:-1,16,64}" \
         --k "${SPEC_K:-3}" --out "$OUT/ab_draft_${side}_$round.json" "${flag[@]}" \
         > "$OUT/ab_draft_${side}_$round.log" 2>&1
