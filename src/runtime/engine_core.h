@@ -464,7 +464,7 @@ class EngineCore final : public EngineDriver {
   // curve's plain estimate. Stop 40, H100, default model: median 3.9 % of a forward at 1-64
   // tokens (2.7-4.8 % from the 10th to the 90th percentile of 168 start-up measurements)
   // (`--stats` of every DSpark varlen run of stop 40's calls 5-6; one is quoted in
-  // bench/results/h100_2026-12-07_stop40.txt); at 16 requests the
+  // bench/results/h100_2026-12-07_stop40.txt.xz); at 16 requests the
   // probes read 1.02-1.12x while the run read 0.92x, a gap this share explains only a part of.
   std::map<int64_t, double> draft_context_share_;
   double draft_context_share(int64_t tokens) const;

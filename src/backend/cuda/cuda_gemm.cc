@@ -21,7 +21,7 @@
 // M <= 32 (wq_b 32768x1024: 2.1-2.5x at M = 8..32; wo_b 4096x8192: 1.2-1.4x), or N >= 16384 and
 // M <= 64 (wq_b: 1.4x at 64); narrower weights lose (wq_a 1024x4096: 0.5x). From 2 rows: at 4
 // rows wq_b takes 0.0170 ms there against 0.0496 on the decode GEMV, wo_b 0.0172 against 0.0436
-// (bench/results/cuda_linear_mma_small_m_h200_2026-12-03_stop31_call9.txt); one row keeps the
+// (bench/results/cuda_linear_mma_small_m_h200_2026-12-03_stop31_call9.txt.xz); one row keeps the
 // GEMV (0.0172 against the stage's 0.0160 for wq_b: close, and not yet through the op harness).
 //
 // FP32 activations (the head, compressor and router projections, wo_a, HF checkpoints) with a

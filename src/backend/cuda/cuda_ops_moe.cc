@@ -160,7 +160,7 @@ void CudaOps::moe_experts(CMat x, const int32_t* ids, CMat weights, int top_k,
     // average the wide form (64 weight rows per block, inputs staged in shared memory; FP4
     // weights, else four tiles). H200, top-6 of 256 experts: wide 3.83 ms against four tiles
     // 4.50 at 24 pairs per expert, 9.01 against 20.39 at 96; one tile wins at 6 (1.55 against
-    // 2.76; cuda_moe_wide_perf_h200_2026-12-03_stop32.txt).
+    // 2.76; cuda_moe_wide_perf_h200_2026-12-03_stop32.txt.xz).
     // The wide form stages FP4 codes with their 1x32 scale blocks (else four tiles).
     const bool k32 = experts[0].w1.block_k == 32 && experts[0].w3.block_k == 32 &&
                      experts[0].w2.block_k == 32;

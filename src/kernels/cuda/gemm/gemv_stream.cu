@@ -5,7 +5,7 @@
 // gemv.cu's kernel gives each output row a group of threads and its whole block a few rows, so
 // a thread has one or two 16-byte loads in flight and every block ends in a shared-memory
 // reduction and barrier: it streams 32 MB weights at ~25% of the copy bandwidth on the H200
-// (bench/results/cuda_fp8_gemm_perf_h200_2026-12-03_stop30.txt, M=1). Here a warp owns R
+// (bench/results/cuda_fp8_gemm_perf_h200_2026-12-03_stop30.txt.xz, M=1). Here a warp owns R
 // consecutive rows (or 1 row split over S warps of its block when rows are few) and walks them
 // together: per iteration every lane issues R x U independent 16-byte loads before it decodes any
 // of them, each activation chunk is loaded once for its R rows, and the block-scale index is a

@@ -145,7 +145,7 @@ constexpr int kSums = kGateUp ? 2 : 1;
 // The weight codes and scales of each pass go through shared memory with the inputs, in a
 // three-deep cp.async pipeline (passes i + 1 and i + 2 in flight while pass i is multiplied). A
 // first form prefetched the codes into registers one pass ahead: 9.04 against 8.24 ms at 4096
-// tokens (cuda_moe_wide_perf_h200_2026-12-03_stop32.txt, call 3), its DRAM latency exposed.
+// tokens (cuda_moe_wide_perf_h200_2026-12-03_stop32.txt.xz, call 3), its DRAM latency exposed.
 //
 // Grid: x = the weight-row block, y = the active expert, so the blocks that run together share
 // an expert's input rows in L2 (with the expert in x, every row block re-read its expert's inputs
