@@ -263,12 +263,12 @@ bool CudaOps::matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
                              const LinearOpts& opts) {
   const CublasApi& api = cublas_api();
   const int64_t M = x.rows, N = w.n / groups, K = w.k;
-  const bool quantized = w.quantized() && w.scale.dtype == DType::kF8E8M0;
-  const bool dense = !w.quantized() && w.weight.dtype == DType::kBF16 && w.weight.is_contiguous();
-  if (cublas_ == nullptr || api.gemm_strided_batched_ex == nullptr || !opts.x_bf16 ||
-      M < kTensorCoreMinRows || !(quantized || dense)) {
-    return false;
-  }
+  // BF16-valued x (x_bf16) times an E8M0-scaled FP8/FP4 W is exact in BF16 (tensor_core_eligible's
+  // condition), or a dense BF16 W.
+  const bool quantized = tensor_core_eligible(M, w, opts.x_bf16);
+  const bool dense = cublas_ != nullptr && opts.x_bf16 && M >= kTensorCoreMinRows &&
+                     !w.quantized() && w.weight.dtype == DType::kBF16 && w.weight.is_contiguous();
+  if (api.gemm_strided_batched_ex == nullptr || !(quantized || dense)) return false;
   const void* wmat = w.weight.data;
   if (quantized) {  // E4M3/E2M1 times a power of two: exact in BF16
     uint16_t* wb = arena().alloc_n<uint16_t>(w.n * K);
@@ -294,9 +294,13 @@ bool CudaOps::matmul_grouped(CMat x, const WeightRef& w, int64_t groups, Mat y,
   return true;
 }
 
-bool CudaOps::hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots) {
+bool CudaOps::hc_dots_by_gemm(CMat streams, CMat fn) const {
+  return cublas_ != nullptr && !batch_invariant_ && streams.rows >= hc_gemm_min_rows_ &&
+         fn.cols == streams.cols;
+}
+
+void CudaOps::hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots) {
   const int64_t M = streams.rows, K = streams.cols;
-  if (cublas_ == nullptr || batch_invariant_ || M < hc_gemm_min_rows_ || fn.cols != K) return false;
   // dots[m, r] = fn[r] · x_m, r < rows: row-major dots [M, rows + 1] is column-major
   // dotsᵀ [rows + 1, M] = fnᵀᵀ · xᵀ. FP32 operands, FP32 FMAs (pedantic: never TF32); the
   // last column, Σ x², from its own kernel.
@@ -308,7 +312,6 @@ bool CudaOps::hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots) {
                                     CUBLAS_COMPUTE_32F_PEDANTIC, CUBLAS_GEMM_DEFAULT),
                "cublasGemmEx (mHC logits)");
   kc::launch_row_sumsq(md(streams), dots + rows, rows + 1, stream_);
-  return true;
 }
 
 Expected<DeviceBuffer> CudaOps::linear_mma_layout_table() {

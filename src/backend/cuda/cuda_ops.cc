@@ -399,9 +399,12 @@ void CudaOps::hc_pre_impl(CMat streams, const HcParams& p, CMat collapse_pre, Ma
   arena().reset();
   const kc::HcDesc d =
       hc_desc(p, on_device(p.base, (2 + n) * n), on_device(p.scale, 3), hc_dot_tokens_);
-  float* dots =
-      arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1) * kc::hc_dot_chunks(streams.cols));
-  const bool dots_ready = hc_dots_gemm(streams, p.fn.rows_slice(0, (2 + n) * n), (2 + n) * n, dots);
+  const CMat fn = p.fn.rows_slice(0, (2 + n) * n);
+  // The GEMM writes each dot once; hc_dots_kernel one partial sum per chunk of the stream values.
+  const bool dots_ready = hc_dots_by_gemm(streams, fn);
+  const int64_t per_dot = dots_ready ? 1 : kc::hc_dot_chunks(streams.cols);
+  float* dots = arena().alloc_n<float>(streams.rows * ((2 + n) * n + 1) * per_dot);
+  if (dots_ready) hc_dots_gemm(streams, fn, (2 + n) * n, dots);
   if (norm != nullptr) {
     kc::launch_hc_pre_norm(md(streams), d, md(collapse_pre), md(y), md(pre), md(post), md(comb),
                            dots, dots_ready, round_y, wd(*norm), eps, md(u), stream_);

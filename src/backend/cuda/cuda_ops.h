@@ -108,8 +108,8 @@ class CudaOps : public Ops {
   // Off: indexer_scores_multi with the BF16 rounding points stays on the SIMT kernel instead of
   // the tensor-core one for runs of rows sharing keys (kernels/cuda/indexer/indexer_mma.cu).
   void set_indexer_mma(bool on) { indexer_mma_ = on; }
-  // Rows from which mHC's logits are one cuBLAS FP32 GEMM per site (hc_dots_gemm) instead of a
-  // block per (token, logit); large: never (benchmark A/B).
+  // Rows from which mHC's logits are one cuBLAS FP32 GEMM per site (hc_dots_gemm) instead of
+  // hc_dots_kernel's partial sums; large: never (benchmark A/B).
   void set_hc_gemm_min_rows(int64_t rows) { hc_gemm_min_rows_ = rows; }
   // Tokens per block of mHC's logit partial sums (kernels/cuda/hc/hc.cu); 0 (default): the
   // kernel's rule (~1,024 blocks). The same bits either way: the benchmarks' A/B.
@@ -287,9 +287,11 @@ class CudaOps : public Ops {
   bool matmul_fp8(CMat x, const WeightRef& w, Mat y, bool round_out);
   // The single-expert tensor-core stage takes this product (act-quantized x, M rows).
   bool linear_mma_eligible(int64_t M, const WeightRef& w) const;
-  // mHC's logit dots (and Σ x² in the last column) into dots [M, rows + 1] by one cuBLAS FP32
-  // GEMM, from hc_gemm_min_rows_ rows outside batch-invariant mode; false: nothing queued.
-  bool hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots);
+  // Whether mHC's logit dots of these streams are one cuBLAS FP32 GEMM (hc_dots_gemm): from
+  // hc_gemm_min_rows_ rows outside batch-invariant mode.
+  bool hc_dots_by_gemm(CMat streams, CMat fn) const;
+  // Those dots (and Σ x² in the last column) into dots [M, rows + 1] (hc_dots_by_gemm holds).
+  void hc_dots_gemm(CMat streams, CMat fn, int rows, float* dots);
   // matmul's cuBLAS paths: a quantized weight dequantised to BF16 (quantized), else a dense BF16
   // weight times the exact three-part split of x.
   void matmul_tensor_cores(CMat x, const WeightRef& w, Mat y, bool x_bf16, uint16_t* wb,

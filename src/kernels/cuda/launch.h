@@ -93,8 +93,9 @@ void launch_linear(MatDesc x, const WeightDesc& w, MatDesc y, bool round_out, cu
 bool launch_linear_quantized(MatDesc x, const WeightDesc& w, MatDesc y, int act_block,
                              bool round_out, cudaStream_t stream);
 // Ops::linear_grouped (W [groups·n, k], x [M, groups·k]) in one launch of the streaming GEMV,
-// each group the bits of launch_linear on its slices. False, and nothing launched, where that
-// GEMV does not take it (M > 4, other weight formats, unaligned x): the caller loops.
+// its form picked for the whole weight (a group's last bits may differ from launch_linear on its
+// slices; a row's depend on that row only). False, and nothing launched, where that GEMV does not
+// take it (M > 4, other weight formats, unaligned x): the caller loops.
 bool launch_linear_grouped(MatDesc x, const WeightDesc& w, int64_t groups, MatDesc y,
                            bool round_out, cudaStream_t stream);
 // The same product with one kernel for every M (the tiled GEMM): a row's bits never depend on
@@ -198,9 +199,8 @@ inline constexpr int kMaxHcStreams = 8;
 // Chunks of the logits' partial sums for k = n·D stream values: scratch of hc_pre / hc_head is
 // rows · ((2+n)n + 1) · hc_dot_chunks(n·D) floats (hc_head: rows · (n + 1) · hc_dot_chunks(n·D)).
 int64_t hc_dot_chunks(int64_t k);
-// collapse (data may be
-// null): V4.1's single pass, y = Σ collapse[m, i] X_i instead of the site's own pre; pre_out
-// (data may be null) receives the site's pre [rows, n].
+// collapse (data may be null): V4.1's single pass, y = Σ collapse[m, i] X_i instead of the site's
+// own pre; pre_out (data may be null) receives the site's pre [rows, n].
 // dots_ready: scratch already holds the logits' dot products [rows, (2+n)n + 1] (the last
 // column Σ x², launch_row_sumsq), e.g. from a GEMM; else the kernels make them as partial sums.
 void launch_hc_pre(MatDesc streams, const HcDesc& p, MatDesc collapse, MatDesc y, MatDesc pre_out,

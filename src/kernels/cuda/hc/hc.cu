@@ -48,12 +48,6 @@ __device__ __forceinline__ float block_dot(const float* f, const float* x, int64
 // and at 64 tokens fn is read once per 8 tokens, not once per token.
 constexpr int kDotChunk = 256, kDotLanes = kDotChunk / 32, kDotWarps = 8, kDotGroup = 4;
 
-__device__ __forceinline__ float warp_sum_butterfly(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);  // same in every lane
-  return v;
-}
-
 __global__ void __launch_bounds__(kDotWarps * 32)
     hc_dots_kernel(MatDesc streams, MatDesc fn, int rows, int64_t tokens_per_block,
                    float* partials) {
@@ -92,7 +86,7 @@ __global__ void __launch_bounds__(kDotWarps * 32)
         float acc = 0.0f;
 #pragma unroll
         for (int i = 0; i < kDotLanes; ++i) acc = fmaf(r < rows ? f[j][i] : xv[i], xv[i], acc);
-        acc = warp_sum_butterfly(acc);
+        acc = warp_sum(acc);  // the same in every lane
         if (lane == 0) partials[(m * R + r) * S + s] = acc;
       }
 #pragma unroll
