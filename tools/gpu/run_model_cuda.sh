@@ -73,6 +73,8 @@
 #          (default 2,64,128,256; 2 queries per sequence, 512 + 128 keys) against our
 #          `ops_cuda_test --perf --filter=sparse_attention` at M = 2 x batch; flashmla.csv,
 #          flashmla_ratio.csv (ours / FlashMLA), flashmla_build.log
+# Several runs of this script in one device call, each with its own settings and results
+# folder, under one deadline: tools/gpu/run_groups.sh.
 # An A/B across two source versions: stage ab with AB_PATCH, which builds the other side in its
 # own copy and build folder. Never patch this tree and rebuild BUILD_DIR for it: the device keeps
 # build outputs between calls of a warm machine and the tree it receives keeps this machine's

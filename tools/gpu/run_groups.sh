@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Several run_model_cuda.sh runs in one device call, each with its own settings and its own
+# folder of results, under one deadline (a call is at most 600 s, and what a cut-off run left in
+# $OUT still comes back):
+#
+#   tools/gpu/run_groups.sh "NAME|VAR=value VAR='two words' ..." ...
+#   # e.g. DEADLINE=540 tools/gpu/run_groups.sh \
+#   #   "check|STAGES='build ops perf' FILTER=sample PERF_FILTER=sample" \
+#   #   "ab|STAGES=ab AB_FLAG=--hc-dot-tokens=8 BATCHES=1,4,64 DRAFT_BATCHES=1 AB_ROUNDS=2"
+#
+# Each group runs `VAR=value ... tools/gpu/run_model_cuda.sh` with OUT=$OUT/NAME (its logs and
+# summary.txt there), in order, while at least 40 s of DEADLINE (seconds from the start, default
+# 575) are left; the group is given what is left as its time limit. They share BUILD_DIR, so the
+# first group builds and the others find the build. $OUT/times.txt: each group's exit status
+# and finishing second, then the card's clocks.
+# With .deps/flashmla.tar.xz present (tools/gpu/make_flashmla_carry.sh, carried), FlashMLA is
+# built in the background meanwhile (FLASHMLA_BG=0: not; at most FLASHMLA_BG_S seconds, default
+# 450, 6 jobs at low priority; stopped when the last group ends), so that a later group with
+# STAGES=flashmla, or a later call on the same warm machine, finds it built.
+set -u
+cd "$(dirname "$0")/../.."
+OUT="${OUT:-$PWD/build/gpu-out}"
+mkdir -p "$OUT"
+T0=$(date +%s)
+DEADLINE="${DEADLINE:-575}"
+elapsed() { echo $(( $(date +%s) - T0 )); }
+FM="$PWD/.deps/flashmla/src"
+if [ "${FLASHMLA_BG:-1}" = 1 ] && [ -f .deps/flashmla.tar.xz ]; then
+  if [ ! -d "$FM" ]; then  # as run_model_cuda.sh's flashmla stage unpacks it
+    mkdir -p .deps/flashmla && tar -C .deps/flashmla -xJf .deps/flashmla.tar.xz
+    sed -i 's/^subprocess.run(\["git", "submodule"/# &/' "$FM/setup.py"
+  fi
+  ( cd "$FM" && FLASH_MLA_DISABLE_SM100=1 MAX_JOBS=6 NVCC_THREADS=2 nice \
+      timeout "${FLASHMLA_BG_S:-450}" python3 setup.py build_ext --inplace \
+      > "$OUT/flashmla_bg_build.log" 2>&1
+    echo "flashmla background build exit $? at $(elapsed) s" >> "$OUT/times.txt" ) &
+fi
+for group in "$@"; do
+  name="${group%%|*}"
+  settings="${group#*|}"
+  [ "$settings" = "$group" ] && settings=""
+  left=$(( DEADLINE - $(elapsed) ))
+  if [ "$left" -lt 40 ]; then
+    echo "$name skipped: ${left} s left" >> "$OUT/times.txt"
+    continue
+  fi
+  mkdir -p "$OUT/$name"
+  # eval: the settings are shell words (quotes keep a value with spaces together).
+  eval "env OUT=\"$OUT/$name\" $settings timeout $left tools/gpu/run_model_cuda.sh" \
+    > "$OUT/$name/run.log" 2>&1
+  echo "$name exit $? at $(elapsed) s" >> "$OUT/times.txt"
+done
+kill %1 2> /dev/null
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv >> "$OUT/times.txt" 2> /dev/null
+exit 0
