@@ -1,8 +1,8 @@
 """tools/gpu/run_groups.sh: several run_model_cuda.sh runs in one device call. Checked with a
 stage name run_model_cuda.sh does not know (it then only writes its summary): each group gets its
 own results folder and its settings (a quoted value with a space stays one value: else `env` runs
-its second half as a command and the group exits 127), and a group
-with less than 40 s of the deadline left is skipped, not started."""
+its second half as a command and the group exits 127), and a group with less than 40 s of the
+deadline left is skipped, not started."""
 
 import os
 import subprocess
