@@ -207,30 +207,12 @@ double measure_copy_gbps() {
   return 2.0 * static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
 }
 
-double measure_d2h_gbps(size_t bytes) {
-  bytes = std::max<size_t>(bytes, 1);
+namespace {
+// GB/s of copies of `bytes` from a zeroed device buffer into `host` (written once untimed first:
+// no page faults inside the timed copies).
+double d2h_gbps_into(void* host, size_t bytes) {
   auto d = device_buffer(bytes, "the device-to-host copy");
   DI_CUDA_CHECK(cudaMemset(d.data(), 0, bytes));
-  std::vector<char> host(bytes, 1);  // touched: no page faults inside the timed copies
-  DI_CUDA_CHECK(cudaMemcpy(host.data(), d.data(), bytes, cudaMemcpyDeviceToHost));
-  const int reps = 5;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < reps; ++i) {
-    DI_CUDA_CHECK(cudaMemcpy(host.data(), d.data(), bytes, cudaMemcpyDeviceToHost));
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return static_cast<double>(bytes) * reps / s / 1e9;
-}
-
-double measure_d2h_pinned_gbps(size_t bytes) {
-  bytes = std::max<size_t>(bytes, 1);
-  auto d = device_buffer(bytes, "the device-to-host copy");
-  DI_CUDA_CHECK(cudaMemset(d.data(), 0, bytes));
-  void* host = nullptr;
-  if (cudaMallocHost(&host, bytes) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear it: the benchmark goes on without this ceiling
-    return 0.0;
-  }
   DI_CUDA_CHECK(cudaMemcpy(host, d.data(), bytes, cudaMemcpyDeviceToHost));
   const int reps = 5;
   const auto t0 = std::chrono::steady_clock::now();
@@ -238,8 +220,26 @@ double measure_d2h_pinned_gbps(size_t bytes) {
     DI_CUDA_CHECK(cudaMemcpy(host, d.data(), bytes, cudaMemcpyDeviceToHost));
   }
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  DI_CUDA_CHECK(cudaFreeHost(host));
   return static_cast<double>(bytes) * reps / s / 1e9;
+}
+}  // namespace
+
+double measure_d2h_gbps(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  std::vector<char> host(bytes, 1);
+  return d2h_gbps_into(host.data(), bytes);
+}
+
+double measure_d2h_pinned_gbps(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 1);
+  void* host = nullptr;
+  if (cudaMallocHost(&host, bytes) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear it: the benchmark goes on without this ceiling
+    return 0.0;
+  }
+  const double gbps = d2h_gbps_into(host, bytes);
+  DI_CUDA_CHECK(cudaFreeHost(host));
+  return gbps;
 }
 
 GemmRates measure_gemm_tflops(int n) {
