@@ -14,9 +14,10 @@
 # first group builds and the others find the build. $OUT/times.txt: each group's exit status
 # and finishing second, then the card's clocks.
 # With .deps/flashmla.tar.xz present (tools/gpu/make_flashmla_carry.sh, carried), FlashMLA is
-# built in the background meanwhile (FLASHMLA_BG=0: not; at most FLASHMLA_BG_S seconds, default
-# 450, 6 jobs at low priority; stopped when the last group ends), so that a later group with
-# STAGES=flashmla, or a later call on the same warm machine, finds it built.
+# built in the background meanwhile by tools/gpu/flashmla_build.sh (FLASHMLA_BG=0: not; at most
+# FLASHMLA_BG_S seconds, default 450, 6 jobs at low priority; stopped when the last group ends).
+# A group whose settings name flashmla waits for it first (two builds in one folder would
+# collide), and a later call on the same warm machine finds it built.
 set -u
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-$PWD/build/gpu-out}"
@@ -24,21 +25,16 @@ mkdir -p "$OUT"
 T0=$(date +%s)
 DEADLINE="${DEADLINE:-575}"
 elapsed() { echo $(( $(date +%s) - T0 )); }
-FM="$PWD/.deps/flashmla/src"
 if [ "${FLASHMLA_BG:-1}" = 1 ] && [ -f .deps/flashmla.tar.xz ]; then
-  if [ ! -d "$FM" ]; then  # as run_model_cuda.sh's flashmla stage unpacks it
-    mkdir -p .deps/flashmla && tar -C .deps/flashmla -xJf .deps/flashmla.tar.xz
-    sed -i 's/^subprocess.run(\["git", "submodule"/# &/' "$FM/setup.py"
-  fi
-  ( cd "$FM" && FLASH_MLA_DISABLE_SM100=1 MAX_JOBS=6 NVCC_THREADS=2 nice \
-      timeout "${FLASHMLA_BG_S:-450}" python3 setup.py build_ext --inplace \
-      > "$OUT/flashmla_bg_build.log" 2>&1
+  ( nice tools/gpu/flashmla_build.sh "${FLASHMLA_BG_S:-450}" 6 "$OUT/flashmla_bg_build.log"
     echo "flashmla background build exit $? at $(elapsed) s" >> "$OUT/times.txt" ) &
 fi
 for group in "$@"; do
   name="${group%%|*}"
   settings="${group#*|}"
   [ "$settings" = "$group" ] && settings=""
+  # The flashmla stage builds in the folder the background build uses: let that one finish.
+  [[ "$settings" == *flashmla* ]] && wait
   left=$(( DEADLINE - $(elapsed) ))
   if [ "$left" -lt 40 ]; then
     echo "$name skipped: ${left} s left" >> "$OUT/times.txt"
@@ -50,6 +46,6 @@ for group in "$@"; do
     > "$OUT/$name/run.log" 2>&1
   echo "$name exit $? at $(elapsed) s" >> "$OUT/times.txt"
 done
-kill %1 2> /dev/null
+kill %1 2> /dev/null  # the background build, if still going
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv >> "$OUT/times.txt" 2> /dev/null
 exit 0

@@ -67,7 +67,8 @@
 #          keeps REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
 #   flashmla (not default; never run yet) FlashMLA built from source beside us, the sparse
 #          attention peer of issue 19: carry .deps/flashmla.tar.xz (tools/gpu/make_flashmla_carry.sh),
-#          unpacked once into .deps/flashmla (a warm machine keeps its build), built for sm_90a
+#          unpacked once into .deps/flashmla (a warm machine keeps its build) and built for sm_90a
+#          by tools/gpu/flashmla_build.sh
 #          (FLASH_MLA_DISABLE_SM100=1, FLASHMLA_BUILD_S seconds, default 500: a cold build may
 #          need a second call), then bench/model_cuda/flashmla_peer.py at FLASHMLA_BATCHES
 #          (default 2,64,128,256; 2 queries per sequence, 512 + 128 keys) against our
@@ -483,19 +484,13 @@ if has draft; then
 fi
 if has flashmla; then
   FM="$PWD/.deps/flashmla/src"
-  if [ ! -d "$FM" ] && [ -f .deps/flashmla.tar.xz ]; then
-    mkdir -p .deps/flashmla && tar -C .deps/flashmla -xJf .deps/flashmla.tar.xz
-    # No git and no network there: the CUTLASS headers came in the archive.
-    sed -i 's/^subprocess.run(\["git", "submodule"/# &/' "$FM/setup.py"
-  fi
+  tools/gpu/flashmla_build.sh "${FLASHMLA_BUILD_S:-500}" "${JOBS:-16}" "$OUT/flashmla_build.log"
+  fm_build=$?
   if [ ! -d "$FM" ]; then
     say "flashmla: no .deps/flashmla.tar.xz (tools/gpu/make_flashmla_carry.sh, then carry it)"
   else
     cat "$FM/FLASHMLA_CARRY.txt" >> "$OUT/summary.txt"
-    (cd "$FM" && FLASH_MLA_DISABLE_SM100=1 MAX_JOBS="${JOBS:-16}" NVCC_THREADS=2 \
-      timeout "${FLASHMLA_BUILD_S:-500}" python3 setup.py build_ext --inplace) \
-      > "$OUT/flashmla_build.log" 2>&1
-    say "flashmla: build exit $?"
+    say "flashmla: build exit $fm_build"
     PYTHONPATH="$FM" timeout 150 python3 bench/model_cuda/flashmla_peer.py run \
       --batches "${FLASHMLA_BATCHES:-2,64,128,256}" --csv "$OUT/flashmla.csv" \
       > "$OUT/flashmla.log" 2>&1
