@@ -12,6 +12,8 @@
 //                        of Ops::linear_grouped's one launch (CudaOps::set_grouped_linear(false)).
 //   --hc-dot-tokens=N    tokens per block of mHC's logit partial sums (hc.cu; default: the
 //                        kernel's rule), the same bits: CudaOps::set_hc_dot_tokens(N).
+//   --sample-cluster=N   blocks per row of the GPU sampler (sample.cu: 1, 2, 4 or 8; default:
+//                        the kernel's rule), the same tokens: CudaOps::set_sample_cluster(N).
 #pragma once
 
 #include <cstdio>
@@ -27,6 +29,7 @@ struct BackendSwitches {
   bool fused_small_ops = true;
   bool grouped_linear = true;
   int hc_dot_tokens = 0;
+  int sample_cluster = 0;
 
   // True when `flag` is one of the switches above (and taken).
   bool parse(const std::string& flag) {
@@ -43,6 +46,14 @@ struct BackendSwitches {
                      flag.c_str() + 16);
         return false;  // then the caller's usage error
       }
+    } else if (flag.rfind("--sample-cluster=", 0) == 0) {
+      sample_cluster = std::atoi(flag.c_str() + 17);
+      if (sample_cluster != 1 && sample_cluster != 2 && sample_cluster != 4 &&
+          sample_cluster != 8) {
+        std::fprintf(stderr, "--sample-cluster takes 1, 2, 4 or 8 blocks per row, not '%s'\n",
+                     flag.c_str() + 17);
+        return false;
+      }
     } else {
       return false;
     }
@@ -53,6 +64,7 @@ struct BackendSwitches {
     ops.set_fused_small_ops(fused_small_ops);
     ops.set_grouped_linear(grouped_linear);
     ops.set_hc_dot_tokens(hc_dot_tokens);
+    ops.set_sample_cluster(sample_cluster);
   }
 };
 

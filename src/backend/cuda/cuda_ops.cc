@@ -732,7 +732,7 @@ void CudaOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* to
   void* scratch =
       arena().alloc(static_cast<size_t>(kc::sample_scratch_bytes(logits.rows, logits.cols)));
   int32_t* dtok = arena().alloc_n<int32_t>(logits.rows);
-  kc::launch_sample(md(logits), dspecs, scratch, dtok, stream_);
+  kc::launch_sample(md(logits), dspecs, scratch, dtok, sample_cluster_, stream_);
   store_ints(dtok, tokens, logits.rows);
   for (int64_t r = 0; r < logits.rows; ++r) {
     if (tokens[r] == kc::kSampleToHostDev) {

@@ -114,6 +114,9 @@ class CudaOps : public Ops {
   // Tokens per block of mHC's logit partial sums (kernels/cuda/hc/hc.cu); 0 (default): the
   // kernel's rule (~1,024 blocks). The same bits either way: the benchmarks' A/B.
   void set_hc_dot_tokens(int tokens) { hc_dot_tokens_ = tokens; }
+  // Blocks per sampled row (kernels/cuda/sample/sample.cu: 1, 2, 4 or 8); 0 (default): the
+  // kernel's rule. The same tokens either way: the benchmarks' A/B (1 = one block per row).
+  void set_sample_cluster(int blocks) { sample_cluster_ = blocks; }
   // Which forms of the block-scaled FP8 GEMM cuBLASLt takes at this shape (cublaslt_fp8.h probe).
   std::string fp8_gemm_probe(int64_t M, int64_t N, int64_t K) {
     return fp8_gemm_ ? fp8_gemm_->probe(M, N, K, cublas_workspace_.data(), cublas_workspace_.size())
@@ -359,6 +362,7 @@ class CudaOps : public Ops {
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi
   int64_t hc_gemm_min_rows_ = 128;
   int hc_dot_tokens_ = 0;
+  int sample_cluster_ = 0;
   bool batch_invariant_ = false;
   int device_ = 0;  // the GPU this backend's memory, streams and handles live on
   struct ExpertTable {

@@ -47,6 +47,30 @@ inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size
   count_kernel_launch(reinterpret_cast<const void*>(kernel));
 }
 
+// launch_kernel with the grid's blocks in clusters of `cluster` along x (grid.x a multiple of
+// it; distributed shared memory and cluster barriers, sm_90 and later).
+template <typename... Params, typename... Args>
+inline void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                  unsigned cluster, size_t smem, cudaStream_t stream,
+                                  Args&&... args) {
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = programmatic_launch() ? 1 : 0;
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = cluster;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  count_kernel_launch(reinterpret_cast<const void*>(kernel));
+}
+
 inline constexpr float kFp8MaxD = 448.0f;
 inline constexpr float kFp4MaxD = 6.0f;
 inline constexpr float kAmaxFloorD = 1e-4f;

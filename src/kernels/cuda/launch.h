@@ -239,9 +239,11 @@ inline constexpr int32_t kSampleNoTokenDev = -1;
 inline constexpr int32_t kSampleNonFiniteDev = -2;
 inline constexpr int32_t kSampleToHostDev = -3;  // top_p candidates past shared memory
 int64_t sample_scratch_bytes(int64_t rows, int64_t vocab);
-// tokens: device [rows]; scratch: device, sample_scratch_bytes (8-byte aligned).
+// tokens: device [rows]; scratch: device, sample_scratch_bytes (8-byte aligned). cluster: blocks
+// per row (1, 2, 4 or 8; 0: the kernel's rule, 8 for the few rows of a decode step); the same
+// tokens whatever it is (an A/B knob: CudaOps::set_sample_cluster).
 void launch_sample(MatDesc logits, const SampleSpecDev* specs, void* scratch, int32_t* tokens,
-                   cudaStream_t stream);
+                   int cluster, cudaStream_t stream);
 
 // Ops::argmax_rows: tokens / ids / probs device [rows] (ids, probs may be null).
 void launch_argmax_rows(MatDesc logits, int32_t* tokens, int32_t* ids, float* probs,

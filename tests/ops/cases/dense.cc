@@ -912,18 +912,34 @@ OP_CASE(moe_experts_many_pairs, kOnAll | kHeavy, Feature::kFp4Weights, Feature::
 }
 
 // Ops::sample on the backend draws the host default's tokens (itself the host Sampler's: ops_test
-// OpsSample), for every filter and both vocabulary sizes, rows resident on the device.
+// OpsSample), for every filter and both vocabulary sizes, rows resident on the device. The
+// 129,280-id rows are drawn all at once and again 20 and 1 at a time: on CUDA the blocks per row
+// follow the call's row count (sample.cu: 2, 4 and 8 blocks on an H100's 132 SMs; 1 for the
+// 1,000-id rows), and the token must not depend on them. 140,000 ids (more than 2,048 mass
+// blocks): the running totals stay in global memory (sample.cu's gather_sums).
 OP_CASE(sample, kOnAll) {
-  for (int64_t vocab : {1000, 129280}) {
-    const int64_t rows = vocab > 100000 ? 40 : 47;
+  for (int64_t vocab : {1000, 129280, 140000}) {
+    const int64_t rows = vocab == 1000 ? 47 : vocab == 129280 ? 40 : 11;
     const std::vector<float> logits = testing::sample_rows(ctx.rng, rows, vocab);
     const std::vector<testing::SampleCase> cases = testing::sample_cases(rows);
     const std::vector<SampleSpec> specs = testing::sample_specs(cases);
-    std::vector<int32_t> want(static_cast<size_t>(rows)), got(static_cast<size_t>(rows), -7);
+    std::vector<int32_t> want(static_cast<size_t>(rows));
     ctx.ref->sample(CMat{logits.data(), rows, vocab}, specs, want.data());
     const BackendMem dl = dev_array(ctx, logits);
-    ctx.ops->sample(CMat{dl.as<float>(), rows, vocab}, specs, got.data());
-    equal_ints(ctx, "sample vocab=" + std::to_string(vocab), got, want);
+    const CMat all{dl.as<float>(), rows, vocab};
+    for (int64_t chunk : {rows, int64_t{20}, int64_t{1}}) {
+      if (vocab != 129280 && chunk != rows) continue;
+      std::vector<int32_t> got(static_cast<size_t>(rows), -7);
+      for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        const int64_t n = std::min(chunk, rows - r0);
+        ctx.ops->sample(all.rows_slice(r0, n),
+                        std::span(specs).subspan(static_cast<size_t>(r0), static_cast<size_t>(n)),
+                        got.data() + r0);
+      }
+      equal_ints(
+          ctx, "sample vocab=" + std::to_string(vocab) + " rows per call " + std::to_string(chunk),
+          got, want);
+    }
   }
 }
 

@@ -201,11 +201,13 @@ void perf_linear(Perf& p, std::mt19937& rng) {
 
 // Ops::sample over V4's 129,280-id rows resident on the device (tokens back to the host), for
 // the filter mixes a server sees: greedy, temperature alone, temperature + top-k 50 (the
-// decode bench's), temperature + top-p 0.9. Ceiling: one read of the logits.
+// decode bench's), temperature + top-p 0.9. Ceiling: one read of the logits. Peer: the same
+// rows on one block each ("1 block/row", CudaOps::set_sample_cluster(1)), the kernel's form
+// before rows took a cluster of blocks; the same tokens (checked here too).
 void perf_sample(Perf& p, std::mt19937& rng) {
   if (!wanted(p, "sample")) return;
   const int64_t V = 129280;
-  for (int64_t rows : {1, 256}) {
+  for (int64_t rows : {1, 4, 16, 64, 256}) {
     const DBuf logits = dev_random(p, rng, rows, V, -4.0f, 4.0f);
     struct Mix {
       const char* name;
@@ -224,11 +226,18 @@ void perf_sample(Perf& p, std::mt19937& rng) {
         sp.top_p = m.top_p;
         specs.push_back(sample::make_sample_spec(sp, {7, 1, static_cast<uint32_t>(r)}));
       }
-      std::vector<int32_t> tokens(static_cast<size_t>(rows));
+      std::vector<int32_t> tokens(static_cast<size_t>(rows)), single(tokens.size());
       const double ms = time_ms(
           *p.gpu, [&] { p.gpu->sample(logits.cmat(), specs, tokens.data()); }, 10);
-      report(p, "sample", std::string(m.name) + " V129280 rows=" + std::to_string(rows), ms, 0,
-             4.0 * rows * V);
+      p.gpu->set_sample_cluster(1);
+      const double ms1 = time_ms(
+          *p.gpu, [&] { p.gpu->sample(logits.cmat(), specs, single.data()); }, 10);
+      p.gpu->set_sample_cluster(0);
+      const std::string shape = std::string(m.name) + " V129280 rows=" + std::to_string(rows);
+      report(p, "sample", shape, ms, 0, 4.0 * rows * V);
+      report(p, "sample", shape + " 1 block/row", ms1, 0, 4.0 * rows * V);
+      std::printf("  sample %s: 1 block/row / cluster = %.2f, tokens %s\n", shape.c_str(), ms1 / ms,
+                  tokens == single ? "equal" : "DIFFER");
     }
   }
 }
