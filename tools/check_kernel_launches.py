@@ -34,8 +34,9 @@ def check_file(rel: str, text: str) -> list[str]:
     errors = []
     code = _strip_comments(text)
     if rel in PLAIN:
-        if "launch_kernel(" in code:
-            line = code[: code.index("launch_kernel(")].count("\n") + 1
+        launch = re.search(r"launch_kernel(_in_clusters)?\(", code)
+        if launch:
+            line = code[: launch.start()].count("\n") + 1
             errors.append(f"{rel}:{line}: launch_kernel in a PLAIN file (its kernels do not wait)")
         return errors
     if "<<<" in code:

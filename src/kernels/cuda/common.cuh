@@ -29,30 +29,13 @@ __device__ __forceinline__ void grid_dependency_sync() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...), with programmatic stream serialization when
-// programmatic_launch() is on. Only for kernels that begin with grid_dependency_sync().
+// programmatic_launch() is on, and with the grid's blocks in clusters of `cluster` along x when
+// it is not 0 (grid.x a multiple of it; distributed shared memory and cluster barriers, sm_90
+// and later). Only for kernels that begin with grid_dependency_sync().
 template <typename... Params, typename... Args>
-inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                          cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = programmatic_launch() ? 1 : 0;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-  count_kernel_launch(reinterpret_cast<const void*>(kernel));
-}
-
-// launch_kernel with the grid's blocks in clusters of `cluster` along x (grid.x a multiple of
-// it; distributed shared memory and cluster barriers, sm_90 and later).
-template <typename... Params, typename... Args>
-inline void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 block,
-                                  unsigned cluster, size_t smem, cudaStream_t stream,
-                                  Args&&... args) {
+inline void launch_kernel_in_clusters(void (*kernel)(Params...), dim3 grid, dim3 block,
+                                      unsigned cluster, size_t smem, cudaStream_t stream,
+                                      Args&&... args) {
   cudaLaunchAttribute attr[2];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = programmatic_launch() ? 1 : 0;
@@ -66,9 +49,15 @@ inline void launch_kernel_cluster(void (*kernel)(Params...), dim3 grid, dim3 blo
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 2;
+  cfg.numAttrs = cluster > 0 ? 2 : 1;
   cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
   count_kernel_launch(reinterpret_cast<const void*>(kernel));
+}
+
+template <typename... Params, typename... Args>
+inline void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  launch_kernel_in_clusters(kernel, grid, block, 0, smem, stream, std::forward<Args>(args)...);
 }
 
 inline constexpr float kFp8MaxD = 448.0f;

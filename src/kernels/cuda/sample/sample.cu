@@ -575,8 +575,8 @@ void launch_sample(MatDesc logits, const SampleSpecDev* specs, void* scratch, in
   float* xs = reinterpret_cast<float*>(bs + logits.rows * nb);
   float* ws = xs + logits.rows * V;
   const unsigned c = cluster_size(logits.rows, V, cluster);
-  launch_kernel_cluster(sample_kernel, static_cast<unsigned>(logits.rows) * c, kThreads, c, 0,
-                        stream, logits, specs, xs, ws, bs, tokens);
+  launch_kernel_in_clusters(sample_kernel, static_cast<unsigned>(logits.rows) * c, kThreads, c, 0,
+                            stream, logits, specs, xs, ws, bs, tokens);
 }
 
 }  // namespace deepinfer::kernels::cuda
