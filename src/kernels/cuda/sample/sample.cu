@@ -31,6 +31,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
@@ -521,7 +522,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Blocks per row: as many (up to 8, a portable cluster) as leave each block at least 8,192 ids
-// and keep rows x blocks within the card's SMs, and as the card can co-schedule.
+// and keep rows x blocks within the card's SMs, and as the card can co-schedule; `requested`
+// (1, 2, 4 or 8; anything else: the rule) only as far as the card can co-schedule it.
 unsigned cluster_size(int64_t rows, int64_t vocab, int requested) {
   static const int sms = [] {
     int dev = 0, n = 0;
@@ -529,11 +531,14 @@ unsigned cluster_size(int64_t rows, int64_t vocab, int requested) {
     cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
     return n;
   }();
+  if (requested != 1 && requested != 2 && requested != 4 && requested != 8) requested = 0;
   unsigned c = requested > 0 ? static_cast<unsigned>(requested) : 8u;
-  if (requested <= 0) {
+  if (requested == 0) {
     while (c > 1 && (rows * c > sms || vocab / c < 8192)) c >>= 1;
   }
-  static int fits[4] = {-1, -1, -1, -1};  // co-schedulable clusters of 1, 2, 4, 8 blocks
+  // Co-schedulable clusters of 2, 4, 8 blocks (index 1-3), asked once (ranks of one process on
+  // cards of one kind may ask at once: atomics).
+  static std::atomic<int> fits[4] = {-1, -1, -1, -1};
   while (c > 1) {
     const int k = c == 2 ? 1 : c == 4 ? 2 : 3;
     if (fits[k] < 0) {
