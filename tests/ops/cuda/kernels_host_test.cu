@@ -2,8 +2,8 @@
 // the host definitions they must match bit for bit (base/numeric_types.h, backend/quant.h):
 // every FP8/FP4/E8M0/F16 code, the E4M3x2 -> half2 conversion the decode GEMV uses (including
 // which byte lands in which half), and BF16 rounding, power-of-two scales and the E4M3/E2M1
-// round trips over a sweep of float bit patterns; the top-k ordering key's order. Host code only,
-// so it runs without a GPU (CI).
+// round trips over a sweep of float bit patterns; the top-k ordering key's order; the GPU
+// sampler's split of a row over a cluster's blocks. Host code only, so it runs without a GPU (CI).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -19,6 +19,7 @@
 #include "base/numeric_types.h"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/indexer/topk_key.cuh"
+#include "kernels/cuda/sample/sample_slice.cuh"
 
 namespace {
 
@@ -141,6 +142,30 @@ int main() {
       }
       if (!ok && ++failures <= 20)
         std::printf("FAIL topk_key order at %.9g (key 0x%x)\n", static_cast<double>(a), ka);
+    }
+  }
+  // The GPU sampler's slices (sample_slice.cuh): for every cluster size, the ranks' ids are
+  // consecutive runs of whole mass blocks covering the row once, in rank order.
+  for (const int64_t vocab : {1, 63, 64, 65, 100, 1000, 8191, 129280, 140000}) {
+    for (const unsigned size : {1u, 2u, 4u, 8u}) {
+      int64_t next = 0, next_block = 0;
+      bool ok = true;
+      for (unsigned rank = 0; rank < size; ++rank) {
+        const kc::SampleSlice sl = kc::sample_slice(vocab, size, rank);
+        if (sl.lo >= sl.hi) {  // owns nothing: only past the row's end
+          ok = ok && sl.lo >= vocab && sl.b_lo == sl.b_hi;
+          continue;
+        }
+        ok = ok && sl.lo == next && sl.b_lo == next_block && sl.lo == sl.b_lo * 64 &&
+             sl.hi == std::min<int64_t>(vocab, sl.b_hi * 64);
+        next = sl.hi;
+        next_block = sl.b_hi;
+      }
+      ok = ok && next == vocab && next_block == (vocab + 63) / 64;
+      if (!ok && ++failures <= 20) {
+        std::printf("FAIL sample_slice vocab %lld over %u blocks\n", static_cast<long long>(vocab),
+                    size);
+      }
     }
   }
   if (failures) {

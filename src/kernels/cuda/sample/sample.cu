@@ -36,12 +36,13 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/sample/sample_slice.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kMassBlock = 64;      // sample/processors.h
+constexpr int kMassBlock = kSampleMassBlock;  // sample/processors.h
 constexpr int kTopPBuckets = 2048;  // processors.cc: float bits >> 19 of a weight in [0, 1]
 constexpr int kMaxCandidates = 2048;
 constexpr float kFltMax = 3.402823466e+38f;
@@ -512,9 +513,8 @@ __global__ void __launch_bounds__(kThreads)
   const unsigned size = cl.num_blocks();
   const int64_t r = blockIdx.x / size, V = logits.cols, nb = (V + kMassBlock - 1) / kMassBlock;
   const unsigned rank = cl.block_rank();
-  const int64_t per = (nb + size - 1) / size;
-  const int64_t b_lo = min(nb, rank * per), b_hi = min(nb, b_lo + per);
-  Part p{cl, rank, size, V, nb, b_lo * kMassBlock, min(V, b_hi * kMassBlock), b_lo, b_hi, sh, 0};
+  const SampleSlice sl = sample_slice(V, size, rank);
+  Part p{cl, rank, size, V, nb, sl.lo, sl.hi, sl.b_lo, sl.b_hi, sh, 0};
   const int32_t token = sample_row(logits, specs[r], xs + r * V, ws + r * V, bss + r * nb, r, p);
   if (rank == 0 && threadIdx.x == 0) tokens[r] = token;
   // No block leaves while another may still read its shared memory.
