@@ -28,13 +28,17 @@ struct SequenceSpan {
   // (positions before the prompt's kept suffix); the layers up to that source run every row.
   // The skipped rows are never computed there, so no logits or hidden rows can be asked of them.
   int64_t upper_skip = 0;
+  // With StepInputs::keep_hidden: the hidden streams of only the span's last hidden_tail rows
+  // (-1: all of them). A drafter whose state reaches back a window of positions (MTP) needs no
+  // more: a long prompt's earlier rows would only be copied out and fed to it for nothing.
+  int64_t hidden_tail = -1;
 };
 
 struct StepInputs {
   std::span<const int32_t> token_ids;  // [M]
   std::span<const int32_t> positions;  // [M], absolute
   std::span<const SequenceSpan> sequences;
-  bool keep_hidden = false;  // return the final residual streams of every row (MTP input)
+  bool keep_hidden = false;  // return the final residual streams of the rows kept (MTP input)
   // Non-empty: one draw per logits row (in StepOutputs::logit_row_of order), run by the backend
   // next to its logits (Ops::sample: a GPU returns token ids, not vocabulary-sized rows), into
   // StepOutputs::sampled; logits are then not returned.
@@ -49,7 +53,9 @@ struct StepOutputs {
   // each logits row, instead of the logits.
   std::vector<int32_t> sampled;
   std::vector<int64_t> logit_row_of;  // step row of each logits row
-  // With keep_hidden: final streams [M, hc_mult · hidden] (after the last layer, before hc_head).
+  // With keep_hidden: final streams [rows, hc_mult · hidden] (after the last layer, before
+  // hc_head) of each span's kept rows (SequenceSpan::hidden_tail; all M rows by default),
+  // sequence by sequence in step order.
   std::vector<float> hidden;
 };
 

@@ -40,6 +40,11 @@ Status check_step(const StepInputs& in, int64_t vocab, bool draft) {
       }
     }
     next = sq.begin + sq.count;
+    if (sq.hidden_tail < -1) {
+      return invalid_argument("hidden_tail " + std::to_string(sq.hidden_tail) +
+                              " of step span " + std::to_string(k) +
+                              ": give the rows to keep (>= 0), or -1 for all of them");
+    }
     DI_TRY(check_upper_skip(sq, in.keep_hidden, draft));
   }
   if (next != M) return invalid_argument("step sequences do not cover every row");

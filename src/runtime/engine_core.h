@@ -303,8 +303,9 @@ class EngineCore final : public EngineDriver {
   // One round's inputs and draws, and what stays fixed for the step's rounds.
   struct Round {
     bool snapshots = false;    // pieces end at block boundaries (prefix caching)
-    bool keep_hidden = false;  // a hidden-reading drafter is awake
+    bool keep_hidden = false;  // a hidden-reading drafter (awake, or asleep: it holds them)
     size_t hidden_width = 0;   // floats of one row's final streams
+    int64_t hidden_tail = -1;  // rows of a span whose streams it needs (SequenceSpan)
     std::vector<int32_t> ids, pos;
     std::vector<int64_t> piece_end;
     std::vector<Drawn> drawn;

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "kv/block_hash.h"
 #include "model/bounded_replay.h"
+#include "model/step_hidden.h"
 #include "runtime/engine_core.h"
 
 namespace deepinfer::runtime {
@@ -287,8 +288,7 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
     ++job.prefix_recomputes;
     return {};
   }
-  const bool hidden = drafter_ != nullptr && drafter_->wants_hidden() &&
-                      !drafter_asleep_.load(std::memory_order_relaxed);
+  const bool hidden = drafter_ != nullptr && drafter_->wants_hidden();
   // Bounded replay: the prefix's rows before the kept suffix skip the upper layers, as the
   // request's prefill would have (so the state equals that of no hit).
   const int64_t skip = hidden ? 0 : model::upper_skip_rows(0, h, e.upper_from);
@@ -358,10 +358,15 @@ void EngineCore::execute_unguarded(StepJob& job) {
   std::vector<Piece> left = start_pieces(job);
   Round r;
   r.snapshots = block_size_ > 0 && !stand_in_forward_;
-  r.keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_ &&
-                  !drafter_asleep_.load(std::memory_order_relaxed);
+  // Asleep, a hidden-reading drafter still takes the rows it would need on waking (it holds a
+  // window's worth without running: Drafter::hold), so that it wakes with a whole window.
+  r.keep_hidden = drafter_ != nullptr && drafter_->wants_hidden() && !stand_in_forward_;
   r.hidden_width = static_cast<size_t>(model_->config().hc_mult) *
                    static_cast<size_t>(model_->config().hidden_size);
+  if (r.keep_hidden && drafter_->hidden_tail() >= 0) {
+    // A verify span's rows all go to the drafter after the draw: never fewer than those.
+    r.hidden_tail = std::max<int64_t>(drafter_->hidden_tail(), spec_tokens_ + 1);
+  }
   while (!left.empty()) {
     const model::StepInputs in = round_inputs(job, left, r);
     const auto t0 = Clock::now();
@@ -404,8 +409,7 @@ std::vector<EngineCore::Piece> EngineCore::start_pieces(StepJob& job) {
     SeqExec* e = job.seqs[i].get();
     if (e == nullptr) continue;
     if (!stand_in_forward_ && (sr.first_chunk || !e->cache)) {
-      e->upper_from = replay_upper_from(*e, drafter_ != nullptr && drafter_->wants_hidden() &&
-                                                !drafter_asleep_.load(std::memory_order_relaxed));
+      e->upper_from = replay_upper_from(*e, drafter_ != nullptr && drafter_->wants_hidden());
       if (sr.first_chunk && sr.num_prefix_hit > 0 && sr.num_prefix_hit == sr.start_pos &&
           block_size_ > 0) {
         if (const Status st = restore_prefix(sr, *e, job); !st.ok()) {
@@ -467,6 +471,7 @@ model::StepInputs EngineCore::round_inputs(StepJob& job, const std::vector<Piece
     span.begin = static_cast<int64_t>(r.ids.size());
     span.count = end - p.pos;
     span.logits = end == p.end && sr.needs_logits ? LogitsWanted::kLast : LogitsWanted::kNone;
+    span.hidden_tail = r.hidden_tail;
     if (sr.num_drafts > 0 && span.count > 1) span.logits = LogitsWanted::kAll;    // verified
     if (wants_prompt_logprobs(*job.seqs[p.i])) span.logits = LogitsWanted::kAll;  // scored
     // Bounded replay: rows before the prompt's kept suffix skip the upper layers (never a row
@@ -503,6 +508,7 @@ std::vector<EngineCore::Piece> EngineCore::take_round_outputs(StepJob& job,
   const sched::StepPlan& plan = job.plan;
   const int64_t V = model_->vocab_size();
   int64_t row = 0;
+  size_t hidden_at = 0;  // the span's first kept hidden row in step_out_.hidden
   std::vector<Piece> next;
   for (size_t k = 0; k < order_.size(); ++k) {
     const size_t i = order_[k];
@@ -512,15 +518,18 @@ std::vector<EngineCore::Piece> EngineCore::take_round_outputs(StepJob& job,
     p.pos = r.piece_end[k];
     const bool verify = sr.num_drafts > 0;
     bool sample = spans_[k].logits != LogitsWanted::kNone;
+    // The span's kept rows (its last hidden_tail): positions [hidden_first, piece end).
+    const int64_t kept = r.keep_hidden ? model::hidden_rows_kept(spans_[k]) : 0;
+    const int64_t hidden_first = left[k].pos + spans_[k].count - kept;
     const std::span<const float> hidden =
         step_out_.hidden.empty()
             ? std::span<const float>()
             : std::span<const float>(step_out_.hidden)
-                  .subspan(static_cast<size_t>(spans_[k].begin) * r.hidden_width,
-                           static_cast<size_t>(spans_[k].count) * r.hidden_width);
+                  .subspan(hidden_at, static_cast<size_t>(kept) * r.hidden_width);
+    hidden_at += hidden.size();
     // Rows with no draw after them go to a hidden-reading drafter now (their next tokens are
     // known prompt tokens), before a snapshot at their end is taken.
-    if (!sample && !hidden.empty()) observe_hidden(e, left[k].pos, hidden);
+    if (!sample && !hidden.empty()) observe_hidden(e, hidden_first, hidden);
     if (r.snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, e);
     const int64_t rows = verify ? spans_[k].count : 1;
     if (!verify && spans_[k].logits == LogitsWanted::kAll) {      // prompt logprobs: score all
@@ -528,9 +537,9 @@ std::vector<EngineCore::Piece> EngineCore::take_round_outputs(StepJob& job,
       row =
           score_prompt_rows(e, left[k].pos, spans_[k].count, step_out_.logits.data(), row, sample);
     }
-    if (sample && !hidden.empty() && !verify && spans_[k].count > 1) {
+    if (sample && hidden.size() > r.hidden_width && !verify) {
       // A prefill piece ending in a draw: its rows but the last go to the drafter now.
-      observe_hidden(e, left[k].pos, hidden.first(hidden.size() - r.hidden_width));
+      observe_hidden(e, hidden_first, hidden.first(hidden.size() - r.hidden_width));
     }
     const std::span<const float> drawn_hidden =
         hidden.empty() ? hidden : hidden.last(static_cast<size_t>(rows) * r.hidden_width);

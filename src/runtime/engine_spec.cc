@@ -133,6 +133,10 @@ void EngineCore::verify_drawn(SeqExec& e, std::span<const int32_t> drawn, Sample
 
 void EngineCore::observe_hidden(SeqExec& e, int64_t first, std::span<const float> hidden) {
   if (drafter_ == nullptr || !drafter_->wants_hidden() || !e.cache || hidden.empty()) return;
+  if (drafter_asleep_.load(std::memory_order_relaxed)) {  // kept for waking, not run
+    drafter_->hold(first, hidden, e.draft);
+    return;
+  }
   if (!drafter_->observe(*e.cache, e.known, first, hidden, e.draft).ok()) {
     e.draft.lost = true;  // a drafter failure costs speed, never output
   }
@@ -161,10 +165,16 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   e.draft.proposal.clear();
   if (drafter_ == nullptr || spec_tokens_ <= 0 || out.tokens.empty() || e.grammar_done) return;
   // Paused (varlen found drafting does not pay): only a drafter that follows the hidden streams
-  // still takes them, so that it can resume.
-  if (draft_depth_.load(std::memory_order_relaxed) == 0 &&
-      (!drafter_->wants_hidden() || drafter_asleep_.load(std::memory_order_relaxed))) {
-    return;
+  // still takes them, so that it can resume; asleep, it only holds the latest of them.
+  if (draft_depth_.load(std::memory_order_relaxed) == 0) {
+    if (!drafter_->wants_hidden()) return;
+    if (drafter_asleep_.load(std::memory_order_relaxed)) {
+      if (!hidden.empty()) {
+        const size_t width = hidden.size() / static_cast<size_t>(fed);
+        drafter_->hold(start, hidden.first(static_cast<size_t>(kept_rows) * width), e.draft);
+      }
+      return;
+    }
   }
   // Drafted for the next step together with the step's other sequences (draft_all).
   spec::Drafter::Job& job = draft_jobs_.emplace_back();

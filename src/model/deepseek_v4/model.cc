@@ -18,6 +18,7 @@
 #include "model/layers/numerics.h"
 #include "model/recorded_steps.h"
 #include "model/step_check.h"
+#include "model/step_hidden.h"
 
 namespace deepinfer::model::deepseek_v4 {
 
@@ -644,7 +645,7 @@ Status V4Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
     if (out.logit_rows > 0) s.ops->sample(lg, in.sample_specs, out.sampled.data());
   }
   if (in.keep_hidden) {
-    backend::download_mat(*s.ops, CMat(X).rows_slice(0, M), out.hidden);
+    download_hidden(*s.ops, CMat(X).rows_slice(0, M), in.sequences, out.hidden);
   } else {
     out.hidden.clear();
   }

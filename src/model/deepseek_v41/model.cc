@@ -14,6 +14,7 @@
 #include "model/deepseek_v41/v41_model.h"
 #include "model/layers/expert_rebind.h"
 #include "model/step_check.h"
+#include "model/step_hidden.h"
 #include "sample/sample_spec.h"
 
 namespace deepinfer::model::deepseek_v41 {
@@ -337,7 +338,7 @@ Status V41Model::forward_unguarded(const StepInputs& in, StepOutputs& out) {
     if (R > 0) o.sample(lg, in.sample_specs, out.sampled.data());
   }
   if (in.keep_hidden) {
-    backend::download_mat(o, CMat(X).rows_slice(0, M), out.hidden);
+    download_hidden(o, CMat(X).rows_slice(0, M), in.sequences, out.hidden);
   } else {
     out.hidden.clear();
   }

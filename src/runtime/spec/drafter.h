@@ -82,6 +82,14 @@ class Drafter {
                          DraftState& /*state*/) {
     return {};
   }
+  // Drafters that read hidden streams: how many of a step span's last rows they need (-1: all;
+  // the engine asks the model for no more, model::SequenceSpan::hidden_tail). MTP: its window,
+  // beyond which earlier positions no longer change its state.
+  virtual int64_t hidden_tail() const { return -1; }
+  // Asleep (varlen paused drafting for good), the rows of positions [first, first + rows) are
+  // only kept, as many as hidden_tail() says, to be run when the drafter wakes: it then drafts
+  // from a whole window at once instead of refilling it over the next steps.
+  virtual void hold(int64_t /*first*/, std::span<const float> /*hidden*/, DraftState& /*state*/) {}
   // Proposes at most `k` tokens to follow `context` into state.proposal. `cache` holds the model
   // state of every context position but the last one (which the next step feeds); a drafter may
   // read it and must leave the main layers' state as it found it.

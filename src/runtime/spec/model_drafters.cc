@@ -100,10 +100,24 @@ class DSparkDrafter final : public Drafter {
 class MtpDrafter final : public Drafter {
  public:
   explicit MtpDrafter(model::Model& m)
-      : model_(m), width_(static_cast<int64_t>(m.config().hc_mult) * m.config().hidden_size) {}
+      : model_(m),
+        width_(static_cast<int64_t>(m.config().hc_mult) * m.config().hidden_size),
+        window_(m.config().sliding_window) {}
   std::string name() const override { return "mtp"; }
   bool wants_hidden() const override { return true; }
   bool confidence_is_survival() const override { return false; }
+  // The block attends to its window only: once it has run `window` positions after a gap its
+  // state is the one it would have had without the gap (SequenceCache::skip_draft).
+  int64_t hidden_tail() const override { return window_ > 0 ? window_ : -1; }
+
+  void hold(int64_t first, std::span<const float> hidden, DraftState& st) override {
+    append_pending(first, hidden, st);
+    const int64_t rows = static_cast<int64_t>(st.pending.size()) / width_;
+    if (window_ > 0 && rows > window_) {  // older rows would only be skipped over on waking
+      st.pending.erase(st.pending.begin(), st.pending.begin() + (rows - window_) * width_);
+      st.pending_first += rows - window_;
+    }
+  }
 
   Status observe(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
                  std::span<const float> hidden, DraftState& st) override {
@@ -183,23 +197,9 @@ class MtpDrafter final : public Drafter {
   // own position on (cache == nullptr: nothing to run now).
   model::MtpRows stash(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
                        std::span<const float> hidden, DraftState& st) const {
-    if (st.lost) {
-      // Lost rows (it slept, a prefix restore outran it, a block step failed): start again from
-      // the rows this step brings, with an empty block window (SequenceCache::skip_draft).
-      if (hidden.empty()) return {};
-      st.lost = false;
-      st.pending.clear();
-    }
+    if (st.lost && hidden.empty()) return {};
+    append_pending(first, hidden, st);
     auto rows = [&] { return static_cast<int64_t>(st.pending.size()) / width_; };
-    if (!hidden.empty()) {
-      if (st.pending.empty() || first < st.pending_first || first > st.pending_first + rows()) {
-        st.pending.clear();
-        st.pending_first = first;
-      } else {  // drop pending rows at or past `first` (re-fed), then append
-        st.pending.resize(static_cast<size_t>((first - st.pending_first) * width_));
-      }
-      st.pending.insert(st.pending.end(), hidden.begin(), hidden.end());
-    }
     int64_t t0 = cache.draft_length();
     if (t0 < st.pending_first) {
       // The rows before pending_first are gone (the hidden streams were not kept while the
@@ -222,6 +222,26 @@ class MtpDrafter final : public Drafter {
             ctx.subspan(static_cast<size_t>(t0 + 1), static_cast<size_t>(n))};
   }
 
+  // The rows of positions [first, first + rows) after the pending ones (replacing those at or
+  // past `first`: re-fed positions), or instead of them when they do not continue them.
+  void append_pending(int64_t first, std::span<const float> hidden, DraftState& st) const {
+    if (hidden.empty()) return;
+    if (st.lost) {
+      // Lost rows (a prefix restore outran it, a block step failed): start again from the rows
+      // this step brings, with an empty block window (SequenceCache::skip_draft).
+      st.lost = false;
+      st.pending.clear();
+    }
+    const int64_t rows = static_cast<int64_t>(st.pending.size()) / width_;
+    if (st.pending.empty() || first < st.pending_first || first > st.pending_first + rows) {
+      st.pending.clear();
+      st.pending_first = first;
+    } else {  // drop pending rows at or past `first` (re-fed), then append
+      st.pending.resize(static_cast<size_t>((first - st.pending_first) * width_));
+    }
+    st.pending.insert(st.pending.end(), hidden.begin(), hidden.end());
+  }
+
   // After the block ran a sequence's pending rows up to its draft length: drop them.
   void took(const model::SequenceCache& cache, DraftState& st) const {
     const int64_t t_end = cache.draft_length();
@@ -232,6 +252,7 @@ class MtpDrafter final : public Drafter {
 
   model::Model& model_;
   int64_t width_;
+  int64_t window_;  // the block's attention window (positions)
 };
 
 }  // namespace

@@ -4,7 +4,9 @@
 // positions has passed their drafts are bit for bit those of a drafter that never slept (their
 // windows reach back no further).
 //   MTP (DeepSeek-V4): driven as the engine does, one decode per position, the step's hidden
-//   row, then propose_all; asleep, it gets nothing.
+//   row, then propose_all; asleep, it gets nothing, or (since stop 45, as the engine does now)
+//   holds the rows of its last window and wakes with them. And the rows a step keeps for it:
+//   a span's last window (model::SequenceSpan::hidden_tail), the same drafts as every row.
 //   DSpark (DeepSeek-V4.1): the model's drafter context is off while asleep
 //   (Model::set_draft_context), and the first forward after it is on again restarts it.
 #include <gtest/gtest.h>
@@ -39,6 +41,12 @@ struct ResumeCase {
   std::vector<int32_t> ids;
 };
 
+std::vector<int32_t> fixed_ids(int64_t n) {
+  std::vector<int32_t> ids;
+  for (int64_t i = 0; i < n; ++i) ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  return ids;
+}
+
 ResumeCase set_up(const char* name) {
   ResumeCase s;
   auto ops = backend::make_ops("opt", 1);
@@ -50,9 +58,7 @@ ResumeCase set_up(const char* name) {
   if (!m.ok()) return s;
   s.model = std::move(m).value();
   s.window = s.model->config().sliding_window;
-  const int64_t n = ResumeCase::kSleepTo + s.window + 24;
-  for (int64_t i = 0; i < n; ++i)
-    s.ids.push_back(static_cast<int32_t>((i * 7919 + 13) % 4000 + 100));
+  s.ids = fixed_ids(ResumeCase::kSleepTo + s.window + 24);
   return s;
 }
 
@@ -61,19 +67,31 @@ struct Proposal {
   std::vector<float> confidence;
 };
 
+// How a sleeping drafter is treated: given nothing (the engine before stop 45), or given its
+// rows to hold (Drafter::hold, the engine since).
+enum class Asleep { kNothing, kHold };
+
 // Feeds ids one position at a time after a prompt of `prompt` tokens; after each position
 // outside [sleep_from, sleep_to) the drafter gets that step's hidden row and proposes k tokens
-// (while asleep it gets nothing, as in the engine). Returns the proposal after each position.
+// (while asleep it gets nothing, or holds the row). Returns the proposal after each position.
 std::vector<Proposal> drive(model::Model& m, Drafter& d, const std::vector<int32_t>& ids,
-                            int64_t prompt, int k, int64_t sleep_from, int64_t sleep_to) {
+                            int64_t prompt, int k, int64_t sleep_from, int64_t sleep_to,
+                            Asleep asleep = Asleep::kNothing) {
   model::SequenceCache seq = m.new_sequence();
   DraftState state;
   std::vector<Proposal> out;
+  const int64_t width = static_cast<int64_t>(m.config().hc_mult) * m.config().hidden_size;
   auto step = [&](int64_t first, int64_t n, bool awake) {
+    const bool hold = !awake && asleep == Asleep::kHold;
     auto r = m.extend(seq, std::span<const int32_t>(ids).subspan(first, n),
-                      model::LogitsWanted::kLast, /*keep_hidden=*/awake);
+                      model::LogitsWanted::kLast, /*keep_hidden=*/awake || hold);
     EXPECT_TRUE(r.ok()) << r.status().message();
     Proposal p;
+    if (hold) {
+      d.hold(first, r->hidden, state);
+      // Never more than the window (hidden_tail) is held, however long the sleep.
+      EXPECT_LE(static_cast<int64_t>(state.pending.size()), d.hidden_tail() * width);
+    }
     if (awake) {
       Drafter::Job job;
       job.cache = &seq;
@@ -207,6 +225,152 @@ TEST(DSparkResume, RestartsTheContextAndMatchesOnceTheWindowRefills) {
   }
   EXPECT_GT(same, 10);
   EXPECT_TRUE(differed) << "the context did not restart";
+}
+
+// Since stop 45 a sleeping MTP block holds the hidden rows of its last window of positions
+// (Drafter::hold) and runs them when it wakes: its first proposal after waking is already bit
+// for bit a never-slept drafter's, however long it slept (here more than two windows, so that
+// the held rows were trimmed many times).
+TEST(MtpResume, HeldRowsWakeWithAWholeWindow) {
+  ResumeCase su = set_up("v4-small");
+  ASSERT_NE(su.model, nullptr);
+  model::Model* m = su.model.get();
+  const int64_t window = su.window;
+  const int k = 3;
+  const int64_t prompt = ResumeCase::kPrompt, sleep_from = ResumeCase::kSleepFrom,
+                sleep_to = sleep_from + 2 * window + 5;
+  const std::vector<int32_t> ids = fixed_ids(sleep_to + 12);
+  auto awake_drafter = runtime::spec::make_mtp_drafter(*m);
+  auto holding_drafter = runtime::spec::make_mtp_drafter(*m);
+  ASSERT_TRUE(awake_drafter.ok() && holding_drafter.ok());
+  ASSERT_EQ((*holding_drafter)->hidden_tail(), window);
+  (*awake_drafter)->set_want_confidence(true);
+  (*holding_drafter)->set_want_confidence(true);
+  const std::vector<Proposal> awake = drive(*m, **awake_drafter, ids, prompt, k, -1, -1);
+  const std::vector<Proposal> held =
+      drive(*m, **holding_drafter, ids, prompt, k, sleep_from, sleep_to, Asleep::kHold);
+  ASSERT_EQ(awake.size(), held.size());
+  auto at = [&](int64_t pos) { return static_cast<size_t>(pos - prompt + 1); };
+  for (int64_t t = sleep_to; t + 1 < static_cast<int64_t>(ids.size()); ++t) {
+    SCOPED_TRACE("position " + std::to_string(t));
+    ASSERT_EQ(awake[at(t)].tokens.size(), static_cast<size_t>(k));
+    EXPECT_EQ(awake[at(t)].tokens, held[at(t)].tokens);
+    EXPECT_EQ(awake[at(t)].confidence, held[at(t)].confidence);
+  }
+}
+
+// A step's span keeps the hidden streams of only its last hidden_tail rows (model::SequenceSpan):
+// the same bits as those rows of a step that keeps every row, sequence by sequence, for a tail
+// shorter than its span, longer than it (all rows), none, and all (-1); a tail below -1 is
+// refused by name.
+TEST(MtpHiddenTail, AStepKeepsEachSpansLastRows) {
+  ResumeCase su = set_up("v4-small");
+  ASSERT_NE(su.model, nullptr);
+  model::Model* m = su.model.get();
+  const int64_t width = static_cast<int64_t>(m->config().hc_mult) * m->config().hidden_size;
+  const std::vector<int64_t> counts = {40, 5, 3, 6}, tails = {7, 9, 0, -1};
+  auto run = [&](bool keep_all, model::StepOutputs& out) {
+    std::vector<model::SequenceCache> seqs;
+    for (size_t i = 0; i < counts.size(); ++i) seqs.push_back(m->new_sequence());
+    std::vector<int32_t> ids, pos;
+    std::vector<model::SequenceSpan> spans;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      model::SequenceSpan sp;
+      sp.cache = &seqs[i];
+      sp.begin = static_cast<int64_t>(ids.size());
+      sp.count = counts[i];
+      sp.hidden_tail = keep_all ? -1 : tails[i];
+      spans.push_back(sp);
+      for (int64_t j = 0; j < counts[i]; ++j) {
+        ids.push_back(su.ids[static_cast<size_t>(j + 3 * static_cast<int64_t>(i))]);
+        pos.push_back(static_cast<int32_t>(j));
+      }
+    }
+    model::StepInputs in{ids, pos, spans, /*keep_hidden=*/true};
+    return m->forward(in, out);
+  };
+  model::StepOutputs all, tail;
+  ASSERT_TRUE(run(true, all).ok());
+  ASSERT_TRUE(run(false, tail).ok());
+  std::vector<float> expect;
+  int64_t begin = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int64_t kept = tails[i] < 0 ? counts[i] : std::min(tails[i], counts[i]);
+    const auto from = all.hidden.begin() + (begin + counts[i] - kept) * width;
+    expect.insert(expect.end(), from, from + kept * width);
+    begin += counts[i];
+  }
+  ASSERT_EQ(all.hidden.size(), static_cast<size_t>(begin * width));
+  EXPECT_EQ(tail.hidden, expect);
+  EXPECT_EQ(tail.logits, all.logits);  // nothing else changes
+
+  model::SequenceCache seq = m->new_sequence();
+  const std::vector<int32_t> one = {su.ids[0]}, zero = {0};
+  model::SequenceSpan bad;
+  bad.cache = &seq;
+  bad.count = 1;
+  bad.hidden_tail = -2;
+  model::StepOutputs out;
+  const Status refused = m->forward(model::StepInputs{one, zero, {&bad, 1}, true}, out);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("hidden_tail -2"), std::string::npos) << refused.message();
+}
+
+// The MTP block fed only a long prompt's last hidden_tail rows (what the engine now asks the
+// model for) drafts bit for bit as when fed every row, at once and on each decode step after;
+// fed fewer rows than its window, it does not (so the window is what makes them equal).
+TEST(MtpHiddenTail, APromptsLastWindowDraftsLikeEveryRow) {
+  ResumeCase su = set_up("v4-small");
+  ASSERT_NE(su.model, nullptr);
+  model::Model* m = su.model.get();
+  const int64_t window = su.window, prompt = 2 * window + 9;
+  const std::vector<int32_t> ids = fixed_ids(prompt + 13);
+  const int k = 3;
+  auto drafts = [&](int64_t tail) {
+    auto d = runtime::spec::make_mtp_drafter(*m);
+    EXPECT_TRUE(d.ok());
+    (*d)->set_want_confidence(true);
+    model::SequenceCache seq = m->new_sequence();
+    DraftState state;
+    std::vector<Proposal> out;
+    int64_t first = 0, n = prompt;
+    for (int step = 0; step < 12; ++step) {
+      std::vector<int32_t> pos;
+      for (int64_t j = 0; j < n; ++j) pos.push_back(static_cast<int32_t>(first + j));
+      model::SequenceSpan sp;
+      sp.cache = &seq;
+      sp.count = n;
+      sp.hidden_tail = tail;
+      model::StepOutputs o;
+      const Status st = m->forward(
+          model::StepInputs{std::span<const int32_t>(ids).subspan(first, n), pos, {&sp, 1}, true},
+          o);
+      EXPECT_TRUE(st.ok()) << st.message();
+      const int64_t kept = tail < 0 ? n : std::min(tail, n);
+      Drafter::Job job;
+      job.cache = &seq;
+      job.context = std::span<const int32_t>(ids).first(first + n + 1);
+      job.state = &state;
+      job.first = first + n - kept;
+      job.hidden = o.hidden;
+      (*d)->propose_all({&job, 1}, k);
+      out.push_back({state.proposal.tokens, state.proposal.confidence});
+      first += n;
+      n = 1;
+    }
+    return out;
+  };
+  const std::vector<Proposal> every = drafts(-1), last_window = drafts(window),
+                              too_few = drafts(window / 2);
+  bool differed = false;
+  for (size_t i = 0; i < every.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i));
+    ASSERT_EQ(every[i].tokens.size(), static_cast<size_t>(k));
+    EXPECT_EQ(every[i].tokens, last_window[i].tokens);
+    EXPECT_EQ(every[i].confidence, last_window[i].confidence);
+    differed |= every[i].confidence != too_few[i].confidence;
+  }
+  EXPECT_TRUE(differed) << "half a window drafted like every row: the test cannot tell";
 }
 
 }  // namespace
