@@ -238,6 +238,12 @@ void EngineCore::save_snapshot_at(const sched::ScheduledRequest& sr, SeqExec& e)
   const int64_t j = c.length() / block_size_ - 1 - win.first_block;
   const std::optional<uint64_t> hash = prefix_hash(e, c.length());
   if (hash && j >= 0 && j < static_cast<int64_t>(win.ids.size())) {
+    // A sleeping hidden-reading drafter (MTP) only holds its rows: run them first, so that the
+    // snapshot carries its window (a restore then drafts at once, as from a never-slept block).
+    if (drafter_ != nullptr && drafter_->wants_hidden() && !e.draft.pending.empty() &&
+        drafter_asleep_.load(std::memory_order_relaxed)) {
+      drafter_->catch_up(*e.cache, e.known, e.draft);
+    }
     save_snapshot(win.ids[static_cast<size_t>(j)], c, *hash);
   }
 }

@@ -90,6 +90,11 @@ class Drafter {
   // only kept, as many as hidden_tail() says, to be run when the drafter wakes: it then drafts
   // from a whole window at once instead of refilling it over the next steps.
   virtual void hold(int64_t /*first*/, std::span<const float> /*hidden*/, DraftState& /*state*/) {}
+  // Runs the held rows whose next tokens `context` knows, without drafting: a state about to be
+  // saved (a prefix snapshot made while asleep) then carries the drafter's whole window, and a
+  // sequence restored from it drafts at once as well as one that never slept.
+  virtual void catch_up(model::SequenceCache& /*cache*/, std::span<const int32_t> /*context*/,
+                        DraftState& /*state*/) {}
   // Proposes at most `k` tokens to follow `context` into state.proposal. `cache` holds the model
   // state of every context position but the last one (which the next step feeds); a drafter may
   // read it and must leave the main layers' state as it found it.

@@ -129,6 +129,17 @@ class MtpDrafter final : public Drafter {
     return {};
   }
 
+  void catch_up(model::SequenceCache& cache, std::span<const int32_t> ctx,
+                DraftState& st) override {
+    const model::MtpRows rows = stash(cache, ctx, cache.length(), {}, st);
+    if (rows.cache == nullptr) return;
+    if (model_.mtp_step({&rows, 1}, false, model::MtpOutputs::kNone).ok()) {
+      took(cache, st);
+    } else {
+      st.lost = true;  // speed only: it resumes from later rows
+    }
+  }
+
   // Every job's catch-up rows in one block step; the jobs whose block thereby reaches their
   // last position draft k tokens in one Model::mtp_chain (the catch-up, then k - 1 chained
   // steps, drafts fed on the backend: one wait for the device per engine step, not one per

@@ -259,6 +259,67 @@ TEST(MtpResume, HeldRowsWakeWithAWholeWindow) {
   }
 }
 
+// A prefix snapshot made while the MTP block slept: the engine first runs the rows it holds
+// (Drafter::catch_up), so a sequence restored from the snapshot (a copy of the cache, with a
+// fresh drafter state) drafts at once bit for bit as a never-slept block does; without the
+// catch-up its first drafts differ (its window restarts empty), which the test also checks.
+TEST(MtpResume, ASnapshotMadeAsleepCarriesTheWindow) {
+  ResumeCase su = set_up("v4-small");
+  ASSERT_NE(su.model, nullptr);
+  model::Model* m = su.model.get();
+  const int64_t window = su.window, prompt = ResumeCase::kPrompt, snap = prompt + window + 20;
+  const std::vector<int32_t> ids = fixed_ids(snap + 12);
+  const int k = 3;
+  // The sequence up to `snap`: awake throughout, or asleep after its prompt (holding its rows);
+  // then (asleep) caught up or not, copied as a snapshot, and decoded from the copy awake.
+  auto run = [&](bool asleep, bool catch_up) {
+    auto d = runtime::spec::make_mtp_drafter(*m);
+    EXPECT_TRUE(d.ok());
+    (*d)->set_want_confidence(true);
+    model::SequenceCache seq = m->new_sequence();
+    DraftState state;
+    auto feed = [&](model::SequenceCache& c, DraftState& st, int64_t first, int64_t n,
+                    bool awake) {
+      auto r = m->extend(c, std::span<const int32_t>(ids).subspan(first, n),
+                         model::LogitsWanted::kLast, true);
+      EXPECT_TRUE(r.ok());
+      if (!awake) {
+        (*d)->hold(first, r->hidden, st);
+        return Proposal{};
+      }
+      Drafter::Job job;
+      job.cache = &c;
+      job.context = std::span<const int32_t>(ids).first(first + n + 1);
+      job.state = &st;
+      job.first = first;
+      job.hidden = r->hidden;
+      (*d)->propose_all({&job, 1}, k);
+      return Proposal{st.proposal.tokens, st.proposal.confidence};
+    };
+    feed(seq, state, 0, prompt, true);
+    for (int64_t t = prompt; t < snap; ++t) feed(seq, state, t, 1, !asleep);
+    if (catch_up) (*d)->catch_up(seq, std::span<const int32_t>(ids).first(snap + 1), state);
+    model::SequenceCache restored = seq.clone();
+    DraftState fresh;  // a new request's
+    std::vector<Proposal> out;
+    for (int64_t t = snap; t + 1 < static_cast<int64_t>(ids.size()); ++t) {
+      out.push_back(feed(restored, fresh, t, 1, true));
+    }
+    return out;
+  };
+  const std::vector<Proposal> awake = run(false, false), caught_up = run(true, true),
+                              not_caught_up = run(true, false);
+  bool differed = false;
+  for (size_t i = 0; i < awake.size(); ++i) {
+    SCOPED_TRACE("step " + std::to_string(i) + " after the restore");
+    ASSERT_EQ(awake[i].tokens.size(), static_cast<size_t>(k));
+    EXPECT_EQ(awake[i].tokens, caught_up[i].tokens);
+    EXPECT_EQ(awake[i].confidence, caught_up[i].confidence);
+    differed |= awake[i].confidence != not_caught_up[i].confidence;
+  }
+  EXPECT_TRUE(differed) << "a snapshot without the catch-up drafted as well: the test cannot tell";
+}
+
 // A step's span keeps the hidden streams of only its last hidden_tail rows (model::SequenceSpan):
 // the same bits as those rows of a step that keeps every row, sequence by sequence, for a tail
 // shorter than its span, longer than it (all rows), none, and all (-1); a tail below -1 is
