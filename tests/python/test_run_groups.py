@@ -30,3 +30,14 @@ def test_a_group_past_the_deadline_is_skipped(tmp_path):
     times = run_groups(tmp_path, 30, "late|STAGES=none")
     assert "late skipped:" in times, times
     assert not (tmp_path / "out" / "late").exists()
+
+
+def test_results_are_packed_beside_the_summaries(tmp_path):
+    import tarfile
+    run_groups(tmp_path, 300, "one|STAGES=none")
+    out = tmp_path / "out"
+    left = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert left == ["one/summary.txt", "results.tgz", "times.txt"], left
+    with tarfile.open(out / "results.tgz") as t:
+        names = t.getnames()
+    assert "./one/run.log" in names and "./one/summary.txt" in names, names

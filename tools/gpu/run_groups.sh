@@ -12,7 +12,8 @@
 # summary.txt there), in order, while at least 40 s of DEADLINE (seconds from the start, default
 # 575) are left; the group is given what is left as its time limit. They share BUILD_DIR, so the
 # first group builds and the others find the build. $OUT/times.txt: each group's exit status
-# and finishing second, then the card's clocks.
+# and finishing second, then the card's clocks. At the end every file is packed into
+# $OUT/results.tgz; times.txt and each $OUT/NAME/summary.txt stay beside it (PACK=0: not).
 # With .deps/flashmla.tar.xz present (tools/gpu/make_flashmla_carry.sh, carried), FlashMLA is
 # built in the background meanwhile by tools/gpu/flashmla_build.sh (FLASHMLA_BG=0: not; at most
 # FLASHMLA_BG_S seconds, default 450, 6 jobs at low priority; stopped when the last group ends).
@@ -48,4 +49,12 @@ for group in "$@"; do
 done
 kill %1 2> /dev/null  # the background build, if still going
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm --format=csv >> "$OUT/times.txt" 2> /dev/null
+# The device tool brings back only a few files per call (stop 45 lost most of a group's logs to
+# that limit): everything goes into $OUT/results.tgz, and only times.txt and each group's
+# summary.txt stay beside it (PACK=0: leave the folders as they are).
+if [ "${PACK:-1}" = 1 ]; then
+  ( cd "$OUT" && tar czf /tmp/run_groups_results.tgz --exclude=results.tgz . ) &&
+    find "$OUT" -mindepth 1 -type f ! -name times.txt ! -name summary.txt -delete &&
+    mv /tmp/run_groups_results.tgz "$OUT/results.tgz"
+fi
 exit 0
