@@ -65,6 +65,11 @@ struct EngineStats {
   int64_t spec_draft_tokens = 0;
   int64_t spec_accepted_tokens = 0;
   int64_t spec_grammar_cut_tokens = 0;  // drafts a structured output's grammar refused (not fed)
+  // Times a drafter's window restarted empty because positions it needed were gone and the
+  // rows it had left did not refill it (MTP: a sequence restored from a prefix snapshot that
+  // held the block behind it, a failed block step): its drafts are weaker until the window
+  // refills (docs/speculative.md).
+  int64_t spec_draft_window_restarts = 0;
   double draft_seconds = 0;
   // Confidence-scheduled verification (speculative_varlen): probes of whether drafting pays
   // that passed and failed (a failure, measured or predicted, pauses drafting at that batch

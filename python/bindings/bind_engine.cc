@@ -230,6 +230,7 @@ nb::dict stats_to_dict(const EngineStats& s) {
   d["spec_draft_tokens"] = s.spec_draft_tokens;
   d["spec_accepted_tokens"] = s.spec_accepted_tokens;
   d["spec_grammar_cut_tokens"] = s.spec_grammar_cut_tokens;
+  d["spec_draft_window_restarts"] = s.spec_draft_window_restarts;
   d["spec_varlen_probes_passed"] = s.spec_varlen_probes_passed;
   d["spec_varlen_probes_failed"] = s.spec_varlen_probes_failed;
   d["spec_varlen_paused_plans"] = s.spec_varlen_paused_plans;

@@ -176,9 +176,10 @@ Status KvCoordinator::rollback(SeqId id, int64_t k) {
   return Status::ok_status();
 }
 
-void KvCoordinator::free(SeqId id) {
+void KvCoordinator::free(SeqId id, std::span<const int32_t> known) {
   const auto it = seqs_.find(id);
   if (it == seqs_.end()) return;
+  if (!known.empty()) publish(it->second, known);
   for (size_t g = 0; g < managers_.size(); ++g) managers_[g]->free(it->second.groups[g]);
   seqs_.erase(it);
 }

@@ -78,7 +78,10 @@ class KvCoordinator {
   // Undoes the last k tokens (rejected speculative tokens) in every group.
   Status rollback(SeqId id, int64_t k);
   // Finish, abort or preemption: every block goes back; published ones stay in the prefix cache.
-  void free(SeqId id);
+  // `known`: the sequence's known tokens (prompt and accepted outputs), whose full blocks are
+  // published first: the last blocks of a request are known only once it ends, and a
+  // follow-up request (a chat's next turn) resumes from them.
+  void free(SeqId id, std::span<const int32_t> known = {});
 
   bool contains(SeqId id) const { return seqs_.count(id) != 0; }
   int64_t num_tokens(SeqId id) const;

@@ -17,9 +17,15 @@
 namespace deepinfer::kv {
 
 void StateGroupManager::release_unneeded(SeqBlocks& s, int64_t /*len*/) {
+  // A snapshot whose block's tokens are not known yet (asynchronous scheduling's placeholder,
+  // speculative drafts) stays until a later grow publishes it: released unpublished, its
+  // boundary could never be resumed from (a chat's next turn found no hit in its previous
+  // answer under asynchronous scheduling, stop 45).
   const auto size = static_cast<int64_t>(s.blocks.size());
-  release_range(s, s.first_live, size);
-  s.first_live = size;
+  const int64_t end = caching_ ? std::min(size, s.num_published) : size;
+  if (end <= s.first_live) return;
+  release_range(s, s.first_live, end);
+  s.first_live = end;
 }
 
 int64_t StateGroupManager::blocks_to_grow(const SeqBlocks& s, int64_t new_len) const {

@@ -11,8 +11,11 @@ namespace deepinfer::kv {
 
 void WindowGroupManager::release_unneeded(SeqBlocks& s, int64_t len) {
   const int64_t first_pos = std::max<int64_t>(0, len - spec_.window + 1 - max_rollback_);
-  const int64_t first_block =
+  int64_t first_block =
       std::min<int64_t>(first_pos / block_size_, static_cast<int64_t>(s.blocks.size()));
+  // Not before it is published (as StateGroupManager: a block whose tokens are not known yet
+  // would otherwise leave the prefix cache without ever entering it).
+  if (caching_) first_block = std::min(first_block, s.num_published);
   if (first_block <= s.first_live) return;
   release_range(s, s.first_live, first_block);
   s.first_live = first_block;

@@ -62,6 +62,7 @@ void add_stats(EngineStats& t, const EngineStats& s) {
   t.spec_draft_tokens += s.spec_draft_tokens;
   t.spec_accepted_tokens += s.spec_accepted_tokens;
   t.spec_grammar_cut_tokens += s.spec_grammar_cut_tokens;
+  t.spec_draft_window_restarts += s.spec_draft_window_restarts;
   t.draft_seconds += s.draft_seconds;
   t.graph_setup_steps += s.graph_setup_steps;
   t.graph_setup_seconds += s.graph_setup_seconds;

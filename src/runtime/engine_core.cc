@@ -479,6 +479,7 @@ void EngineCore::process(StepJob& job) {
   stats_.forward_seconds += job.forward_seconds;
   stats_.sample_seconds += job.sample_seconds;
   stats_.draft_seconds += job.draft_seconds;
+  if (drafter_ != nullptr) stats_.spec_draft_window_restarts = drafter_->window_restarts();
   if (job.recording_setup) {
     ++stats_.graph_setup_steps;
     stats_.graph_setup_seconds += job.forward_seconds + job.sample_seconds + job.draft_seconds;

@@ -349,10 +349,18 @@ class EngineCore final : public EngineDriver {
                         std::span<const float> hidden, Sampled& out);
   // Hands a drafter that reads hidden streams the rows of positions [first, first + rows).
   void observe_hidden(SeqExec& e, int64_t first, std::span<const float> hidden);
-  // Drafts for every sequence finish_spec_step queued this round, in one batch.
+  // Drafts for every sequence finish_spec_step queued this round, in one batch, then saves the
+  // prefix snapshots deferred to after it (snapshot_after_drafting).
   void draft_all();
   std::vector<spec::Drafter::Job> draft_jobs_;
   std::vector<Sampled*> draft_outs_;
+  // A snapshot at a position whose last row is drawn this round (a decode or verify step, the
+  // end of a prompt): with a hidden-reading drafter (MTP) it is saved after draft_all, once the
+  // drafter has taken that row, so that it carries the drafter's whole window (saved before, it
+  // held the block a step behind, and a sequence restored from it, a chat's next turn,
+  // restarted an empty window). Drafting leaves the main layers as they were.
+  void snapshot_after_drafting(const sched::ScheduledRequest& sr, SeqExec& e);
+  std::vector<std::pair<const sched::ScheduledRequest*, SeqExec*>> deferred_snapshots_;
   // The draw specs of the step's logits rows when every one of them may be drawn by the backend
   // (sample/sample_spec.h), else empty (the host samples the step).
   void backend_sample_specs(const StepJob& job);

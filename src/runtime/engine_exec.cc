@@ -359,6 +359,7 @@ void EngineCore::execute_unguarded(StepJob& job) {
     model_->set_draft_context(job.draft_context);
   }
   const int64_t setups = ops_->recording_setups();
+  deferred_snapshots_.clear();  // (a step cut short by running out of memory left some)
   for (const auto& e : job.drop_caches) e->cache.reset();  // recomputed from prompt + outputs
   const sched::StepPlan& plan = job.plan;
   std::vector<Piece> left = start_pieces(job);
@@ -536,7 +537,14 @@ std::vector<EngineCore::Piece> EngineCore::take_round_outputs(StepJob& job,
     // Rows with no draw after them go to a hidden-reading drafter now (their next tokens are
     // known prompt tokens), before a snapshot at their end is taken.
     if (!sample && !hidden.empty()) observe_hidden(e, hidden_first, hidden);
-    if (r.snapshots && !verify && p.pos % block_size_ == 0) save_snapshot_at(sr, e);
+    if (r.snapshots && !verify && p.pos % block_size_ == 0) {
+      // A row drawn now reaches a hidden-reading drafter only when it drafts (draft_all).
+      if (sample) {
+        snapshot_after_drafting(sr, e);
+      } else {
+        save_snapshot_at(sr, e);
+      }
+    }
     const int64_t rows = verify ? spans_[k].count : 1;
     if (!verify && spans_[k].logits == LogitsWanted::kAll) {      // prompt logprobs: score all
       sample = r.piece_end[k] == left[k].end && sr.needs_logits;  // but the last

@@ -159,7 +159,7 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
     e.spec_planned_end = start + sr.num_tokens;
     e.spec_kept_end = e.cache->length();
     if (block_size_ > 0 && undo == 0 && fed > 1 && e.cache->length() % block_size_ == 0) {
-      save_snapshot_at(sr, e);
+      snapshot_after_drafting(sr, e);
     }
   }
   e.draft.proposal.clear();
@@ -193,17 +193,30 @@ void EngineCore::finish_spec_step(const sched::ScheduledRequest& sr, SeqExec& e,
   draft_outs_.push_back(&out);
 }
 
-void EngineCore::draft_all() {
-  if (draft_jobs_.empty()) return;
-  // A failure costs speed, never output.
-  drafter_->propose_all(draft_jobs_, draft_depth_.load(std::memory_order_relaxed));
-  for (size_t i = 0; i < draft_jobs_.size(); ++i) {
-    const spec::DraftProposal& p = draft_jobs_[i].state->proposal;
-    draft_outs_[i]->drafts_proposed = static_cast<int32_t>(p.tokens.size());
-    draft_outs_[i]->next_confidence = p.confidence;
+void EngineCore::snapshot_after_drafting(const sched::ScheduledRequest& sr, SeqExec& e) {
+  if (drafter_ != nullptr && drafter_->wants_hidden()) {
+    deferred_snapshots_.emplace_back(&sr, &e);
+  } else {
+    save_snapshot_at(sr, e);
   }
-  draft_jobs_.clear();
-  draft_outs_.clear();
+}
+
+void EngineCore::draft_all() {
+  if (!draft_jobs_.empty()) {
+    // A failure costs speed, never output.
+    drafter_->propose_all(draft_jobs_, draft_depth_.load(std::memory_order_relaxed));
+    for (size_t i = 0; i < draft_jobs_.size(); ++i) {
+      const spec::DraftProposal& p = draft_jobs_[i].state->proposal;
+      draft_outs_[i]->drafts_proposed = static_cast<int32_t>(p.tokens.size());
+      draft_outs_[i]->next_confidence = p.confidence;
+    }
+    draft_jobs_.clear();
+    draft_outs_.clear();
+  }
+  for (const auto& [sr, e] : deferred_snapshots_) {
+    if (e->cache) save_snapshot_at(*sr, *e);  // (a request that failed since keeps none)
+  }
+  deferred_snapshots_.clear();
 }
 
 // Confidence-scheduled verification, the engine thread's half (sched/verify_budget.h decides).

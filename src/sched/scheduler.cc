@@ -107,7 +107,7 @@ void Scheduler::end(Request& r, RequestState state, FinishReason reason, Status 
     const auto w = std::find(waiting_.begin(), waiting_.end(), r.id);
     if (w != waiting_.end()) waiting_.erase(w);
   }
-  kv_.free(r.id);
+  kv_.free(r.id, r.tokens);
   r.transition(state);
   if (state == RequestState::kFailed) ++stats_.failed;
   const RequestId id = r.id;
@@ -120,7 +120,7 @@ void Scheduler::preempt_newest(std::vector<Pick>& picks, int64_t& budget, StepPl
   const RequestId victim = running_.back();
   running_.pop_back();
   Request& r = requests_.at(victim);
-  kv_.free(victim);
+  kv_.free(victim, r.tokens);
   for (auto it = picks.begin(); it != picks.end(); ++it) {
     if (it->id == victim) {
       budget += it->num_tokens;

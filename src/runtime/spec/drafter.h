@@ -10,6 +10,7 @@
 // verified and its cache rolled back to the accepted tokens.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -127,8 +128,13 @@ class Drafter {
     }
   }
 
+  // Times this drafter's window restarted empty (EngineStats::spec_draft_window_restarts);
+  // read from another thread than the one drafting.
+  int64_t window_restarts() const { return window_restarts_.load(std::memory_order_relaxed); }
+
  protected:
   bool want_confidence_ = false;
+  std::atomic<int64_t> window_restarts_{0};
 };
 
 // Prompt lookup (vLLM's "ngram" method): the longest suffix of the context, of min_n..max_n

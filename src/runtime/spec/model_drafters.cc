@@ -207,19 +207,24 @@ class MtpDrafter final : public Drafter {
   // the block's next step for it: the pending rows whose next token is known, from the block's
   // own position on (cache == nullptr: nothing to run now).
   model::MtpRows stash(model::SequenceCache& cache, std::span<const int32_t> ctx, int64_t first,
-                       std::span<const float> hidden, DraftState& st) const {
+                       std::span<const float> hidden, DraftState& st) {
     if (st.lost && hidden.empty()) return {};
     append_pending(first, hidden, st);
     auto rows = [&] { return static_cast<int64_t>(st.pending.size()) / width_; };
     int64_t t0 = cache.draft_length();
     if (t0 < st.pending_first) {
-      // The rows before pending_first are gone (the hidden streams were not kept while the
-      // drafter slept): the block resumes at pending_first with an empty window, its drafts
-      // weaker until the window refills (only speed depends on them).
+      // The rows before pending_first are gone (a prefix restore outran the block, a block step
+      // failed; a sleep's held rows skip only what no longer matters): the block resumes at
+      // pending_first with an empty window, its drafts weaker until the window refills (only
+      // speed depends on them). Counted when the rows it has do not refill the window.
       if (!cache.skip_draft(st.pending_first).ok()) {
         st.lost = true;
         st.pending.clear();
         return {};
+      }
+      if (window_ > 0 && std::min(cache.length(), st.pending_first + rows()) - st.pending_first <
+                             window_) {
+        window_restarts_.fetch_add(1, std::memory_order_relaxed);
       }
       t0 = st.pending_first;
     }

@@ -133,6 +133,9 @@ TEST(MtpResume, ResumesAfterMissingRowsAndMatchesOnceTheWindowRefills) {
   const std::vector<Proposal> slept =
       drive(*m, **sleepy_drafter, ids, prompt, k, sleep_from, sleep_to);
   ASSERT_EQ(awake.size(), slept.size());
+  // EngineStats::spec_draft_window_restarts counts the one restart (the never-slept none).
+  EXPECT_EQ((*awake_drafter)->window_restarts(), 0);
+  EXPECT_EQ((*sleepy_drafter)->window_restarts(), 1);
 
   // proposal i was made after position prompt - 1 + i (i = 0: after the prompt)
   auto at = [&](int64_t pos) { return static_cast<size_t>(pos - prompt + 1); };
@@ -250,6 +253,8 @@ TEST(MtpResume, HeldRowsWakeWithAWholeWindow) {
   const std::vector<Proposal> held =
       drive(*m, **holding_drafter, ids, prompt, k, sleep_from, sleep_to, Asleep::kHold);
   ASSERT_EQ(awake.size(), held.size());
+  // It skipped the positions it no longer needed, but its window was whole: no restart counted.
+  EXPECT_EQ((*holding_drafter)->window_restarts(), 0);
   auto at = [&](int64_t pos) { return static_cast<size_t>(pos - prompt + 1); };
   for (int64_t t = sleep_to; t + 1 < static_cast<int64_t>(ids.size()); ++t) {
     SCOPED_TRACE("position " + std::to_string(t));

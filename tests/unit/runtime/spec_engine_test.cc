@@ -173,6 +173,57 @@ TEST(SpecEngine, MtpFollowsAPrefillSplitAtBlockBoundaries) {
   EXPECT_GT(on.stats.spec_accepted_tokens, 0);
 }
 
+// A chat's next turn sends the previous prompt and answer back with a little more: it must hit
+// the prefix cache across the answer, with asynchronous scheduling (the default) and with
+// speculation too, and continue exactly as a cold engine does. Until stop 45 the KV bookkeeping
+// released a boundary's state snapshot and window blocks at the next grow even when that
+// block's tokens were not known yet (the one-step placeholder of asynchronous scheduling,
+// speculative drafts), and never published the last blocks (known only when the request
+// ends): of a 74-token context, asynchronous scheduling hit 0 tokens, MTP 32, n-gram 16,
+// against 64 without either. And the snapshot a decode step saved now carries the MTP block's
+// window (EngineCore::snapshot_after_drafting).
+TEST(SpecEngine, AChatsNextTurnHitsThePreviousAnswer) {
+  for (const char* method : {"off", "mtp", "ngram"}) {
+    for (const bool async : {false, true}) {
+      SCOPED_TRACE(std::string(method) + (async ? " async" : " sync"));
+      EngineOptions o = default_options();
+      o.kv_block_size = 16;
+      o.async_scheduling = async;
+      o.speculative_method = method;
+      o.num_speculative_tokens = std::string(method) == "off" ? 0 : 3;
+      o.num_threads = 1;
+      auto warm = Engine::create(o);
+      auto cold = Engine::create(o);
+      ASSERT_TRUE(warm.ok() && cold.ok());
+      ASSERT_TRUE((*warm)->submit_text("And God said, Let there be light: and there was light.",
+                                       greedy(60))
+                      .ok());
+      const std::vector<RequestOutput> first = (*warm)->run_until_done();
+      ASSERT_EQ(first.size(), 1u);
+      ASSERT_EQ(first[0].outputs.size(), 1u);
+      std::vector<int32_t> next = first[0].prompt_token_ids;
+      next.insert(next.end(), first[0].outputs[0].token_ids.begin(),
+                  first[0].outputs[0].token_ids.end());
+      ASSERT_EQ(next.size(), 74u);  // 14 prompt tokens + 60
+      next.insert(next.end(), {101, 102, 103});
+      ASSERT_TRUE((*warm)->submit(next, greedy(12)).ok());
+      ASSERT_TRUE((*cold)->submit(next, greedy(12)).ok());
+      const std::vector<RequestOutput> hit = (*warm)->run_until_done();
+      const std::vector<RequestOutput> alone = (*cold)->run_until_done();
+      ASSERT_EQ(hit.size(), 1u);
+      ASSERT_EQ(alone.size(), 1u);
+      EXPECT_EQ(hit[0].num_cached_tokens, 64);  // every full block of the first turn
+      EXPECT_EQ(alone[0].num_cached_tokens, 0);
+      EXPECT_EQ(hit[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
+      EXPECT_EQ((*warm)->stats().prefix_restores, 1);  // from the snapshot at 64
+      // The snapshot (saved during the first turn's decoding, after its step's drafting) holds
+      // the MTP block's whole window: the restored block resumes it, no restart (before the
+      // snapshot was saved after drafting, MTP restarted it once here, sync and async).
+      EXPECT_EQ((*warm)->stats().spec_draft_window_restarts, 0);
+    }
+  }
+}
+
 TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
   std::vector<Req> reqs;
   SamplingParams re = seeded(3, 48);

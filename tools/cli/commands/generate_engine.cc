@@ -65,6 +65,7 @@ EngineStats stats_since(const EngineStats& now, const EngineStats& before) {
   d.spec_draft_tokens -= before.spec_draft_tokens;
   d.spec_accepted_tokens -= before.spec_accepted_tokens;
   d.spec_grammar_cut_tokens -= before.spec_grammar_cut_tokens;
+  d.spec_draft_window_restarts -= before.spec_draft_window_restarts;
   d.spec_varlen_probes_passed -= before.spec_varlen_probes_passed;
   d.spec_varlen_probes_failed -= before.spec_varlen_probes_failed;
   d.spec_varlen_paused_plans -= before.spec_varlen_paused_plans;
@@ -213,14 +214,16 @@ int run_generate_with_engine(const GenerateEngineArgs& a) {
     if (st.spec_verify_steps > 0) {
       std::fprintf(stderr,
                    "speculative decoding: %lld verify steps, %lld draft tokens, %.1f%% accepted, "
-                   "acceptance length %.2f tokens per verify step; drafting %.3f ms per step\n",
+                   "acceptance length %.2f tokens per verify step; drafting %.3f ms per step; "
+                   "%lld drafter window restarts\n",
                    static_cast<long long>(st.spec_verify_steps),
                    static_cast<long long>(st.spec_draft_tokens),
                    100.0 * static_cast<double>(st.spec_accepted_tokens) /
                        static_cast<double>(std::max<int64_t>(1, st.spec_draft_tokens)),
                    1.0 + static_cast<double>(st.spec_accepted_tokens) /
                              static_cast<double>(st.spec_verify_steps),
-                   1e3 * st.draft_seconds / n);
+                   1e3 * st.draft_seconds / n,
+                   static_cast<long long>(st.spec_draft_window_restarts));
     }
     if ((*engine)->describe().find(" varlen") != std::string::npos) {
       // "tokens: value, .." of a (tokens, value) table, each value scaled and cut to `width`.
