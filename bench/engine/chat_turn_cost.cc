@@ -18,25 +18,17 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "deepinfer/engine.h"
 
 namespace {
 
+namespace bench = deepinfer::bench;
 using deepinfer::Engine;
 using deepinfer::EngineOptions;
 using deepinfer::RequestOutput;
 using deepinfer::SamplingParams;
 
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> out;
-  while (*s != '\0') {
-    char* end = nullptr;
-    out.push_back(std::strtoll(s, &end, 10));
-    if (end == s) break;
-    s = *end == ',' ? end + 1 : end;
-  }
-  return out;
-}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -51,15 +43,11 @@ int main(int argc, char** argv) {
   std::vector<int64_t> answers = {256, 1024};
   int repeats = 5;
   for (int i = 1; i < argc; ++i) {
-    auto arg = [&](const char* name) {
-      const size_t n = std::strlen(name);
-      return std::strncmp(argv[i], name, n) == 0 && argv[i][n] == '=' ? argv[i] + n + 1
-                                                                       : nullptr;
-    };
+    auto arg = [&](const char* name) { return bench::flag_value(argv[i], name); };
     if (const char* m = arg("--model")) {
       model = m;
     } else if (const char* a = arg("--answers")) {
-      answers = parse_list(a);
+      answers = bench::int_list(a);
     } else if (const char* r = arg("--repeats")) {
       repeats = std::max(1, std::atoi(r));
     } else if (const char* sm = arg("--method")) {

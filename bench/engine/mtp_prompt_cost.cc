@@ -20,10 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "deepinfer/engine.h"
 
 namespace {
 
+namespace bench = deepinfer::bench;
 using deepinfer::Engine;
 using deepinfer::EngineOptions;
 using deepinfer::SamplingParams;
@@ -35,16 +37,6 @@ struct Options {
   std::string csv;
 };
 
-std::vector<int64_t> parse_list(const char* s) {
-  std::vector<int64_t> out;
-  for (const char* p = s; *p != '\0';) {
-    char* end = nullptr;
-    out.push_back(std::strtoll(p, &end, 10));
-    p = *end == ',' ? end + 1 : end;
-    if (end == p && *p != '\0') break;
-  }
-  return out;
-}
 
 std::unique_ptr<Engine> make_engine(const Options& opt, bool mtp, int64_t longest) {
   EngineOptions o;
@@ -73,15 +65,11 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
-    auto arg = [&](const char* name) {
-      const size_t n = std::strlen(name);
-      return std::strncmp(argv[i], name, n) == 0 && argv[i][n] == '=' ? argv[i] + n + 1
-                                                                       : nullptr;
-    };
+    auto arg = [&](const char* name) { return bench::flag_value(argv[i], name); };
     if (const char* model = arg("--model")) {
       opt.model = model;
     } else if (const char* lengths = arg("--lengths")) {
-      opt.lengths = parse_list(lengths);
+      opt.lengths = bench::int_list(lengths);
     } else if (const char* repeats = arg("--repeats")) {
       opt.repeats = std::max(1, std::atoi(repeats));
     } else if (const char* csv_path = arg("--csv")) {
