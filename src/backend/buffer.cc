@@ -99,13 +99,17 @@ Buffer upload_floats(Ops& ops, std::span<const float> host) {
 
 void download_mat(Ops& ops, CMat m, std::vector<float>& out) {
   out.resize(static_cast<size_t>(m.rows * m.cols));
+  download_mat(ops, m, out.data());
+}
+
+void download_mat(Ops& ops, CMat m, float* out) {
   if (m.rows == 0 || m.cols == 0) return;
   if (m.ld == m.cols) {
-    ops.download(out.data(), m.data, out.size() * sizeof(float));
+    ops.download(out, m.data, static_cast<size_t>(m.rows * m.cols) * sizeof(float));
     return;
   }
   for (int64_t r = 0; r < m.rows; ++r) {
-    ops.download(out.data() + r * m.cols, m.row(r), static_cast<size_t>(m.cols) * sizeof(float));
+    ops.download(out + r * m.cols, m.row(r), static_cast<size_t>(m.cols) * sizeof(float));
   }
 }
 

@@ -33,8 +33,9 @@ void GroupManager::publish(SeqBlocks& s, std::span<const uint64_t> hashes) {
       std::min<int64_t>(static_cast<int64_t>(hashes.size()), static_cast<int64_t>(s.blocks.size()));
   for (int64_t j = s.num_published; j < end; ++j) {
     const BlockId id = s.blocks[static_cast<size_t>(j)];
-    // A block released before its tokens were known (a window block that slid out under
-    // speculative tokens) is simply not cached; a duplicate key keeps the first copy.
+    // The window and state groups hold a block until its tokens are known and it is published
+    // here (their release_unneeded); a released block (kNullBlock) is not cached. A duplicate
+    // key keeps the first copy.
     if (id != kNullBlock) pool_->register_hash(id, index_, hashes[static_cast<size_t>(j)]);
   }
   s.num_published = std::max(s.num_published, end);

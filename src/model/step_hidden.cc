@@ -30,15 +30,8 @@ void download_hidden(backend::Ops& ops, backend::CMat X, std::span<const Sequenc
   out.resize(static_cast<size_t>(rows * X.cols));
   float* to = out.data();
   for (const auto& [first, end] : runs) {
-    const backend::CMat run = X.rows_slice(first, end - first);
-    if (run.ld == run.cols) {
-      ops.download(to, run.data, static_cast<size_t>(run.rows * run.cols) * sizeof(float));
-    } else {
-      for (int64_t r = 0; r < run.rows; ++r) {
-        ops.download(to + r * run.cols, run.row(r), static_cast<size_t>(run.cols) * sizeof(float));
-      }
-    }
-    to += run.rows * run.cols;
+    backend::download_mat(ops, X.rows_slice(first, end - first), to);
+    to += (end - first) * X.cols;
   }
 }
 

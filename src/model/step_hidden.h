@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backend/buffer.h"
 #include "backend/mat.h"
 #include "backend/ops.h"
 #include "model/step.h"
