@@ -14,6 +14,10 @@
 //                        kernel's rule), the same bits: CudaOps::set_hc_dot_tokens(N).
 //   --sample-cluster=N   blocks per row of the GPU sampler (sample.cu: 1, 2, 4 or 8; default:
 //                        the kernel's rule), the same tokens: CudaOps::set_sample_cluster(N).
+//   --pageable-outputs   the step outputs copied to the host (logits of host-sampled rows,
+//                        hidden rows) in pageable memory instead of page-locked
+//                        (backend/host_memory.h, set_host_pinning(false)): the A/B of the
+//                        locked copy. Applied before the first step allocates them.
 #pragma once
 
 #include <cstdio>
@@ -21,6 +25,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/host_memory.h"
 
 namespace deepinfer::bench {
 
@@ -30,6 +35,7 @@ struct BackendSwitches {
   bool grouped_linear = true;
   int hc_dot_tokens = 0;
   int sample_cluster = 0;
+  bool pageable_outputs = false;
 
   // True when `flag` is one of the switches above (and taken).
   bool parse(const std::string& flag) {
@@ -54,6 +60,8 @@ struct BackendSwitches {
                      flag.c_str() + 17);
         return false;
       }
+    } else if (flag == "--pageable-outputs") {
+      pageable_outputs = true;
     } else {
       return false;
     }
@@ -65,6 +73,7 @@ struct BackendSwitches {
     ops.set_grouped_linear(grouped_linear);
     ops.set_hc_dot_tokens(hc_dot_tokens);
     ops.set_sample_cluster(sample_cluster);
+    backend::set_host_pinning(!pageable_outputs);
   }
 };
 

@@ -16,8 +16,8 @@
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
 // --fused-act-quant, --unfused-small-ops, --ungrouped-linear, --hc-dot-tokens=N (1-1024),
-// --sample-cluster=N (1, 2, 4, 8): the CudaOps A/B switches (backend_switches.h says what each
-// does).
+// --sample-cluster=N (1, 2, 4, 8), --pageable-outputs: the CudaOps A/B switches
+// (backend_switches.h says what each does).
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.
 // --long-context N: after the batches above, decode again at --long-batches with every sequence

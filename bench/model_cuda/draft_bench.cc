@@ -28,8 +28,8 @@
 // (kernels::cuda::kernel_launches() over one more run of each with replay off; cuBLAS calls not
 // counted): what a launch-bound step costs is mostly how many there are.
 // --fused-act-quant, --unfused-small-ops, --ungrouped-linear, --hc-dot-tokens=N (1-1024),
-// --sample-cluster=N (1, 2, 4, 8): the CudaOps A/B switches (backend_switches.h says what each
-// does).
+// --sample-cluster=N (1, 2, 4, 8), --pageable-outputs: the CudaOps A/B switches
+// (backend_switches.h says what each does).
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once
 // after an untimed eager run); the gap between an op sum and its wall time is host work and

@@ -155,7 +155,7 @@ Expected<Times> prefill(model::Model& m, model::SequenceCache& c, const std::vec
                                            last ? model::LogitsWanted::kLast
                                                 : model::LogitsWanted::kNone,
                                            false, model::upper_skip_rows(at, k, from)));
-    if (last) logits = std::move(out.logits);
+    if (last) logits.assign(out.logits.begin(), out.logits.end());
   }
   return Times{std::chrono::duration<double>(Clock::now() - t0).count(), cpu_seconds() - c0};
 }
@@ -181,7 +181,7 @@ Expected<std::vector<int32_t>> greedy(model::Model& m, model::SequenceCache& c,
     out.push_back(argmax(logits));
     if (i + 1 == n) break;
     DI_ASSIGN_OR_RETURN(auto r, m.decode(c, out.back()));
-    logits = std::move(r.logits);
+    logits.assign(r.logits.begin(), r.logits.end());
   }
   return out;
 }

@@ -97,11 +97,6 @@ Buffer upload_floats(Ops& ops, std::span<const float> host) {
   return b;
 }
 
-void download_mat(Ops& ops, CMat m, std::vector<float>& out) {
-  out.resize(static_cast<size_t>(m.rows * m.cols));
-  download_mat(ops, m, out.data());
-}
-
 void download_mat(Ops& ops, CMat m, float* out) {
   if (m.rows == 0 || m.cols == 0) return;
   if (m.ld == m.cols) {

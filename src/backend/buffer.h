@@ -85,10 +85,14 @@ inline float* fit(Buffer& b, int64_t n) {
 // A copy of host floats in the backend's memory (weights' small parameters, constant rows).
 Buffer upload_floats(Ops& ops, std::span<const float> host);
 
-// Host copy of a backend matrix (waits for queued ops): into `out`, resized, or into m.rows x
-// m.cols floats at `out`.
-void download_mat(Ops& ops, CMat m, std::vector<float>& out);
+// Host copy of a backend matrix (waits for queued ops), into pageable or page-locked floats
+// (host_memory.h).
 void download_mat(Ops& ops, CMat m, float* out);
+template <class Alloc>
+void download_mat(Ops& ops, CMat m, std::vector<float, Alloc>& out) {
+  out.resize(static_cast<size_t>(m.rows * m.cols));
+  download_mat(ops, m, out.data());
+}
 
 // A backend-resident copy of a weight (same format, scales too) when the backend's memory is
 // not host memory; `owner` keeps the allocations. Host backends get `w` back unchanged

@@ -11,6 +11,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/host_memory.h"
 #include "model/cache.h"
 #include "sample/sample_spec.h"
 
@@ -47,7 +48,9 @@ struct StepInputs {
 
 struct StepOutputs {
   // Logits of the rows asked for, sequence by sequence in step order, row-major [rows, vocab].
-  std::vector<float> logits;
+  // (Page-locked on a device backend, backend/host_memory.h: the copy out is several times
+  // faster.)
+  backend::HostFloats logits;
   int64_t logit_rows = 0;
   // With StepInputs::sample_specs: the token (or sample::kSampleNoToken / kSampleNonFinite) of
   // each logits row, instead of the logits.
@@ -56,7 +59,7 @@ struct StepOutputs {
   // With keep_hidden: final streams [rows, hc_mult · hidden] (after the last layer, before
   // hc_head) of each span's kept rows (SequenceSpan::hidden_tail; all M rows by default),
   // sequence by sequence in step order.
-  std::vector<float> hidden;
+  backend::HostFloats hidden;
 };
 
 }  // namespace deepinfer::model

@@ -11,7 +11,7 @@ int64_t hidden_rows_kept(const SequenceSpan& sq) {
 }
 
 void download_hidden(backend::Ops& ops, backend::CMat X, std::span<const SequenceSpan> sequences,
-                     std::vector<float>& out) {
+                     backend::HostFloats& out) {
   // Runs of adjacent kept rows [first, end): a decode step's spans keep their one row each and
   // form one run; a prefill's span keeps its tail.
   std::vector<std::pair<int64_t, int64_t>> runs;

@@ -19,6 +19,6 @@ int64_t hidden_rows_kept(const SequenceSpan& sq);
 // (step.h: StepOutputs::hidden). Adjacent kept rows are copied in one go: with every row kept,
 // one copy, as before spans could keep fewer.
 void download_hidden(backend::Ops& ops, backend::CMat X, std::span<const SequenceSpan> sequences,
-                     std::vector<float>& out);
+                     backend::HostFloats& out);
 
 }  // namespace deepinfer::model

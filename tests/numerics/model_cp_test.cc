@@ -68,8 +68,8 @@ Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float
     if (static_cast<int>(step) == fail_at_step) throw std::runtime_error("rank failed mid-step");
     StepOutputs out;
     DI_TRY(run_scheduled_step(m, caches, sch[step], /*keep_hidden=*/true, out));
-    outputs->push_back(out.logits);
-    hidden.push_back(out.hidden);
+    outputs->push_back(deepinfer::backend::to_vector(out.logits));
+    hidden.push_back(deepinfer::backend::to_vector(out.hidden));
   }
   outputs->insert(outputs->end(), hidden.begin(), hidden.end());
   if (m.drafter() == DrafterKind::kDSpark) {

@@ -40,7 +40,7 @@ std::vector<float> run(Model& m) {
   auto out = m.extend(seq, prompt, LogitsWanted::kAll);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   if (!out.ok()) return {};
-  std::vector<float> all = out->logits;
+  std::vector<float> all = deepinfer::backend::to_vector(out->logits);
   const int64_t V = m.vocab_size();
   for (int step = 0; step < 4; ++step) {
     const float* last = all.data() + all.size() - static_cast<size_t>(V);

@@ -63,7 +63,7 @@ Status run_schedule(Model& m, const Schedule& schedule, std::vector<std::vector<
     if (static_cast<int>(step) == fail_at_step) throw std::runtime_error("rank failed mid-step");
     StepOutputs out;
     DI_TRY(run_scheduled_step(m, caches, schedule[step], false, out));
-    logits->push_back(out.logits);
+    logits->push_back(deepinfer::backend::to_vector(out.logits));
   }
   return {};
 }
@@ -225,11 +225,11 @@ Status replay_then_decode(Model& m, std::vector<std::vector<float>>* logits) {
     DI_ASSIGN_OR_RETURN(StepOutputs out, m.extend(c, {ids.data() + at, static_cast<size_t>(chunk)},
                                                   last ? LogitsWanted::kLast : LogitsWanted::kNone,
                                                   false, upper_skip_rows(at, chunk, from)));
-    logits->push_back(out.logits);
+    logits->push_back(deepinfer::backend::to_vector(out.logits));
   }
   for (int32_t t : {5, 17}) {
     DI_ASSIGN_OR_RETURN(StepOutputs out, m.decode(c, t));
-    logits->push_back(out.logits);
+    logits->push_back(deepinfer::backend::to_vector(out.logits));
   }
   return {};
 }
@@ -237,10 +237,10 @@ Status replay_then_decode(Model& m, std::vector<std::vector<float>>* logits) {
 Status plain_steps(Model& m, std::vector<std::vector<float>>* logits) {
   SequenceCache c = m.new_sequence();
   DI_ASSIGN_OR_RETURN(StepOutputs out, m.extend(c, std::vector<int32_t>{7, 8, 9, 10, 11}));
-  logits->push_back(out.logits);
+  logits->push_back(deepinfer::backend::to_vector(out.logits));
   for (int i = 0; i < 6; ++i) {  // as many steps as replay_then_decode
     DI_ASSIGN_OR_RETURN(StepOutputs d, m.decode(c, static_cast<int32_t>(20 + i)));
-    logits->push_back(d.logits);
+    logits->push_back(deepinfer::backend::to_vector(d.logits));
   }
   return {};
 }

@@ -134,7 +134,7 @@ std::vector<float> prefill_all(Model& m, std::span<const int32_t> ids) {
   auto out = m.extend(seq, ids, LogitsWanted::kAll);
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   if (!out.ok()) return {};
-  return std::move(out->logits);
+  return deepinfer::backend::to_vector(out->logits);
 }
 
 bool same_bits(std::span<const float> a, std::span<const float> b) {

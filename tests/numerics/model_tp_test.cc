@@ -57,8 +57,8 @@ Status run_schedule(Model& m, const Schedule& sch, std::vector<std::vector<float
     StepOutputs out;
     const bool keep_hidden = draft && m.drafter() == DrafterKind::kMtp;  // the MTP block's input
     DI_TRY(run_scheduled_step(m, caches, sch[step], keep_hidden, out));
-    logits->push_back(out.logits);
-    hidden = out.hidden;
+    logits->push_back(deepinfer::backend::to_vector(out.logits));
+    hidden = deepinfer::backend::to_vector(out.hidden);
   }
   if (draft && m.drafter() == DrafterKind::kMtp) {
     // The MTP block over the last step's rows of both sequences (their hidden streams).

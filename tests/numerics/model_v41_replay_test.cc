@@ -59,7 +59,7 @@ std::vector<float> truncated_prefill(Model& m, SequenceCache& c, const std::vect
                         upper_skip_rows(at, k, from));
     EXPECT_TRUE(out.ok()) << out.status().message();
     if (!out.ok()) return {};
-    if (last) logits = out->logits;
+    if (last) logits = deepinfer::backend::to_vector(out->logits);
   }
   return logits;
 }
@@ -76,7 +76,7 @@ std::vector<float> decode_logits(Model& m, SequenceCache& c, std::vector<float> 
     auto out = m.decode(c, next);
     EXPECT_TRUE(out.ok()) << out.status().message();
     if (!out.ok()) return all;
-    last_logits = out->logits;
+    last_logits = deepinfer::backend::to_vector(out->logits);
     all.insert(all.end(), last_logits.begin(), last_logits.end());
   }
   return all;

@@ -66,7 +66,7 @@ inline SnapshotRun snapshot_run(Model& m) {
       if (r.error.empty()) r.error = out.status().to_string();
       return std::vector<float>{};
     }
-    return out->logits;
+    return deepinfer::backend::to_vector(out->logits);
   };
   // A tail in two chunks: the second reads rows the first wrote into the shared page.
   const std::vector<int32_t> a1(tail_a.begin(), tail_a.begin() + 15),

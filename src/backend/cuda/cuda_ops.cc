@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops_internal.h"
+#include "backend/host_memory.h"
 #include "base/check.h"
 #include "base/options.h"
 #include "kernels/cuda/launch.h"
@@ -90,6 +91,15 @@ Expected<std::unique_ptr<CudaOps>> CudaOps::create(int device, bool batch_invari
   cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
   const auto& env = env_options();
   kernels::cuda::set_programmatic_launch(major >= 9 && env.ok() && env->cuda_pdl);
+  // Step outputs for the host (logits, hidden rows) in page-locked memory (host_memory.h),
+  // portable to every device of the process; a refused lock leaves the memory pageable.
+  set_host_memory_hooks({[](void* p, size_t bytes) {
+                           if (cudaHostRegister(p, bytes, cudaHostRegisterPortable) != cudaSuccess)
+                             cudaGetLastError();
+                         },
+                         [](void* p) {
+                           if (cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+                         }});
   return ops;
 }
 

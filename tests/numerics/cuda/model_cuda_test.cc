@@ -271,10 +271,10 @@ void run_checkpoint(const std::string& root, const std::string& config, const st
     const bool ok = pre.ok() && pre1.ok() && mg->forward(in, both).ok();
     auto alone_a = mg->extend(a1, {pa.data() + 29, 1}, LogitsWanted::kAll);
     auto alone_b = mg->extend(b1, pb, LogitsWanted::kAll);
-    std::vector<float> alone = alone_a.ok() ? alone_a->logits : std::vector<float>{};
+    std::vector<float> alone = alone_a.ok() ? deepinfer::backend::to_vector(alone_a->logits) : std::vector<float>{};
     if (alone_b.ok()) alone.insert(alone.end(), alone_b->logits.begin(), alone_b->logits.end());
     check(ok, tag + "mixed step runs");
-    if (ok) check_close(tag + "mixed step == each alone", compare(both.logits, alone, V), bound, 7);
+    if (ok) check_close(tag + "mixed step == each alone", compare(deepinfer::backend::to_vector(both.logits), alone, V), bound, 7);
   }
 
   // MTP draft logits.
@@ -460,7 +460,7 @@ void check_batch_invariance(const std::string& root, const std::string& config,
   StepOutputs out;
   const bool ok = m->forward(StepInputs{tok, pos, sp, false}, out).ok();
   std::vector<float> mine(out.logits.begin(), out.logits.begin() + 12 * V);
-  check(ok && mine == alone_pre->logits, tag + "prefill chunk beside a 40-token prefill");
+  check(ok && mine == deepinfer::backend::to_vector(alone_pre->logits), tag + "prefill chunk beside a 40-token prefill");
   for (int k : {0, 1, 5}) {
     SequenceCache a2 = m->new_sequence();
     (void)m->extend(a2, {pa.data(), 12});
@@ -479,7 +479,7 @@ void check_batch_invariance(const std::string& root, const std::string& config,
     StepOutputs o2;
     const bool ok2 = m->forward(StepInputs{t2, p2, s2, false}, o2).ok();
     std::vector<float> first(o2.logits.begin(), o2.logits.begin() + V);
-    check(ok2 && first == alone_dec->logits,
+    check(ok2 && first == deepinfer::backend::to_vector(alone_dec->logits),
           tag + "decode beside " + std::to_string(k) + " other decodes");
   }
   std::printf("  %-44s checked\n", (tag + "alone vs in batches").c_str());
