@@ -135,11 +135,13 @@ void apply_top_p(std::span<float> logits, float top_p, TopPScratch& s) {
   const float m = finite_max(logits);
   if (m == kNegInf) return;
 
-  // Weights (a branch-free pass that vectorises; -inf gives exactly 0), total mass in the
-  // blocked order of blocked_mass().
+  // Weights (a branch-free pass that vectorises; -inf gives exactly 0), and the total mass in
+  // fixed point (an exact integer sum: processors.h).
   s.weights.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) s.weights[i] = exp_nonpositive(logits[i] - m);
-  const double total = blocked_mass(s.weights);
+  uint64_t total = 0;
+  for (const float w : s.weights) total += top_p_mass(w);
+  const uint64_t threshold = top_p_threshold(top_p, total);
   size_t num_finite = 0;
   for (float x : logits) num_finite += x != kNegInf ? 1 : 0;
   // Mass histogram by weight bucket, four interleaved copies so the additions do not all
@@ -153,14 +155,15 @@ void apply_top_p(std::span<float> logits, float top_p, TopPScratch& s) {
     s.histogram[b] += s.histogram[kTopPBuckets + b] + s.histogram[2 * kTopPBuckets + b] +
                       s.histogram[3 * kTopPBuckets + b];
   }
-  const double threshold = static_cast<double>(top_p) * total;
-
-  // Only tokens in buckets that reach the threshold's mass can be kept; sort just those.
+  // Only tokens in buckets that reach the threshold's mass can be kept; sort just those (the
+  // histogram's double sums only estimate which: the cut below is exact, and retried over
+  // every token when they fell short).
+  const double estimate = std::ldexp(static_cast<double>(threshold), -kTopPMassBits);
   int first_bucket = 0;
   double acc = 0.0;
   for (int b = kTopPBuckets - 1; b >= 0; --b) {
     acc += s.histogram[b];
-    if (acc >= threshold) {
+    if (acc >= estimate) {
       first_bucket = b;
       break;
     }
@@ -182,14 +185,14 @@ void apply_top_p(std::span<float> logits, float top_p, TopPScratch& s) {
   // Keeps the canonical prefix whose preceding mass is < threshold; returns its length and
   // whether the mass of all candidates reached the threshold.
   const auto cut = [&](size_t& kept) {
-    double before = 0.0;
+    uint64_t before = 0;
     kept = 0;
     for (int32_t id : s.candidates) {
-      if (!(before < threshold)) return true;
+      if (before >= threshold) return true;
       ++kept;
-      before += s.weights[id];
+      before += top_p_mass(s.weights[id]);
     }
-    return !(before < threshold);
+    return before >= threshold;
   };
 
   collect(first_bucket);

@@ -64,7 +64,25 @@ struct TopPScratch {
 // iff the probability mass strictly before it is < top_p. The top token is always kept.
 // Probabilities are those of the finite entries (renormalised after earlier filters), as in
 // vLLM. top_p >= 1 does nothing.
+// The masses are counted in fixed point (top_p_mass): a token's weight w = exp(x - max) in
+// [0, 1] counts as floor(w * 2^36), so the mass before a token is an exact integer, whatever
+// order it is added in, and a GPU can find the cut by a radix select over the row instead of
+// sorting it (kernels/cuda/sample/sample.cu). Against the real numbers the cut moves only where
+// the mass before a token is within ~2e-6 of top_p x the total at V4's 129,280 ids.
 void apply_top_p(std::span<float> logits, float top_p, TopPScratch& scratch);
+
+// top_p's fixed-point masses (above; the GPU sampler mirrors both). 36 bits: rows of up to
+// 2^28 ids cannot overflow the 64-bit total.
+inline constexpr int kTopPMassBits = 36;
+inline uint64_t top_p_mass(float w) {
+  return static_cast<uint64_t>(w * static_cast<float>(uint64_t{1} << kTopPMassBits));
+}
+// ceil(top_p x total), the product in double: a token is kept iff the mass before it is below.
+inline uint64_t top_p_threshold(float top_p, uint64_t total) {
+  const double t = static_cast<double>(top_p) * static_cast<double>(total);
+  const auto floor_t = static_cast<uint64_t>(t);
+  return static_cast<double>(floor_t) < t ? floor_t + 1 : floor_t;
+}
 
 // Index of the largest logit, the lowest id among equals; -1 if no logit is finite-or-+inf
 // (all -inf). NaN entries are never chosen.

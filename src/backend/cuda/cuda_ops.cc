@@ -744,11 +744,6 @@ void CudaOps::sample(CMat logits, std::span<const SampleSpec> specs, int32_t* to
   int32_t* dtok = arena().alloc_n<int32_t>(logits.rows);
   kc::launch_sample(md(logits), dspecs, scratch, dtok, sample_cluster_, stream_);
   store_ints(dtok, tokens, logits.rows);
-  for (int64_t r = 0; r < logits.rows; ++r) {
-    if (tokens[r] == kc::kSampleToHostDev) {
-      Ops::sample(logits.rows_slice(r, 1), specs.subspan(static_cast<size_t>(r), 1), tokens + r);
-    }
-  }
 }
 
 void CudaOps::argmax_rows(CMat logits, int32_t* tokens, int32_t* ids, float* probs) {

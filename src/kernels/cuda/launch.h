@@ -237,7 +237,6 @@ struct SampleSpecDev {
 };
 inline constexpr int32_t kSampleNoTokenDev = -1;
 inline constexpr int32_t kSampleNonFiniteDev = -2;
-inline constexpr int32_t kSampleToHostDev = -3;  // top_p candidates past shared memory
 int64_t sample_scratch_bytes(int64_t rows, int64_t vocab);
 // tokens: device [rows]; scratch: device, sample_scratch_bytes (8-byte aligned). cluster: blocks
 // per row (1, 2, 4 or 8; 0: the kernel's rule, 8 for the few rows of a decode step); the same

@@ -3,7 +3,8 @@
 // every FP8/FP4/E8M0/F16 code, the E4M3x2 -> half2 conversion the decode GEMV uses (including
 // which byte lands in which half), and BF16 rounding, power-of-two scales and the E4M3/E2M1
 // round trips over a sweep of float bit patterns; the top-k ordering key's order; the GPU
-// sampler's split of a row over a cluster's blocks. Host code only, so it runs without a GPU (CI).
+// sampler's split of a row over a cluster's blocks, and its top-p radix select by mass run over
+// whole rows against the host sampler's cut. Host code only, so it runs without a GPU (CI).
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -20,6 +22,8 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/indexer/topk_key.cuh"
 #include "kernels/cuda/sample/sample_slice.cuh"
+#include "kernels/cuda/sample/top_p_mass.cuh"
+#include "sample/processors.h"
 
 namespace {
 
@@ -165,6 +169,73 @@ int main() {
       if (!ok && ++failures <= 20) {
         std::printf("FAIL sample_slice vocab %lld over %u blocks\n", static_cast<long long>(vocab),
                     size);
+      }
+    }
+  }
+  // top_p's radix select by mass (top_p_mass.cuh), run over whole rows as the GPU sampler's
+  // cluster runs it for a flat row (8 passes of 8 bits over the canonical keys, each digit
+  // weighted by its tokens' fixed-point masses): its cut is the host sampler's, bit for bit, on
+  // V4-sized rows from flat to peaked, with ties and -inf entries; and the fixed-point mass and
+  // threshold are the host's.
+  {
+    std::mt19937 rng(45);
+    const float inf = std::numeric_limits<float>::infinity();
+    for (int trial = 0; trial < 24; ++trial) {
+      const int64_t V = trial < 12 ? 129280 : 5000;
+      const float scale = 0.25f + 0.5f * static_cast<float>(trial % 6);  // flat to peaked
+      const float top_p = 0.1f + 0.08f * static_cast<float>(trial % 11);
+      std::normal_distribution<float> nd(0.0f, scale);
+      std::vector<float> row(static_cast<size_t>(V));
+      for (float& x : row) x = std::round(nd(rng) * 16.0f) / 16.0f;  // many exact ties
+      if (trial % 4 == 1) {
+        for (size_t i = 0; i < row.size(); i += 7) row[i] = -inf;
+      }
+      std::vector<float> host = row;
+      deepinfer::sample::TopPScratch scratch;
+      deepinfer::sample::apply_top_p(host, top_p, scratch);
+
+      float m = -inf;
+      for (const float x : row) m = std::max(m, x);
+      std::vector<float> w(row.size());
+      unsigned long long total = 0;
+      bool masses_agree = true;
+      for (size_t i = 0; i < row.size(); ++i) {
+        w[i] = deepinfer::sample::exp_nonpositive(row[i] - m);
+        total += kc::top_p_mass_of(w[i]);
+        masses_agree = masses_agree && kc::top_p_mass_of(w[i]) == deepinfer::sample::top_p_mass(w[i]);
+      }
+      const unsigned long long threshold = kc::top_p_threshold_of(top_p, total);
+      unsigned long long prefix = 0, below = 0;
+      for (int shift = 56; shift >= 0; shift -= 8) {
+        unsigned long long mass[256] = {};
+        const unsigned long long mask = shift == 56 ? 0ull : (~0ull << (shift + 8));
+        for (size_t i = 0; i < row.size(); ++i) {
+          uint32_t bits;
+          std::memcpy(&bits, &w[i], 4);
+          const unsigned long long key = kc::top_p_key(bits, static_cast<uint32_t>(i));
+          if ((key & mask) == (prefix & mask)) mass[(key >> shift) & 0xFF] += kc::top_p_mass_of(w[i]);
+        }
+        prefix |= static_cast<unsigned long long>(kc::top_p_radix_digit(mass, below, threshold, &below))
+                  << shift;
+      }
+      const auto last = static_cast<size_t>(static_cast<uint32_t>(prefix));
+      const uint32_t last_bits = kc::top_p_key_weight_bits(prefix);
+      float last_w;
+      std::memcpy(&last_w, &last_bits, 4);
+      size_t differ = 0, kept = 0;
+      for (size_t i = 0; i < row.size(); ++i) {
+        const bool keep = w[i] > last_w || (w[i] == last_w && i <= last);
+        const float got = keep ? row[i] : -inf;
+        differ += same(got, host[i]) ? 0 : 1;
+        kept += host[i] != -inf ? 1 : 0;
+      }
+      if ((differ > 0 || !masses_agree ||
+           threshold != deepinfer::sample::top_p_threshold(top_p, total)) &&
+          ++failures <= 20) {
+        std::printf("FAIL top-p radix select, trial %d (vocab %lld, top_p %g): %zu ids differ from "
+                    "the host's cut of %zu%s\n",
+                    trial, static_cast<long long>(V), static_cast<double>(top_p), differ, kept,
+                    masses_agree ? "" : ", fixed-point masses differ");
       }
     }
   }

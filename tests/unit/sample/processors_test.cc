@@ -167,26 +167,28 @@ TEST(ProcessorsTest, TopPMatchesTheDefinitionOnALargeRow) {
       for (size_t i = 0; i < row.size(); i += 5) row[i] = kNegInf;
     }
     const float top_p = 0.05f + 0.09f * static_cast<float>(trial);
-    // Definition: full sort by (weight desc, id asc), keep while mass before < p * total.
+    // Definition: full sort by (weight desc, id asc), keep while mass before < p * total, the
+    // masses in fixed point (processors.h: floor(w * 2^36), the threshold ceil(p * total)).
     float m = kNegInf;
     for (float x : row) m = std::max(m, x);
     std::vector<float> w(row.size(), 0.0f);
     std::vector<int> order;
-    double total = 0.0;
+    uint64_t total = 0;
     for (size_t i = 0; i < row.size(); ++i) {
       if (row[i] == kNegInf) continue;
       w[i] = exp_nonpositive(row[i] - m);
-      total += w[i];
+      total += static_cast<uint64_t>(std::ldexp(static_cast<double>(w[i]), 36));
       order.push_back(static_cast<int>(i));
     }
     std::sort(order.begin(), order.end(),
               [&](int a, int b) { return w[a] != w[b] ? w[a] > w[b] : a < b; });
     std::vector<int> expected;
-    double before = 0.0;
+    uint64_t before = 0;
+    const double bound = static_cast<double>(top_p) * static_cast<double>(total);
     for (int id : order) {
-      if (!(before < top_p * total)) break;
+      if (!(static_cast<double>(before) < std::ceil(bound))) break;
       expected.push_back(id);
-      before += w[id];
+      before += static_cast<uint64_t>(std::ldexp(static_cast<double>(w[id]), 36));
     }
     std::sort(expected.begin(), expected.end());
 

@@ -20,14 +20,16 @@
 //   masses           blocks of 64 ids summed in double in id order, block sums added in block
 //                    order (blocked_mass);
 //   top_p            the canonical prefix (weight descending, id ascending) whose preceding
-//                    mass is below top_p x total: candidates from the mass histogram's buckets,
-//                    sorted in shared memory, then the host's sequential cut; a row with more
-//                    than kMaxCandidates candidates is left to the host (kSampleToHost);
+//                    mass is below top_p x total, masses in the host's fixed point (exact
+//                    integers: processors.h top_p_mass / top_p_threshold): candidates from the
+//                    mass histogram's buckets sorted in shared memory and cut in order; a row
+//                    with more than kMaxCandidates of them (a flat row) finds its cut by a
+//                    radix select over the 64-bit canonical keys weighted by mass instead;
 //   inverse CDF      the first block whose cumulative mass exceeds u x total, then the first id
 //                    inside it (sample_inverse_cdf's dense walk).
-// The sequential parts (the running mass total, the top-p cut, the walk inside the chosen
-// block) run on one thread of rank 0 in the host's order; everything else is parallel and
-// order-free (maxima, counts, selections, the search for the block the walk stops in).
+// The sequential parts (the running mass total, the walk inside the chosen block) run on one
+// thread of rank 0 in the host's order; everything else is parallel and order-free (maxima,
+// counts, integer masses, selections, the search for the block the walk stops in).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -37,6 +39,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/sample/sample_slice.cuh"
+#include "kernels/cuda/sample/top_p_mass.cuh"
 
 namespace deepinfer::kernels::cuda {
 namespace {
@@ -79,7 +82,16 @@ struct Shared {
     unsigned long long cand[kMaxCandidates];  // rank 0: the cluster's top-p candidates
     double cum[kMaxCandidates];  // rank 0: the row's running mass totals (blocks <= 2048)
   };
-  double hist[kTopPBuckets];    // this block's top-p mass histogram (rank 0: then the cluster's)
+  union {
+    double hist[kTopPBuckets];  // this block's top-p mass histogram (rank 0: then the cluster's)
+    struct {  // top-p's radix select by mass (a flat row), once the histogram is done
+      unsigned long long part[2][256];  // this block's digit masses, alternating passes
+      unsigned long long sum[256];      // the cluster's digit masses of the pass
+    } radix_mass;
+  };
+  unsigned long long ured[32];                  // block_sum_u64's per-warp sums
+  unsigned long long mass_part, threshold_fx;  // this block's fixed-point mass; the cut's
+  unsigned long long radix_below;              // top_p_radix: mass of the keys under the prefix
   unsigned hist_radix[2][256];  // this block's digit counts, alternating passes
   unsigned radix_sum[256];      // the cluster's digit counts of the pass
   int32_t counter, nf, nf_all;
@@ -293,57 +305,137 @@ __device__ void sort_candidates(int n, Shared& sh) {
   }
 }
 
-// A top-p candidate's sort key: weight descending, id ascending (the canonical order); the
-// weight's bits ride along, so rank 0 cuts without reading the other blocks' weights.
+// A top-p candidate's sort key: weight descending, id ascending (the canonical order,
+// top_p_mass.cuh); the weight's bits ride along, so rank 0 cuts without reading the other
+// blocks' weights.
 __device__ __forceinline__ unsigned long long cand_key(float w, int64_t i) {
-  return (static_cast<unsigned long long>(~static_cast<uint32_t>(__float_as_int(w))) << 32) |
-         static_cast<uint32_t>(i);
+  return top_p_key(static_cast<uint32_t>(__float_as_int(w)), static_cast<uint32_t>(i));
 }
 __device__ __forceinline__ float cand_weight(unsigned long long key) {
-  return __int_as_float(static_cast<int32_t>(~static_cast<uint32_t>(key >> 32)));
+  return __int_as_float(static_cast<int32_t>(top_p_key_weight_bits(key)));
 }
 
-constexpr int32_t kNeedRetry = -1, kNeedToHost = -2;
+constexpr int32_t kNeedRetry = -1, kNeedRadix = -2;
 
-// top_p (apply_top_p). Returns false when the candidates do not fit shared memory (the same
-// answer on every block of the cluster).
-__device__ bool top_p_d(float* x, float* w, float top_p, double* bs, Part& p) {
+// A block-wide sum of 64-bit integers, the result for thread 0.
+__device__ unsigned long long block_sum_u64(unsigned long long v, unsigned long long* red) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  unsigned long long t = 0;
+  if (threadIdx.x == 0) {
+    for (unsigned w = 0; w < (blockDim.x >> 5); ++w) t += red[w];
+  }
+  return t;
+}
+
+// A flat row's cut (more candidates than shared memory holds): the token whose preceding mass
+// is below the threshold and whose own mass reaches it, by radix select over the canonical
+// keys, 8 bits at a time from the top, each digit weighted by its tokens' masses (integers:
+// the cluster's sums in any order are exact). Every block picks the same digit; the result is
+// rank 0's sh.last / sh.last_w for every block.
+__device__ void top_p_radix(const float* w, unsigned long long threshold, Part& p) {
+  Shared& sh = p.sh;
+  unsigned long long prefix = 0, below = 0;  // the keys' prefix; mass of the keys under it
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int pass = 0, shift = 56; shift >= 0; ++pass, shift -= 8) {
+    // Alternating buffers, as in kth_largest.
+    unsigned long long* part = sh.radix_mass.part[pass & 1];
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) part[i] = 0;
+    __syncthreads();
+    const unsigned long long mask = shift == 56 ? 0ull : (~0ull << (shift + 8));
+    for (int64_t i0 = p.lo; i0 < p.hi; i0 += blockDim.x) {
+      const int64_t i = i0 + threadIdx.x;
+      int bin = -1;
+      unsigned long long m = 0;
+      if (i < p.hi) {
+        const float wi = w[i];
+        const unsigned long long key = cand_key(wi, i);  // the canonical order
+        if ((key & mask) == (prefix & mask)) {
+          bin = static_cast<int>((key >> shift) & 0xFF);
+          m = top_p_mass_of(wi);
+        }
+      }
+      // The top digits (the weights' sign and exponent) are shared by a whole warp's ids in a
+      // flat row: one atomic for the warp then, else one per id.
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (peers == 0xffffffffu) {
+        for (int o = 16; o > 0; o >>= 1) m += __shfl_xor_sync(0xffffffffu, m, o);
+        if (lane == 0 && bin >= 0 && m > 0) atomicAdd(&part[bin], m);
+      } else if (bin >= 0 && m > 0) {
+        atomicAdd(&part[bin], m);
+      }
+    }
+    p.cl.sync();
+    for (int i = threadIdx.x; i < 256; i += blockDim.x) {
+      unsigned long long t = 0;
+      for (unsigned q = 0; q < p.size; ++q) t += *at_rank(p, &part[i], q);
+      sh.radix_mass.sum[i] = t;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the digit whose masses carry the sum to the threshold
+      sh.prefix_digits = top_p_radix_digit(sh.radix_mass.sum, below, threshold, &sh.radix_below);
+    }
+    __syncthreads();
+    prefix |= static_cast<unsigned long long>(sh.prefix_digits) << shift;
+    below = sh.radix_below;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
+    sh.last = static_cast<int32_t>(static_cast<uint32_t>(prefix));
+    sh.last_w = cand_weight(prefix);
+  }
+  __syncthreads();
+}
+
+// top_p (apply_top_p), the same on every block of the cluster.
+__device__ void top_p_d(float* x, float* w, float top_p, Part& p) {
   Shared& sh = p.sh;
   Shared& s0 = *at_rank(p, &sh, 0);
   const float m = row_max_d(x, p);
-  if (m == neg_inf()) return true;
+  if (m == neg_inf()) return;
+  unsigned long long mass = 0;
   for (int64_t i = p.lo + threadIdx.x; i < p.hi; i += blockDim.x) {
     w[i] = exp_nonpositive_d(x[i] - m);
+    mass += top_p_mass_of(w[i]);
   }
+  const unsigned long long block_mass = block_sum_u64(mass, sh.ured);
   for (int i = threadIdx.x; i < kTopPBuckets; i += blockDim.x) sh.hist[i] = 0.0;
-  if (threadIdx.x == 0) sh.counter = 0;
+  if (threadIdx.x == 0) {
+    sh.counter = 0;
+    sh.mass_part = block_mass;
+  }
   __syncthreads();
   for (int64_t i = p.lo + threadIdx.x; i < p.hi; i += blockDim.x) {
     if (w[i] > 0.0f) atomicAdd(&sh.hist[__float_as_int(w[i]) >> 19], static_cast<double>(w[i]));
   }
   const int32_t nf = block_reduce(count_finite_local(x, p), Red::kSum, sh.ired);
   if (threadIdx.x == 0) sh.nf = nf;
-  block_sums(w, bs, p);
-  cluster_publish(p);  // every block's sums, histogram and finite count
+  cluster_publish(p);  // every block's histogram, mass and finite count
   if (p.rank == 0) {
-    // The cluster's histogram, each bucket added in rank order.
+    // The cluster's histogram, each bucket added in rank order (it only picks candidates).
     for (int b = threadIdx.x; b < kTopPBuckets; b += blockDim.x) {
       double t = sh.hist[b];
       for (unsigned q = 1; q < p.size; ++q) t += *at_rank(p, &sh.hist[b], q);
       sh.hist[b] = t;
     }
-    double* cum = gather_sums(bs, p);  // synchronises
+    __syncthreads();
     if (threadIdx.x == 0) {
-      const double total = running_total(cum, p.nb, cum != bs);
+      unsigned long long total = 0;
       int32_t nf_all = 0;
-      for (unsigned q = 0; q < p.size; ++q) nf_all += *at_rank(p, &sh.nf, q);
+      for (unsigned q = 0; q < p.size; ++q) {
+        total += *at_rank(p, &sh.mass_part, q);
+        nf_all += *at_rank(p, &sh.nf, q);
+      }
       sh.nf_all = nf_all;
-      sh.threshold = static_cast<double>(top_p) * total;
+      sh.threshold_fx = top_p_threshold_of(top_p, total);
+      const double estimate = ldexp(__ull2double_rn(sh.threshold_fx), -kTopPMassBits);
       int fb = 0;
       double acc = 0.0;
       for (int b = kTopPBuckets - 1; b >= 0; --b) {
         acc += sh.hist[b];
-        if (acc >= sh.threshold) {
+        if (acc >= estimate) {
           fb = b;
           break;
         }
@@ -353,9 +445,11 @@ __device__ bool top_p_d(float* x, float* w, float top_p, double* bs, Part& p) {
   }
   cluster_publish(p);  // rank 0's threshold and first bucket
   const int first_bucket = s0.first_bucket;
+  const unsigned long long threshold = s0.threshold_fx;
   // The histogram only picks candidates; the cut is exact. Retried over every finite token when
-  // rounding made the bucket estimate fall short (as the host does).
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // the histogram's double sums made the bucket estimate fall short (as the host does).
+  bool cut = false;
+  for (int attempt = 0; attempt < 2 && !cut; ++attempt) {
     const int fb = attempt == 0 ? first_bucket : 0;
     const float min_w = __int_as_float(fb << 19);
     // Every block appends its candidates to rank 0's list, one atomic per warp.
@@ -375,22 +469,22 @@ __device__ bool top_p_d(float* x, float* w, float top_p, double* bs, Part& p) {
     if (p.rank == 0) {
       const int n = sh.counter;
       if (n > kMaxCandidates) {
-        if (threadIdx.x == 0) sh.need = kNeedToHost;
+        if (threadIdx.x == 0) sh.need = kNeedRadix;
       } else {
         sort_candidates(n, sh);
         if (threadIdx.x == 0) {
-          double before = 0.0;
+          unsigned long long before = 0;
           int kept = 0;
           bool reached = false;
           for (int c = 0; c < n; ++c) {
-            if (!(before < sh.threshold)) {
+            if (before >= threshold) {
               reached = true;
               break;
             }
             ++kept;
-            before += static_cast<double>(cand_weight(sh.cand[c]));
+            before += top_p_mass_of(cand_weight(sh.cand[c]));
           }
-          if (!reached) reached = !(before < sh.threshold);
+          if (!reached) reached = before >= threshold;
           sh.need = !reached && n < sh.nf_all ? kNeedRetry : (kept == 0 ? 1 : kept);
           if (sh.need == kNeedRetry) {
             sh.counter = 0;
@@ -403,18 +497,19 @@ __device__ bool top_p_d(float* x, float* w, float top_p, double* bs, Part& p) {
     }
     p.cl.sync();  // rank 0's cut
     const int32_t need = s0.need;
-    if (need == kNeedToHost) return false;
-    if (need == kNeedRetry) continue;  // attempt 2: every finite token
-    const int32_t last = s0.last;
-    const float last_w = s0.last_w;
-    for (int64_t i = p.lo + threadIdx.x; i < p.hi; i += blockDim.x) {
-      const bool keep = w[i] > last_w || (w[i] == last_w && i <= last);
-      if (!keep) x[i] = neg_inf();
-    }
-    __syncthreads();
-    return true;
+    if (need == kNeedRadix) top_p_radix(w, threshold, p);
+    cut = need != kNeedRetry;
   }
-  return true;  // unreachable: attempt 2 takes every finite token, so the cut is reached
+  // Every block reads rank 0's cut (the radix select left the same in every block: once rank 0
+  // has it).
+  p.cl.sync();
+  const int32_t last = s0.last;
+  const float last_w = s0.last_w;
+  for (int64_t i = p.lo + threadIdx.x; i < p.hi; i += blockDim.x) {
+    const bool keep = w[i] > last_w || (w[i] == last_w && i <= last);
+    if (!keep) x[i] = neg_inf();
+  }
+  __syncthreads();
 }
 
 // The sampled token of the row (rank 0, every thread; the host's sample_inverse_cdf): the
@@ -481,7 +576,7 @@ __device__ int32_t sample_row(const MatDesc& logits, const SampleSpecDev& s, flo
         if (x[i] < kth) x[i] = neg_inf();
       }
     }
-    if (s.top_p < 1.0f && !top_p_d(x, w, s.top_p, bs, p)) return kSampleToHostDev;
+    if (s.top_p < 1.0f) top_p_d(x, w, s.top_p, p);
   }
   const float m = row_max_d(x, p);
   if (m == neg_inf()) return kSampleNoTokenDev;
