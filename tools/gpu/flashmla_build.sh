@@ -15,5 +15,9 @@ if [ ! -d "$FM" ]; then
   # No git and no network there: the CUTLASS headers came in the archive.
   sed -i 's/^subprocess.run(\["git", "submodule"/# &/' "$FM/setup.py"
 fi
+# CUTLASS includes <cuda/std/...>, which CUDA 13 keeps in include/cccl: nvcc finds it by itself,
+# the host compiler (FlashMLA's api.cpp) does not (stop 46's first try failed there).
+CCCL="${CUDA_HOME:-/usr/local/cuda}/include/cccl"
+export CPLUS_INCLUDE_PATH="$CCCL${CPLUS_INCLUDE_PATH:+:$CPLUS_INCLUDE_PATH}"
 cd "$FM" && FLASH_MLA_DISABLE_SM100=1 MAX_JOBS="$JOBS" NVCC_THREADS=2 \
   timeout "$SECONDS_LIMIT" python3 setup.py build_ext --inplace > "$LOG" 2>&1
