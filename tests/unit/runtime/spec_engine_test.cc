@@ -224,6 +224,80 @@ TEST(SpecEngine, AChatsNextTurnHitsThePreviousAnswer) {
   }
 }
 
+// The same across a longer chat and across the second of n samples: a third turn hits every
+// full block of the second turn's whole context (its prompt, which itself hit the first turn,
+// and its answer), and a follow-up built on sample 1 of an n = 2 request hits that sample's
+// answer, not only the shared prompt. Each follow-up continues as a cold engine does.
+TEST(SpecEngine, AThirdTurnAndTheSecondOfNSamplesHitTheirAnswers) {
+  for (const char* method : {"off", "mtp"}) {
+    SCOPED_TRACE(method);
+    EngineOptions o = default_options();
+    o.kv_block_size = 16;
+    o.speculative_method = method;
+    o.num_speculative_tokens = std::string(method) == "off" ? 0 : 3;
+    o.num_threads = 1;
+    auto warm = Engine::create(o);
+    auto cold = Engine::create(o);
+    ASSERT_TRUE(warm.ok() && cold.ok());
+    // Submits ids on the warm engine and on a fresh cold one, and returns the warm output after
+    // checking it continues as the cold one does.
+    const auto turn = [&](const std::vector<int32_t>& ids, int tokens, int64_t want_hit) {
+      auto fresh = Engine::create(o);
+      EXPECT_TRUE(fresh.ok());
+      EXPECT_TRUE((*warm)->submit(ids, greedy(tokens)).ok());
+      EXPECT_TRUE((*fresh)->submit(ids, greedy(tokens)).ok());
+      const std::vector<RequestOutput> hit = (*warm)->run_until_done();
+      const std::vector<RequestOutput> alone = (*fresh)->run_until_done();
+      EXPECT_EQ(hit.size(), 1u);
+      EXPECT_EQ(alone.size(), 1u);
+      EXPECT_EQ(hit[0].num_cached_tokens, want_hit);
+      EXPECT_EQ(hit[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
+      return hit[0];
+    };
+    const auto extend = [](std::vector<int32_t> ids, const std::vector<int32_t>& more) {
+      ids.insert(ids.end(), more.begin(), more.end());
+      return ids;
+    };
+    ASSERT_TRUE((*warm)->submit_text("And God said, Let there be light: and there was light.",
+                                     greedy(60))
+                    .ok());
+    const std::vector<RequestOutput> first = (*warm)->run_until_done();
+    ASSERT_EQ(first.size(), 1u);
+    const std::vector<int32_t> t1 =
+        extend(first[0].prompt_token_ids, first[0].outputs[0].token_ids);  // 74 tokens
+    const RequestOutput second = turn(extend(t1, {101, 102, 103}), 40, 64);
+    const std::vector<int32_t> t2 =
+        extend(second.prompt_token_ids, second.outputs[0].token_ids);  // 117 tokens
+    ASSERT_EQ(t2.size(), 117u);
+    turn(extend(t2, {104, 105}), 8, 112);  // every full block of the second turn's context
+
+    // n = 2 (seeded, so the samples differ): a follow-up on sample 1 hits its answer's blocks.
+    SamplingParams two = seeded(7, 60);
+    two.n = 2;
+    two.ignore_eos = true;  // both answers their full length
+    ASSERT_TRUE((*cold)->submit_text("In the beginning God created", two).ok());
+    const std::vector<RequestOutput> pair = (*cold)->run_until_done();
+    ASSERT_EQ(pair.size(), 1u);
+    ASSERT_EQ(pair[0].outputs.size(), 2u);
+    ASSERT_NE(pair[0].outputs[0].token_ids, pair[0].outputs[1].token_ids);
+    const std::vector<int32_t> s1 =
+        extend(pair[0].prompt_token_ids, pair[0].outputs[1].token_ids);
+    const int64_t full = static_cast<int64_t>(s1.size()) / 16 * 16;
+    ASSERT_GE(full, 64);  // well past the prompt's block
+    auto fresh = Engine::create(o);
+    ASSERT_TRUE(fresh.ok());
+    const std::vector<int32_t> follow = extend(s1, {106, 107, 108});
+    ASSERT_TRUE((*cold)->submit(follow, greedy(10)).ok());
+    ASSERT_TRUE((*fresh)->submit(follow, greedy(10)).ok());
+    const std::vector<RequestOutput> hit = (*cold)->run_until_done();
+    const std::vector<RequestOutput> alone = (*fresh)->run_until_done();
+    ASSERT_EQ(hit.size(), 1u);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(hit[0].num_cached_tokens, full);
+    EXPECT_EQ(hit[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
+  }
+}
+
 TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
   std::vector<Req> reqs;
   SamplingParams re = seeded(3, 48);
