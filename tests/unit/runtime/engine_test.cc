@@ -95,6 +95,38 @@ TEST(Engine, SameSeedSameTokensAloneInBatchAndAfterPreemption) {
   EXPECT_GT(starved->stats().preemptions, 0);
 }
 
+// A preempted request publishes its known full blocks before they are freed (KvCoordinator::
+// free(id, known)), so its recompute on resuming hits its own prompt and the tokens it had
+// generated, unless the pool evicted them meanwhile: in a pool starved enough to preempt, some
+// resumptions hit, and every output equals the unstarved engine's.
+TEST(Engine, APreemptedRequestResumesFromItsOwnBlocks) {
+  std::vector<std::vector<int32_t>> long_prompts;
+  for (int i = 0; i < 4; ++i) long_prompts.push_back(engine_test::prompt(20 + 3 * i, 50 + i));
+  const auto run = [&](EngineOptions o) {
+    auto e = make_engine(o);
+    std::vector<RequestHandle> hs;
+    for (const auto& p : long_prompts) hs.push_back(*e->submit(p, greedy(40)));
+    auto outs = by_id(e->run_until_done());
+    std::vector<std::vector<int32_t>> tokens;
+    for (const RequestHandle h : hs) tokens.push_back(outs.at(h).outputs.at(0).token_ids);
+    return std::make_pair(tokens, e->stats());
+  };
+  EngineOptions roomy;
+  roomy.kv_block_size = 8;
+  const auto [want, roomy_stats] = run(roomy);
+  EXPECT_EQ(roomy_stats.preemptions, 0);
+  EngineOptions tiny = roomy;
+  // 40 blocks of 8 (each group of the tiny model's caches takes its own): every request fits
+  // alone (below ~32 blocks a request's last tokens do not, and it ends with that error), not
+  // all four at their full length, so the newest are preempted (4 times here, 2 of the
+  // resumptions hitting 64 tokens in all; 36 blocks: 2 and 32, 48 blocks: 7 and 144).
+  tiny.num_kv_blocks = 40;
+  const auto [got, stats] = run(tiny);
+  EXPECT_EQ(got, want);
+  EXPECT_GT(stats.preemptions, 0);
+  EXPECT_GT(stats.prefix_hit_tokens, 0) << "no preempted request resumed from its own blocks";
+}
+
 TEST(Engine, StopTokenIdsAndMaxTokens) {
   auto e = make_engine();
   const auto ref = reference_greedy(prompts()[0], 8);
