@@ -173,6 +173,39 @@ TEST(SpecEngine, MtpFollowsAPrefillSplitAtBlockBoundaries) {
   EXPECT_GT(on.stats.spec_accepted_tokens, 0);
 }
 
+// The chat tests' engine: 16-token blocks, one thread, the drafter named (k = 3).
+EngineOptions chat_options(const char* method) {
+  EngineOptions o = default_options();
+  o.kv_block_size = 16;
+  o.speculative_method = method;
+  o.num_speculative_tokens = std::string(method) == "off" ? 0 : 3;
+  o.num_threads = 1;
+  return o;
+}
+
+// Runs `ids` greedily on `warm` and on a fresh engine of the same options; checks the warm one
+// hit want_hit prompt tokens and continued as the fresh one did, and returns its output.
+RequestOutput follow_up(Engine& warm, const EngineOptions& o, const std::vector<int32_t>& ids,
+                        int tokens, int64_t want_hit) {
+  auto fresh = Engine::create(o);
+  EXPECT_TRUE(fresh.ok());
+  EXPECT_TRUE(warm.submit(ids, greedy(tokens)).ok());
+  EXPECT_TRUE((*fresh)->submit(ids, greedy(tokens)).ok());
+  const std::vector<RequestOutput> hit = warm.run_until_done();
+  const std::vector<RequestOutput> alone = (*fresh)->run_until_done();
+  EXPECT_EQ(hit.size(), 1u);
+  EXPECT_EQ(alone.size(), 1u);
+  EXPECT_EQ(hit.at(0).num_cached_tokens, want_hit);
+  EXPECT_EQ(alone.at(0).num_cached_tokens, 0);
+  EXPECT_EQ(hit.at(0).outputs.at(0).token_ids, alone.at(0).outputs.at(0).token_ids);
+  return hit.at(0);
+}
+
+std::vector<int32_t> joined(std::vector<int32_t> ids, const std::vector<int32_t>& more) {
+  ids.insert(ids.end(), more.begin(), more.end());
+  return ids;
+}
+
 // A chat's next turn sends the previous prompt and answer back with a little more: it must hit
 // the prefix cache across the answer, with asynchronous scheduling (the default) and with
 // speculation too, and continue exactly as a cold engine does. Until stop 45 the KV bookkeeping
@@ -186,35 +219,21 @@ TEST(SpecEngine, AChatsNextTurnHitsThePreviousAnswer) {
   for (const char* method : {"off", "mtp", "ngram"}) {
     for (const bool async : {false, true}) {
       SCOPED_TRACE(std::string(method) + (async ? " async" : " sync"));
-      EngineOptions o = default_options();
-      o.kv_block_size = 16;
+      EngineOptions o = chat_options(method);
       o.async_scheduling = async;
-      o.speculative_method = method;
-      o.num_speculative_tokens = std::string(method) == "off" ? 0 : 3;
-      o.num_threads = 1;
       auto warm = Engine::create(o);
-      auto cold = Engine::create(o);
-      ASSERT_TRUE(warm.ok() && cold.ok());
+      ASSERT_TRUE(warm.ok());
       ASSERT_TRUE((*warm)->submit_text("And God said, Let there be light: and there was light.",
                                        greedy(60))
                       .ok());
       const std::vector<RequestOutput> first = (*warm)->run_until_done();
       ASSERT_EQ(first.size(), 1u);
       ASSERT_EQ(first[0].outputs.size(), 1u);
-      std::vector<int32_t> next = first[0].prompt_token_ids;
-      next.insert(next.end(), first[0].outputs[0].token_ids.begin(),
-                  first[0].outputs[0].token_ids.end());
-      ASSERT_EQ(next.size(), 74u);  // 14 prompt tokens + 60
-      next.insert(next.end(), {101, 102, 103});
-      ASSERT_TRUE((*warm)->submit(next, greedy(12)).ok());
-      ASSERT_TRUE((*cold)->submit(next, greedy(12)).ok());
-      const std::vector<RequestOutput> hit = (*warm)->run_until_done();
-      const std::vector<RequestOutput> alone = (*cold)->run_until_done();
-      ASSERT_EQ(hit.size(), 1u);
-      ASSERT_EQ(alone.size(), 1u);
-      EXPECT_EQ(hit[0].num_cached_tokens, 64);  // every full block of the first turn
-      EXPECT_EQ(alone[0].num_cached_tokens, 0);
-      EXPECT_EQ(hit[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
+      const std::vector<int32_t> context =
+          joined(first[0].prompt_token_ids, first[0].outputs[0].token_ids);
+      ASSERT_EQ(context.size(), 74u);  // 14 prompt tokens + 60
+      // Every full block of the first turn.
+      follow_up(**warm, o, joined(context, {101, 102, 103}), 12, 64);
       EXPECT_EQ((*warm)->stats().prefix_restores, 1);  // from the snapshot at 64
       // The snapshot (saved during the first turn's decoding, after its step's drafting) holds
       // the MTP block's whole window: the restored block resumes it, no restart (before the
@@ -231,70 +250,37 @@ TEST(SpecEngine, AChatsNextTurnHitsThePreviousAnswer) {
 TEST(SpecEngine, AThirdTurnAndTheSecondOfNSamplesHitTheirAnswers) {
   for (const char* method : {"off", "mtp"}) {
     SCOPED_TRACE(method);
-    EngineOptions o = default_options();
-    o.kv_block_size = 16;
-    o.speculative_method = method;
-    o.num_speculative_tokens = std::string(method) == "off" ? 0 : 3;
-    o.num_threads = 1;
+    const EngineOptions o = chat_options(method);
     auto warm = Engine::create(o);
-    auto cold = Engine::create(o);
-    ASSERT_TRUE(warm.ok() && cold.ok());
-    // Submits ids on the warm engine and on a fresh cold one, and returns the warm output after
-    // checking it continues as the cold one does.
-    const auto turn = [&](const std::vector<int32_t>& ids, int tokens, int64_t want_hit) {
-      auto fresh = Engine::create(o);
-      EXPECT_TRUE(fresh.ok());
-      EXPECT_TRUE((*warm)->submit(ids, greedy(tokens)).ok());
-      EXPECT_TRUE((*fresh)->submit(ids, greedy(tokens)).ok());
-      const std::vector<RequestOutput> hit = (*warm)->run_until_done();
-      const std::vector<RequestOutput> alone = (*fresh)->run_until_done();
-      EXPECT_EQ(hit.size(), 1u);
-      EXPECT_EQ(alone.size(), 1u);
-      EXPECT_EQ(hit[0].num_cached_tokens, want_hit);
-      EXPECT_EQ(hit[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
-      return hit[0];
-    };
-    const auto extend = [](std::vector<int32_t> ids, const std::vector<int32_t>& more) {
-      ids.insert(ids.end(), more.begin(), more.end());
-      return ids;
-    };
+    ASSERT_TRUE(warm.ok());
     ASSERT_TRUE((*warm)->submit_text("And God said, Let there be light: and there was light.",
                                      greedy(60))
                     .ok());
     const std::vector<RequestOutput> first = (*warm)->run_until_done();
     ASSERT_EQ(first.size(), 1u);
     const std::vector<int32_t> t1 =
-        extend(first[0].prompt_token_ids, first[0].outputs[0].token_ids);  // 74 tokens
-    const RequestOutput second = turn(extend(t1, {101, 102, 103}), 40, 64);
-    const std::vector<int32_t> t2 =
-        extend(second.prompt_token_ids, second.outputs[0].token_ids);  // 117 tokens
+        joined(first[0].prompt_token_ids, first[0].outputs[0].token_ids);  // 74 tokens
+    const RequestOutput second = follow_up(**warm, o, joined(t1, {101, 102, 103}), 40, 64);
+    const std::vector<int32_t> t2 = joined(second.prompt_token_ids, second.outputs.at(0).token_ids);
     ASSERT_EQ(t2.size(), 117u);
-    turn(extend(t2, {104, 105}), 8, 112);  // every full block of the second turn's context
+    // Every full block of the second turn's context.
+    follow_up(**warm, o, joined(t2, {104, 105}), 8, 112);
 
     // n = 2 (seeded, so the samples differ): a follow-up on sample 1 hits its answer's blocks.
+    auto sampler = Engine::create(o);
+    ASSERT_TRUE(sampler.ok());
     SamplingParams two = seeded(7, 60);
     two.n = 2;
     two.ignore_eos = true;  // both answers their full length
-    ASSERT_TRUE((*cold)->submit_text("In the beginning God created", two).ok());
-    const std::vector<RequestOutput> pair = (*cold)->run_until_done();
+    ASSERT_TRUE((*sampler)->submit_text("In the beginning God created", two).ok());
+    const std::vector<RequestOutput> pair = (*sampler)->run_until_done();
     ASSERT_EQ(pair.size(), 1u);
     ASSERT_EQ(pair[0].outputs.size(), 2u);
     ASSERT_NE(pair[0].outputs[0].token_ids, pair[0].outputs[1].token_ids);
-    const std::vector<int32_t> s1 =
-        extend(pair[0].prompt_token_ids, pair[0].outputs[1].token_ids);
+    const std::vector<int32_t> s1 = joined(pair[0].prompt_token_ids, pair[0].outputs[1].token_ids);
     const int64_t full = static_cast<int64_t>(s1.size()) / 16 * 16;
     ASSERT_GE(full, 64);  // well past the prompt's block
-    auto fresh = Engine::create(o);
-    ASSERT_TRUE(fresh.ok());
-    const std::vector<int32_t> follow = extend(s1, {106, 107, 108});
-    ASSERT_TRUE((*cold)->submit(follow, greedy(10)).ok());
-    ASSERT_TRUE((*fresh)->submit(follow, greedy(10)).ok());
-    const std::vector<RequestOutput> hit = (*cold)->run_until_done();
-    const std::vector<RequestOutput> alone = (*fresh)->run_until_done();
-    ASSERT_EQ(hit.size(), 1u);
-    ASSERT_EQ(alone.size(), 1u);
-    EXPECT_EQ(hit[0].num_cached_tokens, full);
-    EXPECT_EQ(hit[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
+    follow_up(**sampler, o, joined(s1, {106, 107, 108}), 10, full);
   }
 }
 
