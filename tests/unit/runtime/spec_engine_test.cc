@@ -206,6 +206,18 @@ std::vector<int32_t> joined(std::vector<int32_t> ids, const std::vector<int32_t>
   return ids;
 }
 
+// A chat's first turn on `e`: a 14-token prompt and 60 greedy tokens; the whole context (74).
+std::vector<int32_t> first_turn(Engine& e) {
+  EXPECT_TRUE(
+      e.submit_text("And God said, Let there be light: and there was light.", greedy(60)).ok());
+  const std::vector<RequestOutput> first = e.run_until_done();
+  EXPECT_EQ(first.size(), 1u);
+  const std::vector<int32_t> context =
+      joined(first.at(0).prompt_token_ids, first.at(0).outputs.at(0).token_ids);
+  EXPECT_EQ(context.size(), 74u);
+  return context;
+}
+
 // A chat's next turn sends the previous prompt and answer back with a little more: it must hit
 // the prefix cache across the answer, with asynchronous scheduling (the default) and with
 // speculation too, and continue exactly as a cold engine does. Until stop 45 the KV bookkeeping
@@ -223,15 +235,7 @@ TEST(SpecEngine, AChatsNextTurnHitsThePreviousAnswer) {
       o.async_scheduling = async;
       auto warm = Engine::create(o);
       ASSERT_TRUE(warm.ok());
-      ASSERT_TRUE((*warm)->submit_text("And God said, Let there be light: and there was light.",
-                                       greedy(60))
-                      .ok());
-      const std::vector<RequestOutput> first = (*warm)->run_until_done();
-      ASSERT_EQ(first.size(), 1u);
-      ASSERT_EQ(first[0].outputs.size(), 1u);
-      const std::vector<int32_t> context =
-          joined(first[0].prompt_token_ids, first[0].outputs[0].token_ids);
-      ASSERT_EQ(context.size(), 74u);  // 14 prompt tokens + 60
+      const std::vector<int32_t> context = first_turn(**warm);
       // Every full block of the first turn.
       follow_up(**warm, o, joined(context, {101, 102, 103}), 12, 64);
       EXPECT_EQ((*warm)->stats().prefix_restores, 1);  // from the snapshot at 64
@@ -253,13 +257,7 @@ TEST(SpecEngine, AThirdTurnAndTheSecondOfNSamplesHitTheirAnswers) {
     const EngineOptions o = chat_options(method);
     auto warm = Engine::create(o);
     ASSERT_TRUE(warm.ok());
-    ASSERT_TRUE((*warm)->submit_text("And God said, Let there be light: and there was light.",
-                                     greedy(60))
-                    .ok());
-    const std::vector<RequestOutput> first = (*warm)->run_until_done();
-    ASSERT_EQ(first.size(), 1u);
-    const std::vector<int32_t> t1 =
-        joined(first[0].prompt_token_ids, first[0].outputs[0].token_ids);  // 74 tokens
+    const std::vector<int32_t> t1 = first_turn(**warm);
     const RequestOutput second = follow_up(**warm, o, joined(t1, {101, 102, 103}), 40, 64);
     const std::vector<int32_t> t2 = joined(second.prompt_token_ids, second.outputs.at(0).token_ids);
     ASSERT_EQ(t2.size(), 117u);
