@@ -52,6 +52,17 @@ def collect(out_dir: Path) -> dict:
             if bench == "decode" and isinstance(doc.get(rate), (int, float)):
                 values.setdefault((bench, 0, rate), {"a": [], "b": []})[side].append(
                     float(doc[rate]))
+        # With AB_PREFILL / AB_LONG_CONTEXT (run_model_cuda.sh's ab stage): the prefill's seconds
+        # (batch 0) and the long-context decode steps (metric long_step_ms at their batch).
+        prefill = doc.get("prefill") if bench == "decode" else None
+        if isinstance(prefill, dict) and isinstance(prefill.get("seconds"), (int, float)):
+            values.setdefault((bench, 0, "prefill_s"), {"a": [], "b": []})[side].append(
+                float(prefill["seconds"]))
+        long_ctx = doc.get("long_context") if bench == "decode" else None
+        for row in long_ctx.get("batches", []) if isinstance(long_ctx, dict) else []:
+            if isinstance(row.get("step_ms"), (int, float)):
+                values.setdefault((bench, int(row["batch"]), "long_step_ms"),
+                                  {"a": [], "b": []})[side].append(float(row["step_ms"]))
         for row in batches_of(bench, doc):
             for metric in DECODE if bench == "decode" else DRAFT:
                 if isinstance(row.get(metric), (int, float)):

@@ -18,6 +18,9 @@
 //                        hidden rows) in pageable memory instead of page-locked
 //                        (backend/host_memory.h, set_host_pinning(false)): the A/B of the
 //                        locked copy. Applied before the first step allocates them.
+//   --sparse-16-head     sparse attention with BF16 probabilities at 32+ heads on the 16-head
+//                        tensor-core kernel instead of the staged 64-head one
+//                        (CudaOps::set_sparse_staged(false)): the A/B of the staged kernel.
 #pragma once
 
 #include <cstdio>
@@ -36,6 +39,7 @@ struct BackendSwitches {
   int hc_dot_tokens = 0;
   int sample_cluster = 0;
   bool pageable_outputs = false;
+  bool sparse_staged = true;
 
   // True when `flag` is one of the switches above (and taken).
   bool parse(const std::string& flag) {
@@ -62,6 +66,8 @@ struct BackendSwitches {
       }
     } else if (flag == "--pageable-outputs") {
       pageable_outputs = true;
+    } else if (flag == "--sparse-16-head") {
+      sparse_staged = false;
     } else {
       return false;
     }
@@ -73,6 +79,7 @@ struct BackendSwitches {
     ops.set_grouped_linear(grouped_linear);
     ops.set_hc_dot_tokens(hc_dot_tokens);
     ops.set_sample_cluster(sample_cluster);
+    ops.set_sparse_staged(sparse_staged);
     backend::set_host_pinning(!pageable_outputs);
   }
 };

@@ -49,7 +49,9 @@
 #          chain; CUDA graphs on and off) vs the decode and verify steps it rides on, at
 #          DRAFT_BATCHES (default 1,16,64), with an op profile
 #   ab     (not default) the A/B of one switch, same build, same machine: decode_bench on the
-#          V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES, no prefill) and draft_bench
+#          V4-Flash-shaped config (dummy weights, SYNTH_LAYERS, BATCHES; AB_PREFILL tokens of
+#          prefill, default none; AB_LONG_CONTEXT tokens of context for decode at AB_LONG_BATCHES,
+#          default none: the sparse attention's full 640 keys) and draft_bench
 #          on SPEC_MODEL (default models/v4-small, k = SPEC_K, DRAFT_BATCHES), each plain (A) and
 #          with AB_FLAG (a flag both benches take, e.g. --ungrouped-linear, --unfused-small-ops)
 #          and AB_ENV (e.g. DEEPINFER_CUDA_PDL=0) (B), alternating AB_ROUNDS times (default 2);
@@ -371,7 +373,8 @@ if has ab; then
         bench="$BUILD_DIR/bench/model_cuda"
       fi
       env "${envs[@]}" timeout 150 "$bench/decode_bench" --model "$SYNTH_DIR" \
-        --batches "$BATCHES" --load-format dummy --long-context 0 --prefill 0 \
+        --batches "$BATCHES" --load-format dummy --long-context "${AB_LONG_CONTEXT:-0}" \
+        --long-batches "${AB_LONG_BATCHES:-1,16}" --prefill "${AB_PREFILL:-0}" \
         --out "$OUT/ab_decode_${side}_$round.json" "${flag[@]}" > "$OUT/ab_decode_${side}_$round.log" 2>&1
       say "ab: decode_bench $side round $round exit $?"
       env "${envs[@]}" timeout 150 "$bench/draft_bench" \

@@ -515,11 +515,14 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
     return;
   }
   // Official semantics (BF16 probabilities; queries and keys BF16 numbers): the tensor-core
-  // kernel, outside batch-invariant mode (its sums are associated differently from the group
-  // kernel's, which batch-invariant mode keeps for every row count, decode included).
+  // kernels, outside batch-invariant mode (their sums are associated differently from the group
+  // kernel's, which batch-invariant mode keeps for every row count, decode included): 64 heads
+  // a block from 32 heads (V4's 64), else 16.
   if (bf16_probs && sparse_mma_ && !batch_invariant_ &&
-      kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale, md(o), round_out,
-                                      stream_)) {
+      ((sparse_staged_ && kc::launch_sparse_attention_staged(md(q), n_heads, keys, L, dsink, scale,
+                                                             md(o), round_out, stream_)) ||
+       kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale, md(o), round_out,
+                                       stream_))) {
     return;
   }
   kc::launch_sparse_attention(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o), round_out,

@@ -105,6 +105,9 @@ class CudaOps : public Ops {
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
   // benchmarks' A/B.
   void set_sparse_mma(bool on) { sparse_mma_ = on; }
+  // Whether 32+ heads take the staged 64-head tensor-core kernel (default) or the 16-head one:
+  // the perf harness's same-run peer.
+  void set_sparse_staged(bool on) { sparse_staged_ = on; }
   // Off: indexer_scores_multi with the BF16 rounding points stays on the SIMT kernel instead of
   // the tensor-core one for runs of rows sharing keys (kernels/cuda/indexer/indexer_mma.cu).
   void set_indexer_mma(bool on) { indexer_mma_ = on; }
@@ -358,6 +361,7 @@ class CudaOps : public Ops {
   bool fused_small_ops_ = true;
   bool grouped_linear_ = true;
   bool sparse_mma_ = true;
+  bool sparse_staged_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi
   int64_t hc_gemm_min_rows_ = 128;

@@ -272,6 +272,13 @@ void launch_sparse_attention(MatDesc q, int64_t n_heads, SparseKeys keys, int64_
 bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                  const float* sink, float scale, MatDesc o, bool round_out,
                                  cudaStream_t stream);
+// The same attention for 32 heads and more (attention/sparse_attention_staged.cu): 64 heads a
+// block, each key chunk staged once in shared memory for all of them; the same contract as
+// launch_sparse_attention_mma (head dim 512, BF16 probabilities, queries and keys BF16 numbers).
+// Returns false, launching nothing, when the shape does not fit (d != 512, fewer than 32 heads).
+bool launch_sparse_attention_staged(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
+                                    const float* sink, float scale, MatDesc o, bool round_out,
+                                    cudaStream_t stream);
 // The same attention with the keys split across blocks (attention/sparse_attention_split.cu),
 // for grids that would not fill the card. scratch: sparse_attention_split_scratch floats of
 // device memory; that count is 0 when the shape does not call for a split. Returns false (and

@@ -29,6 +29,33 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// Four 8x8 matrices of 16-bit values from shared memory: lane l gives the address of row l % 8
+// of matrix l / 8 (16 contiguous bytes); r[m] receives matrix m's row g, elements 2t, 2t + 1
+// (lane 4g + t), the mma's A / B fragment layout.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, unsigned smem_addr);
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
+  ldmatrix_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(smem)));
+}
+// The same, transposed: r[m] receives matrix m's elements (2t, g) and (2t + 1, g), i.e. two
+// consecutive rows of one column (a B fragment whose k runs down the stored rows).
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, unsigned smem_addr);
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
+  ldmatrix_x4_trans(r, static_cast<unsigned>(__cvta_generic_to_shared(smem)));
+}
+
+// The same two from a shared-state-space address (__cvta_generic_to_shared): 32 bits a pointer
+// where a kernel holds several row addresses across a loop.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, unsigned smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, unsigned smem_addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr));
+}
+
 // cp.async: 16 bytes global -> shared, bypassing L1 (both 16-byte aligned); groups committed
 // and waited on by count.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {

@@ -3,6 +3,7 @@
 // address), compressor pooling with missing slots, indexer scores (FP32 and BF16 rounding points,
 // paged keys), the selected rows' addresses, top-k with ties and short rows.
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -11,79 +12,109 @@
 
 namespace deepinfer::backend::testing {
 
+namespace {
+
+struct SparseShape {
+  int64_t H, d, R, L, M;
+};
+struct SparseVariant {
+  bool sink, bf16_probs, device_idx;
+};
+
+// One shape of sparse attention in the given variants against the oracle; each variant with a
+// sink also by address (== by index, bit for bit) and rounded in the store (== rounded after).
+void check_sparse_attention(CaseContext& ctx, SparseShape s,
+                            std::initializer_list<SparseVariant> variants) {
+  // BF16 probabilities come with the official semantics' promise: queries and keys are BF16
+  // numbers (ops.h), so those variants get rounded copies.
+  const Buf kv_f = random_buf(ctx.rng, s.R, s.d);
+  const Buf q_f = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
+  const Buf kv_b = bf16_rounded(kv_f), q_b = bf16_rounded(q_f);
+  const Buf sink = random_buf(ctx.rng, 1, s.H);
+  std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
+  for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
+  for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
+  const DBuf dkv_f = dev_copy(ctx, kv_f, 1), dq_f = dev_copy(ctx, q_f, 2);
+  const DBuf dkv_b = dev_copy(ctx, kv_b, 1), dq_b = dev_copy(ctx, q_b, 2);
+  const BackendMem dsink = dev_array(ctx, sink.v), didx = dev_array(ctx, idx);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+  for (const SparseVariant v : variants) {
+    const bool bf16p = v.bf16_probs;
+    const Buf& kv = bf16p ? kv_b : kv_f;
+    const Buf& q = bf16p ? q_b : q_f;
+    const DBuf& dkv = bf16p ? dkv_b : dkv_f;
+    const DBuf& dq = bf16p ? dq_b : dq_f;
+    const float* hsink = v.sink ? sink.v.data() : nullptr;
+    const float* dev_sink = v.sink ? dsink.as<float>() : nullptr;
+    Buf want(s.M, s.H * s.d);
+    ctx.ref->sparse_attention(q.cmat(), s.H, kv.cmat(), idx.data(), s.L, hsink, scale, bf16p,
+                              want.mat());
+    DBuf dout = dev_poisoned(ctx, s.M, s.H * s.d);
+    ctx.ops->sparse_attention(dq.cmat(), s.H, dkv.cmat(),
+                              v.device_idx ? didx.as<int32_t>() : idx.data(), s.L, dev_sink, scale,
+                              bf16p, dout.mat());
+    const std::string t = "sparse_attention H=" + std::to_string(s.H) +
+                          " d=" + std::to_string(s.d) + " L=" + std::to_string(s.L) +
+                          " M=" + std::to_string(s.M) + (v.sink ? " sink" : "") +
+                          (bf16p ? " bf16probs" : "") + (v.device_idx ? " device idx" : "");
+    const std::vector<float> got = dout.download();
+    close(ctx, t, got, want.v, bf16p ? 2e-3 : 2e-5);
+    // The same keys by address (a host table staged, or a device one), absent entries moved
+    // to other columns: the index form's bits exactly.
+    if (!v.sink) continue;
+    const int64_t pad = 5, L2 = s.L + pad;
+    std::vector<const float*> rows(static_cast<size_t>(s.M * L2), nullptr);
+    for (int64_t t2 = 0; t2 < s.M; ++t2) {
+      for (int64_t j = 0; j < s.L; ++j) {
+        const int32_t r = idx[static_cast<size_t>(t2 * s.L + j)];
+        rows[static_cast<size_t>(t2 * L2 + j + (j >= s.L / 3 ? pad : 0))] =
+            r >= 0 ? dkv.cmat().row(r) : nullptr;
+      }
+    }
+    const BackendMem drows = dev_array(ctx, rows);
+    const float* const* key_rows = v.device_idx ? drows.as<const float* const>() : rows.data();
+    DBuf dout2 = dev_poisoned(ctx, s.M, s.H * s.d);
+    ctx.ops->sparse_attention_rows(dq.cmat(), s.H, key_rows, L2, s.d, dev_sink, scale, bf16p,
+                                   dout2.mat());
+    close(ctx, t + " by address == by index", dout2.download(), got, 0.0);
+    // sparse_attention_rows_rounded: the same output rounded to BF16 (in the kernels' stores
+    // on CUDA), bit for bit.
+    std::vector<float> rounded = got;
+    for (float& x : rounded) x = bf16_to_float(float_to_bf16(x));
+    DBuf dout3 = dev_poisoned(ctx, s.M, s.H * s.d);
+    ctx.ops->sparse_attention_rows_rounded(dq.cmat(), s.H, key_rows, L2, s.d, dev_sink, scale,
+                                           bf16p, dout3.mat());
+    close(ctx, t + " rounded", dout3.download(), rounded, 0.0);
+  }
+}
+
+}  // namespace
+
 OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttentionSink,
         Feature::kBf16Probs) {
-  struct Shape {
-    int64_t H, d, R, L, M;
-  };
   // Few rows (M · head groups well under the SM count) take the split-key path (shapes 2-4);
   // the fifth has rows enough not to split and is long enough (16·L floats past the
   // shared-memory limit) for the one-block-per-head fallback. The last two have rows enough
-  // not to split at head dim 512: CUDA's tensor-core kernel for BF16 probabilities (a full
-  // head group, and 20 heads: a group of 4).
-  for (Shape s : {Shape{4, 64, 50, 37, 5}, Shape{3, 512, 300, 130, 3}, Shape{64, 512, 4096, 640, 2},
-                  Shape{20, 64, 4000, 3000, 2}, Shape{20, 64, 4000, 3000, 70},
-                  Shape{64, 512, 1000, 128, 70}, Shape{20, 512, 600, 100, 140}}) {
-    // BF16 probabilities come with the official semantics' promise: queries and keys are BF16
-    // numbers (ops.h), so those variants get rounded copies.
-    const Buf kv_f = random_buf(ctx.rng, s.R, s.d);
-    const Buf q_f = random_buf(ctx.rng, s.M, s.H * s.d, -0.2f, 0.2f);
-    const Buf kv_b = bf16_rounded(kv_f), q_b = bf16_rounded(q_f);
-    const Buf sink = random_buf(ctx.rng, 1, s.H);
-    std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
-    for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
-    for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
-    const DBuf dkv_f = dev_copy(ctx, kv_f, 1), dq_f = dev_copy(ctx, q_f, 2);
-    const DBuf dkv_b = dev_copy(ctx, kv_b, 1), dq_b = dev_copy(ctx, q_b, 2);
-    const BackendMem dsink = dev_array(ctx, sink.v), didx = dev_array(ctx, idx);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool with_sink = variant != 1, bf16p = variant == 2, dev_idx = variant == 3;
-      const Buf& kv = bf16p ? kv_b : kv_f;
-      const Buf& q = bf16p ? q_b : q_f;
-      const DBuf& dkv = bf16p ? dkv_b : dkv_f;
-      const DBuf& dq = bf16p ? dq_b : dq_f;
-      Buf want(s.M, s.H * s.d);
-      ctx.ref->sparse_attention(q.cmat(), s.H, kv.cmat(), idx.data(), s.L,
-                                with_sink ? sink.v.data() : nullptr, scale, bf16p, want.mat());
-      DBuf dout = dev_poisoned(ctx, s.M, s.H * s.d);
-      ctx.ops->sparse_attention(dq.cmat(), s.H, dkv.cmat(),
-                                dev_idx ? didx.as<int32_t>() : idx.data(), s.L,
-                                with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout.mat());
-      const std::string t = "sparse_attention H=" + std::to_string(s.H) +
-                            " d=" + std::to_string(s.d) + " L=" + std::to_string(s.L) +
-                            " M=" + std::to_string(s.M) + (with_sink ? " sink" : "") +
-                            (bf16p ? " bf16probs" : "") + (dev_idx ? " device idx" : "");
-      const std::vector<float> got = dout.download();
-      close(ctx, t, got, want.v, bf16p ? 2e-3 : 2e-5);
-      // The same keys by address (a host table staged, or a device one), absent entries moved
-      // to other columns: the index form's bits exactly.
-      if (variant == 1) continue;
-      const int64_t pad = 5, L2 = s.L + pad;
-      std::vector<const float*> rows(static_cast<size_t>(s.M * L2), nullptr);
-      for (int64_t t2 = 0; t2 < s.M; ++t2) {
-        for (int64_t j = 0; j < s.L; ++j) {
-          const int32_t r = idx[static_cast<size_t>(t2 * s.L + j)];
-          rows[static_cast<size_t>(t2 * L2 + j + (j >= s.L / 3 ? pad : 0))] =
-              r >= 0 ? dkv.cmat().row(r) : nullptr;
-        }
-      }
-      const BackendMem drows = dev_array(ctx, rows);
-      DBuf dout2 = dev_poisoned(ctx, s.M, s.H * s.d);
-      ctx.ops->sparse_attention_rows(
-          dq.cmat(), s.H, dev_idx ? drows.as<const float* const>() : rows.data(), L2, s.d,
-          with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout2.mat());
-      close(ctx, t + " by address == by index", dout2.download(), got, 0.0);
-      // sparse_attention_rows_rounded: the same output rounded to BF16 (in the kernels' stores
-      // on CUDA), bit for bit.
-      std::vector<float> rounded = got;
-      for (float& v : rounded) v = bf16_to_float(float_to_bf16(v));
-      DBuf dout3 = dev_poisoned(ctx, s.M, s.H * s.d);
-      ctx.ops->sparse_attention_rows_rounded(
-          dq.cmat(), s.H, dev_idx ? drows.as<const float* const>() : rows.data(), L2, s.d,
-          with_sink ? dsink.as<float>() : nullptr, scale, bf16p, dout3.mat());
-      close(ctx, t + " rounded", dout3.download(), rounded, 0.0);
-    }
+  // not to split at head dim 512: CUDA's tensor-core kernels for BF16 probabilities (64 heads:
+  // the staged kernel's block of 64; 20 heads: the 16-head kernel, a group of 4).
+  for (SparseShape s : {SparseShape{4, 64, 50, 37, 5}, SparseShape{3, 512, 300, 130, 3},
+                        SparseShape{64, 512, 4096, 640, 2}, SparseShape{20, 64, 4000, 3000, 2},
+                        SparseShape{20, 64, 4000, 3000, 70}, SparseShape{64, 512, 1000, 128, 70},
+                        SparseShape{20, 512, 600, 100, 140}}) {
+    check_sparse_attention(ctx, s,
+                           {{true, false, false}, {false, false, false}, {true, true, false},
+                            {true, false, true}});
+  }
+}
+
+// CUDA's staged tensor-core kernel (attention/sparse_attention_staged.cu: 32 heads and more,
+// head dim 512, BF16 probabilities) at V4-Flash's key count (640 = 20 whole chunks of 32, with
+// a fifth of them absent, so most rows end in a partial chunk) and with 80 heads (a full block
+// of 64 and one of 16), with and without the sink, the keys on the host and on the device.
+OP_CASE(sparse_attention_staged, kOnAll, Feature::kSparseAttention, Feature::kAttentionSink,
+        Feature::kBf16Probs) {
+  for (SparseShape s : {SparseShape{64, 512, 4096, 640, 40}, SparseShape{80, 512, 900, 200, 40}}) {
+    check_sparse_attention(ctx, s, {{true, true, false}, {false, true, true}});
   }
 }
 

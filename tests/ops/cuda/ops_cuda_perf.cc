@@ -351,6 +351,16 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
            "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
            4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
   }
+  // The 16-head tensor-core kernel the staged one replaced at 32+ heads (stop 46): its same-run
+  // peer (rows enough not to split).
+  p.gpu->set_sparse_staged(false);
+  const double ms16 = time_ms(*p.gpu, [&] {
+    p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
+                            0.044f, true, o.mat());
+  });
+  p.gpu->set_sparse_staged(true);
+  report(p, "sparse_attention 16-head blocks", "H64 d512 L640 M=" + std::to_string(M), ms16,
+         4.0 * M * H * L * d, 4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
   // The same keys by address (what the model runs: cache rows read in place).
   std::vector<const float*> rows(idx.size());
   for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);

@@ -42,20 +42,6 @@ constexpr int kTilesPerWarp = kChannelsPerWarp / 8;
 constexpr size_t kVtBytes = size_t{kD} * kVld * sizeof(uint32_t);
 constexpr size_t kQsBytes = size_t{kHeads} * kQld * sizeof(uint16_t);
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(s));
-}
-
-// Four consecutive floats of a key row: one 16-byte load where the row allows it (every cache
-// row of the model), else four.
-__device__ __forceinline__ float4 load4(const float* p) {
-  if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) return __ldg(reinterpret_cast<const float4*>(p));
-  return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
-}
-
 __global__ void __launch_bounds__(kThreads)
     sparse_attention_mma_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                 const float* sink, float scale, MatDesc o, bool round_out) {
@@ -97,7 +83,7 @@ __global__ void __launch_bounds__(kThreads)
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 8
     for (int s = 0; s < kD / 16; ++s) {
-      const float4 k4 = load4(kr + 16 * s);
+      const float4 k4 = sparse_load4(kr + 16 * s);
       const uint2 alo = *reinterpret_cast<const uint2*>(qa + 16 * s);              // a0, a2
       const uint2 ahi = *reinterpret_cast<const uint2*>(qa + 8 * kQld + 16 * s);   // a1, a3
       mma_bf16_16816(acc, alo.x, ahi.x, alo.y, ahi.y, pack_bf16(k4.x, k4.y),
@@ -123,8 +109,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int task = threadIdx.x; task < (kChunk / 2) * (kD / 4); task += kThreads) {
       const int kp = task % (kChunk / 2), c4 = task / (kChunk / 2);
       const int ja = j0 + 2 * kp;
-      const float4 va = ja < n ? load4(rows[ja] + 4 * c4) : make_float4(0.f, 0.f, 0.f, 0.f);
-      const float4 vb = ja + 1 < n ? load4(rows[ja + 1] + 4 * c4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 va = ja < n ? sparse_load4(rows[ja] + 4 * c4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const float4 vb = ja + 1 < n ? sparse_load4(rows[ja + 1] + 4 * c4) : make_float4(0.f, 0.f, 0.f, 0.f);
       uint32_t* w = vt + (4 * c4) * kVld + kp;
       w[0] = pack_bf16(va.x, vb.x);
       w[kVld] = pack_bf16(va.y, vb.y);

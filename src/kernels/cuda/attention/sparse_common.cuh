@@ -20,6 +20,13 @@ __device__ __forceinline__ const float* sparse_key(const SparseKeys& k, int64_t 
   return r >= 0 ? k.kv.data + static_cast<int64_t>(r) * k.kv.ld : nullptr;
 }
 
+// Four consecutive floats of a key row: one 16-byte load where the row allows it (every cache
+// row of the model), else four.
+__device__ __forceinline__ float4 sparse_load4(const float* p) {
+  if ((reinterpret_cast<uintptr_t>(p) & 15u) == 0) return __ldg(reinterpret_cast<const float4*>(p));
+  return make_float4(__ldg(p), __ldg(p + 1), __ldg(p + 2), __ldg(p + 3));
+}
+
 // Warp 0 compacts query t's keys [0, L) (absent ones dropped, order kept) into the addresses
 // rows[0, count) with ballots; *count is written by lane 0. The caller synchronises before
 // reading.
