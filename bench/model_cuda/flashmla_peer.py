@@ -106,7 +106,7 @@ def run(args) -> int:
 
 
 # ops_cuda_perf.cc's report(): "<op, 22 wide> <shape, 34 wide> <ms> ms ...".
-PERF_LINE = re.compile(r"^(sparse_attention(?: by address)?)\s+H64 d512 L640 M=(\d+)\s+([\d.]+) ms")
+PERF_LINE = re.compile(r"^(sparse_attention(?: by address| 16-head blocks)?)\s+H64 d512 L640 M=(\d+)\s+([\d.]+) ms")
 
 
 def compare(args) -> int:
@@ -120,7 +120,8 @@ def compare(args) -> int:
     with open(args.flashmla_csv) as f:
         for r in csv.DictReader(f):
             M, fm = int(r["M"]), float(r["ms"])
-            for op in ("sparse_attention", "sparse_attention by address"):
+            for op in ("sparse_attention", "sparse_attention by address",
+                       "sparse_attention 16-head blocks"):
                 if (op, M) in ours:
                     rows.append({"batch": int(r["batch"]), "M": M, "ours": op,
                                  "flashmla_ms": fm, "ours_ms": ours[(op, M)],
