@@ -508,7 +508,8 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
   // Few rows (decode at small batch): the keys split across blocks, except in batch-invariant
   // mode (the split changes the P·V sums' association with the row count).
   const int64_t split =
-      batch_invariant_ ? 0 : kc::sparse_attention_split_scratch(q.rows, n_heads, L, d);
+      batch_invariant_ || !sparse_split_ ? 0
+                                         : kc::sparse_attention_split_scratch(q.rows, n_heads, L, d);
   if (split > 0 &&
       kc::launch_sparse_attention_split(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o),
                                         round_out, arena().alloc_n<float>(split), stream_)) {

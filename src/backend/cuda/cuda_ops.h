@@ -108,6 +108,10 @@ class CudaOps : public Ops {
   // Whether 32+ heads take the staged 64-head tensor-core kernel (default) or the 16-head one:
   // the perf harness's same-run peer.
   void set_sparse_staged(bool on) { sparse_staged_ = on; }
+  // Off: few rows skip the split-key path (launch_sparse_attention_split) and take the kernel
+  // they would take with many: the perf harness's crossover lines (the split path's threshold
+  // was set against the 16-head kernel, before the staged one).
+  void set_sparse_split(bool on) { sparse_split_ = on; }
   // Off: indexer_scores_multi with the BF16 rounding points stays on the SIMT kernel instead of
   // the tensor-core one for runs of rows sharing keys (kernels/cuda/indexer/indexer_mma.cu).
   void set_indexer_mma(bool on) { indexer_mma_ = on; }
@@ -362,6 +366,7 @@ class CudaOps : public Ops {
   bool grouped_linear_ = true;
   bool sparse_mma_ = true;
   bool sparse_staged_ = true;
+  bool sparse_split_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi
   int64_t hc_gemm_min_rows_ = 128;

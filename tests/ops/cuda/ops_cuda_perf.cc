@@ -351,16 +351,25 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
            "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
            4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
   }
-  // The 16-head tensor-core kernel the staged one replaced at 32+ heads (stop 46): its same-run
-  // peer (rows enough not to split).
-  p.gpu->set_sparse_staged(false);
-  const double ms16 = time_ms(*p.gpu, [&] {
-    p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
-                            0.044f, true, o.mat());
-  });
-  p.gpu->set_sparse_staged(true);
-  report(p, "sparse_attention 16-head blocks", "H64 d512 L640 M=" + std::to_string(M), ms16,
-         4.0 * M * H * L * d, 4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+  // The same call on the GPU backend with its sparse-attention routing changed, under `label`.
+  const auto timed_with = [&](bool staged, bool split, const char* label) {
+    p.gpu->set_sparse_staged(staged);
+    p.gpu->set_sparse_split(split);
+    const double ms = time_ms(*p.gpu, [&] {
+      p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
+                              0.044f, true, o.mat());
+    });
+    p.gpu->set_sparse_staged(true);
+    p.gpu->set_sparse_split(true);
+    report(p, label, "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
+           4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
+  };
+  // The 16-head tensor-core kernel the staged one replaced at 32+ heads (stop 46), never split:
+  // its same-run peer. Few rows take the split-key path: the staged kernel with the split off
+  // (one block per row) beside it, whose crossover with the split path says where the split
+  // should stop (its threshold was set against the 16-head kernel).
+  timed_with(false, false, "sparse_attention 16-head blocks");
+  if (M < 128) timed_with(true, false, "sparse_attention no split");
   // The same keys by address (what the model runs: cache rows read in place).
   std::vector<const float*> rows(idx.size());
   for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);
@@ -374,7 +383,7 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
 }
 
 void perf_attention_side(Perf& p, std::mt19937& rng) {
-  for (int64_t M : {1, 4, 16, 128, 256, 512, 4096}) perf_sparse_attention(p, rng, M);
+  for (int64_t M : {1, 4, 8, 16, 32, 64, 128, 256, 512, 4096}) perf_sparse_attention(p, rng, M);
   for (int64_t M : {1, 16, 128, 4096}) {
     if (wanted(p, "indexer_scores")) {
       const int64_t H = 64, di = 128, R = 4096;
