@@ -4,7 +4,10 @@
 // of the previous answer, so the cold figure is also what the next turn cost then.
 //
 //   chat_turn_cost [--model DIR] [--answers 256,1024] [--repeats 5] [--method off|mtp|ngram]
-//                  [--csv OUT]
+//                  [--prefix-cache-bytes N] [--csv OUT]
+//
+// --prefix-cache-bytes 1 keeps no snapshot: the warm engine's hit is then served by recomputing
+// the prefix from its tokens (EngineCore::restore_prefix), which costs about what cold does.
 //
 // Per answer length: a first turn (a 64-token prompt, that many greedy answer tokens), then
 // the next turn (that context + 16 new tokens, max_tokens 1) on the same engine (warm) and on
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
   std::string method = "off";
   std::vector<int64_t> answers = {256, 1024};
   int repeats = 5;
+  int64_t prefix_cache_bytes = -1;  // the engine's default
   for (int i = 1; i < argc; ++i) {
     auto arg = [&](const char* name) { return bench::flag_value(argv[i], name); };
     if (const char* m = arg("--model")) {
@@ -52,12 +56,14 @@ int main(int argc, char** argv) {
       repeats = std::max(1, std::atoi(r));
     } else if (const char* sm = arg("--method")) {
       method = sm;
+    } else if (const char* pb = arg("--prefix-cache-bytes")) {
+      prefix_cache_bytes = std::atoll(pb);
     } else if (const char* c = arg("--csv")) {
       csv_path = c;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--model=DIR] [--answers=256,1024] [--repeats=5] "
-                   "[--method=off|mtp|ngram] [--csv=OUT]\n",
+                   "[--method=off|mtp|ngram] [--prefix-cache-bytes=N] [--csv=OUT]\n",
                    argv[0]);
       return 2;
     }
@@ -68,6 +74,7 @@ int main(int argc, char** argv) {
   o.max_model_len = *std::max_element(answers.begin(), answers.end()) + 128;
   o.speculative_method = method;
   o.num_speculative_tokens = method == "off" ? 0 : 3;
+  if (prefix_cache_bytes >= 0) o.prefix_cache_bytes = prefix_cache_bytes;
   auto make = [&] {
     auto e = Engine::create(o);
     if (!e.ok()) {
@@ -87,9 +94,11 @@ int main(int argc, char** argv) {
     if (outs.size() != 1 || !outs[0].error.empty()) std::exit(1);
     return outs[0];
   };
-  std::printf("model %s, speculation %s, asynchronous scheduling (the default); next turn = "
-              "previous prompt + answer + 16 tokens, first token only\n",
-              model.c_str(), method.c_str());
+  std::printf("model %s, speculation %s, asynchronous scheduling (the default), prefix cache "
+              "%s; next turn = previous prompt + answer + 16 tokens, first token only\n",
+              model.c_str(), method.c_str(),
+              prefix_cache_bytes >= 0 ? (std::to_string(prefix_cache_bytes) + " bytes").c_str()
+                                      : "default");
   std::printf("%8s %12s %12s %10s %10s\n", "answer", "warm s", "cold s", "cold/warm", "hit");
   std::string csv = "answer_tokens,warm_seconds,cold_seconds,ratio,hit_tokens\n";
   for (const int64_t answer : answers) {

@@ -59,11 +59,13 @@ Status guarded_forward(const StepInputs& in, const std::function<Status()>& forw
 }
 
 Expected<StepOutputs> Model::extend(SequenceCache& cache, std::span<const int32_t> ids,
-                                    LogitsWanted logits, bool keep_hidden, int64_t upper_skip) {
+                                    LogitsWanted logits, bool keep_hidden, int64_t upper_skip,
+                                    int64_t hidden_tail) {
   std::vector<int32_t> pos(ids.size());
   for (size_t i = 0; i < ids.size(); ++i)
     pos[i] = static_cast<int32_t>(cache.length() + static_cast<int64_t>(i));
-  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits, upper_skip};
+  const SequenceSpan span{&cache, 0, static_cast<int64_t>(ids.size()), logits, upper_skip,
+                          hidden_tail};
   StepInputs in{ids, pos, {&span, 1}, keep_hidden};
   StepOutputs out;
   DI_TRY(forward(in, out));

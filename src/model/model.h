@@ -132,10 +132,11 @@ class Model {
 
   // Single-sequence conveniences over forward(): the tokens continue the cache. Logits are
   // [rows, vocab] for the last row (kLast) or every row (kAll).
-  // upper_skip: SequenceSpan::upper_skip (bounded replay, V4.1).
+  // upper_skip: SequenceSpan::upper_skip (bounded replay, V4.1); hidden_tail:
+  // SequenceSpan::hidden_tail (with keep_hidden, only the last rows' hidden streams).
   Expected<StepOutputs> extend(SequenceCache& cache, std::span<const int32_t> ids,
                                LogitsWanted logits = LogitsWanted::kLast, bool keep_hidden = false,
-                               int64_t upper_skip = 0);
+                               int64_t upper_skip = 0, int64_t hidden_tail = -1);
   Expected<StepOutputs> decode(SequenceCache& cache, int32_t token);
 
   // Encoder-side bounded replay (DeepSeek-V4.1; docs/bounded_replay.md). `part`: a state of

@@ -274,7 +274,7 @@ class EngineCore final : public EngineDriver {
   Expected<model::StepOutputs> extend_model(model::SequenceCache& cache,
                                             std::span<const int32_t> ids,
                                             model::LogitsWanted logits, bool keep_hidden = false,
-                                            int64_t upper_skip = 0);
+                                            int64_t upper_skip = 0, int64_t hidden_tail = -1);
   // After this rank's step (with or without work): serves the peers' forwards until every rank
   // has finished its step. Nothing without expert parallelism.
   void finish_lockstep_step();

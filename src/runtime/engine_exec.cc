@@ -298,11 +298,16 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   // Bounded replay: the prefix's rows before the kept suffix skip the upper layers, as the
   // request's prefill would have (so the state equals that of no hit).
   const int64_t skip = hidden ? 0 : model::upper_skip_rows(0, h, e.upper_from);
+  // A drafter whose state reaches back a window (MTP) gets only the prefix's last rows, as
+  // from a prefill (Drafter::hidden_tail): the rows before would be copied out for nothing.
+  const int64_t tail = hidden && drafter_->hidden_tail() >= 0
+                           ? std::min<int64_t>(drafter_->hidden_tail(), h)
+                           : -1;
   auto out = extend_model(*e.cache, {e.known.data(), static_cast<size_t>(h)},
-                          model::LogitsWanted::kNone, hidden, skip);
+                          model::LogitsWanted::kNone, hidden, skip, tail);
   if (!out.ok()) return out.status();
   job.replay_skipped_rows += skip;
-  if (hidden) observe_hidden(e, 0, out->hidden);
+  if (hidden) observe_hidden(e, tail >= 0 ? h - tail : 0, out->hidden);
   ++job.prefix_recomputes;
   return {};
 }
@@ -316,9 +321,9 @@ Status EngineCore::forward_model(const model::StepInputs& in, model::StepOutputs
 Expected<model::StepOutputs> EngineCore::extend_model(model::SequenceCache& cache,
                                                       std::span<const int32_t> ids,
                                                       model::LogitsWanted logits, bool keep_hidden,
-                                                      int64_t upper_skip) {
+                                                      int64_t upper_skip, int64_t hidden_tail) {
   if (lockstep_) DI_TRY(lockstep_->before_forward());
-  return model_->extend(cache, ids, logits, keep_hidden, upper_skip);
+  return model_->extend(cache, ids, logits, keep_hidden, upper_skip, hidden_tail);
 }
 
 void EngineCore::execute(StepJob& job) {

@@ -282,6 +282,43 @@ TEST(SpecEngine, AThirdTurnAndTheSecondOfNSamplesHitTheirAnswers) {
   }
 }
 
+// A hit whose snapshot was evicted recomputes the prefix (EngineCore::restore_prefix); MTP then
+// gets only the prefix's last rows (its window, Drafter::hidden_tail), as from a prefill, not all
+// of them. A third turn hits 112 tokens, past v4-small's 64-row window: its tokens and its
+// drafts (the accepted count) are a cold engine's, the window whole (no restart).
+TEST(SpecEngine, ARecomputedHitFeedsMtpItsWindow) {
+  for (const bool async : {false, true}) {
+    SCOPED_TRACE(async ? "async" : "sync");
+    EngineOptions o = chat_options("mtp");
+    o.async_scheduling = async;
+    o.prefix_cache_bytes = 1;  // smaller than any snapshot: every hit is recomputed
+    auto warm = Engine::create(o);
+    auto cold = Engine::create(o);
+    ASSERT_TRUE(warm.ok() && cold.ok());
+    const std::vector<int32_t> t1 = first_turn(**warm);
+    const RequestOutput second = follow_up(**warm, o, joined(t1, {101, 102, 103}), 40, 64);
+    const std::vector<int32_t> third =
+        joined(joined(second.prompt_token_ids, second.outputs.at(0).token_ids), {104, 105});
+    const EngineStats before = (*warm)->stats();
+    ASSERT_TRUE((*warm)->submit(third, greedy(24)).ok());
+    ASSERT_TRUE((*cold)->submit(third, greedy(24)).ok());
+    const std::vector<RequestOutput> hit = (*warm)->run_until_done();
+    const std::vector<RequestOutput> alone = (*cold)->run_until_done();
+    ASSERT_EQ(hit.size(), 1u);
+    ASSERT_EQ(alone.size(), 1u);
+    EXPECT_EQ(hit[0].num_cached_tokens, 112);
+    EXPECT_EQ(hit[0].outputs.at(0).token_ids, alone[0].outputs.at(0).token_ids);
+    const EngineStats after = (*warm)->stats();
+    EXPECT_EQ(after.prefix_recomputes - before.prefix_recomputes, 1);
+    EXPECT_EQ(after.spec_draft_window_restarts, 0);
+    EXPECT_GT((*cold)->stats().spec_accepted_tokens, 0);
+    EXPECT_EQ(after.spec_accepted_tokens - before.spec_accepted_tokens,
+              (*cold)->stats().spec_accepted_tokens);
+    EXPECT_EQ(after.spec_draft_tokens - before.spec_draft_tokens,
+              (*cold)->stats().spec_draft_tokens);
+  }
+}
+
 TEST(SpecEngine, StructuredOutputsAndStopStringsKeepOutputs) {
   std::vector<Req> reqs;
   SamplingParams re = seeded(3, 48);
