@@ -106,7 +106,7 @@ def run(args) -> int:
 
 
 # ops_cuda_perf.cc's report(): "<op, 22 wide> <shape, 34 wide> <ms> ms ...".
-PERF_LINE = re.compile(r"^(sparse_attention(?: by address| 16-head blocks)?)\s+H64 d512 L640 M=(\d+)\s+([\d.]+) ms")
+PERF_LINE = re.compile(r"^(sparse_attention(?: by address| 16-head blocks| no split)?)\s+H64 d512 L640 M=(\d+)\s+([\d.]+) ms")
 
 
 def compare(args) -> int:
@@ -121,7 +121,7 @@ def compare(args) -> int:
         for r in csv.DictReader(f):
             M, fm = int(r["M"]), float(r["ms"])
             for op in ("sparse_attention", "sparse_attention by address",
-                       "sparse_attention 16-head blocks"):
+                       "sparse_attention 16-head blocks", "sparse_attention no split"):
                 if (op, M) in ours:
                     rows.append({"batch": int(r["batch"]), "M": M, "ours": op,
                                  "flashmla_ms": fm, "ours_ms": ours[(op, M)],
