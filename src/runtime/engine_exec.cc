@@ -299,7 +299,8 @@ Status EngineCore::restore_prefix(const sched::ScheduledRequest& sr, SeqExec& e,
   // request's prefill would have (so the state equals that of no hit).
   const int64_t skip = hidden ? 0 : model::upper_skip_rows(0, h, e.upper_from);
   // A drafter whose state reaches back a window (MTP) gets only the prefix's last rows, as
-  // from a prefill (Drafter::hidden_tail): the rows before would be copied out for nothing.
+  // from a prefill (Drafter::hidden_tail): the rows before would be copied out and run through
+  // its block for nothing (on a long recomputed prefix that cost more than the prefix's hit).
   const int64_t tail = hidden && drafter_->hidden_tail() >= 0
                            ? std::min<int64_t>(drafter_->hidden_tail(), h)
                            : -1;
