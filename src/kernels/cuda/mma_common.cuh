@@ -29,43 +29,39 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
+// A shared-memory pointer as a shared-state-space address (32 bits: what ldmatrix and cp.async
+// take; a kernel holding several row addresses across a loop keeps these, not 64-bit pointers).
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 // Four 8x8 matrices of 16-bit values from shared memory: lane l gives the address of row l % 8
 // of matrix l / 8 (16 contiguous bytes); r[m] receives matrix m's row g, elements 2t, 2t + 1
 // (lane 4g + t), the mma's A / B fragment layout.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, unsigned smem_addr);
+__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
 __device__ __forceinline__ void ldmatrix_x4(uint32_t* r, const void* smem) {
-  ldmatrix_x4(r, static_cast<unsigned>(__cvta_generic_to_shared(smem)));
+  ldmatrix_x4(r, smem_addr(smem));
 }
 // The same, transposed: r[m] receives matrix m's elements (2t, g) and (2t + 1, g), i.e. two
 // consecutive rows of one column (a B fragment whose k runs down the stored rows).
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, unsigned smem_addr);
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, const void* smem) {
-  ldmatrix_x4_trans(r, static_cast<unsigned>(__cvta_generic_to_shared(smem)));
-}
-
-// The same two from a shared-state-space address (__cvta_generic_to_shared): 32 bits a pointer
-// where a kernel holds several row addresses across a loop.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t* r, unsigned smem_addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, unsigned smem_addr) {
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t* r, unsigned addr) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr));
+               : "r"(addr));
 }
 
 // cp.async: 16 bytes global -> shared, bypassing L1 (both 16-byte aligned); groups committed
 // and waited on by count.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
 // 4 bytes (both 4-byte aligned).
 __device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(gmem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_addr(smem)), "l"(gmem));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 // Waits until at most kPending of this thread's committed groups are still in flight.

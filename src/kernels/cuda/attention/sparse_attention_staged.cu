@@ -52,10 +52,6 @@ constexpr size_t kFixedBytes = kQsBytes + kKcBytes + kSpBytes + kPsBytes + kDenB
 static_assert(kQsBytes % 16 == 0 && kKcBytes % 16 == 0 && kSpBytes % 16 == 0 &&
               kPsBytes % 16 == 0 && kDenBytes % 16 == 0);
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 size_t staged_smem_bytes(int64_t L) {
   return kFixedBytes + static_cast<size_t>(L) * sizeof(const float*);
 }
