@@ -13,7 +13,8 @@ Two modes:
   flashmla_peer.py compare flashmla.csv perf.log --csv ratio.csv
       joins those times with our sparse attention's in `ops_cuda_test --perf
       --filter=sparse_attention` (the same 64 heads x 640 keys per query row, M = 2 x batch rows;
-      ours reads FP32 rows of 2,048 bytes, by index and by address) and prints ours / FlashMLA.
+      ours reads FP32 rows of 2,048 bytes; every line of that case: our routing by index and by
+      address, and each form the case forces beside it) and prints ours / FlashMLA.
 
 Issue 19's goal: <= 1.0x FlashMLA's time at batch 64-256 and <= 1.2x at batch 2. Values of the
 cache and queries are random (timing does not depend on them): FP8 codes of magnitude < 2 with
@@ -105,33 +106,32 @@ def run(args) -> int:
     return 0
 
 
-# ops_cuda_perf.cc's report(): "<op, 22 wide> <shape, 34 wide> <ms> ms ...".
-PERF_LINE = re.compile(r"^(sparse_attention(?: by address| 16-head blocks| no split)?)\s+H64 d512 L640 M=(\d+)\s+([\d.]+) ms")
+# ops_cuda_perf.cc's report(): "<op, 22 wide> <shape, 34 wide> <ms> ms ...": every line of
+# the sparse_attention case (our kernel as routed, by address, and each forced form beside it).
+PERF_LINE = re.compile(r"^(sparse_attention(?: [^\n]*?)?)\s+H64 d512 L640 M=(\d+)\s+([\d.]+) ms")
 
 
 def compare(args) -> int:
-    ours = {}
+    ours = {}  # (label, M) -> ms, labels in the log's order
     with open(args.perf_log) as f:
         for line in f:
             m = PERF_LINE.match(line)
             if m:
-                ours[(m.group(1), int(m.group(2)))] = float(m.group(3))
+                ours[(m.group(1).rstrip(), int(m.group(2)))] = float(m.group(3))
     rows = []
     with open(args.flashmla_csv) as f:
         for r in csv.DictReader(f):
             M, fm = int(r["M"]), float(r["ms"])
-            for op in ("sparse_attention", "sparse_attention by address",
-                       "sparse_attention 16-head blocks", "sparse_attention no split"):
-                if (op, M) in ours:
+            for (op, m_rows), ms in ours.items():
+                if m_rows == M:
                     rows.append({"batch": int(r["batch"]), "M": M, "ours": op,
-                                 "flashmla_ms": fm, "ours_ms": ours[(op, M)],
-                                 "ours_over_flashmla": ours[(op, M)] / fm})
+                                 "flashmla_ms": fm, "ours_ms": ms, "ours_over_flashmla": ms / fm})
     if not rows:
         print("no matching rows (our perf log lacks M = 2 x batch?)", file=sys.stderr)
         return 1
-    print(f"{'batch':>5} {'M':>5}  {'ours':<28} {'FlashMLA ms':>11} {'ours ms':>9} {'ours/FlashMLA':>13}")
+    print(f"{'batch':>5} {'M':>5}  {'ours':<33} {'FlashMLA ms':>11} {'ours ms':>9} {'ours/FlashMLA':>13}")
     for r in rows:
-        print(f"{r['batch']:>5} {r['M']:>5}  {r['ours']:<28} {r['flashmla_ms']:>11.4f} "
+        print(f"{r['batch']:>5} {r['M']:>5}  {r['ours']:<33} {r['flashmla_ms']:>11.4f} "
               f"{r['ours_ms']:>9.4f} {r['ours_over_flashmla']:>13.2f}")
     if args.csv:
         with open(args.csv, "w", newline="") as f:
