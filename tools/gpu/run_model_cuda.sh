@@ -67,7 +67,7 @@
 #          speed-up, KL, greedy agreement) over REPLAY_PROMPT (default .deps/replay_prompt.txt from
 #          the carry archive: the first 30,000 characters of the default model's held-out text),
 #          keeps REPLAY_KEEP (default 140,190,512); replay.csv, replay.log
-#   flashmla (not default; stop 46: first build failed on CCCL, fixed) FlashMLA built from source beside us, the sparse
+#   flashmla (not default; first run in stop 46) FlashMLA built from source beside us, the sparse
 #          attention peer of issue 19: carry .deps/flashmla.tar.xz (tools/gpu/make_flashmla_carry.sh),
 #          unpacked once into .deps/flashmla (a warm machine keeps its build) and built for sm_90a
 #          by tools/gpu/flashmla_build.sh

@@ -106,7 +106,7 @@ class CudaOps : public Ops {
   // benchmarks' A/B.
   void set_sparse_mma(bool on) { sparse_mma_ = on; }
   // Whether 32+ heads take the staged 64-head tensor-core kernel (default) or the 16-head one:
-  // the perf harness's same-run peer.
+  // the A/B of the perf harness's "16-head blocks" line and of --sparse-16-head.
   void set_sparse_staged(bool on) { sparse_staged_ = on; }
   // Off: few rows skip the split-key path (launch_sparse_attention_split) and take the kernel
   // they would take with many: the perf harness's crossover lines (the split path's threshold
