@@ -100,7 +100,7 @@ TEST(Engine, SameSeedSameTokensAloneInBatchAndAfterPreemption) {
 // pool evicted them meanwhile: in a pool starved enough to preempt, some resumptions hit, and
 // every output equals the unstarved engine's. (The blocks published only at the preemption
 // itself, KvCoordinator::free(id, known), add nothing here: with free(id) the hits are the same
-// 64 tokens. SpecEngine.AChatsNextTurnHitsThePreviousAnswer is what checks that publishing.)
+// 64 tokens; SpecEngine.AChatsNextTurnHitsThePreviousAnswer checks it at a request's end.)
 TEST(Engine, APreemptedRequestResumesFromItsOwnBlocks) {
   std::vector<std::vector<int32_t>> long_prompts;
   for (int i = 0; i < 4; ++i) long_prompts.push_back(engine_test::prompt(20 + 3 * i, 50 + i));
