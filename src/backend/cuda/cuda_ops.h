@@ -105,12 +105,13 @@ class CudaOps : public Ops {
   // kernel instead of the tensor-core one (kernels/cuda/attention/sparse_attention_mma.cu): the
   // benchmarks' A/B.
   void set_sparse_mma(bool on) { sparse_mma_ = on; }
-  // Whether 32+ heads take the staged 64-head tensor-core kernel (default) or the 16-head one:
-  // the A/B of the perf harness's "16-head blocks" line and of --sparse-16-head.
+  // Whether 32+ heads take the staged 64-head tensor-core kernel (default; few rows: its
+  // split-key form) or what ran before it (the 16-head kernel; few rows: the SIMT split): the
+  // A/B of the perf harness's "16-head blocks" / "SIMT split" lines and of --sparse-16-head.
   void set_sparse_staged(bool on) { sparse_staged_ = on; }
-  // Off: few rows skip the split-key path (launch_sparse_attention_split) and take the kernel
-  // they would take with many: the perf harness's crossover lines (the split path's threshold
-  // was set against the 16-head kernel, before the staged one).
+  // Off: few rows skip the split-key forms (the staged kernel's, or
+  // launch_sparse_attention_split's) and take the kernel they would take with many: the perf
+  // harness's "no split" line, the split's crossover.
   void set_sparse_split(bool on) { sparse_split_ = on; }
   // Off: indexer_scores_multi with the BF16 rounding points stays on the SIMT kernel instead of
   // the tensor-core one for runs of rows sharing keys (kernels/cuda/indexer/indexer_mma.cu).

@@ -89,6 +89,25 @@ void allow_dynamic_smem(const void* kernel, int bytes) {
   }
 }
 
+int device_sm_count() {
+  constexpr int kDevices = 64, kFallback = 132;
+  static std::atomic<int> cached[kDevices] = {};  // 0: not yet asked
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kDevices) {
+    cudaGetLastError();
+    return kFallback;
+  }
+  int n = cached[device].load(std::memory_order_relaxed);
+  if (n == 0) {
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || n <= 0) {
+      cudaGetLastError();
+      n = kFallback;
+    }
+    cached[device].store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
 void set_launch_histogram(bool on) { g_histogram_on.store(on, std::memory_order_relaxed); }
 void reset_launch_histogram() {
   const std::lock_guard<std::mutex> lock(g_histogram_mutex);

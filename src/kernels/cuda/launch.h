@@ -56,6 +56,10 @@ cudaError_t launch_probe();
 // launch of those kernels (not timed; small next to a launch).
 void allow_dynamic_smem(const void* kernel, int bytes);
 
+// The calling thread's current device's SM count (cached per device; 132 when no device
+// answers, an H100/H200's): what launchers size a single wave of one-block-per-SM kernels by.
+int device_sm_count();
+
 // Programmatic dependent launch (PDL, sm_90+; DEEPINFER_CUDA_PDL): every kernel of this library
 // is launched with programmatic stream serialization and starts by waiting for the previous
 // kernel of its stream (grid_dependency_sync, common.cuh), so the next kernel's launch overlaps
@@ -279,6 +283,17 @@ bool launch_sparse_attention_mma(MatDesc q, int64_t n_heads, SparseKeys keys, in
 bool launch_sparse_attention_staged(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                     const float* sink, float scale, MatDesc o, bool round_out,
                                     cudaStream_t stream);
+// The staged kernel with the keys split across blocks, for grids under one wave of the card
+// (decode at small batch): three launches (each split's max, then its P·V sums under the row's
+// max, then their combination), the same probabilities as the unsplit kernel, sums associated
+// per split (not batch-invariant). scratch: sparse_attention_staged_split_scratch floats of
+// device memory, 0 when the shape does not fit or calls for no split; returns false, launching
+// nothing, in those cases or when scratch is null.
+int64_t sparse_attention_staged_split_scratch(int64_t rows, int64_t n_heads, SparseKeys keys,
+                                              int64_t L);
+bool launch_sparse_attention_staged_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
+                                          const float* sink, float scale, MatDesc o,
+                                          bool round_out, float* scratch, cudaStream_t stream);
 // The same attention with the keys split across blocks (attention/sparse_attention_split.cu),
 // for grids that would not fill the card. scratch: sparse_attention_split_scratch floats of
 // device memory; that count is 0 when the shape does not call for a split. Returns false (and

@@ -33,7 +33,9 @@ void check_sparse_attention(CaseContext& ctx, SparseShape s,
   const Buf sink = random_buf(ctx.rng, 1, s.H);
   std::vector<int32_t> idx(static_cast<size_t>(s.M * s.L));
   for (auto& i : idx) i = ctx.rng() % 5 == 0 ? -1 : static_cast<int32_t>(ctx.rng() % s.R);
-  for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
+  if (s.M > 1) {
+    for (int64_t j = 0; j < s.L; ++j) idx[static_cast<size_t>(j)] = -1;  // token 0: no key
+  }
   const DBuf dkv_f = dev_copy(ctx, kv_f, 1), dq_f = dev_copy(ctx, q_f, 2);
   const DBuf dkv_b = dev_copy(ctx, kv_b, 1), dq_b = dev_copy(ctx, q_b, 2);
   const BackendMem dsink = dev_array(ctx, sink.v), didx = dev_array(ctx, idx);
@@ -111,9 +113,14 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
 // head dim 512, BF16 probabilities) at V4-Flash's key count (640 = 20 whole chunks of 32, with
 // a fifth of them absent, so most rows end in a partial chunk) and with 80 heads (a full block
 // of 64 and one of 16), with and without the sink, the keys on the host and on the device.
+// Rows 1, 3 and 40 take its split-key form on a card of 132 SMs (16, 16, 11 (40 heads, 333
+// keys) and 3 splits; row 0 of several has no key, so a whole row of splits is empty), 70 rows
+// of 80 heads (140 blocks) the unsplit kernel.
 OP_CASE(sparse_attention_staged, kOnAll, Feature::kSparseAttention, Feature::kAttentionSink,
         Feature::kBf16Probs) {
-  for (SparseShape s : {SparseShape{64, 512, 4096, 640, 40}, SparseShape{80, 512, 900, 200, 40}}) {
+  for (SparseShape s : {SparseShape{64, 512, 4096, 640, 40}, SparseShape{80, 512, 900, 200, 70},
+                        SparseShape{64, 512, 4096, 640, 1}, SparseShape{64, 512, 4096, 640, 3},
+                        SparseShape{40, 512, 700, 333, 3}}) {
     check_sparse_attention(ctx, s, {{true, true, false}, {false, true, true}});
   }
 }

@@ -365,11 +365,14 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
            4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
   };
   // The 16-head tensor-core kernel the staged one replaced at 32+ heads (stop 46), never split:
-  // its same-run peer. Few rows take the split-key path: the staged kernel with the split off
-  // (one block per row) beside it, whose crossover with the split path says where the split
-  // should stop (its threshold was set against the 16-head kernel).
+  // its same-run peer. Few rows take the staged kernel's split-key form: beside it the SIMT
+  // split it replaced (stop 47) and the staged kernel unsplit (one block per row), whose
+  // crossover says where the split should stop.
   timed_with(false, false, "sparse_attention 16-head blocks");
-  if (M < 128) timed_with(true, false, "sparse_attention no split");
+  if (M < 128) {
+    timed_with(false, true, "sparse_attention SIMT split");
+    timed_with(true, false, "sparse_attention no split");
+  }
   // The same keys by address (what the model runs: cache rows read in place).
   std::vector<const float*> rows(idx.size());
   for (size_t i = 0; i < idx.size(); ++i) rows[i] = kv.cmat().row(idx[i]);

@@ -22,6 +22,19 @@
 // The max must be the whole row's before any probability is rounded (ops.h's bf16_probs
 // contract), hence two passes over the keys rather than an online softmax; the second
 // recomputes the scores (64 x 640 FP32 scores would not fit beside the chunk and queries).
+//
+// Few rows (decode: a token's 64 heads are one block, so batch 1 ran on one SM of 132) split
+// the keys across blocks, in the same kernel's two passes as separate launches, so the
+// probabilities stay those of the row's max:
+//   max      split s runs pass 1 over its chunks: its max per head;
+//   partial  split s takes the max over every split (the row's), runs pass 2 over its chunks:
+//            the unnormalised P·V sums and its share of the denominator;
+//   combine  o = (Σ sums in split order) / (Σ denominators + the sink's term).
+// Scores, the max and every BF16 probability are the unsplit kernel's bits; only the FP32 sums
+// over keys are associated per split (a shape-dependent split: not batch-invariant, as the SIMT
+// split it replaces for 32+ heads).
+#include <algorithm>
+
 #include "kernels/cuda/attention/sparse_common.cuh"
 #include "kernels/cuda/mma_common.cuh"
 
@@ -115,9 +128,21 @@ __device__ __forceinline__ void chunk_z(const float* sp_mine, float scale, float
   z[3] = (((p0.w + p1.w) + p2.w) + p3.w) * scale;
 }
 
+// What one launch of the kernel does: the whole attention, or one part of the split form.
+enum class StagedPart { kWhole, kMax, kPartial };
+
+// The split form's scratch, [splits][rows][n_heads] (partial: [..][512]) floats.
+struct SplitParts {
+  float* max = nullptr;
+  float* den = nullptr;
+  float* partial = nullptr;
+};
+
+template <StagedPart kPart>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_staged_kernel(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
-                                   const float* sink, float scale, MatDesc o, bool round_out) {
+                                   const float* sink, float scale, MatDesc o, bool round_out,
+                                   SplitParts parts) {
   grid_dependency_sync();
   extern __shared__ uint4 smem_staged[];
   uint16_t* qs = reinterpret_cast<uint16_t*>(smem_staged);                         // [64][kLd]
@@ -144,11 +169,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   sparse_compact_rows(keys, tok, L, rows, &count);
   __syncthreads();
   const int n = count;
-  if (n == 0) {
+  if (kPart == StagedPart::kWhole && n == 0) {
     for (int64_t i = tid; i < int64_t{hn} * kD; i += kThreads) o.data[tok * o.ld + h0 * kD + i] = 0.0f;
     return;
   }
+  // This block's chunks [c0, c1): all of them, or split blockIdx.z's share (maybe none).
   const int chunks = (n + kChunk - 1) / kChunk;
+  const int per = (chunks + static_cast<int>(gridDim.z) - 1) / static_cast<int>(gridDim.z);
+  const int c0 = min(chunks, static_cast<int>(blockIdx.z) * per), c1 = min(chunks, c0 + per);
+  // Index of (split, token, head h0 + h) in the split form's scratch.
+  const int64_t part_row = (static_cast<int64_t>(blockIdx.z) * gridDim.x + tok) * n_heads + h0;
 
   const int ht = warp & 3, quarter = warp >> 2, mi = lane >> 3, r = lane & 7;
   const int g = lane >> 2, t = lane & 3;
@@ -161,26 +191,45 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int my_h = tid >> 3, my_k = 4 * (tid & 7);  // this thread's head and keys in a chunk
   const float* sp_mine = sp + my_h * kSld + my_k;
 
-  // Pass 1: the max of each head's scores.
+  // Pass 1: the max of each head's scores (the split form: over this split's chunks, or taken
+  // from every split's).
   ChunkLoader next;
-  next.load(rows, n, 0, tid);
+  if (c0 < c1) next.load(rows, n, c0, tid);
   float m = -__int_as_float(0x7f800000);
-  for (int c = 0; c < chunks; ++c) {
-    next.store(kc, tid);
-    __syncthreads();  // kc holds chunk c; every reader of sp's last chunk is done
-    next.load(rows, n, c + 1 < chunks ? c + 1 : 0, tid);  // then pass 2's first chunk
-    chunk_scores(a_row, b_row, sp_row);
-    __syncthreads();  // sp complete (and every reader of kc done)
-    float z[4];
-    chunk_z(sp_mine, scale, z);
+  if constexpr (kPart != StagedPart::kPartial) {
+    for (int c = c0; c < c1; ++c) {
+      next.store(kc, tid);
+      __syncthreads();  // kc holds chunk c; every reader of sp's last chunk is done
+      if (c + 1 < c1) {
+        next.load(rows, n, c + 1, tid);
+      } else if (kPart == StagedPart::kWhole) {
+        next.load(rows, n, c0, tid);  // pass 2's first chunk
+      }
+      chunk_scores(a_row, b_row, sp_row);
+      __syncthreads();  // sp complete (and every reader of kc done)
+      float z[4];
+      chunk_z(sp_mine, scale, z);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if (c * kChunk + my_k + i < n) m = fmaxf(m, z[i]);
+      for (int i = 0; i < 4; ++i) {
+        if (c * kChunk + my_k + i < n) m = fmaxf(m, z[i]);
+      }
+    }
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+    m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
+    if constexpr (kPart == StagedPart::kMax) {
+      if ((tid & 7) == 0 && my_h < hn) parts.max[part_row + my_h] = m;
+      return;
+    }
+  } else {
+    const int64_t stride = static_cast<int64_t>(gridDim.x) * n_heads;  // one split's scratch
+    const int64_t first = static_cast<int64_t>(tok) * n_heads + h0 + my_h;
+    if (my_h < hn) {
+      for (int s = 0; s < static_cast<int>(gridDim.z); ++s) m = fmaxf(m, parts.max[first + s * stride]);
+    } else {
+      m = 0.0f;  // a head past hn: zero queries, every score 0 (its sums are never stored)
     }
   }
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 4));
 
   // Pass 2: the same scores, BF16 probabilities, P·V.
   float den = 0.0f;
@@ -189,12 +238,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const unsigned vb_row =
       smem_addr(kc + (8 * (mi & 1) + r) * kLd + 8 * (mi >> 1) + kQuarter * quarter);
   uint16_t* ps_mine = ps + my_h * kPld + my_k;
-  for (int c = 0; c < chunks; ++c) {
+  for (int c = c0; c < c1; ++c) {
     __syncthreads();  // the last chunk's P·V readers of kc and ps are done
     next.store(kc, tid);
     __syncthreads();  // kc holds chunk c
     chunk_scores(a_row, b_row, sp_row);
-    if (c + 1 < chunks) next.load(rows, n, c + 1, tid);  // after the scores: fewer live registers
+    if (c + 1 < c1) next.load(rows, n, c + 1, tid);  // after the scores: fewer live registers
     __syncthreads();  // sp complete
     float z[4], e[4];
     chunk_z(sp_mine, scale, z);
@@ -223,6 +272,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   den += __shfl_xor_sync(0xffffffffu, den, 1);
   den += __shfl_xor_sync(0xffffffffu, den, 2);
   den += __shfl_xor_sync(0xffffffffu, den, 4);
+  if constexpr (kPart == StagedPart::kPartial) {
+    // The split's unnormalised sums and denominator share; combine_kernel divides.
+    if ((tid & 7) == 0 && my_h < hn) parts.den[part_row + my_h] = den;
+#pragma unroll
+    for (int nt = 0; nt < kTilesPV; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int h = 16 * ht + g + (i >= 2 ? 8 : 0);
+        if (h >= hn) continue;
+        parts.partial[(part_row + h) * kD + kQuarter * quarter + 8 * nt + 2 * t + (i & 1)] =
+            acc[nt][i];
+      }
+    }
+    return;
+  }
   if ((tid & 7) == 0) den_s[my_h] = sink != nullptr && my_h < hn ? den + expf(sink[h0 + my_h] - m) : den;
   __syncthreads();
   // acc[nt]: (head g, channel 8nt + 2t), (g, + 1), (g + 8, 8nt + 2t), (g + 8, + 1) of this warp's
@@ -240,20 +304,113 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// The split form's last step, a block per (token, head) and 4 channels a thread: the row's max
+// (every split's, in split order as the partial launch took it), the denominator and the sums
+// added in split order. A row without keys (max -inf) is zeros, as in the whole kernel.
+__global__ void __launch_bounds__(kD / 4)
+    staged_combine_kernel(int64_t n_heads, int splits, const float* sink, SplitParts parts,
+                          MatDesc o, bool round_out) {
+  grid_dependency_sync();
+  const int64_t tok = blockIdx.x, h = blockIdx.y, c = 4 * threadIdx.x;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * n_heads, first = tok * n_heads + h;
+  float m = -__int_as_float(0x7f800000), den = 0.0f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s = 0; s < splits; ++s) m = fmaxf(m, parts.max[first + s * stride]);
+  float* dst = o.data + tok * o.ld + h * kD + c;  // o's rows may be any view: scalar stores
+  if (m == -__int_as_float(0x7f800000)) {
+    for (int i = 0; i < 4; ++i) dst[i] = 0.0f;
+    return;
+  }
+  for (int s = 0; s < splits; ++s) {
+    den += parts.den[first + s * stride];
+    const float4 p = *reinterpret_cast<const float4*>(parts.partial + (first + s * stride) * kD + c);
+    acc.x += p.x;
+    acc.y += p.y;
+    acc.z += p.z;
+    acc.w += p.w;
+  }
+  if (sink != nullptr) den += expf(sink[h] - m);
+  float v[4] = {acc.x / den, acc.y / den, acc.z / den, acc.w / den};
+  if (round_out) {
+    for (float& x : v) x = bf16_round_d(x);
+  }
+  for (int i = 0; i < 4; ++i) dst[i] = v[i];
+}
+
+// Splits of the keys for rows x head blocks: enough blocks for one wave of the card, at most
+// kMaxSplits, at most one a chunk of L. The cap rather than L's chunk count bounds it for long
+// rows, so the split (and the sums' association) is the same for widths L that differ only in
+// absent keys, as the two key forms of one call do.
+constexpr int64_t kMaxSplits = 16;
+int staged_splits(int64_t rows, int64_t n_heads, int64_t L) {
+  const int64_t blocks = rows * ((n_heads + kHeads - 1) / kHeads);
+  const int64_t chunks = (L + kChunk - 1) / kChunk;
+  const int64_t splits =
+      std::min<int64_t>({device_sm_count() / std::max<int64_t>(blocks, 1), kMaxSplits, chunks});
+  return splits >= 2 ? static_cast<int>(splits) : 0;
+}
+
+int64_t staged_split_floats(int splits, int64_t rows, int64_t n_heads) {
+  return int64_t{splits} * rows * n_heads * (kD + 2);
+}
+
+bool staged_shape_fits(int64_t n_heads, SparseKeys keys, int64_t L) {
+  return keys.d == kD && n_heads >= kHeads / 2 && L <= kMaxSparseKeys;
+}
+
 }  // namespace
 
 bool launch_sparse_attention_staged(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
                                     const float* sink, float scale, MatDesc o, bool round_out,
                                     cudaStream_t stream) {
   const int64_t L1 = L > 0 ? L : 1;
-  if (keys.d != kD || n_heads < kHeads / 2 || L > kMaxSparseKeys) return false;
+  if (!staged_shape_fits(n_heads, keys, L)) return false;
   if (q.rows == 0) return true;
-  allow_dynamic_smem(reinterpret_cast<const void*>(sparse_attention_staged_kernel),
+  const auto kernel = sparse_attention_staged_kernel<StagedPart::kWhole>;
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel),
                      static_cast<int>(staged_smem_bytes(kMaxSparseKeys)));
   const dim3 grid(static_cast<unsigned>(q.rows),
                   static_cast<unsigned>((n_heads + kHeads - 1) / kHeads));
-  launch_kernel(sparse_attention_staged_kernel, grid, kThreads, staged_smem_bytes(L1), stream, q,
-                n_heads, keys, L, sink, scale, o, round_out);
+  launch_kernel(kernel, grid, kThreads, staged_smem_bytes(L1), stream, q, n_heads, keys, L, sink,
+                scale, o, round_out, SplitParts{});
+  return true;
+}
+
+int64_t sparse_attention_staged_split_scratch(int64_t rows, int64_t n_heads, SparseKeys keys,
+                                              int64_t L) {
+  if (!staged_shape_fits(n_heads, keys, L)) return 0;
+  const int splits = staged_splits(rows, n_heads, L);
+  return staged_split_floats(splits, rows, n_heads);
+}
+
+bool launch_sparse_attention_staged_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
+                                          const float* sink, float scale, MatDesc o,
+                                          bool round_out, float* scratch, cudaStream_t stream) {
+  if (!staged_shape_fits(n_heads, keys, L) || scratch == nullptr) return false;
+  const int splits = staged_splits(q.rows, n_heads, L);
+  if (splits == 0) return false;
+  // The sums first (their float4 reads stay 16-byte aligned), then the maxima and denominators.
+  const int64_t per_split = q.rows * n_heads;
+  float* sums = scratch;
+  float* maxima = sums + splits * per_split * kD;
+  const SplitParts parts{maxima, maxima + splits * per_split, sums};
+  const auto max_kernel = sparse_attention_staged_kernel<StagedPart::kMax>;
+  const auto partial_kernel = sparse_attention_staged_kernel<StagedPart::kPartial>;
+  for (const void* k : {reinterpret_cast<const void*>(max_kernel),
+                        reinterpret_cast<const void*>(partial_kernel)}) {
+    allow_dynamic_smem(k, static_cast<int>(staged_smem_bytes(kMaxSparseKeys)));
+  }
+  const dim3 grid(static_cast<unsigned>(q.rows),
+                  static_cast<unsigned>((n_heads + kHeads - 1) / kHeads),
+                  static_cast<unsigned>(splits));
+  const size_t smem = staged_smem_bytes(L > 0 ? L : 1);
+  launch_kernel(max_kernel, grid, kThreads, smem, stream, q, n_heads, keys, L, sink, scale, o,
+                round_out, parts);
+  launch_kernel(partial_kernel, grid, kThreads, smem, stream, q, n_heads, keys, L, sink, scale, o,
+                round_out, parts);
+  launch_kernel(staged_combine_kernel,
+                dim3(static_cast<unsigned>(q.rows), static_cast<unsigned>(n_heads)), kD / 4, 0,
+                stream, n_heads, splits, sink, parts, o, round_out);
   return true;
 }
 
