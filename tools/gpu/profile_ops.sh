@@ -2,7 +2,9 @@
 # Where an op's time goes on the GPU machine, kernel by kernel: builds ops_cuda_test (minimal
 # CUDA tree, sm_90a) and runs its perf mode for PERF_FILTER under Nsight Systems (per-kernel
 # time table) and Nsight Compute (NCU_KERNEL regex, NCU_COUNT launches after NCU_SKIP, the
-# sections below), from the repository root:
+# sections below; NCU_NAME_BASE: how NCU_KERNEL is matched, ncu's --kernel-name-base: function
+# (default), demangled (template arguments included, e.g. NCU_KERNEL='StagedPart\)0' for one
+# instantiation) or mangled), from the repository root:
 #
 #   PERF_FILTER=moe_experts NCU_KERNEL=grouped_mma tools/gpu/profile_ops.sh
 #
@@ -25,7 +27,7 @@ if [ -n "$NSYS" ]; then
   rm -f "$OUT"/prof.nsys-rep "$OUT"/prof.sqlite
 else echo "nsys: not found" > "$OUT/nsys.txt"; fi
 if [ -n "$NCU" ] && [ -n "${NCU_KERNEL:-}" ]; then
-  timeout 300 "$NCU" --kernel-name "regex:$NCU_KERNEL" --launch-skip "${NCU_SKIP:-0}" --launch-count "${NCU_COUNT:-2}" \
+  timeout 300 "$NCU" --kernel-name-base "${NCU_NAME_BASE:-function}" --kernel-name "regex:$NCU_KERNEL" --launch-skip "${NCU_SKIP:-0}" --launch-count "${NCU_COUNT:-2}" \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section InstructionStats \
     --section SchedulerStats --section WarpStateStats --section Occupancy --section MemoryWorkloadAnalysis \
     "$BIN" "${ARGS[@]}" > "$OUT/ncu.txt" 2>&1
