@@ -21,6 +21,9 @@
 //   --sparse-16-head     sparse attention with BF16 probabilities at 32+ heads on the 16-head
 //                        tensor-core kernel instead of the staged 64-head one
 //                        (CudaOps::set_sparse_staged(false)): the A/B of the staged kernel.
+//   --simt-sparse-split  few rows (decode at small batch) of that attention split their keys
+//                        on the SIMT kernel instead of the staged one
+//                        (CudaOps::set_sparse_staged_split(false)): the A/B of the staged split.
 #pragma once
 
 #include <cstdio>
@@ -40,6 +43,7 @@ struct BackendSwitches {
   int sample_cluster = 0;
   bool pageable_outputs = false;
   bool sparse_staged = true;
+  bool sparse_staged_split = true;
 
   // True when `flag` is one of the switches above (and taken).
   bool parse(const std::string& flag) {
@@ -68,6 +72,8 @@ struct BackendSwitches {
       pageable_outputs = true;
     } else if (flag == "--sparse-16-head") {
       sparse_staged = false;
+    } else if (flag == "--simt-sparse-split") {
+      sparse_staged_split = false;
     } else {
       return false;
     }
@@ -80,6 +86,7 @@ struct BackendSwitches {
     ops.set_hc_dot_tokens(hc_dot_tokens);
     ops.set_sample_cluster(sample_cluster);
     ops.set_sparse_staged(sparse_staged);
+    ops.set_sparse_staged_split(sparse_staged_split);
     backend::set_host_pinning(!pageable_outputs);
   }
 };

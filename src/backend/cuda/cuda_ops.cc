@@ -509,20 +509,16 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
   // kernels, outside batch-invariant mode (their sums are associated differently from the group
   // kernel's, which batch-invariant mode keeps for every row count, decode included).
   const bool tensor_cores = bf16_probs && sparse_mma_ && !batch_invariant_;
-  // 32 heads and more (V4's 64): the staged kernel, 64 heads a block; with rows too few to
-  // fill the card (decode at small batch) its keys split across blocks.
-  if (tensor_cores && sparse_staged_) {
-    const int64_t split =
-        sparse_split_ ? kc::sparse_attention_staged_split_scratch(q.rows, n_heads, keys, L) : 0;
-    if (split > 0 && kc::launch_sparse_attention_staged_split(
-                         md(q), n_heads, keys, L, dsink, scale, md(o), round_out,
-                         arena().alloc_n<float>(split), stream_)) {
-      return;
-    }
-    if (kc::launch_sparse_attention_staged(md(q), n_heads, keys, L, dsink, scale, md(o),
-                                           round_out, stream_)) {
-      return;
-    }
+  // 32 heads and more (V4's 64) with rows too few to fill the card (decode at small batch):
+  // the staged kernel's keys split across blocks.
+  const int64_t staged_split =
+      tensor_cores && sparse_staged_ && sparse_staged_split_ && sparse_split_
+          ? kc::sparse_attention_staged_split_scratch(q.rows, n_heads, keys, L)
+          : 0;
+  if (staged_split > 0 && kc::launch_sparse_attention_staged_split(
+                              md(q), n_heads, keys, L, dsink, scale, md(o), round_out,
+                              arena().alloc_n<float>(staged_split), stream_)) {
+    return;
   }
   // Few rows otherwise (fewer heads, FP32 probabilities): the SIMT kernel's keys split across
   // blocks, except in batch-invariant mode (the split changes the P·V sums' association with
@@ -535,9 +531,12 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
                                         round_out, arena().alloc_n<float>(split), stream_)) {
     return;
   }
-  // Fewer than 32 heads: the 16-head tensor-core kernel.
-  if (tensor_cores && kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale,
-                                                      md(o), round_out, stream_)) {
+  // The tensor-core kernels: 64 heads a block from 32 heads, else 16.
+  if (tensor_cores &&
+      ((sparse_staged_ && kc::launch_sparse_attention_staged(md(q), n_heads, keys, L, dsink,
+                                                             scale, md(o), round_out, stream_)) ||
+       kc::launch_sparse_attention_mma(md(q), n_heads, keys, L, dsink, scale, md(o), round_out,
+                                       stream_))) {
     return;
   }
   kc::launch_sparse_attention(md(q), n_heads, keys, L, dsink, scale, bf16_probs, md(o), round_out,

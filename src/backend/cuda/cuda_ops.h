@@ -107,8 +107,12 @@ class CudaOps : public Ops {
   void set_sparse_mma(bool on) { sparse_mma_ = on; }
   // Whether 32+ heads take the staged 64-head tensor-core kernel (default; few rows: its
   // split-key form) or what ran before it (the 16-head kernel; few rows: the SIMT split): the
-  // A/B of the perf harness's "16-head blocks" / "SIMT split" lines and of --sparse-16-head.
+  // A/B of the perf harness's "16-head blocks" line and of --sparse-16-head.
   void set_sparse_staged(bool on) { sparse_staged_ = on; }
+  // Off: few rows of 32+ heads split their keys on the SIMT kernel
+  // (launch_sparse_attention_split, what ran before stop 47) instead of the staged kernel's
+  // split form: the A/B of the perf harness's "SIMT split" line and of --simt-sparse-split.
+  void set_sparse_staged_split(bool on) { sparse_staged_split_ = on; }
   // Off: few rows skip the split-key forms (the staged kernel's, or
   // launch_sparse_attention_split's) and take the kernel they would take with many: the perf
   // harness's "no split" line, the split's crossover.
@@ -367,6 +371,7 @@ class CudaOps : public Ops {
   bool grouped_linear_ = true;
   bool sparse_mma_ = true;
   bool sparse_staged_ = true;
+  bool sparse_staged_split_ = true;
   bool sparse_split_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi

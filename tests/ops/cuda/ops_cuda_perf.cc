@@ -352,14 +352,16 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
            4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
   }
   // The same call on the GPU backend with its sparse-attention routing changed, under `label`.
-  const auto timed_with = [&](bool staged, bool split, const char* label) {
+  const auto timed_with = [&](bool staged, bool staged_split, bool split, const char* label) {
     p.gpu->set_sparse_staged(staged);
+    p.gpu->set_sparse_staged_split(staged_split);
     p.gpu->set_sparse_split(split);
     const double ms = time_ms(*p.gpu, [&] {
       p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
                               0.044f, true, o.mat());
     });
     p.gpu->set_sparse_staged(true);
+    p.gpu->set_sparse_staged_split(true);
     p.gpu->set_sparse_split(true);
     report(p, label, "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
            4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
@@ -368,10 +370,10 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
   // its same-run peer. Few rows take the staged kernel's split-key form: beside it the SIMT
   // split it replaced (stop 47) and the staged kernel unsplit (one block per row), whose
   // crossover says where the split should stop.
-  timed_with(false, false, "sparse_attention 16-head blocks");
+  timed_with(false, false, false, "sparse_attention 16-head blocks");
   if (M < 128) {
-    timed_with(false, true, "sparse_attention SIMT split");
-    timed_with(true, false, "sparse_attention no split");
+    timed_with(true, false, true, "sparse_attention SIMT split");
+    timed_with(true, true, false, "sparse_attention no split");
   }
   // The same keys by address (what the model runs: cache rows read in place).
   std::vector<const float*> rows(idx.size());
