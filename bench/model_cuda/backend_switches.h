@@ -21,9 +21,10 @@
 //   --sparse-16-head     sparse attention with BF16 probabilities at 32+ heads on the 16-head
 //                        tensor-core kernel instead of the staged 64-head one
 //                        (CudaOps::set_sparse_staged(false)): the A/B of the staged kernel.
-//   --simt-sparse-split  few rows (decode at small batch) of that attention split their keys
-//                        on the SIMT kernel instead of the staged one
-//                        (CudaOps::set_sparse_staged_split(false)): the A/B of the staged split.
+//   --staged-sparse-split  few rows (decode at small batch) of that attention split their
+//                        keys on the staged kernel instead of the SIMT one
+//                        (CudaOps::set_sparse_staged_split(true); off by default until its first
+//                        GPU run): the A/B of the staged split.
 #pragma once
 
 #include <cstdio>
@@ -43,7 +44,7 @@ struct BackendSwitches {
   int sample_cluster = 0;
   bool pageable_outputs = false;
   bool sparse_staged = true;
-  bool sparse_staged_split = true;
+  bool sparse_staged_split = false;
 
   // True when `flag` is one of the switches above (and taken).
   bool parse(const std::string& flag) {
@@ -72,8 +73,8 @@ struct BackendSwitches {
       pageable_outputs = true;
     } else if (flag == "--sparse-16-head") {
       sparse_staged = false;
-    } else if (flag == "--simt-sparse-split") {
-      sparse_staged_split = false;
+    } else if (flag == "--staged-sparse-split") {
+      sparse_staged_split = true;
     } else {
       return false;
     }

@@ -16,7 +16,7 @@
 // --batch-invariant: the CUDA backend's batch-invariant mode (what DEEPINFER_BATCH_INVARIANT=1
 // selects), to show what it costs.
 // --fused-act-quant, --unfused-small-ops, --ungrouped-linear, --hc-dot-tokens=N (1-1024),
-// --sample-cluster=N (1, 2, 4, 8), --pageable-outputs, --sparse-16-head, --simt-sparse-split: the CudaOps A/B switches
+// --sample-cluster=N (1, 2, 4, 8), --pageable-outputs, --sparse-16-head, --staged-sparse-split: the CudaOps A/B switches
 // (backend_switches.h says what each does).
 // --profile: after each batch's timed steps, one more step through backend::ProfilingOps
 // (every op synchronised and timed) prints where the step's time goes, op by op.

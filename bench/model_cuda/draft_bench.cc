@@ -28,7 +28,7 @@
 // (kernels::cuda::kernel_launches() over one more run of each with replay off; cuBLAS calls not
 // counted): what a launch-bound step costs is mostly how many there are.
 // --fused-act-quant, --unfused-small-ops, --ungrouped-linear, --hc-dot-tokens=N (1-1024),
-// --sample-cluster=N (1, 2, 4, 8), --pageable-outputs, --sparse-16-head, --simt-sparse-split: the CudaOps A/B switches
+// --sample-cluster=N (1, 2, 4, 8), --pageable-outputs, --sparse-16-head, --staged-sparse-split: the CudaOps A/B switches
 // (backend_switches.h says what each does).
 // --profile: one more draft, decode step and verify step each through backend::ProfilingOps
 // (every op synchronised and timed, so nothing is recorded as a CUDA graph; each profiled once

@@ -510,7 +510,8 @@ void CudaOps::launch_sparse(CMat q, int64_t n_heads, const kc::SparseKeys& keys,
   // kernel's, which batch-invariant mode keeps for every row count, decode included).
   const bool tensor_cores = bf16_probs && sparse_mma_ && !batch_invariant_;
   // 32 heads and more (V4's 64) with rows too few to fill the card (decode at small batch):
-  // the staged kernel's keys split across blocks.
+  // the staged kernel's keys split across blocks, when set_sparse_staged_split is on (off by
+  // default until its first GPU run; then the SIMT split below serves them).
   const int64_t staged_split =
       tensor_cores && sparse_staged_ && sparse_staged_split_ && sparse_split_
           ? kc::sparse_attention_staged_split_scratch(q.rows, n_heads, keys, L)

@@ -109,9 +109,12 @@ class CudaOps : public Ops {
   // split-key form) or what ran before it (the 16-head kernel; few rows: the SIMT split): the
   // A/B of the perf harness's "16-head blocks" line and of --sparse-16-head.
   void set_sparse_staged(bool on) { sparse_staged_ = on; }
-  // Off: few rows of 32+ heads split their keys on the SIMT kernel
-  // (launch_sparse_attention_split, what ran before stop 47) instead of the staged kernel's
-  // split form: the A/B of the perf harness's "SIMT split" line and of --simt-sparse-split.
+  // On: few rows of 32+ heads (decode at small batch) split their keys on the staged kernel
+  // (launch_sparse_attention_staged_split) instead of the SIMT kernel
+  // (launch_sparse_attention_split). Off by default until its first GPU run (written in stop
+  // 47 while no GPU was lent): ops_cuda_test runs the staged op case again with it on
+  // ("sparse_attention_staged_split_cuda"); the perf harness's "staged split" line and
+  // --staged-sparse-split are its A/B.
   void set_sparse_staged_split(bool on) { sparse_staged_split_ = on; }
   // Off: few rows skip the split-key forms (the staged kernel's, or
   // launch_sparse_attention_split's) and take the kernel they would take with many: the perf
@@ -371,7 +374,7 @@ class CudaOps : public Ops {
   bool grouped_linear_ = true;
   bool sparse_mma_ = true;
   bool sparse_staged_ = true;
-  bool sparse_staged_split_ = true;
+  bool sparse_staged_split_ = false;
   bool sparse_split_ = true;
   bool indexer_mma_ = true;
   std::vector<kernels::cuda::IndexerTile> indexer_tiles_;  // scratch of indexer_scores_multi

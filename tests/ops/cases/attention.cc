@@ -113,9 +113,10 @@ OP_CASE(sparse_attention, kOnAll, Feature::kSparseAttention, Feature::kAttention
 // head dim 512, BF16 probabilities) at V4-Flash's key count (640 = 20 whole chunks of 32, with
 // a fifth of them absent, so most rows end in a partial chunk) and with 80 heads (a full block
 // of 64 and one of 16), with and without the sink, the keys on the host and on the device.
-// Rows 1, 3 and 40 take its split-key form on a card of 132 SMs (16, 16, 11 (40 heads, 333
-// keys) and 3 splits; row 0 of several has no key, so a whole row of splits is empty), 70 rows
-// of 80 heads (140 blocks) the unsplit kernel.
+// Rows 1, 3 and 40 take its split-key form on a card of 132 SMs when that is on (16, 16, 11
+// (40 heads, 333 keys) and 3 splits; row 0 of several has no key, so a whole row of splits is
+// empty; ops_cuda_test runs this case again with CudaOps::set_sparse_staged_split on), else
+// the SIMT split; 70 rows of 80 heads (140 blocks) the unsplit kernel.
 OP_CASE(sparse_attention_staged, kOnAll, Feature::kSparseAttention, Feature::kAttentionSink,
         Feature::kBf16Probs) {
   for (SparseShape s : {SparseShape{64, 512, 4096, 640, 40}, SparseShape{80, 512, 900, 200, 70},

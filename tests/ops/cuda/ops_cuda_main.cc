@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
       std::printf("%s (%s)\n", c.name, testing::on_backends_name(c.on));
     }
     std::printf("%s (cuda)\n", kFusedCase);
+    std::printf("sparse_attention_staged_split_cuda (cuda)\n");
     return 0;
   }
   const deepinfer::Status avail = cuda::cuda_available(0);
@@ -144,6 +145,28 @@ int main(int argc, char** argv) {
     std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", c.name,
                 ctx.checks - checks_before);
     std::fflush(stdout);
+  }
+  // The staged sparse attention's split-key form (off by default until its first GPU run:
+  // CudaOps::set_sparse_staged_split): the staged op case again with it on.
+  constexpr const char* kStagedSplitCase = "sparse_attention_staged_split_cuda";
+  if (selected(kStagedSplitCase)) {
+    const int failures_before = ctx.failures, checks_before = ctx.checks;
+    std::printf("[ RUN  ] %s\n", kStagedSplitCase);
+    gpu.value()->set_sparse_staged_split(true);
+    for (const OpCase& c : testing::op_cases()) {
+      if (std::strcmp(c.name, "sparse_attention_staged") == 0) testing::run_case(c, ctx);
+    }
+    gpu.value()->set_sparse_staged_split(false);
+    const cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess) {
+      std::printf("  FAIL CUDA error after case: %s\n", cudaGetErrorString(e));
+      ++ctx.failures;
+    }
+    ++cases;
+    const bool ok = ctx.failures == failures_before && ctx.checks > checks_before;
+    failed_cases += ok ? 0 : 1;
+    std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", kStagedSplitCase,
+                ctx.checks - checks_before);
   }
   if (selected(kFusedCase)) {
     const int failures_before = ctx.failures, checks_before = ctx.checks;

@@ -360,20 +360,20 @@ void perf_sparse_attention(Perf& p, std::mt19937& rng, int64_t M) {
       p.gpu->sparse_attention(q.cmat(), H, kv.cmat(), didx.as<int32_t>(), L, sink.mem.as<float>(),
                               0.044f, true, o.mat());
     });
-    p.gpu->set_sparse_staged(true);
-    p.gpu->set_sparse_staged_split(true);
+    p.gpu->set_sparse_staged(true);  // the defaults
+    p.gpu->set_sparse_staged_split(false);
     p.gpu->set_sparse_split(true);
     report(p, label, "H64 d512 L640 M=" + std::to_string(M), ms, 4.0 * M * H * L * d,
            4.0 * (2.0 * M * H * d + static_cast<double>(M) * L * d));
   };
   // The 16-head tensor-core kernel the staged one replaced at 32+ heads (stop 46), never split:
-  // its same-run peer. Few rows take the staged kernel's split-key form: beside it the SIMT
-  // split it replaced (stop 47) and the staged kernel unsplit (one block per row), whose
-  // crossover says where the split should stop.
+  // its same-run peer. Few rows take the SIMT split by default: beside it the staged kernel's
+  // split form (stop 47, off until its first GPU run) and the staged kernel unsplit (one block
+  // per row), whose crossovers say which few-row form should run where.
   timed_with(false, false, false, "sparse_attention 16-head blocks");
   if (M < 128) {
-    timed_with(true, false, true, "sparse_attention SIMT split");
-    timed_with(true, true, false, "sparse_attention no split");
+    timed_with(true, true, true, "sparse_attention staged split");
+    timed_with(true, false, false, "sparse_attention no split");
   }
   // The same keys by address (what the model runs: cache rows read in place).
   std::vector<const float*> rows(idx.size());
