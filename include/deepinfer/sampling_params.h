@@ -7,8 +7,10 @@
 //     does it, see effective_temperature()) because smaller values overflow the softmax.
 //   - seq_seed replaces vLLM's `seed` (the name DeepInfer's original uses); a request without
 //     one is given a seed by the engine at submission, so sampling is always counter-based.
-//   - no logit_bias / allowed_token_ids / bad_words yet (see README in the
-//     issue note); structured output arrives as a token bitmask instead (SampleContext). The
+//   - logit_bias is a map of token id to bias in [-100, 100] (OpenAI's range; vLLM takes any
+//     float), at most kMaxLogitBias entries.
+//   - no allowed_token_ids / bad_words yet; structured output arrives as a token bitmask
+//     instead (SampleContext). The
 //     constraint itself (`structured`) is carried here so that it travels with the request
 //     through the public Engine API; the engine compiles and checks it at submit (the
 //     compiler's error is the validation), validate() does not look at it.
@@ -21,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +38,8 @@ struct SamplingParams {
   static constexpr float kMinTemperature = 0.01f;  // vLLM's _MAX_TEMP clamp
   static constexpr float kMaxTemperature = 2.0f;   // vLLM (and OpenAI): temperature in [0, 2]
   static constexpr float kMaxAbsPenalty = 2.0f;    // presence/frequency in [-2, 2]
+  static constexpr float kMaxAbsLogitBias = 100.0f;  // OpenAI's logit_bias range
+  static constexpr size_t kMaxLogitBias = 4096;      // entries (docs/limits.md)
 
   // Number of independent samples per prompt; sample i draws from the RNG stream i.
   int32_t n = 1;
@@ -54,6 +59,11 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   // Subtracted (x the number of occurrences in the OUTPUT) from each token's logit. [-2, 2].
   float frequency_penalty = 0.0f;
+  // Added to the logit of each listed token id before the penalties, temperature and filters
+  // (vLLM's order), greedy requests included; [-100, 100] each. -100 all but bans a token and
+  // +100 all but forces it; a token the grammar or min_tokens masked stays masked. Logprobs
+  // stay those of the raw logits, as for every other processor.
+  std::map<int32_t, float> logit_bias;
   // Maximum number of generated tokens; nullopt = until the context limit (engine's check).
   std::optional<int32_t> max_tokens = 16;
   // EOS and stop token ids are masked out until this many tokens were generated.
@@ -102,6 +112,8 @@ struct SamplingParams {
   float effective_temperature() const {
     return temperature > 0.0f && temperature < kMinTemperature ? kMinTemperature : temperature;
   }
+  // Whether the draw needs the host sampler's processors beyond the filters of a SampleSpec.
+  bool has_logit_processors() const { return has_penalties() || !logit_bias.empty(); }
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }

@@ -125,6 +125,15 @@ SamplingParams params_from_dict(const nb::dict& d) {
         }
         p.seq_seed = nb::cast<uint64_t>(v);
       }
+    } else if (key == "logit_bias") {
+      if (!none) {
+        if (!PyDict_Check(v.ptr())) {
+          raise_value("SamplingParams.logit_bias must be a dict {token_id: bias}");
+        }
+        for (auto [t, b] : nb::cast<nb::dict>(v)) {
+          p.logit_bias[get_int(t, "logit_bias (a token id)")] = get_float(b, "logit_bias (a bias)");
+        }
+      }
     } else if (key == "prompt_logprobs") {
       p.prompt_logprobs = none ? std::nullopt : std::optional(get_int(v, kc));
     } else if (key == "truncate_prompt_tokens") {

@@ -26,7 +26,7 @@ _ENGINE_FIELDS = (
     "n", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "presence_penalty",
     "frequency_penalty", "max_tokens", "min_tokens", "stop", "stop_token_ids",
     "include_stop_str_in_output", "ignore_eos", "logprobs", "seq_seed", "prompt_logprobs",
-    "skip_special_tokens", "detokenize", "truncate_prompt_tokens",
+    "skip_special_tokens", "detokenize", "truncate_prompt_tokens", "logit_bias",
 )
 
 
@@ -80,6 +80,7 @@ class SamplingParams:
         skip_special_tokens: bool = True,
         detokenize: bool = True,
         truncate_prompt_tokens: int | None = None,
+        logit_bias: dict[int, float] | None = None,
         **unknown: Any,
     ):
         if unknown:
@@ -111,6 +112,12 @@ class SamplingParams:
         self.skip_special_tokens = skip_special_tokens
         self.detokenize = detokenize
         self.truncate_prompt_tokens = truncate_prompt_tokens
+        # Added to those tokens' logits before penalties, temperature and filters (vLLM's
+        # order), greedy requests too; each bias in [-100, 100] (OpenAI's range).
+        if logit_bias is not None and not isinstance(logit_bias, dict):
+            raise ValueError("SamplingParams.logit_bias must be a dict {token_id: bias}, got "
+                             f"{type(logit_bias).__name__}")
+        self.logit_bias = dict(logit_bias) if logit_bias else None
         _core.validate_sampling_params(self.to_engine_dict())
         _check_so_args(so_args)
 

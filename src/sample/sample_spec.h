@@ -30,7 +30,7 @@ inline constexpr int32_t kSampleNonFinite = -2;  // the row holds a NaN or +inf
 
 // Whether a request's next draw (at output position `position`) is only the filters above.
 inline bool backend_samplable(const SamplingParams& p, uint64_t position, bool has_bitmask) {
-  return !has_bitmask && !p.has_penalties() && !p.logprobs &&
+  return !has_bitmask && !p.has_logit_processors() && !p.logprobs &&
          position >= static_cast<uint64_t>(p.min_tokens);
 }
 

@@ -104,6 +104,14 @@ Status Sampler::mask_and_penalise(const SampleContext& ctx) {
     mask_tokens(row, ctx.eos_token_ids);
     mask_tokens(row, p.stop_token_ids);
   }
+  // logit_bias before the penalties (vLLM's order); -inf (masked) stays -inf.
+  for (const auto& [token, bias] : p.logit_bias) {
+    if (token < 0 || static_cast<size_t>(token) >= row.size()) {
+      return invalid_argument("logit_bias names token " + std::to_string(token) +
+                              ", outside the vocabulary of " + std::to_string(row.size()));
+    }
+    row[static_cast<size_t>(token)] += bias;
+  }
   if (p.has_penalties() && ctx.history != nullptr) {
     return apply_penalties(row, *ctx.history, p.repetition_penalty, p.presence_penalty,
                            p.frequency_penalty);

@@ -14,7 +14,8 @@
 // entry (and no logarithms), and because a fixed walking order makes it exactly
 // reproducible; a GPU kernel reproduces it with an ordered block scan.
 //
-// Pipeline (vLLM v1 order, processors.h): bitmask -> raw logprobs -> min_tokens -> penalties
+// Pipeline (vLLM v1 order, processors.h): bitmask -> raw logprobs -> min_tokens -> logit_bias
+// -> penalties
 // -> greedy argmax (temperature == 0) | temperature -> min_p -> top_k -> top_p -> draw.
 #pragma once
 

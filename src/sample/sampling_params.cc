@@ -18,6 +18,13 @@ Status bad(const std::string& name, const std::string& value, const std::string&
   return invalid_argument("sampling parameter " + name + " = " + value + " is invalid: " + range);
 }
 
+// "{token: bias}" (an ostringstream: GCC 12's -Wrestrict misfires on the concatenation).
+std::string bias_entry(int32_t token, float bias) {
+  std::ostringstream os;
+  os << '{' << token << ": " << bias << '}';
+  return os.str();
+}
+
 }  // namespace
 
 Status SamplingParams::validate() const {
@@ -91,6 +98,18 @@ Status SamplingParams::validate() const {
       return bad("stop[" + std::to_string(i) + "]", "\"\"", "stop strings must not be empty");
     }
   }
+  if (logit_bias.size() > kMaxLogitBias) {
+    return bad("logit_bias", std::to_string(logit_bias.size()) + " entries",
+               "it may bias at most " + std::to_string(kMaxLogitBias) + " tokens");
+  }
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0) {
+      return bad("logit_bias", bias_entry(token, bias), "token ids must be non-negative");
+    }
+    if (!(bias >= -kMaxAbsLogitBias && bias <= kMaxAbsLogitBias)) {
+      return bad("logit_bias", bias_entry(token, bias), "each bias must be in [-100, 100]");
+    }
+  }
   return Status::ok_status();
 }
 
@@ -102,6 +121,11 @@ Status SamplingParams::validate(int64_t vocab_size) const {
           "stop_token_ids[" + std::to_string(i) + "]", std::to_string(stop_token_ids[i]),
           "token ids must be in [0, " + std::to_string(vocab_size) + ") (the model's vocabulary)");
     }
+  }
+  if (!logit_bias.empty() && logit_bias.rbegin()->first >= vocab_size) {  // the largest id
+    return bad("logit_bias", bias_entry(logit_bias.rbegin()->first, logit_bias.rbegin()->second),
+               "token ids must be in [0, " + std::to_string(vocab_size) +
+                   ") (the model's vocabulary)");
   }
   return Status::ok_status();
 }

@@ -111,8 +111,13 @@ def test_structural_errors(server):
                      {"messages": [{"role": "tool", "content": "x", "tool_call_id": "nope"}]}), 400,
                 param="messages")
     check_error(post(server.url, "/v1/completions", {"prompt": [[1, 99999999]]}), 400)
-    check_error(post(server.url, "/v1/chat/completions",
-                     {"messages": USER, "logit_bias": {"5": 10}}), 400, param="logit_bias")
+    for bad_bias in ({"5": 150}, {"5": -100.5}, {"five": 1}, {"-3": 1}, {"5": "10"}, [5, 10],
+                     {str(i): 1 for i in range(4097)}):
+        check_error(post(server.url, "/v1/chat/completions",
+                         {"messages": USER, "logit_bias": bad_bias}), 400, param="logit_bias")
+    # A token id past the model's vocabulary: refused when the engine takes the request.
+    check_error(post(server.url, "/v1/completions",
+                     {"prompt": "x", "logit_bias": {"99999999": 1}}), 400)
     check_error(post(server.url, "/v1/chat/completions",
                      {"messages": USER, "tool_choice": "required"}), 400, param="tool_choice")
     r = post(server.url, "/v1/messages", {"messages": USER})  # max_tokens is required

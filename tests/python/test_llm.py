@@ -113,10 +113,28 @@ def test_stop_token_ids_and_max_tokens(tiny):
     ({"bogus_key": 1}, "bogus_key"),
     ({"so_args": {"schema_type": "xml", "schema": "x"}}, "schema_type"),
     ({"so_args": {"schema_type": "regex"}}, "schema"),
+    ({"logit_bias": {5: 101.0}}, "logit_bias"),
+    ({"logit_bias": {-1: 1.0}}, "logit_bias"),
+    ({"logit_bias": {"5": 1.0}}, "logit_bias"),
+    ({"logit_bias": [5]}, "logit_bias"),
 ])
 def test_invalid_sampling_params_raise_value_error(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
         SamplingParams(**kwargs)
+
+
+def test_logit_bias_forces_and_bans_tokens(tiny):
+    base = tiny.generate([PROMPTS[1]], greedy(6), use_tqdm=False)[0].outputs[0].token_ids
+    forced = tiny.generate([PROMPTS[1]], greedy(6, logit_bias={9: 100.0}),
+                           use_tqdm=False)[0].outputs[0].token_ids
+    assert forced == [9] * 6 != base
+    banned = tiny.generate([PROMPTS[1]], greedy(6, logit_bias={t: -100.0 for t in set(base)}),
+                           use_tqdm=False)[0].outputs[0].token_ids
+    assert not set(banned) & set(base)
+    p = greedy(6, logit_bias={9: 100.0})
+    assert p.clone(max_tokens=2).logit_bias == {9: 100.0}
+    with pytest.raises(ValueError, match="logit_bias"):  # past the vocabulary: at generate
+        tiny.generate([PROMPTS[1]], greedy(2, logit_bias={1 << 30: 1.0}), use_tqdm=False)
 
 
 def test_so_args_refused_at_generate_not_ignored(tiny):

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include "api.h"
 #include "deepinfer/input_limits.h"
@@ -139,6 +140,34 @@ std::vector<std::string> get_stop(const Json& j, const char* key) {
   return out;
 }
 
+// OpenAI's logit_bias: an object from token ids (as JSON keys: decimal strings) to biases
+// (numbers; their range is SamplingParams::validate's).
+std::map<int32_t, float> get_logit_bias(const Json& lb) {
+  if (!lb.is_object()) {
+    throw bad_request("'logit_bias' must be an object from token ids to biases, e.g. {\"50256\": -100}",
+                      "logit_bias");
+  }
+  if (lb.size() > SamplingParams::kMaxLogitBias) {
+    over_limit(format_count(lb.size()) + " entries in 'logit_bias'", SamplingParams::kMaxLogitBias,
+               "SamplingParams::kMaxLogitBias", "bias fewer tokens", "logit_bias");
+  }
+  std::map<int32_t, float> out;
+  for (const auto& [key, value] : lb.items()) {
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const int64_t id = digits ? std::stoll(key) : -1;
+    if (!digits || id > std::numeric_limits<int32_t>::max()) {
+      throw bad_request("'logit_bias' key '" + key.substr(0, 32) + "' is not a token id (a decimal "
+                        "integer in [0, 2^31))", "logit_bias");
+    }
+    if (!value.is_number()) {
+      throw bad_request("'logit_bias' value for token " + key + " must be a number", "logit_bias");
+    }
+    out[static_cast<int32_t>(id)] = static_cast<float>(value.get<double>());
+  }
+  return out;
+}
+
 // The sampling fields shared by chat and completions (OpenAI names plus vLLM's extensions).
 void parse_sampling(const Json& j, GenerationSpec& spec) {
   SamplingParams& p = spec.params;
@@ -177,9 +206,7 @@ void parse_sampling(const Json& j, GenerationSpec& spec) {
       p.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
     }
   }
-  if (const Json* lb = field(j, "logit_bias"); lb != nullptr && !lb->empty()) {
-    throw bad_request("'logit_bias' is not supported by this server", "logit_bias");
-  }
+  if (const Json* lb = field(j, "logit_bias")) p.logit_bias = get_logit_bias(*lb);
   if (auto v = get_bool(j, "stream")) spec.stream = *v;
   if (const Json* so = field(j, "stream_options")) {
     if (!so->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");

@@ -6,6 +6,7 @@
 // same alone and inside batches of other sizes and companions.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -112,6 +113,47 @@ TEST(AsyncEngine, BackendSamplingEqualsHostSampling) {
   expect_same(host2, run_requests(o, reqs));
   o.sample_on = "gpu";
   EXPECT_FALSE(Engine::create(o).ok());
+}
+
+// logit_bias through the engine: +100 forces a token at every greedy step, -100 bans one from
+// a sampled request; a request with a bias is drawn on the host (sample::backend_samplable:
+// the backend's draw knows only the filters), so sampling on the backend gives the same tokens.
+TEST(AsyncEngine, LogitBiasForcesAndBansTokensAndIsDrawnOnTheHost) {
+  std::vector<Req> reqs(3);
+  reqs[0].ids = prompt(6, 90);
+  reqs[0].params = greedy(8);
+  reqs[0].params.logit_bias = {{17, 100.0f}};
+  reqs[1].ids = prompt(9, 91);
+  reqs[1].params = seeded(5, 12);
+  reqs[1].params.logprobs.reset();  // the bias alone sends it to the host
+  reqs[2].ids = prompt(7, 92);
+  reqs[2].params = greedy(8);  // unbiased: drawn on the backend
+  EngineOptions o;
+  o.model_dir = tiny_dir();
+  o.sample_on = "host";
+  const EngineRun plain = run_requests(o, reqs);
+  const std::vector<int32_t>& unbiased = plain.outputs.at(plain.handles[1]).outputs[0].token_ids;
+  ASSERT_FALSE(unbiased.empty());
+  // Ban the sampled request's first token: it must never come again, and the draw moves.
+  const int32_t banned = unbiased[0];
+  reqs[1].params.logit_bias = {{banned, -100.0f}};
+  const EngineRun host = run_requests(o, reqs);
+  EXPECT_EQ(host.outputs.at(host.handles[0]).outputs[0].token_ids, std::vector<int32_t>(8, 17));
+  const std::vector<int32_t>& biased = host.outputs.at(host.handles[1]).outputs[0].token_ids;
+  EXPECT_EQ(std::count(biased.begin(), biased.end(), banned), 0);
+  EXPECT_NE(biased, unbiased);
+  EXPECT_EQ(host.outputs.at(host.handles[2]).outputs[0].token_ids,
+            plain.outputs.at(plain.handles[2]).outputs[0].token_ids);
+  o.sample_on = "backend";
+  expect_same(host, run_requests(o, reqs));
+  // An id past the vocabulary is refused at submit, naming the field.
+  auto e = Engine::create(o);
+  ASSERT_TRUE(e.ok());
+  SamplingParams far = greedy(4);
+  far.logit_bias = {{1 << 30, 1.0f}};
+  const auto h = (*e)->submit(prompt(4, 93), far);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("logit_bias"), std::string::npos) << h.status().message();
 }
 
 TEST(AsyncEngine, StarvedPoolPreemptsAndStillMatchesSync) {

@@ -25,7 +25,7 @@ namespace {
 using namespace engine_test;  // NOLINT: the shared runners
 
 // Text requests on the embedded default model: greedy, seeded (top-p, logprobs), penalties,
-// n > 1, a stop string, and a few that end on EOS.
+// a logit bias, n > 1, a stop string, and a few that end on EOS.
 std::vector<Req> default_model_requests() {
   std::vector<Req> reqs;
   const char* prompts[] = {"In the beginning God created", "The law of the", "And it came to pass",
@@ -36,6 +36,7 @@ std::vector<Req> default_model_requests() {
     r.params = i % 2 == 0 ? greedy(20 + 3 * i) : seeded(40 + static_cast<uint64_t>(i), 18 + i);
     if (i == 3) r.params.n = 2;
     if (i == 5) r.params.repetition_penalty = 1.2f;
+    if (i == 4) r.params.logit_bias = {{262, 3.0f}, {290, -100.0f}};
     if (i == 6) {
       r.params.stop = {" the"};
       r.params.logprobs = 3;

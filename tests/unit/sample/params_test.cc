@@ -142,6 +142,38 @@ TEST(SamplingParamsTest, StopTokenIdsMustFitTheVocabulary) {
   EXPECT_NE(s.message().find("[0, 1000)"), std::string::npos) << s.message();
 }
 
+TEST(SamplingParamsTest, LogitBiasIsCheckedByRangeCountAndVocabulary) {
+  SamplingParams p;
+  p.logit_bias = {{0, -100.0f}, {7, 100.0f}, {999, 0.5f}};
+  EXPECT_TRUE(p.validate().ok());
+  EXPECT_TRUE(p.validate(1000).ok());
+  Status s = p.validate(999);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("logit_bias = {999: 0.5}"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("[0, 999)"), std::string::npos) << s.message();
+  for (const float bad : {100.5f, -101.0f, std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    SamplingParams q;
+    q.logit_bias = {{3, bad}};
+    s = q.validate();
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(s.message().rfind("sampling parameter logit_bias = {3: ", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("[-100, 100]"), std::string::npos) << s.message();
+  }
+  SamplingParams neg;
+  neg.logit_bias = {{-1, 1.0f}};
+  EXPECT_NE(neg.validate().message().find("non-negative"), std::string::npos);
+  SamplingParams many;
+  for (int32_t t = 0; t <= static_cast<int32_t>(SamplingParams::kMaxLogitBias); ++t) {
+    many.logit_bias[t] = 1.0f;
+  }
+  s = many.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("at most 4096"), std::string::npos) << s.message();
+  many.logit_bias.erase(0);
+  EXPECT_TRUE(many.validate().ok());
+}
+
 TEST(SamplingParamsTest, TinyTemperatureIsRaisedLikeVllm) {
   SamplingParams p;
   p.temperature = 0.001f;

@@ -344,6 +344,46 @@ TEST(SamplerTest, BitmaskRestrictsTheDraw) {
   EXPECT_GT(seen67, 100);
 }
 
+TEST(SamplerTest, LogitBiasMovesGreedyAndSampledDrawsButNotMaskedTokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  SampleContext ctx;
+  ctx.params = &p;
+  const std::vector<float> row = {0.5f, 2.0f, -1.0f, 1.0f};
+  EXPECT_EQ(sample_token(row, ctx)->token, 1);
+  p.logit_bias = {{1, -100.0f}};  // the favourite all but banned: the next best
+  EXPECT_EQ(sample_token(row, ctx)->token, 3);
+  p.logit_bias = {{2, 3.5f}};  // -1 + 3.5 = 2.5 > 2
+  EXPECT_EQ(sample_token(row, ctx)->token, 2);
+  p.logit_bias = {{2, 3.0f}};  // 2.0: a tie with token 1, the lower id wins
+  EXPECT_EQ(sample_token(row, ctx)->token, 1);
+  // A token the bitmask (or min_tokens) removed stays removed whatever its bias.
+  const std::vector<int32_t> mask = {0b1011};  // tokens 0, 1, 3
+  ctx.allowed_bitmask = mask;
+  p.logit_bias = {{2, 100.0f}};
+  EXPECT_EQ(sample_token(row, ctx)->token, 1);
+  ctx.allowed_bitmask = {};
+  // Sampled: a bias b multiplies a token's odds by e^b (before the temperature).
+  SamplingParams t;
+  t.logit_bias = {{0, std::log(3.0f)}};
+  const int draws = 20000;
+  expect_frequencies(histogram({0.0f, 0.0f}, t, draws), {0.75, 0.25}, draws);
+  // The raw logprobs stay those of the model's row, as for every processor.
+  t.logprobs = 1;
+  ctx.params = &t;
+  ctx.key = {3, 0, 0};
+  auto r = sample_token(std::vector<float>{0.0f, 0.0f}, ctx);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r->logprob, std::log(0.5), 1e-6);
+  // A token outside the row (validate(vocab) refuses it at submit): an error, not a write.
+  SamplingParams far;
+  far.logit_bias = {{4, 1.0f}};
+  ctx.params = &far;
+  auto e = sample_token(row, ctx);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("outside the vocabulary of 4"), std::string::npos);
+}
+
 TEST(SamplerTest, ErrorsNameTheProblem) {
   SamplingParams p;
   SampleContext ctx;
