@@ -273,22 +273,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   den += __shfl_xor_sync(0xffffffffu, den, 2);
   den += __shfl_xor_sync(0xffffffffu, den, 4);
   if constexpr (kPart == StagedPart::kPartial) {
-    // The split's unnormalised sums and denominator share; combine_kernel divides.
+    // The split's share of the denominator; its sums go out unnormalised (combine divides).
     if ((tid & 7) == 0 && my_h < hn) parts.den[part_row + my_h] = den;
-#pragma unroll
-    for (int nt = 0; nt < kTilesPV; ++nt) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int h = 16 * ht + g + (i >= 2 ? 8 : 0);
-        if (h >= hn) continue;
-        parts.partial[(part_row + h) * kD + kQuarter * quarter + 8 * nt + 2 * t + (i & 1)] =
-            acc[nt][i];
-      }
-    }
-    return;
+  } else {
+    if ((tid & 7) == 0) den_s[my_h] = sink != nullptr && my_h < hn ? den + expf(sink[h0 + my_h] - m) : den;
+    __syncthreads();
   }
-  if ((tid & 7) == 0) den_s[my_h] = sink != nullptr && my_h < hn ? den + expf(sink[h0 + my_h] - m) : den;
-  __syncthreads();
   // acc[nt]: (head g, channel 8nt + 2t), (g, + 1), (g + 8, 8nt + 2t), (g + 8, + 1) of this warp's
   // head tile and channel quarter.
 #pragma unroll
@@ -298,8 +288,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int h = 16 * ht + g + (i >= 2 ? 8 : 0);
       if (h >= hn) continue;
       const int ch = kQuarter * quarter + 8 * nt + 2 * t + (i & 1);
-      const float v = acc[nt][i] / den_s[h];
-      o.data[tok * o.ld + (h0 + h) * kD + ch] = round_out ? bf16_round_d(v) : v;
+      if constexpr (kPart == StagedPart::kPartial) {
+        parts.partial[(part_row + h) * kD + ch] = acc[nt][i];
+      } else {
+        const float v = acc[nt][i] / den_s[h];
+        o.data[tok * o.ld + (h0 + h) * kD + ch] = round_out ? bf16_round_d(v) : v;
+      }
     }
   }
 }
