@@ -9,8 +9,9 @@
 //     one is given a seed by the engine at submission, so sampling is always counter-based.
 //   - logit_bias is a map of token id to bias in [-100, 100] (OpenAI's range; vLLM takes any
 //     float), at most kMaxLogitBias entries.
-//   - no allowed_token_ids / bad_words yet; structured output arrives as a token bitmask
-//     instead (SampleContext). The
+//   - allowed_token_ids: at most kMaxAllowedTokenIds ids.
+//   - no bad_words yet; structured output arrives as a token bitmask instead (SampleContext).
+//     The
 //     constraint itself (`structured`) is carried here so that it travels with the request
 //     through the public Engine API; the engine compiles and checks it at submit (the
 //     compiler's error is the validation), validate() does not look at it.
@@ -40,6 +41,7 @@ struct SamplingParams {
   static constexpr float kMaxAbsPenalty = 2.0f;    // presence/frequency in [-2, 2]
   static constexpr float kMaxAbsLogitBias = 100.0f;  // OpenAI's logit_bias range
   static constexpr size_t kMaxLogitBias = 4096;      // entries (docs/limits.md)
+  static constexpr size_t kMaxAllowedTokenIds = 262144;  // ids (docs/limits.md)
 
   // Number of independent samples per prompt; sample i draws from the RNG stream i.
   int32_t n = 1;
@@ -59,6 +61,9 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   // Subtracted (x the number of occurrences in the OUTPUT) from each token's logit. [-2, 2].
   float frequency_penalty = 0.0f;
+  // If not empty, only these token ids can be drawn (vLLM's allowed_token_ids): every other
+  // logit is set to -inf first, before logit_bias and the penalties. Repeats are allowed.
+  std::vector<int32_t> allowed_token_ids;
   // Added to the logit of each listed token id before the penalties, temperature and filters
   // (vLLM's order), greedy requests included; [-100, 100] each. -100 all but bans a token and
   // +100 all but forces it; a token the grammar or min_tokens masked stays masked. Logprobs
@@ -113,7 +118,9 @@ struct SamplingParams {
     return temperature > 0.0f && temperature < kMinTemperature ? kMinTemperature : temperature;
   }
   // Whether the draw needs the host sampler's processors beyond the filters of a SampleSpec.
-  bool has_logit_processors() const { return has_penalties() || !logit_bias.empty(); }
+  bool has_logit_processors() const {
+    return has_penalties() || !logit_bias.empty() || !allowed_token_ids.empty();
+  }
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
   }

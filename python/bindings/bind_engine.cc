@@ -125,6 +125,12 @@ SamplingParams params_from_dict(const nb::dict& d) {
         }
         p.seq_seed = nb::cast<uint64_t>(v);
       }
+    } else if (key == "allowed_token_ids") {
+      if (!none) {
+        for (nb::handle x : nb::cast<nb::sequence>(v)) {
+          p.allowed_token_ids.push_back(get_int(x, kc));
+        }
+      }
     } else if (key == "logit_bias") {
       if (!none) {
         if (!PyDict_Check(v.ptr())) {

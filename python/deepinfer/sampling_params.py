@@ -27,6 +27,7 @@ _ENGINE_FIELDS = (
     "frequency_penalty", "max_tokens", "min_tokens", "stop", "stop_token_ids",
     "include_stop_str_in_output", "ignore_eos", "logprobs", "seq_seed", "prompt_logprobs",
     "skip_special_tokens", "detokenize", "truncate_prompt_tokens", "logit_bias",
+    "allowed_token_ids",
 )
 
 
@@ -81,6 +82,7 @@ class SamplingParams:
         detokenize: bool = True,
         truncate_prompt_tokens: int | None = None,
         logit_bias: dict[int, float] | None = None,
+        allowed_token_ids: list[int] | None = None,
         **unknown: Any,
     ):
         if unknown:
@@ -118,6 +120,11 @@ class SamplingParams:
             raise ValueError("SamplingParams.logit_bias must be a dict {token_id: bias}, got "
                              f"{type(logit_bias).__name__}")
         self.logit_bias = dict(logit_bias) if logit_bias else None
+        # Only these token ids can be drawn (vLLM's name); None or empty: all.
+        if allowed_token_ids is not None and not isinstance(allowed_token_ids, (list, tuple)):
+            raise ValueError("SamplingParams.allowed_token_ids must be a list of token ids, got "
+                             f"{type(allowed_token_ids).__name__}")
+        self.allowed_token_ids = list(allowed_token_ids) if allowed_token_ids else None
         _core.validate_sampling_params(self.to_engine_dict())
         _check_so_args(so_args)
 

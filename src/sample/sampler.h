@@ -14,8 +14,8 @@
 // entry (and no logarithms), and because a fixed walking order makes it exactly
 // reproducible; a GPU kernel reproduces it with an ordered block scan.
 //
-// Pipeline (vLLM v1 order, processors.h): bitmask -> raw logprobs -> min_tokens -> logit_bias
-// -> penalties
+// Pipeline (vLLM v1 order, processors.h): bitmask -> raw logprobs -> min_tokens ->
+// allowed_token_ids -> logit_bias -> penalties
 // -> greedy argmax (temperature == 0) | temperature -> min_p -> top_k -> top_p -> draw.
 #pragma once
 
@@ -101,6 +101,7 @@ class Sampler {
 
   std::vector<float> work_;
   std::vector<float> raw_;  // the masked raw row, kept only when logprobs are asked for
+  std::vector<uint8_t> allowed_;  // allowed_token_ids as a flag per token
   DrawScratch draw_;
 };
 

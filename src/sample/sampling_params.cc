@@ -98,6 +98,16 @@ Status SamplingParams::validate() const {
       return bad("stop[" + std::to_string(i) + "]", "\"\"", "stop strings must not be empty");
     }
   }
+  if (allowed_token_ids.size() > kMaxAllowedTokenIds) {
+    return bad("allowed_token_ids", std::to_string(allowed_token_ids.size()) + " ids",
+               "it may list at most " + std::to_string(kMaxAllowedTokenIds) + " token ids");
+  }
+  for (size_t i = 0; i < allowed_token_ids.size(); ++i) {
+    if (allowed_token_ids[i] < 0) {
+      return bad("allowed_token_ids[" + std::to_string(i) + "]",
+                 std::to_string(allowed_token_ids[i]), "token ids must be non-negative");
+    }
+  }
   if (logit_bias.size() > kMaxLogitBias) {
     return bad("logit_bias", std::to_string(logit_bias.size()) + " entries",
                "it may bias at most " + std::to_string(kMaxLogitBias) + " tokens");
@@ -120,6 +130,14 @@ Status SamplingParams::validate(int64_t vocab_size) const {
       return bad(
           "stop_token_ids[" + std::to_string(i) + "]", std::to_string(stop_token_ids[i]),
           "token ids must be in [0, " + std::to_string(vocab_size) + ") (the model's vocabulary)");
+    }
+  }
+  for (size_t i = 0; i < allowed_token_ids.size(); ++i) {
+    if (allowed_token_ids[i] >= vocab_size) {
+      return bad("allowed_token_ids[" + std::to_string(i) + "]",
+                 std::to_string(allowed_token_ids[i]),
+                 "token ids must be in [0, " + std::to_string(vocab_size) +
+                     ") (the model's vocabulary)");
     }
   }
   if (!logit_bias.empty() && logit_bias.rbegin()->first >= vocab_size) {  // the largest id

@@ -115,6 +115,10 @@ def test_structural_errors(server):
                      {str(i): 1 for i in range(4097)}):
         check_error(post(server.url, "/v1/chat/completions",
                          {"messages": USER, "logit_bias": bad_bias}), 400, param="logit_bias")
+    for bad_ids in ([-1], ["5"], 5, [1.5]):
+        check_error(post(server.url, "/v1/completions",
+                         {"prompt": "x", "allowed_token_ids": bad_ids}), 400,
+                    param="allowed_token_ids")
     # A token id past the model's vocabulary: refused when the engine takes the request.
     check_error(post(server.url, "/v1/completions",
                      {"prompt": "x", "logit_bias": {"99999999": 1}}), 400)

@@ -72,6 +72,9 @@ def test_logit_bias(client):
     text = "".join((d.content or "") + (getattr(d, "reasoning_content", None) or "")
                    for d in deltas)
     assert text.strip() == "the the the"
+    # vLLM's allowed_token_ids (an extra field of the request): only " the" can come.
+    only = client.completions.create(**kw, extra_body={"allowed_token_ids": the}).choices[0].text
+    assert only == " the" * 4
 
 
 

@@ -117,6 +117,8 @@ def test_stop_token_ids_and_max_tokens(tiny):
     ({"logit_bias": {-1: 1.0}}, "logit_bias"),
     ({"logit_bias": {"5": 1.0}}, "logit_bias"),
     ({"logit_bias": [5]}, "logit_bias"),
+    ({"allowed_token_ids": [-4]}, "allowed_token_ids"),
+    ({"allowed_token_ids": 5}, "allowed_token_ids"),
 ])
 def test_invalid_sampling_params_raise_value_error(kwargs, needle):
     with pytest.raises(ValueError, match=needle):
@@ -133,6 +135,10 @@ def test_logit_bias_forces_and_bans_tokens(tiny):
     assert not set(banned) & set(base)
     p = greedy(6, logit_bias={9: 100.0})
     assert p.clone(max_tokens=2).logit_bias == {9: 100.0}
+    sampled = SamplingParams(temperature=1.0, max_tokens=8, ignore_eos=True, seq_seed=3,
+                             allowed_token_ids=[11, 12])
+    out = tiny.generate([PROMPTS[1]], sampled, use_tqdm=False)[0].outputs[0].token_ids
+    assert len(out) == 8 and set(out) <= {11, 12}
     with pytest.raises(ValueError, match="logit_bias"):  # past the vocabulary: at generate
         tiny.generate([PROMPTS[1]], greedy(2, logit_bias={1 << 30: 1.0}), use_tqdm=False)
 

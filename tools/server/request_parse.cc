@@ -207,6 +207,24 @@ void parse_sampling(const Json& j, GenerationSpec& spec) {
     }
   }
   if (const Json* lb = field(j, "logit_bias")) p.logit_bias = get_logit_bias(*lb);
+  if (const Json* ids = field(j, "allowed_token_ids")) {  // vLLM's extension
+    if (!ids->is_array()) {
+      throw bad_request("'allowed_token_ids' must be an array of integers", "allowed_token_ids");
+    }
+    if (ids->size() > SamplingParams::kMaxAllowedTokenIds) {
+      over_limit(format_count(ids->size()) + " allowed token ids",
+                 SamplingParams::kMaxAllowedTokenIds, "SamplingParams::kMaxAllowedTokenIds",
+                 "pass fewer token ids", "allowed_token_ids");
+    }
+    for (const Json& t : *ids) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+          t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+        throw bad_request("'allowed_token_ids' must be an array of token ids (integers in "
+                          "[0, 2^31))", "allowed_token_ids");
+      }
+      p.allowed_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+    }
+  }
   if (auto v = get_bool(j, "stream")) spec.stream = *v;
   if (const Json* so = field(j, "stream_options")) {
     if (!so->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");

@@ -116,9 +116,10 @@ TEST(AsyncEngine, BackendSamplingEqualsHostSampling) {
 }
 
 // logit_bias through the engine: +100 forces a token at every greedy step, -100 bans one from
-// a sampled request; a request with a bias is drawn on the host (sample::backend_samplable:
-// the backend's draw knows only the filters), so sampling on the backend gives the same tokens.
-TEST(AsyncEngine, LogitBiasForcesAndBansTokensAndIsDrawnOnTheHost) {
+// a sampled request; allowed_token_ids keeps a request inside its ids. Such requests are drawn
+// on the host (sample::backend_samplable: the backend's draw knows only the filters), so
+// sampling on the backend gives the same tokens.
+TEST(AsyncEngine, LogitBiasAndAllowedTokenIdsAreDrawnOnTheHost) {
   std::vector<Req> reqs(3);
   reqs[0].ids = prompt(6, 90);
   reqs[0].params = greedy(8);
@@ -146,6 +147,15 @@ TEST(AsyncEngine, LogitBiasForcesAndBansTokensAndIsDrawnOnTheHost) {
             plain.outputs.at(plain.handles[2]).outputs[0].token_ids);
   o.sample_on = "backend";
   expect_same(host, run_requests(o, reqs));
+  // allowed_token_ids: the unbiased request drawn from three ids only, also on the host.
+  reqs[2].params.allowed_token_ids = {30, 31, 32};
+  o.sample_on = "host";
+  const EngineRun allowed = run_requests(o, reqs);
+  for (const int32_t t : allowed.outputs.at(allowed.handles[2]).outputs[0].token_ids) {
+    EXPECT_TRUE(t >= 30 && t <= 32) << t;
+  }
+  o.sample_on = "backend";
+  expect_same(allowed, run_requests(o, reqs));
   // An id past the vocabulary is refused at submit, naming the field.
   auto e = Engine::create(o);
   ASSERT_TRUE(e.ok());

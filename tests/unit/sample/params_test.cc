@@ -174,6 +174,21 @@ TEST(SamplingParamsTest, LogitBiasIsCheckedByRangeCountAndVocabulary) {
   EXPECT_TRUE(many.validate().ok());
 }
 
+TEST(SamplingParamsTest, AllowedTokenIdsMustBeRealIds) {
+  SamplingParams p;
+  p.allowed_token_ids = {0, 5, 999};
+  EXPECT_TRUE(p.validate(1000).ok());
+  Status s = p.validate(999);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("allowed_token_ids[2] = 999"), std::string::npos) << s.message();
+  p.allowed_token_ids = {3, -2};
+  s = p.validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("allowed_token_ids[1] = -2"), std::string::npos) << s.message();
+  p.allowed_token_ids.assign(SamplingParams::kMaxAllowedTokenIds + 1, 1);
+  EXPECT_NE(p.validate().message().find("at most 262144"), std::string::npos);
+}
+
 TEST(SamplingParamsTest, TinyTemperatureIsRaisedLikeVllm) {
   SamplingParams p;
   p.temperature = 0.001f;

@@ -384,6 +384,26 @@ TEST(SamplerTest, LogitBiasMovesGreedyAndSampledDrawsButNotMaskedTokens) {
   EXPECT_NE(e.status().message().find("outside the vocabulary of 4"), std::string::npos);
 }
 
+TEST(SamplerTest, AllowedTokenIdsKeepOnlyThoseAndComeBeforeTheBias) {
+  SamplingParams p;
+  p.allowed_token_ids = {2, 4, 2};  // repeats allowed
+  const std::vector<float> row = {3.0f, 2.0f, 0.0f, 1.0f, 0.5f};
+  const int draws = 20000;
+  // Renormalised over {2, 4}: e^0 / (e^0 + e^0.5).
+  const double p2 = 1.0 / (1.0 + std::exp(0.5));
+  expect_frequencies(histogram(row, p, draws), {0, 0, p2, 0, 1.0 - p2}, draws);
+  p.temperature = 0.0f;
+  SampleContext ctx;
+  ctx.params = &p;
+  EXPECT_EQ(sample_token(row, ctx)->token, 4);
+  p.logit_bias = {{0, 100.0f}, {2, 1.0f}};  // a bias cannot bring back a token left out
+  EXPECT_EQ(sample_token(row, ctx)->token, 2);
+  p.allowed_token_ids = {7};
+  auto e = sample_token(row, ctx);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("allowed_token_ids names token 7"), std::string::npos);
+}
+
 TEST(SamplerTest, ErrorsNameTheProblem) {
   SamplingParams p;
   SampleContext ctx;
