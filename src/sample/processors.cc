@@ -57,6 +57,38 @@ void mask_tokens(std::span<float> logits, std::span<const int32_t> ids) {
   }
 }
 
+namespace {
+Status outside_row(const char* what, int32_t token, size_t vocab) {
+  return invalid_argument(std::string(what) + " names token " + std::to_string(token) +
+                          ", outside the vocabulary of " + std::to_string(vocab));
+}
+bool in_row(int32_t token, size_t vocab) {
+  return token >= 0 && static_cast<size_t>(token) < vocab;
+}
+}  // namespace
+
+Status apply_allowed_tokens(std::span<float> logits, std::span<const int32_t> ids,
+                            std::vector<int32_t>& words) {
+  words.assign((logits.size() + 31) / 32, 0);
+  for (const int32_t id : ids) {
+    if (!in_row(id, logits.size())) return outside_row("allowed_token_ids", id, logits.size());
+    words[static_cast<size_t>(id) / 32] |= static_cast<int32_t>(1u << (id % 32));
+  }
+  return apply_token_bitmask(logits, words);
+}
+
+Status apply_logit_bias(std::span<float> logits, const std::map<int32_t, float>& bias) {
+  // Checked whole first, so a bad id changes nothing (std::map: the largest id is last).
+  if (!bias.empty() && !in_row(bias.begin()->first, logits.size())) {
+    return outside_row("logit_bias", bias.begin()->first, logits.size());
+  }
+  if (!bias.empty() && !in_row(bias.rbegin()->first, logits.size())) {
+    return outside_row("logit_bias", bias.rbegin()->first, logits.size());
+  }
+  for (const auto& [token, b] : bias) logits[static_cast<size_t>(token)] += b;
+  return {};
+}
+
 Status apply_penalties(std::span<float> logits, const TokenCounts& counts, float repetition_penalty,
                        float presence_penalty, float frequency_penalty) {
   for (const TokenCounts::Entry& e : counts.entries()) {

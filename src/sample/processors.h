@@ -4,7 +4,8 @@
 // Sampler (sampler.h) runs them in vLLM v1's order (vllm/v1/sample/sampler.py):
 //
 //   token bitmask (structured output; vLLM applies it before the sampler)
-//   -> min_tokens (mask EOS/stop ids) -> penalties (repetition, frequency, presence)
+//   -> min_tokens (mask EOS/stop ids) -> allowed_token_ids -> logit_bias
+//   -> penalties (repetition, frequency, presence)
 //   -> [greedy: argmax here, lowest id on ties]
 //   -> temperature -> min_p -> top_k -> top_p -> draw (inverse CDF, sample_inverse_cdf)
 //
@@ -20,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <span>
 #include <vector>
 
@@ -35,6 +37,16 @@ Status apply_token_bitmask(std::span<float> logits, std::span<const int32_t> bit
 // Sets the listed ids to -inf (min_tokens: EOS and stop ids before the minimum length).
 // Ids outside the row are ignored (a stop id beyond a smaller test vocabulary is harmless).
 void mask_tokens(std::span<float> logits, std::span<const int32_t> ids);
+
+// allowed_token_ids: every token not listed set to -inf (repeats allowed), through a bitmask
+// built in `words` and apply_token_bitmask. InvalidArgument (nothing changed) if an id does not
+// fit the row.
+Status apply_allowed_tokens(std::span<float> logits, std::span<const int32_t> ids,
+                            std::vector<int32_t>& words);
+
+// logit_bias: x += bias for each listed token (-inf stays -inf). InvalidArgument (nothing
+// changed) if an id does not fit the row.
+Status apply_logit_bias(std::span<float> logits, const std::map<int32_t, float>& bias);
 
 // vLLM's penalties, in its order: repetition (tokens in prompt or output: x > 0 -> x / r,
 // else x * r), then frequency (x -= f * output count), then presence (x -= p if the token

@@ -104,28 +104,9 @@ Status Sampler::mask_and_penalise(const SampleContext& ctx) {
     mask_tokens(row, ctx.eos_token_ids);
     mask_tokens(row, p.stop_token_ids);
   }
-  // allowed_token_ids, then logit_bias, before the penalties (vLLM's order); -inf (masked)
-  // stays -inf.
-  if (!p.allowed_token_ids.empty()) {
-    allowed_.assign(row.size(), 0);
-    for (const int32_t token : p.allowed_token_ids) {
-      if (token < 0 || static_cast<size_t>(token) >= row.size()) {
-        return invalid_argument("allowed_token_ids names token " + std::to_string(token) +
-                                ", outside the vocabulary of " + std::to_string(row.size()));
-      }
-      allowed_[static_cast<size_t>(token)] = 1;
-    }
-    for (size_t i = 0; i < row.size(); ++i) {
-      if (allowed_[i] == 0) row[i] = -kPosInf;
-    }
-  }
-  for (const auto& [token, bias] : p.logit_bias) {
-    if (token < 0 || static_cast<size_t>(token) >= row.size()) {
-      return invalid_argument("logit_bias names token " + std::to_string(token) +
-                              ", outside the vocabulary of " + std::to_string(row.size()));
-    }
-    row[static_cast<size_t>(token)] += bias;
-  }
+  // allowed_token_ids, then logit_bias, before the penalties (vLLM's order).
+  if (!p.allowed_token_ids.empty()) DI_TRY(apply_allowed_tokens(row, p.allowed_token_ids, allowed_));
+  DI_TRY(apply_logit_bias(row, p.logit_bias));
   if (p.has_penalties() && ctx.history != nullptr) {
     return apply_penalties(row, *ctx.history, p.repetition_penalty, p.presence_penalty,
                            p.frequency_penalty);

@@ -101,7 +101,7 @@ class Sampler {
 
   std::vector<float> work_;
   std::vector<float> raw_;  // the masked raw row, kept only when logprobs are asked for
-  std::vector<uint8_t> allowed_;  // allowed_token_ids as a flag per token
+  std::vector<int32_t> allowed_;  // allowed_token_ids as a token bitmask
   DrawScratch draw_;
 };
 

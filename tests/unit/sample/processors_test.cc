@@ -47,6 +47,34 @@ TEST(ProcessorsTest, BitmaskTooShortIsAnError) {
   EXPECT_NE(s.message().find("needs 2"), std::string::npos) << s.message();
 }
 
+TEST(ProcessorsTest, AllowedTokensKeepOnlyTheListedIds) {
+  // 40 tokens (two bitmask words): keep 1, 33 (second word) and 39 (listed twice).
+  std::vector<float> row(40, 0.5f);
+  row[2] = kNegInf;
+  std::vector<int32_t> words;
+  ASSERT_TRUE(apply_allowed_tokens(row, std::vector<int32_t>{39, 1, 33, 39}, words).ok());
+  EXPECT_EQ(finite_ids(row), (std::vector<int>{1, 33, 39}));
+  EXPECT_EQ(row[33], 0.5f);
+  std::vector<float> row2(40, 0.5f);
+  const Status s = apply_allowed_tokens(row2, std::vector<int32_t>{3, 40}, words);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("allowed_token_ids names token 40, outside the vocabulary of 40"),
+            std::string::npos);
+  EXPECT_EQ(finite_ids(row2).size(), 40u);  // nothing changed
+}
+
+TEST(ProcessorsTest, LogitBiasAddsAndKeepsMaskedTokensMasked) {
+  std::vector<float> row = {1.0f, kNegInf, -2.0f};
+  ASSERT_TRUE(apply_logit_bias(row, {{1, 100.0f}, {2, 3.5f}}).ok());
+  EXPECT_EQ(row, (std::vector<float>{1.0f, kNegInf, 1.5f}));
+  const Status s = apply_logit_bias(row, {{0, 1.0f}, {3, 1.0f}});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("logit_bias names token 3, outside the vocabulary of 3"),
+            std::string::npos);
+  EXPECT_EQ(row[0], 1.0f);  // nothing changed
+  EXPECT_FALSE(apply_logit_bias(row, {{-1, 1.0f}}).ok());
+}
+
 TEST(ProcessorsTest, PenaltiesFollowVllmDefinitions) {
   // logits [2, -2, 1, 0.5, 3]; prompt {0, 2}; output [1, 1, 3];
   // repetition 2, presence 0.25, frequency 0.5.
