@@ -17,12 +17,13 @@ ApiError bad_request(const std::string& message, const std::string& param) {
 
 namespace {
 
+// `file`: where limit_name is defined (the server's own limits by default; the sampling
+// parameters' in the public header).
 [[noreturn]] void over_limit(const std::string& found, uint64_t limit, const char* limit_name,
-                             const char* fix, const std::string& param) {
-  throw bad_request(
-      limit_message(found, limit, std::string(limit_name) + " in tools/server/request_limits.h",
-                    fix),
-      param);
+                             const char* fix, const std::string& param,
+                             const char* file = "tools/server/request_limits.h") {
+  throw bad_request(limit_message(found, limit, std::string(limit_name) + " in " + file, fix),
+                    param);
 }
 
 Json parse_body(const std::string& body) {
@@ -149,7 +150,8 @@ std::map<int32_t, float> get_logit_bias(const Json& lb) {
   }
   if (lb.size() > SamplingParams::kMaxLogitBias) {
     over_limit(format_count(lb.size()) + " entries in 'logit_bias'", SamplingParams::kMaxLogitBias,
-               "SamplingParams::kMaxLogitBias", "bias fewer tokens", "logit_bias");
+               "SamplingParams::kMaxLogitBias", "bias fewer tokens", "logit_bias",
+               "include/deepinfer/sampling_params.h");
   }
   std::map<int32_t, float> out;
   for (const auto& [key, value] : lb.items()) {
@@ -164,6 +166,30 @@ std::map<int32_t, float> get_logit_bias(const Json& lb) {
       throw bad_request("'logit_bias' value for token " + key + " must be a number", "logit_bias");
     }
     out[static_cast<int32_t>(id)] = static_cast<float>(value.get<double>());
+  }
+  return out;
+}
+
+// An array of token ids (JSON integers in [0, 2^31)) under `key`, at most `limit` of them
+// (`limit_name` in `file`; `noun` names them in that error). An id past int32 is refused, not
+// wrapped.
+std::vector<int32_t> get_token_ids(const Json& j, const char* key, const char* noun, size_t limit,
+                                   const char* limit_name, const char* file) {
+  const Json* ids = field(j, key);
+  std::vector<int32_t> out;
+  if (ids == nullptr) return out;
+  const std::string what = std::string("'") + key + "' must be an array of token ids (integers in [0, 2^31))";
+  if (!ids->is_array()) throw bad_request(what, key);
+  if (ids->size() > limit) {
+    over_limit(format_count(ids->size()) + " " + noun, limit, limit_name,
+               "pass fewer token ids", key, file);
+  }
+  for (const Json& t : *ids) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+        t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      throw bad_request(what, key);
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
   }
   return out;
 }
@@ -193,38 +219,13 @@ void parse_sampling(const Json& j, GenerationSpec& spec) {
     p.truncate_prompt_tokens = to_i32(*v, "truncate_prompt_tokens", 1, 1 << 30);
   }
   p.stop = get_stop(j, "stop");
-  if (const Json* ids = field(j, "stop_token_ids")) {
-    if (!ids->is_array()) throw bad_request("'stop_token_ids' must be an array of integers");
-    if (ids->size() > kMaxStopTokenIds) {
-      over_limit(format_count(ids->size()) + " stop token ids", kMaxStopTokenIds,
-                 "kMaxStopTokenIds", "pass fewer stop token ids", "stop_token_ids");
-    }
-    for (const Json& t : *ids) {
-      if (!t.is_number_integer()) {
-        throw bad_request("'stop_token_ids' must be an array of integers", "stop_token_ids");
-      }
-      p.stop_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-    }
-  }
+  p.stop_token_ids = get_token_ids(j, "stop_token_ids", "stop token ids", kMaxStopTokenIds,
+                                   "kMaxStopTokenIds", "tools/server/request_limits.h");
+  p.allowed_token_ids =  // vLLM's extension
+      get_token_ids(j, "allowed_token_ids", "allowed token ids",
+                    SamplingParams::kMaxAllowedTokenIds, "SamplingParams::kMaxAllowedTokenIds",
+                    "include/deepinfer/sampling_params.h");
   if (const Json* lb = field(j, "logit_bias")) p.logit_bias = get_logit_bias(*lb);
-  if (const Json* ids = field(j, "allowed_token_ids")) {  // vLLM's extension
-    if (!ids->is_array()) {
-      throw bad_request("'allowed_token_ids' must be an array of integers", "allowed_token_ids");
-    }
-    if (ids->size() > SamplingParams::kMaxAllowedTokenIds) {
-      over_limit(format_count(ids->size()) + " allowed token ids",
-                 SamplingParams::kMaxAllowedTokenIds, "SamplingParams::kMaxAllowedTokenIds",
-                 "pass fewer token ids", "allowed_token_ids");
-    }
-    for (const Json& t : *ids) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-          t.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
-        throw bad_request("'allowed_token_ids' must be an array of token ids (integers in "
-                          "[0, 2^31))", "allowed_token_ids");
-      }
-      p.allowed_token_ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-    }
-  }
   if (auto v = get_bool(j, "stream")) spec.stream = *v;
   if (const Json* so = field(j, "stream_options")) {
     if (!so->is_object()) throw bad_request("'stream_options' must be an object", "stream_options");

@@ -195,6 +195,39 @@ TEST_F(ServerLimits, StopTokenIds) {
               HasSubstr("1,025 stop token ids exceeds the limit of 1,024 (kMaxStopTokenIds"));
 }
 
+// The sampling parameters' own limits (include/deepinfer/sampling_params.h), checked by the
+// parser before it keeps anything; an id past int32 is refused, not wrapped.
+TEST_F(ServerLimits, LogitBiasAndAllowedTokenIds) {
+  auto bias = [](size_t n) {
+    std::string s = R"("logit_bias": {)";
+    for (size_t i = 0; i < n; ++i) s += (i ? ", \"" : "\"") + std::to_string(i) + "\": 1";
+    return s + "}";
+  };
+  EXPECT_EQ(error_of(chat_with(bias(SamplingParams::kMaxLogitBias))).status, 0);
+  const ApiError b = error_of(chat_with(bias(SamplingParams::kMaxLogitBias + 1)));
+  EXPECT_EQ(b.param, "logit_bias");
+  EXPECT_THAT(std::string(b.what()),
+              HasSubstr("4,097 entries in 'logit_bias' exceeds the limit of 4,096 "
+                        "(SamplingParams::kMaxLogitBias in include/deepinfer/sampling_params.h)"));
+  auto ids = [](size_t n) {
+    std::string s = R"("allowed_token_ids": [)";
+    for (size_t i = 0; i < n; ++i) s += i ? ", 1" : "1";
+    return s + "]";
+  };
+  EXPECT_EQ(error_of(chat_with(ids(SamplingParams::kMaxAllowedTokenIds))).status, 0);
+  const ApiError a = error_of(chat_with(ids(SamplingParams::kMaxAllowedTokenIds + 1)));
+  EXPECT_EQ(a.param, "allowed_token_ids");
+  EXPECT_THAT(std::string(a.what()),
+              HasSubstr("262,145 allowed token ids exceeds the limit of 262,144 "
+                        "(SamplingParams::kMaxAllowedTokenIds in include/deepinfer/sampling_params.h)"));
+  for (const char* wrapped : {R"("stop_token_ids": [4294967301])",
+                              R"("allowed_token_ids": [4294967301])"}) {
+    const ApiError w = error_of(chat_with(wrapped));
+    EXPECT_EQ(w.status, 400) << wrapped;
+    EXPECT_THAT(std::string(w.what()), HasSubstr("integers in [0, 2^31)")) << wrapped;
+  }
+}
+
 TEST_F(ServerLimits, Logprobs) {
   EXPECT_EQ(error_of(chat_with(R"("logprobs": true, "top_logprobs": 20)")).status, 0);
   const ApiError top = error_of(chat_with(R"("logprobs": true, "top_logprobs": 21)"));
