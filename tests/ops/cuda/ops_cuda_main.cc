@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "backend/cpu/cpu_ops.h"
@@ -75,6 +76,7 @@ int main(int argc, char** argv) {
   }
   // CudaOps' own case, filtered and reported like the registered ones.
   constexpr const char* kFusedCase = "linear_fused_act_quant_cuda";
+  constexpr const char* kStagedSplitCase = "sparse_attention_staged_split_cuda";
   auto selected = [&](const char* name) {
     if (!only.empty()) return only == name;
     return filter.empty() || std::string(name).find(filter) != std::string::npos;
@@ -84,7 +86,7 @@ int main(int argc, char** argv) {
       std::printf("%s (%s)\n", c.name, testing::on_backends_name(c.on));
     }
     std::printf("%s (cuda)\n", kFusedCase);
-    std::printf("sparse_attention_staged_split_cuda (cuda)\n");
+    std::printf("%s (cuda)\n", kStagedSplitCase);
     return 0;
   }
   const deepinfer::Status avail = cuda::cuda_available(0);
@@ -146,17 +148,12 @@ int main(int argc, char** argv) {
                 ctx.checks - checks_before);
     std::fflush(stdout);
   }
-  // The staged sparse attention's split-key form (off by default until its first GPU run:
-  // CudaOps::set_sparse_staged_split): the staged op case again with it on.
-  constexpr const char* kStagedSplitCase = "sparse_attention_staged_split_cuda";
-  if (selected(kStagedSplitCase)) {
+  // CudaOps' own cases, beside the registered ones: `run` adds its checks to ctx.
+  const auto own_case = [&](const char* name, const std::function<void()>& run) {
+    if (!selected(name)) return;
     const int failures_before = ctx.failures, checks_before = ctx.checks;
-    std::printf("[ RUN  ] %s\n", kStagedSplitCase);
-    gpu.value()->set_sparse_staged_split(true);
-    for (const OpCase& c : testing::op_cases()) {
-      if (std::strcmp(c.name, "sparse_attention_staged") == 0) testing::run_case(c, ctx);
-    }
-    gpu.value()->set_sparse_staged_split(false);
+    std::printf("[ RUN  ] %s\n", name);
+    run();
     const cudaError_t e = cudaDeviceSynchronize();
     if (e != cudaSuccess) {
       std::printf("  FAIL CUDA error after case: %s\n", cudaGetErrorString(e));
@@ -165,19 +162,19 @@ int main(int argc, char** argv) {
     ++cases;
     const bool ok = ctx.failures == failures_before && ctx.checks > checks_before;
     failed_cases += ok ? 0 : 1;
-    std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", kStagedSplitCase,
+    std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", name,
                 ctx.checks - checks_before);
-  }
-  if (selected(kFusedCase)) {
-    const int failures_before = ctx.failures, checks_before = ctx.checks;
-    std::printf("[ RUN  ] %s\n", kFusedCase);
-    testing::check_fused_act_quant(*gpu.value(), ctx);
-    ++cases;
-    const bool ok = ctx.failures == failures_before;
-    failed_cases += ok ? 0 : 1;
-    std::printf("[ %s ] %s (%d checks)\n", ok ? " OK " : "FAIL", kFusedCase,
-                ctx.checks - checks_before);
-  }
+  };
+  // The staged sparse attention's split-key form (off by default until its first GPU run:
+  // CudaOps::set_sparse_staged_split): the staged op case again with it on.
+  own_case(kStagedSplitCase, [&] {
+    gpu.value()->set_sparse_staged_split(true);
+    for (const OpCase& c : testing::op_cases()) {
+      if (std::strcmp(c.name, "sparse_attention_staged") == 0) testing::run_case(c, ctx);
+    }
+    gpu.value()->set_sparse_staged_split(false);
+  });
+  own_case(kFusedCase, [&] { testing::check_fused_act_quant(*gpu.value(), ctx); });
   std::printf("%d cases, %d checks, %d failed checks, %d failed cases, %d skipped\n", cases,
               ctx.checks, ctx.failures, failed_cases, skipped);
   return ctx.failures == 0 && cases + skipped > 0 ? 0 : 1;  // (1: a filter that matched nothing)

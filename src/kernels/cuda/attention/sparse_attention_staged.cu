@@ -344,10 +344,6 @@ int staged_splits(int64_t rows, int64_t n_heads, int64_t L) {
   return splits >= 2 ? static_cast<int>(splits) : 0;
 }
 
-int64_t staged_split_floats(int splits, int64_t rows, int64_t n_heads) {
-  return int64_t{splits} * rows * n_heads * (kD + 2);
-}
-
 bool staged_shape_fits(int64_t n_heads, SparseKeys keys, int64_t L) {
   return keys.d == kD && n_heads >= kHeads / 2 && L <= kMaxSparseKeys;
 }
@@ -373,8 +369,8 @@ bool launch_sparse_attention_staged(MatDesc q, int64_t n_heads, SparseKeys keys,
 int64_t sparse_attention_staged_split_scratch(int64_t rows, int64_t n_heads, SparseKeys keys,
                                               int64_t L) {
   if (!staged_shape_fits(n_heads, keys, L)) return 0;
-  const int splits = staged_splits(rows, n_heads, L);
-  return staged_split_floats(splits, rows, n_heads);
+  // Per split, row and head: kD sums, a max and a denominator (launch's layout below).
+  return int64_t{staged_splits(rows, n_heads, L)} * rows * n_heads * (kD + 2);
 }
 
 bool launch_sparse_attention_staged_split(MatDesc q, int64_t n_heads, SparseKeys keys, int64_t L,
